@@ -1,0 +1,66 @@
+# wgpt: GPT training in C on WebGPU (Dawn).
+#   make run    fetch pinned dependencies, build, check the GPU driver, run the main job
+#   make test   the same setup, then every test
+#   make        build only (needs `scripts/setup.sh` once)
+CC ?= cc
+OPT ?= -O2 -g
+CFLAGS_ALL = -std=c11 $(OPT) -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc $(EXTRA_CFLAGS)
+BUILD ?= build
+DAWN_DIR = third_party/dawn
+# Binaries find Dawn next to the tree, wherever the tree is: no LD_LIBRARY_PATH.
+LDLIBS_DAWN = -L$(DAWN_DIR) -lwebgpu_wrapper -Wl,-rpath,'$$ORIGIN/../$(DAWN_DIR)' -lm
+
+LIB_SRC = $(wildcard src/gpu/*.c)
+CLI_SRC = $(wildcard src/cli/*.c)
+KERNELS = $(sort $(wildcard kernels/*.wgsl))
+TEST_SRC = $(wildcard tests/test_*.c)
+TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
+
+LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
+CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+
+.PHONY: all setup run test clean
+all: $(BUILD)/wgpt $(TESTS)
+
+setup:
+	@scripts/setup.sh
+
+run: setup
+	@$(MAKE) --no-print-directory all
+	@scripts/ensure-driver.sh $(BUILD)/wgpt
+	@scripts/run.sh
+
+test: setup
+	@$(MAKE) --no-print-directory all
+	@scripts/ensure-driver.sh $(BUILD)/wgpt
+	@scripts/run-tests.sh $(TESTS)
+
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) | $(DAWN_DIR)/libwebgpu_wrapper.so
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/embed_kernels: tools/embed_kernels.c
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS_ALL) $< -o $@
+
+$(BUILD)/kernels_embedded.c: $(BUILD)/embed_kernels $(KERNELS)
+	$(BUILD)/embed_kernels $@ $(KERNELS)
+
+$(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c src/gpu/embedded.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libwgpt.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/wgpt: $(CLI_OBJ) $(BUILD)/libwgpt.a
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
+
+$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(BUILD)/libwgpt.a
+	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgpt.a $(LDLIBS_DAWN) -lcmocka -o $@
+
+$(DAWN_DIR)/libwebgpu_wrapper.so:
+	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1
+
+clean:
+	rm -rf $(BUILD)

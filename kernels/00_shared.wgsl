@@ -1,0 +1,72 @@
+// 00_shared.wgsl: the shared preamble. The engine pastes this text in front
+// of every kernel, after the enable directives it writes itself
+// (`enable f16;` only on devices that have shader-f16, then `enable subgroups;`).
+// It must hold no kernel marker. See docs/kernels/00_shared.md.
+
+const WG: u32 = 256u;              // threads per workgroup of 1D kernels
+const MAX_WG_DIM: u32 = 65535u;    // workgroups per dispatch dimension
+const F32_MAX: f32 = 0x1.fffffep+127f;
+const NEG_INF: f32 = -F32_MAX;     // identity of max: finite, so no inf arithmetic
+// The API allows subgroups of 4 to 128 lanes: at most WG / 4 partial results.
+const MAX_SUBGROUPS: u32 = 64u;
+
+// One linear thread index for a 1D dispatch (n, 1, 1) or the host's 2D
+// fallback (65535, ceil(n / 65535), 1). Kernels bounds-check the result.
+fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return gid.x + gid.y * nwg.x * WG;
+}
+
+// Finite test on the bit pattern: compilers may assume `x == x` is true
+// (WGSL lets them assume no NaN or Inf), but not for an integer compare.
+fn is_finite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// x if finite, else 0: stops a NaN or Inf at the edge of a backward pass.
+fn nan_guard(x: f32) -> f32 {
+    return select(0.0, x, is_finite(x));
+}
+
+var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
+
+// Sum of `val` over a workgroup of WG threads, returned to every thread.
+// Call from uniform control flow with every thread of the workgroup; threads
+// with nothing to add pass 0. tid = local_invocation_index, sg_size = the
+// subgroup_size builtin (8 on lavapipe, 32 on NVIDIA, 64 on some AMD).
+// Subgroup i is taken to be threads [i*sg_size, (i+1)*sg_size): true for 1D
+// workgroups on the drivers we know; tests/test_shared.c checks it per device.
+fn wg_reduce_sum(tid: u32, sg_size: u32, val: f32) -> f32 {
+    let partial = subgroupAdd(val);
+    let lane = tid % sg_size;
+    let n_sg = WG / sg_size;
+    if (lane == 0u) { sh_red[tid / sg_size] = partial; }
+    workgroupBarrier();
+    // Every subgroup folds all partials (redundantly) to stay uniform; with
+    // small subgroups each lane first adds several partials.
+    var v = 0.0;
+    for (var i = 0u; i < n_sg; i += sg_size) {
+        if (i + lane < n_sg) { v += sh_red[i + lane]; }
+    }
+    let total = subgroupAdd(v);
+    // Trailing barrier: no thread may start the next reduction and overwrite
+    // sh_red before every thread has read it here.
+    workgroupBarrier();
+    return total;
+}
+
+// Maximum of `val` over a workgroup of WG threads; identity NEG_INF (pass it
+// from threads with no value). Same rules as wg_reduce_sum.
+fn wg_reduce_max(tid: u32, sg_size: u32, val: f32) -> f32 {
+    let partial = subgroupMax(val);
+    let lane = tid % sg_size;
+    let n_sg = WG / sg_size;
+    if (lane == 0u) { sh_red[tid / sg_size] = partial; }
+    workgroupBarrier();
+    var v = NEG_INF;
+    for (var i = 0u; i < n_sg; i += sg_size) {
+        if (i + lane < n_sg) { v = max(v, sh_red[i + lane]); }
+    }
+    let result = subgroupMax(v);
+    workgroupBarrier();
+    return result;
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs each test binary given, then prints one summary line:
+#   "tests: N passed, N failed"   (counts of test cases, from cmocka's output)
+set -uo pipefail
+passed=0; failed=0; broken=()
+for t in "$@"; do
+  echo "=== $t"
+  out=$("$t" 2>&1); rc=$?
+  printf '%s\n' "$out"
+  p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
+  f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
+  passed=$((passed + p)); failed=$((failed + f))
+  if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); broken+=("$t (exit $rc)"); fi
+done
+[ ${#broken[@]} -gt 0 ] && printf 'crashed or failed to start: %s\n' "${broken[@]}"
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

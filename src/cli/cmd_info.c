@@ -1,0 +1,68 @@
+// cmd_info.c: `wgpt info`: adapters, the opened device, limits and features.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "gpu/gpu.h"
+
+static void usage_(FILE *f) {
+    fprintf(f,
+            "usage: wgpt info [--list] [--check] [--adapter N|NAME]\n\n"
+            "  --list           list every adapter Dawn offers, with its index\n"
+            "  --check          exit 0 if a real GPU adapter exists (not Dawn's Null backend), else 1\n"
+            "  --adapter N|NAME open adapter N of --list, or the first whose name contains NAME\n");
+}
+
+int wgpt_cmd_info(int argc, char **argv) {
+    int list = 0, check = 0;
+    wgpt_gpu_options opt = {.adapter_index = -1};
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--list") == 0) list = 1;
+        else if (strcmp(argv[i], "--check") == 0) check = 1;
+        else if (strcmp(argv[i], "--adapter") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end == 0 && v >= 0) opt.adapter_index = (int)v;
+            else opt.adapter_name = argv[i];
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage_(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "wgpt info: unknown option '%s'\n", argv[i]);
+            usage_(stderr);
+            return 2;
+        }
+    }
+    char err[2048], line[512];
+    if (list || check) {
+        wgpt_gpu_info infos[8];
+        int n = wgpt_gpu_list(infos, 8, err, sizeof err);
+        if (n < 0) {
+            fprintf(stderr, "wgpt info: %s\n", err);
+            return 1;
+        }
+        for (int i = 0; i < n && !check; i++) {
+            wgpt_gpu_describe(&infos[i], line, sizeof line);
+            printf("[%d] %s\n", i, line);
+        }
+        if (check) printf("ok: %s (%s)\n", infos[0].name, infos[0].backend);
+        return 0;
+    }
+    wgpt_gpu *g = wgpt_gpu_open(&opt, err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "wgpt info: %s\n", err);
+        return 1;
+    }
+    const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
+    wgpt_gpu_describe(in, line, sizeof line);
+    printf("adapter: %s\n", line);
+    printf("vendor: %s (0x%04x), device 0x%04x, driver: %s\n", in->vendor, in->vendor_id, in->device_id, in->driver);
+    printf("limits: storage binding %llu MiB, buffer %llu MiB, workgroup storage %u KiB, "
+           "%u invocations/workgroup, %u workgroups/dimension, storage offset alignment %u\n",
+           (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
+           in->max_workgroup_storage >> 10, in->max_invocations, in->max_workgroups_per_dim,
+           in->storage_offset_align);
+    wgpt_gpu_close(g);
+    return 0;
+}

@@ -1,0 +1,7 @@
+// commands.h: one entry point per `wgpt` subcommand (argv[0] is its name).
+#ifndef WGPT_COMMANDS_H
+#define WGPT_COMMANDS_H
+
+int wgpt_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,25 @@
+// main.c: the `wgpt` command. Parses the subcommand and hands over; the work
+// lives in the layers below.
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+
+static void usage_(FILE *f) {
+    fprintf(f,
+            "usage: wgpt <command> [options]\n\n"
+            "commands:\n"
+            "  info      the GPU adapters Dawn offers, the chosen device and its limits\n\n"
+            "Run `wgpt <command> --help` for a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage_(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "info") == 0) return wgpt_cmd_info(argc - 1, argv + 1);
+    fprintf(stderr, "wgpt: unknown command '%s'\n\n", argv[1]);
+    usage_(stderr);
+    return 2;
+}

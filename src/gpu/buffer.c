@@ -1,0 +1,171 @@
+// buffer.c: storage buffers, uploads, downloads, zero fills.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+// Host copies move in pieces of this size so that Dawn's staging stays small.
+#define CHUNK ((uint64_t)64 << 20)
+
+wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
+    if (wgpt_gpu_check_(g) < 0) return NULL;
+    if (!label) label = "buffer";
+    uint64_t size = (bytes + 15) & ~(uint64_t)15;
+    if (size == 0) size = 16;
+    if (size > g->limits.maxBufferSize) {
+        wgpt_gpu_fail_(g, "buffer '%s' needs %llu bytes; '%s' allows at most %llu in one buffer (maxBufferSize)",
+                       label, (unsigned long long)bytes, g->info.name, (unsigned long long)g->limits.maxBufferSize);
+        return NULL;
+    }
+    wgpt_buf *b = calloc(1, sizeof *b);
+    if (!b) {
+        wgpt_gpu_fail_(g, "out of host memory creating buffer '%s'", label);
+        return NULL;
+    }
+    b->gpu = g;
+    b->size = size;
+    snprintf(b->label, sizeof b->label, "%s", label);
+    WGPUBufferDescriptor d;
+    memset(&d, 0, sizeof d);
+    d.label = wgpt_sv_(b->label);
+    d.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    d.size = size;
+    wgpt_gpu_scope_push_(g);
+    b->buffer = wgpuDeviceCreateBuffer(g->device, &d);
+    char what[128];
+    snprintf(what, sizeof what, "creating buffer '%s' of %llu bytes", label, (unsigned long long)size);
+    if (wgpt_gpu_scope_pop_(g, what) < 0) {
+        wgpt_buf_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void wgpt_buf_free(wgpt_buf *b) {
+    if (!b) return;
+    if (b->buffer) {
+        wgpuBufferDestroy(b->buffer);
+        wgpuBufferRelease(b->buffer);
+    }
+    free(b);
+}
+
+uint64_t wgpt_buf_size(const wgpt_buf *b) { return b->size; }
+
+static int check_range_(wgpt_gpu *g, const wgpt_buf *b, uint64_t offset, uint64_t bytes, const char *op) {
+    if (offset % 4 || bytes % 4)
+        return wgpt_gpu_fail_(g, "%s of buffer '%s': offset %llu and size %llu must be multiples of 4", op, b->label,
+                              (unsigned long long)offset, (unsigned long long)bytes);
+    if (offset > b->size || bytes > b->size - offset)
+        return wgpt_gpu_fail_(g, "%s of buffer '%s': bytes [%llu, %llu) are outside its %llu bytes", op, b->label,
+                              (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                              (unsigned long long)b->size);
+    return 0;
+}
+
+int wgpt_buf_upload(wgpt_gpu *g, wgpt_buf *b, uint64_t offset, const void *src, uint64_t bytes) {
+    if (wgpt_gpu_check_(g) < 0 || check_range_(g, b, offset, bytes, "upload") < 0) return -1;
+    // writeBuffer runs at the next submit, before its commands: submit what is
+    // recorded first so that the upload lands after it.
+    if (g->recorded && wgpt_gpu_submit(g) < 0) return -1;
+    const uint8_t *p = src;
+    for (uint64_t done = 0; done < bytes; done += CHUNK) {
+        uint64_t n = bytes - done < CHUNK ? bytes - done : CHUNK;
+        wgpuQueueWriteBuffer(g->queue, b->buffer, offset + done, p + done, (size_t)n);
+    }
+    return wgpt_gpu_check_(g);
+}
+
+typedef struct {
+    int done;
+    WGPUMapAsyncStatus status;
+    char msg[512];
+} map_result_;
+
+static void on_map_(WGPUMapAsyncStatus status, WGPUStringView message, void *u1, void *u2) {
+    (void)u2;
+    map_result_ *r = u1;
+    r->status = status;
+    size_t n = message.data ? (message.length == WGPU_STRLEN ? strlen(message.data) : message.length) : 0;
+    if (n >= sizeof r->msg) n = sizeof r->msg - 1;
+    if (n) memcpy(r->msg, message.data, n);
+    r->msg[n] = 0;
+    r->done = 1;
+}
+
+static int ensure_readback_(wgpt_gpu *g, uint64_t size) {
+    if (g->readback && g->readback_size >= size) return 0;
+    if (g->readback) wgpuBufferRelease(g->readback);
+    WGPUBufferDescriptor d;
+    memset(&d, 0, sizeof d);
+    d.label = wgpt_sv_("wgpt readback");
+    d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    d.size = size;
+    g->readback = wgpuDeviceCreateBuffer(g->device, &d);
+    g->readback_size = size;
+    return g->readback ? 0 : wgpt_gpu_fail_(g, "could not create a readback buffer of %llu bytes",
+                                            (unsigned long long)size);
+}
+
+// Copies [offset, offset+bytes) of src into the readback buffer, waits, and
+// copies it out. bytes <= CHUNK.
+static int read_chunk_(wgpt_gpu *g, WGPUBuffer src, uint64_t offset, void *dst, uint64_t bytes, const char *what) {
+    WGPUCommandEncoder enc = wgpt_batch_encoder_(g);
+    if (!enc || wgpt_batch_end_pass_(g) < 0) return -1;
+    wgpuCommandEncoderCopyBufferToBuffer(enc, src, offset, g->readback, 0, bytes);
+    g->recorded++;
+    if (wgpt_gpu_submit(g) < 0) return -1;
+    map_result_ r;
+    memset(&r, 0, sizeof r);
+    WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map_, &r, NULL};
+    wgpuBufferMapAsync(g->readback, WGPUMapMode_Read, 0, (size_t)bytes, cb);
+    if (wgpt_gpu_wait_(g, &r.done, what) < 0) return -1;
+    if (r.status != WGPUMapAsyncStatus_Success)
+        return wgpt_gpu_fail_(g, "%s: mapping the readback buffer failed: %s", what, r.msg);
+    const void *m = wgpuBufferGetConstMappedRange(g->readback, 0, (size_t)bytes);
+    if (!m) {
+        wgpuBufferUnmap(g->readback);
+        return wgpt_gpu_fail_(g, "%s: the readback buffer could not be mapped", what);
+    }
+    if (dst) memcpy(dst, m, (size_t)bytes);
+    wgpuBufferUnmap(g->readback);
+    return 0;
+}
+
+int wgpt_buf_download(wgpt_gpu *g, wgpt_buf *b, uint64_t offset, void *dst, uint64_t bytes) {
+    if (wgpt_gpu_check_(g) < 0 || check_range_(g, b, offset, bytes, "download") < 0) return -1;
+    if (ensure_readback_(g, bytes < CHUNK ? (bytes ? bytes : 4) : CHUNK) < 0) return -1;
+    char what[128];
+    snprintf(what, sizeof what, "reading buffer '%s'", b->label);
+    uint8_t *p = dst;
+    for (uint64_t done = 0; done < bytes; done += CHUNK) {
+        uint64_t n = bytes - done < CHUNK ? bytes - done : CHUNK;
+        if (read_chunk_(g, b->buffer, offset + done, p + done, n, what) < 0) return -1;
+    }
+    return 0;
+}
+
+int wgpt_gpu_finish(wgpt_gpu *g) {
+    if (wgpt_gpu_check_(g) < 0) return -1;
+    if (!g->fence_src) {
+        WGPUBufferDescriptor d;
+        memset(&d, 0, sizeof d);
+        d.label = wgpt_sv_("wgpt fence");
+        d.usage = WGPUBufferUsage_CopySrc;
+        d.size = 16;
+        g->fence_src = wgpuDeviceCreateBuffer(g->device, &d);
+    }
+    if (ensure_readback_(g, 16) < 0) return -1;
+    // A tiny copy after everything recorded: once it maps, the queue is idle.
+    return read_chunk_(g, g->fence_src, 0, NULL, 16, "the submitted work");
+}
+
+int wgpt_buf_zero(wgpt_gpu *g, wgpt_buf *b, uint64_t offset, uint64_t bytes) {
+    if (wgpt_gpu_check_(g) < 0 || check_range_(g, b, offset, bytes, "zero fill") < 0) return -1;
+    WGPUCommandEncoder enc = wgpt_batch_encoder_(g);
+    if (!enc || wgpt_batch_end_pass_(g) < 0) return -1;
+    wgpuCommandEncoderClearBuffer(enc, b->buffer, offset, bytes);
+    g->recorded++;
+    return 0;
+}

@@ -1,0 +1,485 @@
+// device.c: instance, adapter and device; errors, device loss and waiting.
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+WGPUStringView wgpt_sv_(const char *s) { return (WGPUStringView){s, s ? WGPU_STRLEN : 0}; }
+
+static void copy_sv_(char *dst, size_t cap, WGPUStringView v) {
+    size_t n = 0;
+    if (v.data) n = v.length == WGPU_STRLEN ? strlen(v.data) : v.length;
+    if (n >= cap) n = cap - 1;
+    if (n) memcpy(dst, v.data, n);
+    dst[n] = 0;
+}
+
+int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int wgpt_gpu_check_(wgpt_gpu *g) {
+    if (!g->failed) return 0;
+    return -1;  // g->err holds the sticky message
+}
+
+const char *wgpt_gpu_error(const wgpt_gpu *g) { return g->err; }
+const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *g) { return &g->info; }
+
+static double now_s_(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double timeout_s_(void) {
+    const char *s = getenv("WGPT_GPU_TIMEOUT_S");
+    double t = s ? atof(s) : 0;
+    return t > 0 ? t : 600.0;
+}
+
+// Waits on an instance alone (before a device exists).
+static int wait_instance_(WGPUInstance inst, volatile int *done) {
+    double t0 = now_s_(), lim = timeout_s_();
+    long sleep_ns = 1000;
+    while (!*done) {
+        wgpuInstanceProcessEvents(inst);
+        if (*done) break;
+        if (now_s_() - t0 > lim) return -1;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+    return 0;
+}
+
+int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what) {
+    double t0 = now_s_(), lim = timeout_s_();
+    long sleep_ns = 1000;
+    while (!*done) {
+        wgpuInstanceProcessEvents(g->instance);
+        if (*done) break;
+        if (g->failed) return -1;
+        if (now_s_() - t0 > lim)
+            return wgpt_gpu_fail_(g, "GPU did not finish %s within %.0f s (set WGPT_GPU_TIMEOUT_S to wait longer)",
+                                  what, lim);
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000) sleep_ns *= 2;
+    }
+    return g->failed ? -1 : 0;
+}
+
+// --- error scopes -------------------------------------------------------------
+typedef struct {
+    int done;
+    WGPUErrorType type;
+    char msg[3072];
+} scope_result_;
+
+static void on_pop_(WGPUPopErrorScopeStatus status, WGPUErrorType type, WGPUStringView message, void *u1,
+                    void *u2) {
+    (void)u2;
+    scope_result_ *r = u1;
+    r->type = status == WGPUPopErrorScopeStatus_Success ? type : WGPUErrorType_Unknown;
+    copy_sv_(r->msg, sizeof r->msg, message);
+    r->done = 1;
+}
+
+void wgpt_gpu_scope_push_(wgpt_gpu *g) {
+    wgpuDevicePushErrorScope(g->device, WGPUErrorFilter_OutOfMemory);
+    wgpuDevicePushErrorScope(g->device, WGPUErrorFilter_Validation);
+}
+
+int wgpt_gpu_scope_pop_(wgpt_gpu *g, const char *what) {
+    scope_result_ r[2];
+    for (int i = 0; i < 2; i++) {  // validation, then out-of-memory
+        memset(&r[i], 0, sizeof r[i]);
+        WGPUPopErrorScopeCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_pop_, &r[i], NULL};
+        wgpuDevicePopErrorScope(g->device, cb);
+        if (wgpt_gpu_wait_(g, &r[i].done, what) < 0) return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        if (r[i].type == WGPUErrorType_NoError) continue;
+        const char *kind = r[i].type == WGPUErrorType_OutOfMemory ? "out of GPU memory"
+                           : r[i].type == WGPUErrorType_Validation ? "rejected by WebGPU validation"
+                                                                     : "GPU error";
+        return wgpt_gpu_fail_(g, "%s: %s: %s", what, kind, r[i].msg);
+    }
+    return 0;
+}
+
+// --- callbacks from Dawn --------------------------------------------------------
+static void on_lost_(WGPUDevice const *device, WGPUDeviceLostReason reason, WGPUStringView message, void *u1,
+                     void *u2) {
+    (void)device, (void)u2;
+    wgpt_gpu *g = u1;
+    if (g->closing || reason == WGPUDeviceLostReason_CallbackCancelled) return;
+    char msg[2048];
+    copy_sv_(msg, sizeof msg, message);
+    g->failed = 1;
+    snprintf(g->err, sizeof g->err, "GPU device lost (%s): %s",
+             reason == WGPUDeviceLostReason_Destroyed ? "destroyed" : "reason unknown", msg);
+}
+
+static void on_uncaptured_(WGPUDevice const *device, WGPUErrorType type, WGPUStringView message, void *u1,
+                           void *u2) {
+    (void)device, (void)u2;
+    wgpt_gpu *g = u1;
+    if (g->failed) return;  // keep the first error: later ones usually follow from it
+    char msg[3072];
+    copy_sv_(msg, sizeof msg, message);
+    g->failed = 1;
+    snprintf(g->err, sizeof g->err, "GPU error (%s): %s",
+             type == WGPUErrorType_OutOfMemory ? "out of memory"
+             : type == WGPUErrorType_Validation ? "validation"
+                                                 : "internal",
+             msg);
+}
+
+// --- adapters -------------------------------------------------------------------
+typedef struct {
+    int done;
+    WGPUAdapter adapter;
+    char msg[512];
+} adapter_result_;
+
+static void on_adapter_(WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView message, void *u1,
+                        void *u2) {
+    (void)u2;
+    adapter_result_ *r = u1;
+    r->adapter = status == WGPURequestAdapterStatus_Success ? adapter : NULL;
+    copy_sv_(r->msg, sizeof r->msg, message);
+    r->done = 1;
+}
+
+static const char *backend_name_(WGPUBackendType b) {
+    switch (b) {
+    case WGPUBackendType_Null: return "Null";
+    case WGPUBackendType_WebGPU: return "WebGPU";
+    case WGPUBackendType_D3D11: return "D3D11";
+    case WGPUBackendType_D3D12: return "D3D12";
+    case WGPUBackendType_Metal: return "Metal";
+    case WGPUBackendType_Vulkan: return "Vulkan";
+    case WGPUBackendType_OpenGL: return "OpenGL";
+    case WGPUBackendType_OpenGLES: return "OpenGLES";
+    default: return "unknown";
+    }
+}
+
+static const char *type_name_(WGPUAdapterType t) {
+    switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+    }
+}
+
+static void fill_info_(WGPUAdapter a, wgpt_gpu_info *out, WGPUBackendType *backend) {
+    memset(out, 0, sizeof *out);
+    WGPUAdapterInfo ai;
+    memset(&ai, 0, sizeof ai);
+    if (wgpuAdapterGetInfo(a, &ai) == WGPUStatus_Success) {
+        copy_sv_(out->name, sizeof out->name, ai.device);
+        copy_sv_(out->vendor, sizeof out->vendor, ai.vendor);
+        copy_sv_(out->driver, sizeof out->driver, ai.description);
+        out->backend = backend_name_(ai.backendType);
+        out->type = type_name_(ai.adapterType);
+        out->vendor_id = ai.vendorID;
+        out->device_id = ai.deviceID;
+        out->subgroup_min = ai.subgroupMinSize;
+        out->subgroup_max = ai.subgroupMaxSize;
+        *backend = ai.backendType;
+        wgpuAdapterInfoFreeMembers(ai);
+    } else {
+        snprintf(out->name, sizeof out->name, "(no adapter info)");
+        out->backend = "unknown";
+        out->type = "unknown";
+        *backend = WGPUBackendType_Undefined;
+    }
+    WGPULimits lim;
+    memset(&lim, 0, sizeof lim);
+    if (wgpuAdapterGetLimits(a, &lim) == WGPUStatus_Success) {
+        out->max_storage_binding = lim.maxStorageBufferBindingSize;
+        out->max_buffer = lim.maxBufferSize;
+        out->max_workgroup_storage = lim.maxComputeWorkgroupStorageSize;
+        out->max_invocations = lim.maxComputeInvocationsPerWorkgroup;
+        out->max_workgroups_per_dim = lim.maxComputeWorkgroupsPerDimension;
+        out->storage_offset_align = lim.minStorageBufferOffsetAlignment;
+    }
+    out->has_f16 = wgpuAdapterHasFeature(a, WGPUFeatureName_ShaderF16) != 0;
+    out->has_timestamps = wgpuAdapterHasFeature(a, WGPUFeatureName_TimestampQuery) != 0;
+}
+
+#define MAX_ADAPTERS 8
+
+// Every distinct real adapter Dawn offers: one request per power preference.
+// *null_only is set when Dawn answered with nothing but its Null backend.
+static int request_adapters_(WGPUInstance inst, WGPUAdapter *out, wgpt_gpu_info *infos, int *null_only,
+                             char *err, size_t errlen) {
+    static const WGPUPowerPreference prefs[] = {WGPUPowerPreference_HighPerformance, WGPUPowerPreference_LowPower,
+                                                WGPUPowerPreference_Undefined};
+    int n = 0, nulls = 0;
+    char last_msg[512] = "";
+    for (size_t p = 0; p < sizeof prefs / sizeof prefs[0]; p++) {
+        WGPURequestAdapterOptions o;
+        memset(&o, 0, sizeof o);
+        o.featureLevel = WGPUFeatureLevel_Core;
+        o.powerPreference = prefs[p];
+        adapter_result_ r;
+        memset(&r, 0, sizeof r);
+        WGPURequestAdapterCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_adapter_, &r, NULL};
+        wgpuInstanceRequestAdapter(inst, &o, cb);
+        if (wait_instance_(inst, &r.done) < 0) {
+            snprintf(err, errlen, "Dawn did not answer the adapter request in time");
+            for (int i = 0; i < n; i++) wgpuAdapterRelease(out[i]);
+            return -1;
+        }
+        if (!r.adapter) {
+            snprintf(last_msg, sizeof last_msg, "%s", r.msg);
+            continue;
+        }
+        wgpt_gpu_info info;
+        WGPUBackendType backend;
+        fill_info_(r.adapter, &info, &backend);
+        int dup = backend == WGPUBackendType_Null;
+        nulls += dup;
+        for (int i = 0; i < n && !dup; i++)
+            dup = infos[i].device_id == info.device_id && infos[i].vendor_id == info.vendor_id &&
+                  strcmp(infos[i].name, info.name) == 0 && strcmp(infos[i].backend, info.backend) == 0;
+        if (dup || n == MAX_ADAPTERS) {
+            wgpuAdapterRelease(r.adapter);
+            continue;
+        }
+        out[n] = r.adapter;
+        infos[n] = info;
+        n++;
+    }
+    *null_only = n == 0 && nulls > 0;
+    if (n == 0)
+        snprintf(err, errlen,
+                 "no GPU adapter found%s%s%s. wgpt needs a Vulkan, Metal or D3D12 driver; on a machine "
+                 "without a GPU, Mesa >= 25 lavapipe (Debian 12: apt-get install -t bookworm-backports "
+                 "mesa-vulkan-drivers; scripts/ensure-driver.sh does it)",
+                 *null_only ? " (Dawn offered only its Null backend, which computes nothing)" : "",
+                 last_msg[0] ? ": " : "", last_msg);
+    return n;
+}
+
+int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
+    WGPUInstance inst = wgpuCreateInstance(NULL);
+    if (!inst) {
+        snprintf(err, errlen, "Dawn could not create a WebGPU instance");
+        return -1;
+    }
+    WGPUAdapter ad[MAX_ADAPTERS];
+    wgpt_gpu_info infos[MAX_ADAPTERS];
+    int null_only = 0;
+    int n = request_adapters_(inst, ad, infos, &null_only, err, errlen);
+    for (int i = 0; i < n; i++) {
+        if (i < max) out[i] = infos[i];
+        wgpuAdapterRelease(ad[i]);
+    }
+    wgpuInstanceRelease(inst);
+    if (n <= 0) return -1;
+    return n < max ? n : max;
+}
+
+static int icase_contains_(const char *hay, const char *needle) {
+    size_t nl = strlen(needle);
+    for (const char *h = hay; *h; h++) {
+        size_t i = 0;
+        while (i < nl && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i])) i++;
+        if (i == nl) return 1;
+    }
+    return nl == 0;
+}
+
+// --- device ---------------------------------------------------------------------
+typedef struct {
+    int done;
+    WGPUDevice device;
+    char msg[1024];
+} device_result_;
+
+static void on_device_(WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView message, void *u1,
+                       void *u2) {
+    (void)u2;
+    device_result_ *r = u1;
+    r->device = status == WGPURequestDeviceStatus_Success ? device : NULL;
+    copy_sv_(r->msg, sizeof r->msg, message);
+    r->done = 1;
+}
+
+// Comma-separated toggles from an environment variable, for experiments.
+static int env_toggles_(const char *var, char *buf, size_t cap, const char **list, int max) {
+    const char *s = getenv(var);
+    int n = 0;
+    if (!s || !*s) return 0;
+    snprintf(buf, cap, "%s", s);
+    for (char *t = strtok(buf, ","); t && n < max; t = strtok(NULL, ",")) list[n++] = t;
+    return n;
+}
+
+wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
+    wgpt_gpu_options defaults = {.adapter_index = -1};
+    if (!opt) opt = &defaults;
+    wgpt_gpu *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    g->instance = wgpuCreateInstance(NULL);
+    if (!g->instance) {
+        snprintf(err, errlen, "Dawn could not create a WebGPU instance");
+        free(g);
+        return NULL;
+    }
+    WGPUAdapter ad[MAX_ADAPTERS];
+    wgpt_gpu_info infos[MAX_ADAPTERS];
+    int null_only = 0;
+    int n = request_adapters_(g->instance, ad, infos, &null_only, err, errlen);
+    if (n <= 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
+    int pick = -1;
+    if (opt->adapter_index >= 0) {
+        if (opt->adapter_index < n) pick = opt->adapter_index;
+        else snprintf(err, errlen, "adapter index %d does not exist: %d adapter(s) found (see `wgpt info --list`)",
+                      opt->adapter_index, n);
+    } else if (opt->adapter_name && *opt->adapter_name) {
+        for (int i = 0; i < n && pick < 0; i++)
+            if (icase_contains_(infos[i].name, opt->adapter_name)) pick = i;
+        if (pick < 0) {
+            int off = snprintf(err, errlen, "no adapter's name contains '%s'; found:", opt->adapter_name);
+            for (int i = 0; i < n && off > 0 && (size_t)off < errlen; i++)
+                off += snprintf(err + off, errlen - off, " [%d] %s;", i, infos[i].name);
+        }
+    } else {
+        pick = 0;
+    }
+    for (int i = 0; i < n; i++)
+        if (i != pick) wgpuAdapterRelease(ad[i]);
+    if (pick < 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
+    g->adapter = ad[pick];
+    g->info = infos[pick];
+
+    if (!wgpuAdapterHasFeature(g->adapter, WGPUFeatureName_Subgroups)) {
+        snprintf(err, errlen, "adapter '%s' (%s) has no subgroup operations, which wgpt's kernels need",
+                 g->info.name, g->info.backend);
+        wgpt_gpu_close(g);
+        return NULL;
+    }
+    WGPUFeatureName feats[3];
+    size_t nf = 0;
+    feats[nf++] = WGPUFeatureName_Subgroups;
+    if (g->info.has_f16 && !opt->disable_f16) feats[nf++] = WGPUFeatureName_ShaderF16;
+    if (g->info.has_timestamps) feats[nf++] = WGPUFeatureName_TimestampQuery;
+
+    WGPULimits want;
+    memset(&want, 0, sizeof want);
+    wgpuAdapterGetLimits(g->adapter, &want);
+    want.nextInChain = NULL;
+
+    // Timestamps are quantised by default; profiling wants them as measured.
+    const char *on[16], *off[16];
+    char onbuf[512], offbuf[512];
+    int non = env_toggles_("WGPT_DAWN_TOGGLES", onbuf, sizeof onbuf, on, 15);
+    int noff = env_toggles_("WGPT_DAWN_TOGGLES_OFF", offbuf, sizeof offbuf, off, 15);
+    off[noff++] = "timestamp_quantization";
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, (size_t)non, on, (size_t)noff, off};
+
+    WGPUDeviceDescriptor dd;
+    memset(&dd, 0, sizeof dd);
+    dd.nextInChain = &toggles.chain;
+    dd.label = wgpt_sv_("wgpt");
+    dd.requiredFeatureCount = nf;
+    dd.requiredFeatures = feats;
+    dd.requiredLimits = &want;
+    dd.deviceLostCallbackInfo = (WGPUDeviceLostCallbackInfo){NULL, WGPUCallbackMode_AllowProcessEvents, on_lost_, g, NULL};
+    dd.uncapturedErrorCallbackInfo = (WGPUUncapturedErrorCallbackInfo){NULL, on_uncaptured_, g, NULL};
+    device_result_ r;
+    memset(&r, 0, sizeof r);
+    WGPURequestDeviceCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_device_, &r, NULL};
+    wgpuAdapterRequestDevice(g->adapter, &dd, cb);
+    if (wait_instance_(g->instance, &r.done) < 0 || !r.device) {
+        snprintf(err, errlen, "could not open a device on '%s': %s", g->info.name, r.done ? r.msg : "timed out");
+        wgpt_gpu_close(g);
+        return NULL;
+    }
+    g->device = r.device;
+    g->queue = wgpuDeviceGetQueue(g->device);
+    memset(&g->limits, 0, sizeof g->limits);
+    wgpuDeviceGetLimits(g->device, &g->limits);
+    g->info.has_f16 = wgpuDeviceHasFeature(g->device, WGPUFeatureName_ShaderF16) != 0;
+    g->info.has_timestamps = wgpuDeviceHasFeature(g->device, WGPUFeatureName_TimestampQuery) != 0;
+    g->info.max_storage_binding = g->limits.maxStorageBufferBindingSize;
+    g->info.max_buffer = g->limits.maxBufferSize;
+    g->info.max_workgroup_storage = g->limits.maxComputeWorkgroupStorageSize;
+    g->info.max_invocations = g->limits.maxComputeInvocationsPerWorkgroup;
+    g->info.max_workgroups_per_dim = g->limits.maxComputeWorkgroupsPerDimension;
+    g->info.storage_offset_align = g->limits.minStorageBufferOffsetAlignment;
+    g->batch = 1;
+
+    const char *dir = opt->kernel_dir ? opt->kernel_dir : getenv("WGPT_KERNEL_DIR");
+    if (dir && !*dir) dir = NULL;
+    if (wgpt_kernels_load_(g, dir, err, errlen) < 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
+    if (opt->profile) {
+        if (!g->info.has_timestamps) {
+            snprintf(err, errlen, "profiling needs timestamp queries, which '%s' does not offer", g->info.name);
+            wgpt_gpu_close(g);
+            return NULL;
+        }
+        if (wgpt_profile_init_(g) < 0) {
+            snprintf(err, errlen, "%s", g->err);
+            wgpt_gpu_close(g);
+            return NULL;
+        }
+    }
+    return g;
+}
+
+void wgpt_gpu_close(wgpt_gpu *g) {
+    if (!g) return;
+    g->closing = 1;
+    wgpt_batch_release_(g);
+    wgpt_profile_free_(g);
+    wgpt_kernels_free_(g);
+    if (g->readback) wgpuBufferRelease(g->readback);
+    if (g->fence_src) wgpuBufferRelease(g->fence_src);
+    if (g->queue) wgpuQueueRelease(g->queue);
+    if (g->device) {
+        wgpuDeviceDestroy(g->device);
+        wgpuDeviceRelease(g->device);
+    }
+    if (g->adapter) wgpuAdapterRelease(g->adapter);
+    if (g->instance) {
+        wgpuInstanceProcessEvents(g->instance);
+        wgpuInstanceRelease(g->instance);
+    }
+    free(g);
+}
+
+void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
+    char sg[32];
+    if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);
+    else snprintf(sg, sizeof sg, "%u-%u", i->subgroup_min, i->subgroup_max);
+    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | timestamps %s", i->name, i->backend, i->type, sg,
+             i->has_f16 ? "yes" : "no", i->has_timestamps ? "yes" : "no");
+}

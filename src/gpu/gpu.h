@@ -1,0 +1,126 @@
+// gpu.h: the GPU layer of wgpt. Devices, buffers, WGSL kernels, dispatch.
+// It knows nothing of GPT; nothing above it sees a Dawn type.
+//
+// Errors: a function that can fail returns NULL or -1 and leaves a message a
+// user can act on in wgpt_gpu_error(gpu). Once the device is lost or an
+// uncaptured error arrives, every later call fails with that message.
+#ifndef WGPT_GPU_H
+#define WGPT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct wgpt_gpu wgpt_gpu;
+typedef struct wgpt_buf wgpt_buf;
+typedef struct wgpt_kernel wgpt_kernel;
+typedef struct wgpt_bind wgpt_bind;
+
+// Seeds' dispatch constants: 256 threads a workgroup, 65535 workgroups a dimension.
+#define WGPT_WG 256u
+#define WGPT_MAX_WG_DIM 65535u
+
+typedef struct wgpt_gpu_options {
+    int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
+    const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
+    const char *kernel_dir;    // NULL: $WGPT_KERNEL_DIR if set, else the kernels built in
+    int disable_f16;           // behave as if the device had no shader-f16
+    int profile;               // record GPU timestamps for every dispatch (if supported)
+} wgpt_gpu_options;
+
+typedef struct wgpt_gpu_info {
+    char name[128];       // e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
+    char vendor[64];
+    char driver[128];     // Dawn's "description": driver name and version
+    const char *backend;  // "Vulkan", "Metal", "D3D12", ... ("Null" is refused)
+    const char *type;     // "discrete GPU", "integrated GPU", "CPU", "unknown"
+    uint32_t vendor_id, device_id;
+    uint32_t subgroup_min, subgroup_max;
+    int has_f16;          // shader-f16 enabled on this device
+    int has_timestamps;   // timestamp queries enabled
+    uint64_t max_storage_binding;  // bytes one storage binding may cover
+    uint64_t max_buffer;           // bytes one buffer may hold
+    uint32_t max_workgroup_storage;
+    uint32_t max_invocations;
+    uint32_t max_workgroups_per_dim;
+    uint32_t storage_offset_align;  // a binding's offset must be a multiple of this
+} wgpt_gpu_info;
+
+// Lists the adapters Dawn offers (one per power preference and backend, deduplicated).
+// Returns how many were written to out (at most max), or -1 with err filled.
+int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
+
+// Opens a device on the chosen adapter with the adapter's limits, shader-f16
+// where available, subgroups (required) and timestamp queries where available.
+// Returns NULL with err filled if no real adapter is found (Dawn's Null backend
+// is never used), or if the kernel files are malformed.
+wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen);
+void wgpt_gpu_close(wgpt_gpu *gpu);
+const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *gpu);
+const char *wgpt_gpu_error(const wgpt_gpu *gpu);
+// One line: name, backend, type, subgroup sizes, f16. For logs and `wgpt info`.
+void wgpt_gpu_describe(const wgpt_gpu_info *info, char *out, size_t outlen);
+
+// --- kernels ---------------------------------------------------------------
+// Adds a kernel file after open (tests, experiments): split at its markers like
+// the built-in files. label names it in errors. Returns 0, or -1 on a malformed
+// file or a kernel name that already exists.
+int wgpt_gpu_add_kernel_file(wgpt_gpu *gpu, const char *label, const char *text);
+// The compiled pipeline of a kernel, by its marker name. Compiled on first use
+// and cached. NULL on an unknown name or a compile error, which names the
+// kernel file and its line.
+wgpt_kernel *wgpt_kernel_get(wgpt_gpu *gpu, const char *name);
+const char *wgpt_kernel_name(const wgpt_kernel *k);
+
+// --- buffers ---------------------------------------------------------------
+// A storage buffer of at least `bytes` (rounded up to 16), zero-filled.
+wgpt_buf *wgpt_buf_create(wgpt_gpu *gpu, uint64_t bytes, const char *label);
+void wgpt_buf_free(wgpt_buf *buf);
+uint64_t wgpt_buf_size(const wgpt_buf *buf);
+// Copies host memory into the buffer after all work recorded so far.
+// offset and bytes must be multiples of 4.
+int wgpt_buf_upload(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, const void *src, uint64_t bytes);
+// Waits for all recorded work, then copies the buffer's range to host memory.
+int wgpt_buf_download(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, void *dst, uint64_t bytes);
+// Records a fill with zeros (in order with the dispatches around it).
+int wgpt_buf_zero(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, uint64_t bytes);
+
+// --- bind groups -------------------------------------------------------------
+// A range of a buffer bound to one storage binding. size 0: to the buffer's end.
+typedef struct wgpt_view {
+    wgpt_buf *buf;
+    uint64_t offset, size;
+} wgpt_view;
+
+// Binds views to bindings 0..nviews-1 of group 0 and, if params_size > 0, a
+// uniform holding a copy of params at binding nviews. Created once, reused by
+// every dispatch. Checks offsets and sizes against the device's limits.
+wgpt_bind *wgpt_bind_create(wgpt_gpu *gpu, wgpt_kernel *k, const wgpt_view *views, int nviews,
+                            const void *params, size_t params_size);
+// Replaces the uniform's contents. Dispatches recorded before this call still
+// see the old values (the pending work is submitted first when needed).
+int wgpt_bind_set_params(wgpt_gpu *gpu, wgpt_bind *b, const void *params, size_t params_size);
+void wgpt_bind_free(wgpt_bind *b);
+
+// --- recording and submission ---------------------------------------------------
+// Dispatches are recorded into one command buffer until wgpt_gpu_submit: no
+// CPU round trip per kernel.
+int wgpt_dispatch(wgpt_gpu *gpu, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z);
+// n_workgroups in one dimension; past 65535, the seeds' 2D fallback
+// (65535, ceil(n/65535), 1): kernels linearise with flat_id() and bounds-check.
+int wgpt_dispatch1d(wgpt_gpu *gpu, wgpt_bind *b, uint64_t n_workgroups);
+// The workgroup count for n threads of WGPT_WG.
+static inline uint64_t wgpt_groups(uint64_t n) { return (n + WGPT_WG - 1) / WGPT_WG; }
+int wgpt_gpu_submit(wgpt_gpu *gpu);
+// Submits and waits until the GPU has finished all of it.
+int wgpt_gpu_finish(wgpt_gpu *gpu);
+
+// --- profiling (wgpt_gpu_options.profile) -------------------------------------
+typedef struct wgpt_timing {
+    const char *kernel;  // valid while the gpu is open
+    double ms;           // GPU time of that dispatch
+} wgpt_timing;
+// Waits for the work recorded so far and returns the timings of the dispatches
+// since the last call, in order (at most max). -1 if timestamps are unavailable.
+int wgpt_gpu_timings(wgpt_gpu *gpu, wgpt_timing *out, int max);
+
+#endif

@@ -1,0 +1,93 @@
+// internal.h: the GPU layer's private state, shared by src/gpu/*.c only.
+#ifndef WGPT_GPU_INTERNAL_H
+#define WGPT_GPU_INTERNAL_H
+
+#include "dawn_api.h"
+#include "gpu.h"
+#include "kernel_source.h"
+
+struct wgpt_kernel {
+    wgpt_gpu *gpu;
+    char name[64];
+    int file;   // index into gpu->files
+    int index;  // kernel index in that file
+    WGPUComputePipeline pipeline;  // NULL until first use
+    WGPUBindGroupLayout layout;
+};
+
+struct wgpt_buf {
+    wgpt_gpu *gpu;
+    WGPUBuffer buffer;
+    uint64_t size;
+    char label[64];
+};
+
+struct wgpt_bind {
+    wgpt_gpu *gpu;
+    wgpt_kernel *kernel;
+    WGPUBindGroup group;
+    WGPUBuffer uniform;  // NULL without params
+    size_t params_size;
+    uint64_t used_in_batch;  // batch id of the last dispatch recorded with it
+};
+
+struct wgpt_gpu {
+    WGPUInstance instance;
+    WGPUAdapter adapter;
+    WGPUDevice device;
+    WGPUQueue queue;
+    WGPULimits limits;
+    wgpt_gpu_info info;
+    int closing;
+
+    char err[4096];
+    int failed;  // sticky: the device was lost or reported an error no call caught
+
+    // kernel files: the shared preamble, then every other file split at markers
+    char *shared_label, *shared_text;
+    wgpt_ksrc_file *files;
+    int nfiles;
+    wgpt_kernel **kernels;
+    int nkernels, kernels_cap;
+
+    // recording
+    WGPUCommandEncoder encoder;
+    WGPUComputePassEncoder pass;
+    uint64_t batch;  // id of the batch being recorded
+    int recorded;    // commands in the current batch
+
+    // host copies
+    WGPUBuffer readback;
+    uint64_t readback_size;
+    WGPUBuffer fence_src;  // 16 bytes copied to wait for the queue
+
+    // profiling
+    int profile;
+    WGPUQuerySet queries;
+    uint32_t query_cap, query_used;
+    WGPUBuffer query_resolve, query_read;
+    const char **query_names;
+};
+
+// Sets gpu->err (printf-style) and returns -1; NULL-returning callers use the -1.
+int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// 0 if the device is usable, else -1 with the sticky error (device lost, etc.).
+int wgpt_gpu_check_(wgpt_gpu *g);
+// Processes Dawn events until *done or the GPU timeout; -1 with an error naming `what`.
+int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what);
+// Runs `push` ... `pop` as an error scope: returns 0, or -1 with Dawn's message after `what`.
+void wgpt_gpu_scope_push_(wgpt_gpu *g);
+int wgpt_gpu_scope_pop_(wgpt_gpu *g, const char *what);
+WGPUStringView wgpt_sv_(const char *s);
+
+// kernel.c
+int wgpt_kernels_load_(wgpt_gpu *g, const char *dir, char *err, size_t errlen);
+void wgpt_kernels_free_(wgpt_gpu *g);
+// dispatch.c
+int wgpt_batch_end_pass_(wgpt_gpu *g);
+WGPUCommandEncoder wgpt_batch_encoder_(wgpt_gpu *g);
+void wgpt_batch_release_(wgpt_gpu *g);
+int wgpt_profile_init_(wgpt_gpu *g);
+void wgpt_profile_free_(wgpt_gpu *g);
+
+#endif

@@ -1,0 +1,264 @@
+// kernel.c: kernel files (built in or from a folder), compilation, pipeline cache.
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embedded.h"
+#include "internal.h"
+
+static const char SHARED_FILE[] = "00_shared.wgsl";
+
+static int register_file_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
+    wgpt_ksrc_file f;
+    if (wgpt_ksrc_parse(&f, label, text, err, errlen) < 0) return -1;
+    for (int i = 0; i < f.nkernels; i++)
+        for (int j = 0; j < g->nkernels; j++)
+            if (strcmp(g->kernels[j]->name, f.kernels[i].name) == 0) {
+                snprintf(err, errlen, "kernel '%s' is defined in both %s and %s", f.kernels[i].name,
+                         g->files[g->kernels[j]->file].label, label);
+                wgpt_ksrc_free(&f);
+                return -1;
+            }
+    wgpt_ksrc_file *nf = realloc(g->files, (size_t)(g->nfiles + 1) * sizeof *nf);
+    if (!nf) goto oom;
+    g->files = nf;
+    if (g->nkernels + f.nkernels > g->kernels_cap) {
+        int cap = (g->nkernels + f.nkernels) * 2;
+        wgpt_kernel **nk = realloc(g->kernels, (size_t)cap * sizeof *nk);
+        if (!nk) goto oom;
+        g->kernels = nk;
+        g->kernels_cap = cap;
+    }
+    for (int i = 0; i < f.nkernels; i++) {
+        wgpt_kernel *k = calloc(1, sizeof *k);
+        if (!k) goto oom;
+        k->gpu = g;
+        snprintf(k->name, sizeof k->name, "%s", f.kernels[i].name);
+        k->file = g->nfiles;
+        k->index = i;
+        g->kernels[g->nkernels++] = k;
+    }
+    g->files[g->nfiles++] = f;
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory", label);
+    wgpt_ksrc_free(&f);
+    return -1;
+}
+
+static int set_shared_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
+    if (wgpt_ksrc_check_shared(label, text, err, errlen) < 0) return -1;
+    g->shared_label = strdup(label);
+    g->shared_text = strdup(text);
+    if (!g->shared_label || !g->shared_text) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static char *read_file_(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot read kernel file %s", path);
+        return NULL;
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!s || fread(s, 1, (size_t)n, f) != (size_t)n) {
+        snprintf(err, errlen, "cannot read kernel file %s", path);
+        free(s);
+        fclose(f);
+        return NULL;
+    }
+    s[n] = 0;
+    fclose(f);
+    if (strlen(s) != (size_t)n) {
+        snprintf(err, errlen, "kernel file %s contains a NUL byte", path);
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+static int cmp_str_(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int load_dir_(wgpt_gpu *g, const char *dir, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "cannot open kernel folder %s (from --kernel-dir or WGPT_KERNEL_DIR)", dir);
+        return -1;
+    }
+    char *names[256];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256) {
+        size_t l = strlen(e->d_name);
+        if (l > 5 && strcmp(e->d_name + l - 5, ".wgsl") == 0) names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str_);
+    int rc = 0, have_shared = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        char *text = read_file_(path, err, errlen);
+        if (!text) rc = -1;
+        else if (strcmp(names[i], SHARED_FILE) == 0) rc = set_shared_(g, names[i], text, err, errlen), have_shared = 1;
+        else rc = register_file_(g, names[i], text, err, errlen);
+        free(text);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    if (rc == 0 && !have_shared) {
+        snprintf(err, errlen, "kernel folder %s has no %s", dir, SHARED_FILE);
+        rc = -1;
+    }
+    return rc;
+}
+
+int wgpt_kernels_load_(wgpt_gpu *g, const char *dir, char *err, size_t errlen) {
+    if (dir) return load_dir_(g, dir, err, errlen);
+    int have_shared = 0;
+    for (int i = 0; i < wgpt_embedded_kernel_count; i++) {
+        const wgpt_embedded_file *f = &wgpt_embedded_kernels[i];
+        int rc = strcmp(f->name, SHARED_FILE) == 0 ? (have_shared = 1, set_shared_(g, f->name, f->text, err, errlen))
+                                                   : register_file_(g, f->name, f->text, err, errlen);
+        if (rc < 0) return -1;
+    }
+    if (!have_shared) {
+        snprintf(err, errlen, "the built-in kernels lack %s (a broken build?)", SHARED_FILE);
+        return -1;
+    }
+    return 0;
+}
+
+void wgpt_kernels_free_(wgpt_gpu *g) {
+    for (int i = 0; i < g->nkernels; i++) {
+        wgpt_kernel *k = g->kernels[i];
+        if (k->layout) wgpuBindGroupLayoutRelease(k->layout);
+        if (k->pipeline) wgpuComputePipelineRelease(k->pipeline);
+        free(k);
+    }
+    free(g->kernels);
+    for (int i = 0; i < g->nfiles; i++) wgpt_ksrc_free(&g->files[i]);
+    free(g->files);
+    free(g->shared_label);
+    free(g->shared_text);
+    g->kernels = NULL;
+    g->files = NULL;
+    g->nkernels = g->nfiles = 0;
+}
+
+int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
+    char err[1024];
+    if (register_file_(g, label, text, err, sizeof err) < 0) return wgpt_gpu_fail_(g, "%s", err);
+    return 0;
+}
+
+const char *wgpt_kernel_name(const wgpt_kernel *k) { return k->name; }
+
+// --- compilation ------------------------------------------------------------
+typedef struct {
+    int done;
+    const wgpt_ksrc_composed *src;
+    char *out;
+    size_t cap, len;
+    int errors;
+} compile_report_;
+
+static void on_compilation_info_(WGPUCompilationInfoRequestStatus status, const WGPUCompilationInfo *info,
+                                 void *u1, void *u2) {
+    (void)u2;
+    compile_report_ *r = u1;
+    if (status == WGPUCompilationInfoRequestStatus_Success && info) {
+        for (size_t i = 0; i < info->messageCount; i++) {
+            const WGPUCompilationMessage *m = &info->messages[i];
+            if (m->type != WGPUCompilationMessageType_Error) continue;
+            r->errors++;
+            if (r->errors > 8) continue;
+            const char *file = NULL;
+            uint32_t line = 0;
+            int mapped = m->lineNum && wgpt_ksrc_map_line(r->src, (uint32_t)m->lineNum, &file, &line) == 0;
+            size_t ml = m->message.data ? (m->message.length == WGPU_STRLEN ? strlen(m->message.data)
+                                                                            : m->message.length)
+                                        : 0;
+            int w;
+            if (mapped && file)
+                w = snprintf(r->out + r->len, r->cap - r->len, "\n  %s:%u:%u: error: %.*s", file, line,
+                             (unsigned)m->linePos, (int)ml, m->message.data);
+            else if (mapped)
+                w = snprintf(r->out + r->len, r->cap - r->len,
+                             "\n  (enable directives the engine wrote, line %u): error: %.*s", line, (int)ml,
+                             m->message.data);
+            else
+                w = snprintf(r->out + r->len, r->cap - r->len, "\n  error: %.*s", (int)ml, m->message.data);
+            if (w > 0) r->len += (size_t)w < r->cap - r->len ? (size_t)w : r->cap - r->len - 1;
+        }
+    }
+    r->done = 1;
+}
+
+static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
+    const wgpt_ksrc_file *f = &g->files[k->file];
+    const char *enables = g->info.has_f16 ? "enable f16;\nenable subgroups;\n" : "enable subgroups;\n";
+    wgpt_ksrc_composed src;
+    if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
+        return wgpt_gpu_fail_(g, "out of memory composing kernel %s", k->name);
+
+    WGPUShaderSourceWGSL wgsl = {{NULL, WGPUSType_ShaderSourceWGSL}, wgpt_sv_(src.code)};
+    WGPUShaderModuleDescriptor md = {&wgsl.chain, wgpt_sv_(k->name)};
+    wgpt_gpu_scope_push_(g);
+    WGPUShaderModule mod = wgpuDeviceCreateShaderModule(g->device, &md);
+    char report[3072] = "";
+    compile_report_ r = {0, &src, report, sizeof report, 0, 0};
+    WGPUCompilationInfoCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_compilation_info_, &r, NULL};
+    wgpuShaderModuleGetCompilationInfo(mod, cb);
+    int waited = wgpt_gpu_wait_(g, &r.done, "compiling a kernel");
+    int scope = wgpt_gpu_scope_pop_(g, "shader module");
+    if (waited < 0 || r.errors || scope < 0) {
+        wgpuShaderModuleRelease(mod);
+        wgpt_ksrc_composed_free(&src);
+        if (r.errors)
+            return wgpt_gpu_fail_(g, "kernel '%s' (%s) failed to compile:%s%s", k->name, f->label, report,
+                                  r.errors > 8 ? "\n  ..." : "");
+        if (g->failed) return -1;
+        return wgpt_gpu_fail_(g, "kernel '%s' (%s) failed to compile: %s", k->name, f->label, g->err);
+    }
+
+    WGPUComputePipelineDescriptor pd;
+    memset(&pd, 0, sizeof pd);
+    pd.label = wgpt_sv_(k->name);
+    pd.compute.module = mod;
+    pd.compute.entryPoint = wgpt_sv_(k->name);
+    wgpt_gpu_scope_push_(g);
+    k->pipeline = wgpuDeviceCreateComputePipeline(g->device, &pd);
+    scope = wgpt_gpu_scope_pop_(g, "compute pipeline");
+    wgpuShaderModuleRelease(mod);
+    wgpt_ksrc_composed_free(&src);
+    if (scope < 0) {
+        if (k->pipeline) wgpuComputePipelineRelease(k->pipeline);
+        k->pipeline = NULL;
+        char inner[sizeof g->err];
+        snprintf(inner, sizeof inner, "%s", g->err);
+        return wgpt_gpu_fail_(g, "kernel '%s' (%s): the pipeline could not be created (is there a function "
+                              "named '%s' with @compute?): %s",
+                              k->name, f->label, k->name, inner);
+    }
+    k->layout = wgpuComputePipelineGetBindGroupLayout(k->pipeline, 0);
+    return 0;
+}
+
+wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
+    if (wgpt_gpu_check_(g) < 0) return NULL;
+    for (int i = 0; i < g->nkernels; i++) {
+        wgpt_kernel *k = g->kernels[i];
+        if (strcmp(k->name, name) != 0) continue;
+        if (!k->pipeline && compile_(g, k) < 0) return NULL;
+        return k;
+    }
+    wgpt_gpu_fail_(g, "no kernel named '%s' in the kernel files", name);
+    return NULL;
+}

@@ -1,0 +1,56 @@
+// kernel_source.h: the seeds' kernel-file rules as plain text processing,
+// with no GPU: split a .wgsl file at its `// --- KERNEL: name ---` markers,
+// paste enables + shared preamble + file preamble + kernel into one source,
+// and map a line of that source back to the file and line it came from.
+#ifndef WGPT_KERNEL_SOURCE_H
+#define WGPT_KERNEL_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct wgpt_ksrc_kernel {
+    char name[64];
+    size_t body_start, body_end;  // bytes of the file after the marker line
+    uint32_t body_line;           // 1-based file line where the body starts
+} wgpt_ksrc_kernel;
+
+typedef struct wgpt_ksrc_file {
+    char *label;          // file name used in messages, e.g. "00_infrastructure.wgsl"
+    char *text;           // owned copy of the file
+    size_t preamble_end;  // the file preamble is text[0, preamble_end)
+    wgpt_ksrc_kernel *kernels;
+    int nkernels;
+} wgpt_ksrc_file;
+
+// Splits text at its markers. A file with no marker, a malformed marker line,
+// a name that is not a WGSL identifier or is used twice are errors naming the
+// file and line. Returns 0 or -1 (err filled); free with wgpt_ksrc_free.
+int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char *err, size_t errlen);
+void wgpt_ksrc_free(wgpt_ksrc_file *f);
+
+// The shared preamble must hold no marker: returns 0, or -1 naming the line.
+int wgpt_ksrc_check_shared(const char *label, const char *text, char *err, size_t errlen);
+
+// Where a run of lines of the composed source came from.
+typedef struct wgpt_line_seg {
+    uint32_t first;       // first line (1-based) in the composed source
+    uint32_t count;
+    const char *file;     // NULL: lines the engine wrote (enable directives)
+    uint32_t file_first;  // first line in that file
+} wgpt_line_seg;
+
+typedef struct wgpt_ksrc_composed {
+    char *code;  // owned, nul-terminated WGSL
+    wgpt_line_seg seg[4];
+    int nseg;
+} wgpt_ksrc_composed;
+
+// code = enables + shared + file preamble + kernel body, each part ending in a
+// newline so that lines map exactly. Returns 0 or -1 (out of memory).
+int wgpt_ksrc_compose(wgpt_ksrc_composed *out, const char *enables, const char *shared_label,
+                      const char *shared_text, const wgpt_ksrc_file *f, int kernel_index);
+void wgpt_ksrc_composed_free(wgpt_ksrc_composed *c);
+// Maps a composed line to (file, line). Returns 0, or -1 if the line is out of range.
+int wgpt_ksrc_map_line(const wgpt_ksrc_composed *c, uint32_t line, const char **file, uint32_t *file_line);
+
+#endif

@@ -1,0 +1,153 @@
+// test_kernel_source.c: the seeds' kernel-file rules, without a GPU:
+// splitting at markers, the shared-preamble rule, composing and line mapping.
+#include "test_util.h"
+
+#include "gpu/kernel_source.h"
+
+static void splits_at_markers(void **state) {
+    (void)state;
+    const char *text =
+        "// file preamble\n"
+        "const TM: u32 = 64u;\n"
+        "// --- KERNEL: first ---\n"
+        "fn first() {}\n"
+        "\n"
+        "// --- KERNEL: second_2 ---\n"
+        "fn second_2() {}\n";
+    wgpt_ksrc_file f;
+    char err[256];
+    assert_int_equal(wgpt_ksrc_parse(&f, "x.wgsl", text, err, sizeof err), 0);
+    assert_int_equal(f.nkernels, 2);
+    assert_string_equal(f.kernels[0].name, "first");
+    assert_string_equal(f.kernels[1].name, "second_2");
+    assert_int_equal(f.preamble_end, strlen("// file preamble\nconst TM: u32 = 64u;\n"));
+    assert_int_equal(f.kernels[0].body_line, 4);
+    assert_int_equal(f.kernels[1].body_line, 7);
+    assert_memory_equal(f.text + f.kernels[0].body_start, "fn first() {}\n\n",
+                        f.kernels[0].body_end - f.kernels[0].body_start);
+    assert_int_equal(f.kernels[0].body_end - f.kernels[0].body_start, strlen("fn first() {}\n\n"));
+    assert_string_equal(f.text + f.kernels[1].body_start, "fn second_2() {}\n");
+    wgpt_ksrc_free(&f);
+}
+
+static void file_without_marker_is_an_error(void **state) {
+    (void)state;
+    wgpt_ksrc_file f;
+    char err[256];
+    assert_int_equal(wgpt_ksrc_parse(&f, "empty.wgsl", "fn a() {}\n", err, sizeof err), -1);
+    assert_non_null(strstr(err, "empty.wgsl"));
+    assert_non_null(strstr(err, "no kernel markers"));
+}
+
+static void malformed_and_duplicate_markers(void **state) {
+    (void)state;
+    wgpt_ksrc_file f;
+    char err[256];
+    const char *bad[] = {
+        "// --- KERNEL: has space ---\n",
+        "// --- KERNEL: name --\n",
+        "// --- KERNEL: 9starts_with_digit ---\n",
+        "// --- KERNEL:name ---\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "// ok\n%s", bad[i]);
+        assert_int_equal(wgpt_ksrc_parse(&f, "bad.wgsl", text, err, sizeof err), -1);
+        assert_non_null(strstr(err, "bad.wgsl:2"));
+        assert_non_null(strstr(err, "malformed"));
+    }
+    assert_int_equal(wgpt_ksrc_parse(&f, "dup.wgsl", "// --- KERNEL: a ---\n\n// --- KERNEL: a ---\n", err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "dup.wgsl:3"));
+    assert_non_null(strstr(err, "twice"));
+    // A marker-looking text that is not at the start of a line is just a comment.
+    assert_int_equal(wgpt_ksrc_parse(&f, "ok.wgsl", "  // --- KERNEL: x ---\n// --- KERNEL: y ---\n", err, sizeof err),
+                     0);
+    assert_int_equal(f.nkernels, 1);
+    assert_string_equal(f.kernels[0].name, "y");
+    wgpt_ksrc_free(&f);
+    // Windows line endings are accepted.
+    assert_int_equal(wgpt_ksrc_parse(&f, "crlf.wgsl", "// --- KERNEL: z ---\r\nfn z() {}\r\n", err, sizeof err), 0);
+    assert_string_equal(f.kernels[0].name, "z");
+    wgpt_ksrc_free(&f);
+}
+
+static void shared_preamble_refuses_markers(void **state) {
+    (void)state;
+    char err[256];
+    assert_int_equal(wgpt_ksrc_check_shared("00_shared.wgsl", "const WG: u32 = 256u;\n", err, sizeof err), 0);
+    assert_int_equal(
+        wgpt_ksrc_check_shared("00_shared.wgsl", "const WG: u32 = 256u;\n\n// --- KERNEL: x ---\n", err, sizeof err), -1);
+    assert_non_null(strstr(err, "00_shared.wgsl:3"));
+    assert_non_null(strstr(err, "must not contain a kernel marker"));
+}
+
+static void composes_in_order_and_maps_lines(void **state) {
+    (void)state;
+    const char *shared = "const WG: u32 = 256u;\nfn helper() {}";  // no final newline
+    const char *text =
+        "const A: u32 = 1u;\n"        // file line 1
+        "// --- KERNEL: k1 ---\n"     // 2
+        "fn k1() {}\n"                // 3
+        "// --- KERNEL: k2 ---\n"     // 4
+        "fn k2() {\n"                 // 5
+        "  let bad = ;\n"             // 6
+        "}\n";                        // 7
+    wgpt_ksrc_file f;
+    char err[256];
+    assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", text, err, sizeof err), 0);
+    wgpt_ksrc_composed c;
+    assert_int_equal(wgpt_ksrc_compose(&c, "enable f16;\nenable subgroups;\n", "00_shared.wgsl", shared, &f, 1), 0);
+    assert_string_equal(c.code,
+                        "enable f16;\nenable subgroups;\n"
+                        "const WG: u32 = 256u;\nfn helper() {}\n"
+                        "const A: u32 = 1u;\n"
+                        "fn k2() {\n  let bad = ;\n}\n");
+    const char *file;
+    uint32_t line;
+    assert_int_equal(wgpt_ksrc_map_line(&c, 1, &file, &line), 0);  // enable f16
+    assert_null(file);
+    assert_int_equal(wgpt_ksrc_map_line(&c, 4, &file, &line), 0);  // fn helper
+    assert_string_equal(file, "00_shared.wgsl");
+    assert_int_equal(line, 2);
+    assert_int_equal(wgpt_ksrc_map_line(&c, 5, &file, &line), 0);  // const A
+    assert_string_equal(file, "t.wgsl");
+    assert_int_equal(line, 1);
+    assert_int_equal(wgpt_ksrc_map_line(&c, 7, &file, &line), 0);  // let bad
+    assert_string_equal(file, "t.wgsl");
+    assert_int_equal(line, 6);
+    assert_int_equal(wgpt_ksrc_map_line(&c, 9, &file, &line), -1);
+    assert_int_equal(wgpt_ksrc_map_line(&c, 0, &file, &line), -1);
+    wgpt_ksrc_composed_free(&c);
+    wgpt_ksrc_free(&f);
+}
+
+static void real_kernel_files_follow_the_rules(void **state) {
+    (void)state;
+    char err[256];
+    char *shared = tu_read_source("kernels/00_shared.wgsl");
+    assert_int_equal(wgpt_ksrc_check_shared("00_shared.wgsl", shared, err, sizeof err), 0);
+    assert_null(strstr(shared, "\nenable "));  // the engine writes the enables
+    assert_int_not_equal(strncmp(shared, "enable ", 7), 0);
+    free(shared);
+    char *infra = tu_read_source("kernels/00_infrastructure.wgsl");
+    wgpt_ksrc_file f;
+    assert_int_equal(wgpt_ksrc_parse(&f, "00_infrastructure.wgsl", infra, err, sizeof err), 0);
+    const char *names[] = {"fill_zero", "fill_const", "scale", "axpy", "copy", "clamp_inplace"};
+    assert_int_equal(f.nkernels, 6);
+    for (int i = 0; i < 6; i++) assert_string_equal(f.kernels[i].name, names[i]);
+    wgpt_ksrc_free(&f);
+    free(infra);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(splits_at_markers),
+        cmocka_unit_test(file_without_marker_is_an_error),
+        cmocka_unit_test(malformed_and_duplicate_markers),
+        cmocka_unit_test(shared_preamble_refuses_markers),
+        cmocka_unit_test(composes_in_order_and_maps_lines),
+        cmocka_unit_test(real_kernel_files_follow_the_rules),
+    };
+    return cmocka_run_group_tests_name("kernel_source", tests, NULL, NULL);
+}

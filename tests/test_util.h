@@ -1,0 +1,81 @@
+// test_util.h: helpers shared by the test programs (cmocka).
+#ifndef WGPT_TEST_UTIL_H
+#define WGPT_TEST_UTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpu/gpu.h"
+
+// Opens the default device once per test program; every GPU test needs it.
+static inline wgpt_gpu *tu_gpu_open(const wgpt_gpu_options *opt) {
+    char err[2048];
+    wgpt_gpu *g = wgpt_gpu_open(opt, err, sizeof err);
+    if (!g) fail_msg("cannot open the GPU: %s", err);
+    return g;
+}
+
+// Asserts a GPU-layer call succeeded, printing the layer's message if not.
+#define TU_OK(g, call)                                                   \
+    do {                                                                 \
+        if ((call) < 0) fail_msg("%s failed: %s", #call, wgpt_gpu_error(g)); \
+    } while (0)
+#define TU_NONNULL(g, ptr)                                                 \
+    do {                                                                   \
+        if (!(ptr)) fail_msg("%s returned NULL: %s", #ptr, wgpt_gpu_error(g)); \
+    } while (0)
+
+// Deterministic uniform floats in [lo, hi).
+static uint64_t tu_rng_state __attribute__((unused)) = 0x9E3779B97F4A7C15ull;
+static inline float tu_randf(float lo, float hi) {
+    tu_rng_state ^= tu_rng_state << 13;
+    tu_rng_state ^= tu_rng_state >> 7;
+    tu_rng_state ^= tu_rng_state << 17;
+    return lo + (hi - lo) * (float)((tu_rng_state >> 40) * (1.0 / 16777216.0));
+}
+static inline void tu_fill(float *x, size_t n, float lo, float hi) {
+    for (size_t i = 0; i < n; i++) x[i] = tu_randf(lo, hi);
+}
+
+// Fails on the first element where |got - want| > atol + rtol * |want|.
+static inline void tu_assert_close(const char *what, const float *got, const float *want, size_t n, float atol,
+                            float rtol) {
+    for (size_t i = 0; i < n; i++) {
+        float d = fabsf(got[i] - want[i]);
+        if (!(d <= atol + rtol * fabsf(want[i])))
+            fail_msg("%s: element %zu of %zu is %.9g, expected %.9g (|diff| %.3g > %.3g + %.3g*|expected|)", what, i,
+                     n, got[i], want[i], d, atol, rtol);
+    }
+}
+
+// Reads a file of the source tree (tests/kernels/..., kernels/...).
+static inline char *tu_read_source(const char *rel) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", WGPT_SOURCE_DIR, rel);
+    FILE *f = fopen(path, "rb");
+    if (!f) fail_msg("cannot read %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    assert_non_null(s);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+typedef struct tu_scalar {
+    uint32_t n;
+    float c;
+} tu_scalar;
+
+#endif
