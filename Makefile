@@ -14,6 +14,9 @@ LIB_SRC = $(wildcard src/gpu/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)
+# The plain C reference of the math every kernel is tested against.
+REF_SRC = $(wildcard tests/ref/*.c)
+REF_OBJ = $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(REF_SRC))
 TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
@@ -56,8 +59,15 @@ $(BUILD)/libwgpt.a: $(LIB_OBJ)
 $(BUILD)/wgpt: $(CLI_OBJ) $(BUILD)/libwgpt.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
-$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(BUILD)/libwgpt.a
-	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgpt.a $(LDLIBS_DAWN) -lcmocka -o $@
+$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/ref/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -Itests -c $< -o $@
+
+$(BUILD)/libref.a: $(REF_OBJ)
+	ar rcs $@ $^
+
+$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(BUILD)/libwgpt.a $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
 
 $(DAWN_DIR)/libwebgpu_wrapper.so:
 	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1
