@@ -476,6 +476,11 @@ void wgpt_gpu_close(wgpt_gpu *g) {
     free(g);
 }
 
+void wgpt_gpu_force_loss(wgpt_gpu *g) {
+    wgpuDeviceForceLoss(g->device, WGPUDeviceLostReason_Unknown, wgpt_sv_("forced by wgpt_gpu_force_loss"));
+    wgpuInstanceProcessEvents(g->instance);
+}
+
 void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
     char sg[32];
     if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);

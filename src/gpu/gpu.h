@@ -60,6 +60,10 @@ const char *wgpt_gpu_error(const wgpt_gpu *gpu);
 // One line: name, backend, type, subgroup sizes, f16. For logs and `wgpt info`.
 void wgpt_gpu_describe(const wgpt_gpu_info *info, char *out, size_t outlen);
 
+// Loses the device on purpose, as a driver crash would: for tests of the
+// error paths. Every later call fails with a "device lost" message.
+void wgpt_gpu_force_loss(wgpt_gpu *gpu);
+
 // --- kernels ---------------------------------------------------------------
 // Adds a kernel file after open (tests, experiments): split at its markers like
 // the built-in files. label names it in errors. Returns 0, or -1 on a malformed

@@ -1,0 +1,343 @@
+// test_gpu_device.c: the engine around the kernels: adapter and device,
+// the Dawn declarations (enum values and struct layouts, proved by what the
+// device reports and compiles), kernel loading rules, compile errors mapped to
+// file and line, buffer and binding limits, timestamps, device loss.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+static wgpt_gpu *G;
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+static int is_lavapipe_(const wgpt_gpu_info *i) { return strstr(i->name, "llvmpipe") != NULL; }
+static int is_nvidia_(const wgpt_gpu_info *i) { return i->vendor_id == 0x10de; }
+
+// The limits and features read through our WGPULimits / WGPUAdapterInfo /
+// WGPUFeatureName declarations: wrong offsets or values would give numbers
+// far from these (measured ones in shared/PLATFORM.md for the two devices).
+static void adapter_info_and_limits(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    char line[512];
+    wgpt_gpu_describe(i, line, sizeof line);
+    printf("adapter: %s\n", line);
+    assert_true(strlen(i->name) > 0);
+    assert_string_not_equal(i->backend, "Null");
+    assert_true(i->subgroup_min >= 4 && i->subgroup_min <= i->subgroup_max && i->subgroup_max <= 128);
+    // WebGPU's guaranteed minimums
+    assert_true(i->max_storage_binding >= (128u << 20));
+    assert_true(i->max_buffer >= (256u << 20));
+    assert_true(i->max_workgroup_storage >= 16384);
+    assert_true(i->max_invocations >= 256);
+    assert_true(i->max_workgroups_per_dim >= 65535);
+    assert_true(i->storage_offset_align >= 4 && i->storage_offset_align <= 256);
+    if (is_lavapipe_(i)) {
+        assert_string_equal(i->backend, "Vulkan");
+        assert_string_equal(i->type, "CPU");
+        assert_int_equal(i->subgroup_min, 8);
+        assert_int_equal(i->subgroup_max, 8);
+        assert_true(i->has_f16);         // WGPUFeatureName_ShaderF16 = 0x0A
+        assert_true(i->has_timestamps);  // WGPUFeatureName_TimestampQuery = 0x03
+        assert_int_equal(i->max_storage_binding, 128u << 20);
+        assert_int_equal(i->max_workgroup_storage, 32768);
+        assert_int_equal(i->max_invocations, 1024);
+    }
+    if (is_nvidia_(i)) {
+        assert_string_equal(i->backend, "Vulkan");
+        assert_int_equal(i->subgroup_min, 32);
+        assert_int_equal(i->max_storage_binding, 4096ull << 20);
+        assert_int_equal(i->max_workgroup_storage, 49152);
+    }
+}
+
+static void adapter_list_and_selection_errors(void **st) {
+    (void)st;
+    wgpt_gpu_info list[8];
+    char err[1024];
+    int n = wgpt_gpu_list(list, 8, err, sizeof err);
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) assert_string_not_equal(list[i].backend, "Null");
+    wgpt_gpu_options o = {.adapter_index = -1, .adapter_name = "no-such-gpu-xyz"};
+    assert_null(wgpt_gpu_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "no-such-gpu-xyz"));
+    assert_non_null(strstr(err, list[0].name));  // lists what exists
+    o = (wgpt_gpu_options){.adapter_index = 99};
+    assert_null(wgpt_gpu_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "index 99"));
+    // by name, case-insensitive
+    char upper[128];
+    snprintf(upper, sizeof upper, "%s", list[0].name);
+    for (char *c = upper; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+    o = (wgpt_gpu_options){.adapter_index = -1, .adapter_name = upper};
+    wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
+    if (!g) fail_msg("open by name '%s': %s", upper, err);
+    assert_string_equal(wgpt_gpu_get_info(g)->name, list[0].name);
+    wgpt_gpu_close(g);
+}
+
+// enable f16 is written only where the device has shader-f16: with it the
+// f16 kernel compiles and runs; without it (NVIDIA, or disable_f16) the same
+// kernel fails with an error naming its file.
+static void f16_only_where_available(void **st) {
+    (void)st;
+    char *text = tu_read_source("tests/kernels/test_f16.wgsl");
+    wgpt_gpu_options no16 = {.adapter_index = -1, .disable_f16 = 1};
+    wgpt_gpu *g16 = wgpt_gpu_get_info(G)->has_f16 ? G : NULL;
+    wgpt_gpu *gno = tu_gpu_open(&no16);
+    assert_false(wgpt_gpu_get_info(gno)->has_f16);
+    if (g16) {
+        TU_OK(g16, wgpt_gpu_add_kernel_file(g16, "test_f16.wgsl", text));
+        wgpt_kernel *k = wgpt_kernel_get(g16, "test_f16_double");
+        TU_NONNULL(g16, k);
+        float y[5] = {1.0f, -0.5f, 3.14159265f, 1000.0f, 0.1f};
+        wgpt_buf *b = wgpt_buf_create(g16, sizeof y, "y");
+        TU_OK(g16, wgpt_buf_upload(g16, b, 0, y, sizeof y));
+        wgpt_view v = {b, 0, 0};
+        uint32_t n = 5;
+        wgpt_bind *bd = wgpt_bind_create(g16, k, &v, 1, &n, sizeof n);
+        TU_NONNULL(g16, bd);
+        TU_OK(g16, wgpt_dispatch1d(g16, bd, 1));
+        float out[5];
+        TU_OK(g16, wgpt_buf_download(g16, b, 0, out, sizeof out));
+        // f16 keeps 11 significant bits: relative error <= 2^-11 after rounding
+        for (int i = 0; i < 5; i++)
+            if (fabsf(out[i] - 2 * y[i]) > fabsf(2 * y[i]) * 4.9e-4f)
+                fail_msg("f16 double of %g gave %g", y[i], out[i]);
+        assert_true(out[2] != 2 * y[2]);  // it really went through f16
+        wgpt_bind_free(bd);
+        wgpt_buf_free(b);
+    }
+    TU_OK(gno, wgpt_gpu_add_kernel_file(gno, "test_f16.wgsl", text));
+    assert_null(wgpt_kernel_get(gno, "test_f16_double"));
+    const char *e = wgpt_gpu_error(gno);
+    assert_non_null(strstr(e, "test_f16_double"));
+    assert_non_null(strstr(e, "test_f16.wgsl:"));
+    assert_non_null(strstr(e, "f16"));
+    // and the device stays usable after a failed compile
+    TU_NONNULL(gno, wgpt_kernel_get(gno, "axpy"));
+    wgpt_gpu_close(gno);
+    free(text);
+}
+
+static void compile_error_names_file_and_line(void **st) {
+    (void)st;
+    const char *broken =
+        "// a kernel file with a mistake on line 7\n"  // 1
+        "struct P { n: u32 }\n"                        // 2
+        "// --- KERNEL: broken_kernel ---\n"           // 3
+        "@group(0) @binding(0) var<storage, read_write> y: array<f32>;\n"
+        "@compute @workgroup_size(WG)\n"               // 5
+        "fn broken_kernel(@builtin(global_invocation_id) gid: vec3<u32>) {\n"
+        "    y[gid.x] = undefined_name + 1.0;\n"       // 7
+        "}\n";
+    TU_OK(G, wgpt_gpu_add_kernel_file(G, "broken.wgsl", broken));
+    assert_null(wgpt_kernel_get(G, "broken_kernel"));
+    const char *e = wgpt_gpu_error(G);
+    printf("compile error as reported: %s\n", e);
+    assert_non_null(strstr(e, "broken.wgsl:7:"));
+    assert_non_null(strstr(e, "undefined_name"));
+    // preamble errors map into the file preamble
+    const char *broken_pre =
+        "struct P { n: u32 }\n"
+        "\n"
+        "const BAD: u32 = 1.5;\n"  // line 3: abstract float to u32
+        "// --- KERNEL: broken_pre_kernel ---\n"
+        "@compute @workgroup_size(1) fn broken_pre_kernel() {}\n";
+    TU_OK(G, wgpt_gpu_add_kernel_file(G, "broken_pre.wgsl", broken_pre));
+    assert_null(wgpt_kernel_get(G, "broken_pre_kernel"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "broken_pre.wgsl:3:"));
+    // a marker whose function is missing: the pipeline error names kernel and file
+    TU_OK(G, wgpt_gpu_add_kernel_file(G, "noentry.wgsl", "// --- KERNEL: not_there ---\nfn other() {}\n"));
+    assert_null(wgpt_kernel_get(G, "not_there"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "noentry.wgsl"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "not_there"));
+}
+
+static void kernel_lookup_errors(void **st) {
+    (void)st;
+    assert_null(wgpt_kernel_get(G, "no_such_kernel"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "no_such_kernel"));
+    assert_int_equal(wgpt_gpu_add_kernel_file(G, "dup.wgsl", "// --- KERNEL: axpy ---\n"), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "00_infrastructure.wgsl"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "dup.wgsl"));
+    assert_int_equal(wgpt_gpu_add_kernel_file(G, "none.wgsl", "fn f() {}\n"), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "none.wgsl"));
+    // the device still works
+    TU_NONNULL(G, wgpt_kernel_get(G, "fill_zero"));
+}
+
+static void write_file_(const char *dir, const char *name, const char *text) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+// Kernels from a folder (--kernel-dir / WGPT_KERNEL_DIR) follow the same rules.
+static void kernel_folder_rules(void **st) {
+    (void)st;
+    char err[1024];
+    wgpt_gpu_options o = {.adapter_index = -1, .kernel_dir = WGPT_SOURCE_DIR "/kernels"};
+    wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
+    if (!g) fail_msg("open with the source kernel folder: %s", err);
+    TU_NONNULL(g, wgpt_kernel_get(g, "clamp_inplace"));
+    wgpt_gpu_close(g);
+
+    o.kernel_dir = "/nonexistent/kernels";
+    assert_null(wgpt_gpu_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "/nonexistent/kernels"));
+
+    char dir[] = "/tmp/wgpt_kdir_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    o.kernel_dir = dir;
+    write_file_(dir, "01_x.wgsl", "// --- KERNEL: kx ---\n@compute @workgroup_size(1) fn kx() {}\n");
+    assert_null(wgpt_gpu_open(&o, err, sizeof err));  // no shared preamble
+    assert_non_null(strstr(err, "00_shared.wgsl"));
+    write_file_(dir, "00_shared.wgsl", "const WG: u32 = 256u;\n// --- KERNEL: sneaky ---\n");
+    assert_null(wgpt_gpu_open(&o, err, sizeof err));
+    assert_non_null(strstr(err, "00_shared.wgsl:2"));
+    // a shared preamble with an error: reported at its own file and line
+    write_file_(dir, "00_shared.wgsl", "const WG: u32 = 256u;\nconst OOPS: f32 = nope;\n");
+    g = wgpt_gpu_open(&o, err, sizeof err);
+    if (!g) fail_msg("open: %s", err);
+    assert_null(wgpt_kernel_get(g, "kx"));
+    assert_non_null(strstr(wgpt_gpu_error(g), "00_shared.wgsl:2:"));
+    wgpt_gpu_close(g);
+    char path[512];
+    snprintf(path, sizeof path, "%s/00_shared.wgsl", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/01_x.wgsl", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void buffer_and_binding_limits(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    assert_null(wgpt_buf_create(G, i->max_buffer + 1024, "too big"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "maxBufferSize"));
+    assert_non_null(strstr(wgpt_gpu_error(G), "too big"));
+
+    wgpt_buf *b = wgpt_buf_create(G, 1024, "small");
+    TU_NONNULL(G, b);
+    float x[300] = {0};
+    assert_int_equal(wgpt_buf_upload(G, b, 0, x, sizeof x), -1);  // 1200 > 1024
+    assert_non_null(strstr(wgpt_gpu_error(G), "small"));
+    assert_int_equal(wgpt_buf_download(G, b, 2, x, 8), -1);  // offset not a multiple of 4
+    assert_non_null(strstr(wgpt_gpu_error(G), "multiples of 4"));
+
+    wgpt_kernel *k = wgpt_kernel_get(G, "fill_zero");
+    tu_scalar p = {1, 0};
+    wgpt_view v = {b, 4, 16};
+    if (i->storage_offset_align > 4) {
+        assert_null(wgpt_bind_create(G, k, &v, 1, &p, sizeof p));
+        assert_non_null(strstr(wgpt_gpu_error(G), "minStorageBufferOffsetAlignment"));
+    }
+    v = (wgpt_view){b, 0, 4096};
+    assert_null(wgpt_bind_create(G, k, &v, 1, &p, sizeof p));
+    assert_non_null(strstr(wgpt_gpu_error(G), "small"));
+    // wrong number of bindings for the kernel: WebGPU's validation message
+    wgpt_view two[2] = {{b, 0, 0}, {b, 0, 0}};
+    assert_null(wgpt_bind_create(G, k, two, 2, &p, sizeof p));
+    assert_non_null(strstr(wgpt_gpu_error(G), "fill_zero"));
+
+    // a binding wider than maxStorageBufferBindingSize (128 MiB on lavapipe)
+    if (i->max_storage_binding < (1ull << 30)) {
+        wgpt_buf *big = wgpt_buf_create(G, i->max_storage_binding + 256, "wide");
+        TU_NONNULL(G, big);
+        wgpt_view w = {big, 0, 0};
+        assert_null(wgpt_bind_create(G, k, &w, 1, &p, sizeof p));
+        assert_non_null(strstr(wgpt_gpu_error(G), "maxStorageBufferBindingSize"));
+        wgpt_buf_free(big);
+    }
+    // the device is still healthy after all these refusals
+    v = (wgpt_view){b, 0, 0};
+    wgpt_bind *ok = wgpt_bind_create(G, k, &v, 1, &p, sizeof p);
+    TU_NONNULL(G, ok);
+    TU_OK(G, wgpt_dispatch1d(G, ok, 1));
+    TU_OK(G, wgpt_gpu_finish(G));
+    wgpt_bind_free(ok);
+    wgpt_buf_free(b);
+}
+
+static void timestamps_per_dispatch(void **st) {
+    (void)st;
+    if (!wgpt_gpu_get_info(G)->has_timestamps) skip();
+    wgpt_gpu_options o = {.adapter_index = -1, .profile = 1};
+    wgpt_gpu *g = tu_gpu_open(&o);
+    const uint32_t n = 1 << 20;
+    wgpt_buf *a = wgpt_buf_create(g, n * 4, "a"), *b = wgpt_buf_create(g, n * 4, "b");
+    wgpt_view va = {a, 0, 0}, vab[2] = {{a, 0, 0}, {b, 0, 0}};
+    tu_scalar p = {n, 1.5f};
+    wgpt_bind *f = wgpt_bind_create(g, wgpt_kernel_get(g, "fill_const"), &va, 1, &p, sizeof p);
+    wgpt_bind *c = wgpt_bind_create(g, wgpt_kernel_get(g, "copy"), vab, 2, &p, sizeof p);
+    TU_NONNULL(g, f);
+    TU_NONNULL(g, c);
+    TU_OK(g, wgpt_dispatch1d(g, f, wgpt_groups(n)));
+    TU_OK(g, wgpt_dispatch1d(g, c, wgpt_groups(n)));
+    TU_OK(g, wgpt_dispatch1d(g, f, wgpt_groups(n)));
+    wgpt_timing t[8];
+    int m = wgpt_gpu_timings(g, t, 8);
+    if (m < 0) fail_msg("timings: %s", wgpt_gpu_error(g));
+    assert_int_equal(m, 3);
+    assert_string_equal(t[0].kernel, "fill_const");
+    assert_string_equal(t[1].kernel, "copy");
+    assert_string_equal(t[2].kernel, "fill_const");
+    double total = 0;
+    for (int i = 0; i < 3; i++) {
+        printf("  %-12s %.3f ms\n", t[i].kernel, t[i].ms);
+        assert_true(t[i].ms >= 0 && t[i].ms < 10000);
+        total += t[i].ms;
+    }
+    assert_true(total > 0);
+    assert_int_equal(wgpt_gpu_timings(g, t, 8), 0);  // consumed
+    wgpt_bind_free(f), wgpt_bind_free(c), wgpt_buf_free(a), wgpt_buf_free(b);
+    wgpt_gpu_close(g);
+}
+
+// A lost device turns into errors with Dawn's message, never a crash.
+static void device_loss_is_reported(void **st) {
+    (void)st;
+    wgpt_gpu *g = tu_gpu_open(NULL);
+    wgpt_buf *b = wgpt_buf_create(g, 64, "x");
+    TU_NONNULL(g, b);
+    wgpt_gpu_force_loss(g);
+    float h[16];
+    assert_int_equal(wgpt_buf_download(g, b, 0, h, sizeof h), -1);
+    const char *e = wgpt_gpu_error(g);
+    printf("after loss: %s\n", e);
+    assert_non_null(strstr(e, "device lost"));
+    assert_non_null(strstr(e, "forced by wgpt_gpu_force_loss"));
+    assert_null(wgpt_kernel_get(g, "axpy"));
+    assert_null(wgpt_buf_create(g, 64, "y"));
+    wgpt_buf_free(b);
+    wgpt_gpu_close(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(adapter_info_and_limits),
+        cmocka_unit_test(adapter_list_and_selection_errors),
+        cmocka_unit_test(f16_only_where_available),
+        cmocka_unit_test(compile_error_names_file_and_line),
+        cmocka_unit_test(kernel_lookup_errors),
+        cmocka_unit_test(kernel_folder_rules),
+        cmocka_unit_test(buffer_and_binding_limits),
+        cmocka_unit_test(timestamps_per_dispatch),
+        cmocka_unit_test(device_loss_is_reported),
+    };
+    return cmocka_run_group_tests_name("gpu_device", tests, group_setup, group_teardown);
+}
