@@ -10,7 +10,7 @@ DAWN_DIR = third_party/dawn
 # Binaries find Dawn next to the tree, wherever the tree is: no LD_LIBRARY_PATH.
 LDLIBS_DAWN = -L$(DAWN_DIR) -lwebgpu_wrapper -Wl,-rpath,'$$ORIGIN/../$(DAWN_DIR)' -lm
 
-LIB_SRC = $(wildcard src/gpu/*.c)
+LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)

@@ -432,6 +432,7 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.max_invocations = g->limits.maxComputeInvocationsPerWorkgroup;
     g->info.max_workgroups_per_dim = g->limits.maxComputeWorkgroupsPerDimension;
     g->info.storage_offset_align = g->limits.minStorageBufferOffsetAlignment;
+    if (opt->max_binding && opt->max_binding < g->info.max_storage_binding) g->info.max_storage_binding = opt->max_binding;
     g->batch = 1;
 
     const char *dir = opt->kernel_dir ? opt->kernel_dir : getenv("WGPT_KERNEL_DIR");

@@ -182,16 +182,22 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
     return 0;
 }
 
-int wgpt_dispatch1d(wgpt_gpu *g, wgpt_bind *b, uint64_t n) {
+int wgpt_dims1d(wgpt_gpu *g, uint64_t n, uint32_t *x, uint32_t *y) {
     uint64_t dim = g->info.max_workgroups_per_dim < WGPT_MAX_WG_DIM ? g->info.max_workgroups_per_dim
                                                                     : WGPT_MAX_WG_DIM;
-    if (n <= dim) return wgpt_dispatch(g, b, (uint32_t)n, 1, 1);
-    uint64_t rows = (n + dim - 1) / dim;
+    uint64_t rows = n <= dim ? 1 : (n + dim - 1) / dim;
     if (rows > dim)
-        return wgpt_gpu_fail_(g, "kernel '%s': %llu workgroups exceed even a 2D dispatch (%llu x %llu)",
-                              b->kernel->name, (unsigned long long)n, (unsigned long long)dim,
-                              (unsigned long long)dim);
-    return wgpt_dispatch(g, b, (uint32_t)dim, (uint32_t)rows, 1);
+        return wgpt_gpu_fail_(g, "%llu workgroups exceed even a 2D dispatch (%llu x %llu)", (unsigned long long)n,
+                              (unsigned long long)dim, (unsigned long long)dim);
+    *x = (uint32_t)(n <= dim ? n : dim);
+    *y = (uint32_t)rows;
+    return 0;
+}
+
+int wgpt_dispatch1d(wgpt_gpu *g, wgpt_bind *b, uint64_t n) {
+    uint32_t x, y;
+    if (wgpt_dims1d(g, n, &x, &y) < 0) return -1;
+    return wgpt_dispatch(g, b, x, y, 1);
 }
 
 int wgpt_gpu_submit(wgpt_gpu *g) {

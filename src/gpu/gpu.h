@@ -25,6 +25,8 @@ typedef struct wgpt_gpu_options {
     const char *kernel_dir;    // NULL: $WGPT_KERNEL_DIR if set, else the kernels built in
     int disable_f16;           // behave as if the device had no shader-f16
     int profile;               // record GPU timestamps for every dispatch (if supported)
+    uint64_t max_binding;      // 0: the device's maxStorageBufferBindingSize; else the
+                               // smaller of the two (tests of code that splits bindings)
 } wgpt_gpu_options;
 
 typedef struct wgpt_gpu_info {
@@ -112,6 +114,8 @@ int wgpt_dispatch(wgpt_gpu *gpu, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t 
 // n_workgroups in one dimension; past 65535, the seeds' 2D fallback
 // (65535, ceil(n/65535), 1): kernels linearise with flat_id() and bounds-check.
 int wgpt_dispatch1d(wgpt_gpu *gpu, wgpt_bind *b, uint64_t n_workgroups);
+// The (x, y) that wgpt_dispatch1d uses for n_workgroups; -1 if even 2D is too small.
+int wgpt_dims1d(wgpt_gpu *gpu, uint64_t n_workgroups, uint32_t *x, uint32_t *y);
 // The workgroup count for n threads of WGPT_WG.
 static inline uint64_t wgpt_groups(uint64_t n) { return (n + WGPT_WG - 1) / WGPT_WG; }
 int wgpt_gpu_submit(wgpt_gpu *gpu);

@@ -1,0 +1,37 @@
+// op.h: a prepared GPU operation: the bind groups and dispatch shapes of one
+// step of the model (a layer's forward, its backward, an optimizer update),
+// created once and recorded every training step without rebuilding anything.
+#ifndef WGPT_OP_H
+#define WGPT_OP_H
+
+#include "gpu/gpu.h"
+
+typedef struct wgpt_op_step {
+    wgpt_bind *bind;
+    uint32_t x, y, z;  // workgroups
+} wgpt_op_step;
+
+typedef struct wgpt_op {
+    wgpt_op_step *steps;
+    int n, cap;
+} wgpt_op;
+
+void wgpt_op_init(wgpt_op *op);
+void wgpt_op_free(wgpt_op *op);  // frees the binds it holds
+// Appends a dispatch of `kernel` with the given bindings and params (copied).
+// Returns the new step's bind (to update its params later), or NULL on error.
+wgpt_bind *wgpt_op_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews,
+                       const void *params, size_t params_size, uint32_t x, uint32_t y, uint32_t z);
+// The same for a 1D grid of `groups` workgroups (2D past 65535; see flat_id).
+wgpt_bind *wgpt_op_add1d(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews,
+                         const void *params, size_t params_size, uint64_t groups);
+// Records every step, in order, into the current batch.
+int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op);
+
+// Rows per chunk when a (rows, row_floats) tensor must be split so that each
+// binding stays within the device's maxStorageBufferBindingSize: a multiple of
+// 64 rows (so chunk offsets stay 256-byte aligned), or all rows if they fit.
+// Returns 0 if even 64 rows do not fit (with the GPU error set).
+uint64_t wgpt_op_chunk_rows(wgpt_gpu *g, uint64_t rows, uint64_t row_floats);
+
+#endif
