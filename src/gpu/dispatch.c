@@ -195,7 +195,7 @@ int wgpt_dims1d(wgpt_gpu *g, uint64_t n, uint32_t *x, uint32_t *y) {
 }
 
 int wgpt_dispatch1d(wgpt_gpu *g, wgpt_bind *b, uint64_t n) {
-    uint32_t x, y;
+    uint32_t x = 0, y = 0;
     if (wgpt_dims1d(g, n, &x, &y) < 0) return -1;
     return wgpt_dispatch(g, b, x, y, 1);
 }

@@ -33,7 +33,7 @@ wgpt_bind *wgpt_op_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_
 
 wgpt_bind *wgpt_op_add1d(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews,
                          const void *params, size_t params_size, uint64_t groups) {
-    uint32_t x, y;
+    uint32_t x = 0, y = 0;
     if (wgpt_dims1d(g, groups, &x, &y) < 0) return NULL;
     return wgpt_op_add(g, op, kernel, views, nviews, params, params_size, x, y, 1);
 }
