@@ -1,0 +1,320 @@
+// gpt2.c: the GPT-2 model on the GPU: allocation, the prepared forward,
+// backward and optimizer ops, and the training step.
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/attention.h"
+#include "model/cross_entropy.h"
+#include "model/elementwise.h"
+#include "model/embedding.h"
+#include "model/gpt2_internal.h"
+#include "model/input_status.h"
+#include "model/layernorm.h"
+#include "model/linear.h"
+
+int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *wgpt_gpt2_error(const wgpt_gpt2 *m) { return m->err; }
+
+void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activation_bytes) {
+    *param_bytes = m->param_bytes;
+    *activation_bytes = m->activation_bytes;
+}
+
+#define GPU_OK(m, call)                                                         \
+    do {                                                                        \
+        if ((call) < 0) return wgpt_gpt2_fail_((m), "%s", wgpt_gpu_error((m)->g)); \
+    } while (0)
+
+static int alloc_params_(wgpt_gpt2 *m) {
+    wgpt_buf **bufs[4] = {&m->params, &m->grads, &m->adam_m, &m->adam_v};
+    const char *names[4] = {"params", "grads", "adam m", "adam v"};
+    for (int i = 0; i < 4; i++) {
+        *bufs[i] = wgpt_buf_create(m->g, m->padded_params * 4, names[i]);
+        if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+        m->param_bytes += wgpt_buf_size(*bufs[i]);
+    }
+    return 0;
+}
+
+static int alloc_acts_(wgpt_gpt2 *m) {
+    uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
+    uint64_t Vp = m->c.padded_vocab_size;
+    struct {
+        wgpt_gpt2_act *a;
+        const char *name;
+        uint64_t slices, floats;
+    } list[] = {
+        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", L, BT * C},
+        {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
+        {&m->qkv, "qkv", L, BT * 3 * C},          {&m->atty, "atty", L, BT * C},
+        {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", L, BT * C},
+        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", L, BT * C},
+        {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
+        {&m->fch, "fch", L, BT * 4 * C},          {&m->fch_gelu, "fch gelu", L, BT * 4 * C},
+        {&m->fcproj, "fcproj", L, BT * C},        {&m->res3, "residual3", L, BT * C},
+        {&m->lnf, "lnf", 1, BT * C},              {&m->lnf_mean, "lnf mean", 1, BT},
+        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
+        {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
+        {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
+        {&m->dres, "d residual", 1, BT * C},      {&m->dln, "d ln", 1, BT * C},
+        {&m->datty, "d atty", 1, BT * C},         {&m->dqkv, "d qkv", 1, BT * 3 * C},
+        {&m->dfch, "d fch", 1, BT * 4 * C},       {&m->dfch_gelu, "d fch gelu", 1, BT * 4 * C},
+        {&m->att_d, "att D", 1, BT * NH},         {&m->tokens, "tokens", 1, BT},
+        {&m->targets, "targets", 1, BT},          {&m->bucket, "embedding bucket", 1, wgpt_embedding_bucket_words((uint32_t)BT)},
+        {&m->norm_scratch, "norm partials", 1, 0}, {&m->opt_state, "optimizer state", 1, 4},
+    };
+    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
+        uint64_t floats = list[i].floats;
+        if (list[i].a == &m->norm_scratch) floats = (wgpt_grad_norm_scratch_bytes(m->g, m->padded_params) + 3) / 4;
+        if (wgpt_gpt2_act_alloc_(m, list[i].a, list[i].name, (uint32_t)list[i].slices, floats) < 0) return -1;
+    }
+    return 0;
+}
+
+#define P(t, l) wgpt_gpt2_pview_(m, m->params, (t), (l))
+#define D(t, l) wgpt_gpt2_pview_(m, m->grads, (t), (l))
+#define A(act, l) wgpt_gpt2_aview_(&m->act, (l))
+
+static int build_forward_(wgpt_gpt2 *m) {
+    wgpt_gpu *g = m->g;
+    wgpt_op *op = &m->fwd;
+    uint32_t B = m->B, T = m->T, C = m->c.channels, NH = m->c.num_heads, BT = B * T;
+    uint32_t V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
+    wgpt_view none = {NULL, 0, 0};
+    GPU_OK(m, wgpt_encoder_forward(g, op, A(encoded, 0), A(status, 0), A(tokens, 0), P(WGPT_WTE, 0),
+                                   P(WGPT_WPE, 0), B, T, C, V, Vp));
+    for (uint32_t l = 0; l < m->c.num_layers; l++) {
+        wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
+        GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
+                                         P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
+        GPU_OK(m, wgpt_linear_forward(g, op, A(qkv, l), A(ln1, l), P(WGPT_QKVW, l), P(WGPT_QKVB, l), BT, C, 3 * C));
+        GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+        GPU_OK(m, wgpt_linear_forward(g, op, A(attproj, l), A(atty, l), P(WGPT_ATTPROJW, l), P(WGPT_ATTPROJB, l),
+                                      BT, C, C));
+        GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
+        GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
+                                         P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
+        GPU_OK(m, wgpt_linear_forward(g, op, A(fch, l), A(ln2, l), P(WGPT_FCW, l), P(WGPT_FCB, l), BT, C, 4 * C));
+        GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
+        GPU_OK(m, wgpt_linear_forward(g, op, A(fcproj, l), A(fch_gelu, l), P(WGPT_FCPROJW, l), P(WGPT_FCPROJB, l),
+                                      BT, 4 * C, C));
+        GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
+    }
+    uint32_t last = m->c.num_layers - 1;
+    GPU_OK(m, wgpt_layernorm_forward(g, op, A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(res3, last),
+                                     P(WGPT_LNFW, 0), P(WGPT_LNFB, 0), BT, C));
+    GPU_OK(m, wgpt_linear_forward(g, op, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0), none, BT, C, Vp));
+    GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
+                                        BT, V, Vp));
+    GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
+    return 0;
+}
+
+static int build_backward_(wgpt_gpt2 *m) {
+    wgpt_gpu *g = m->g;
+    wgpt_op *op = &m->bwd;
+    uint32_t B = m->B, T = m->T, C = m->c.channels, NH = m->c.num_heads, BT = B * T;
+    uint32_t V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
+    wgpt_view none = {NULL, 0, 0};
+    uint32_t last = m->c.num_layers - 1;
+    // dlogits in place of the logits; the loss is the mean over B*T positions
+    GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
+                                         1.0f / (float)BT));
+    GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_WTE, 0), none, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0),
+                                   BT, C, Vp, 0));
+    // dres accumulates the residual stream's gradient from here down
+    GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
+                                      P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C));
+    for (int li = (int)last; li >= 0; li--) {
+        uint32_t l = (uint32_t)li;
+        wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
+        // res3 = res2 + fcproj: d fcproj = dres
+        GPU_OK(m, wgpt_linear_backward(g, op, A(dfch_gelu, 0), D(WGPT_FCPROJW, l), D(WGPT_FCPROJB, l), A(dres, 0),
+                                       A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, 0));
+        GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
+        GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_FCW, l), D(WGPT_FCB, l), A(dfch, 0), A(ln2, l),
+                                       P(WGPT_FCW, l), BT, C, 4 * C, 0));
+        GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),
+                                          P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C));
+        // res2 = residual + attproj: d attproj = dres (now d res2)
+        GPU_OK(m, wgpt_linear_backward(g, op, A(datty, 0), D(WGPT_ATTPROJW, l), D(WGPT_ATTPROJB, l), A(dres, 0),
+                                       A(atty, l), P(WGPT_ATTPROJW, l), BT, C, C, 0));
+        GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
+                                          A(att_lse, l), B, T, C, NH));
+        GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_QKVW, l), D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l),
+                                       P(WGPT_QKVW, l), BT, C, 3 * C, 0));
+        GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN1W, l), D(WGPT_LN1B, l), A(dln, 0), residual,
+                                          P(WGPT_LN1W, l), A(ln1_mean, l), A(ln1_rstd, l), BT, C));
+    }
+    GPU_OK(m, wgpt_encoder_backward(g, op, D(WGPT_WTE, 0), D(WGPT_WPE, 0), A(dres, 0), A(bucket, 0), B, T, C, Vp));
+    return 0;
+}
+
+static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
+    wgpt_gpu *g = m->g;
+    wgpt_view all_g = {m->grads, 0, 0};
+    GPU_OK(m, wgpt_grad_norm(g, &m->opt, all_g, m->padded_params, A(norm_scratch, 0), A(opt_state, 0),
+                             o->max_grad_norm));
+    // decay the 2D weights only, as GPT-2 training does
+    static const int decayed[] = {WGPT_WTE, WGPT_WPE, WGPT_QKVW, WGPT_ATTPROJW, WGPT_FCW, WGPT_FCPROJW};
+    wgpt_adamw_range r[WGPT_GPT2_NUM_TENSORS];
+    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
+        float wd = 0;
+        for (size_t i = 0; i < sizeof decayed / sizeof decayed[0]; i++)
+            if (decayed[i] == t) wd = o->weight_decay;
+        r[t] = (wgpt_adamw_range){m->pt[t].base, m->pt[t].stride * m->pt[t].slices, wd};
+    }
+    wgpt_adamw_hparams hp = {o->lr, o->beta1, o->beta2, o->eps, 1};
+    wgpt_view pv = {m->params, 0, 0}, gv = {m->grads, 0, 0}, mv = {m->adam_m, 0, 0}, vv = {m->adam_v, 0, 0};
+    GPU_OK(m, wgpt_adamw_update(g, &m->opt, pv, gv, mv, vv, A(opt_state, 0), r, WGPT_GPT2_NUM_TENSORS, &hp,
+                                &m->adamw));
+    m->opt_cfg = *o;
+    return 0;
+}
+
+wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
+                            size_t errlen) {
+    if (!c->num_layers || !c->num_heads || !c->channels || c->channels % c->num_heads || !c->vocab_size ||
+        c->padded_vocab_size < c->vocab_size || !B || !T || T > c->max_seq_len) {
+        snprintf(err, errlen,
+                 "invalid model: L=%u NH=%u C=%u V=%u Vp=%u maxT=%u with B=%u T=%u (C must be a multiple of NH, "
+                 "Vp >= V, 1 <= T <= maxT)",
+                 c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size, c->max_seq_len, B, T);
+        return NULL;
+    }
+    wgpt_gpt2 *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of host memory");
+        return NULL;
+    }
+    m->g = g;
+    m->c = *c;
+    m->B = B;
+    m->T = T;
+    wgpt_op_init(&m->fwd);
+    wgpt_op_init(&m->bwd);
+    wgpt_op_init(&m->opt);
+    wgpt_gpt2_layout_params_(m);
+    if (alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 || build_backward_(m) < 0) {
+        snprintf(err, errlen, "%s", m->err);
+        wgpt_gpt2_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void wgpt_gpt2_free(wgpt_gpt2 *m) {
+    if (!m) return;
+    wgpt_adamw_free(m->adamw);
+    wgpt_op_free(&m->fwd);
+    wgpt_op_free(&m->bwd);
+    wgpt_op_free(&m->opt);
+    wgpt_buf_free(m->params);
+    wgpt_buf_free(m->grads);
+    wgpt_buf_free(m->adam_m);
+    wgpt_buf_free(m->adam_v);
+    wgpt_gpt2_act *acts[] = {&m->encoded, &m->ln1, &m->ln1_mean, &m->ln1_rstd, &m->qkv, &m->atty, &m->att_lse,
+                             &m->attproj, &m->res2, &m->ln2, &m->ln2_mean, &m->ln2_rstd, &m->fch, &m->fch_gelu,
+                             &m->fcproj, &m->res3, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits, &m->losses,
+                             &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
+                             &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch,
+                             &m->opt_state};
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
+    free(m);
+}
+
+// Checks ids on the host (names the first bad one) and uploads them as u32.
+static int upload_ids_(wgpt_gpt2 *m, wgpt_gpt2_act *dst, const int *ids, const char *what) {
+    uint32_t n = m->B * m->T;
+    uint32_t *u = malloc(n * sizeof *u);
+    if (!u) return wgpt_gpt2_fail_(m, "out of host memory");
+    for (uint32_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (uint32_t)ids[i] >= m->c.vocab_size) {
+            free(u);
+            return wgpt_gpt2_fail_(m, "%s id %d at position %u is out of range [0, %u)", what, ids[i], i,
+                                   m->c.vocab_size);
+        }
+        u[i] = (uint32_t)ids[i];
+    }
+    int rc = wgpt_buf_upload(m->g, dst->buf, 0, u, (uint64_t)n * 4);
+    free(u);
+    if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    return 0;
+}
+
+static int upload_batch_(wgpt_gpt2 *m, const int *tokens, const int *targets) {
+    if (!targets) return wgpt_gpt2_fail_(m, "targets are required");
+    if (upload_ids_(m, &m->tokens, tokens, "token") < 0 || upload_ids_(m, &m->targets, targets, "target") < 0)
+        return -1;
+    return 0;
+}
+
+// Waits for the recorded work and reads the loss; a kernel-reported bad id is an error.
+static int read_loss_(wgpt_gpt2 *m, float *loss) {
+    char msg[256];
+    int st = wgpt_input_status_check(m->g, A(status, 0), m->c.vocab_size, msg, sizeof msg);
+    if (st < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    if (st > 0) return wgpt_gpt2_fail_(m, "%s", msg);
+    GPU_OK(m, wgpt_buf_download(m->g, m->loss.buf, 0, loss, 4));
+    return 0;
+}
+
+int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss) {
+    if (upload_batch_(m, tokens, targets) < 0) return -1;
+    GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
+    return read_loss_(m, loss);
+}
+
+static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *targets) {
+    if (upload_batch_(m, tokens, targets) < 0) return -1;
+    uint32_t bad = 0;
+    uint32_t *u = malloc((size_t)m->B * m->T * sizeof *u);
+    if (!u) return wgpt_gpt2_fail_(m, "out of host memory");
+    for (uint32_t i = 0; i < m->B * m->T; i++) u[i] = (uint32_t)tokens[i];
+    int rc = wgpt_encoder_bucket_upload(m->g, A(bucket, 0), u, m->B * m->T, m->c.vocab_size, &bad);
+    free(u);
+    if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
+    GPU_OK(m, wgpt_buf_zero(m->g, m->grads, 0, m->padded_params * 4));
+    GPU_OK(m, wgpt_buf_zero(m->g, m->dres.buf, 0, wgpt_buf_size(m->dres.buf)));
+    GPU_OK(m, wgpt_op_record(m->g, &m->bwd));
+    return 0;
+}
+
+int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss) {
+    if (record_forward_backward_(m, tokens, targets) < 0) return -1;
+    return read_loss_(m, loss);
+}
+
+int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, const wgpt_adamw_config *o, int t,
+                         wgpt_step_result *out) {
+    if (!m->adamw) {
+        if (build_optimizer_(m, o) < 0) return -1;
+    } else if (o->max_grad_norm != m->opt_cfg.max_grad_norm || o->beta1 != m->opt_cfg.beta1 ||
+               o->beta2 != m->opt_cfg.beta2 || o->eps != m->opt_cfg.eps ||
+               o->weight_decay != m->opt_cfg.weight_decay) {
+        // rare: rebuild the optimizer op with the new constants
+        wgpt_adamw_free(m->adamw);
+        m->adamw = NULL;
+        wgpt_op_free(&m->opt);
+        if (build_optimizer_(m, o) < 0) return -1;
+    }
+    GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
+    if (record_forward_backward_(m, tokens, targets) < 0) return -1;
+    GPU_OK(m, wgpt_op_record(m->g, &m->opt));
+    if (read_loss_(m, &out->loss) < 0) return -1;
+    wgpt_optim_state st;
+    GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    out->grad_norm = st.norm;
+    return 0;
+}

@@ -1,0 +1,71 @@
+// gpt2.h: a GPT-2 model on the GPU: parameters, gradients, AdamW state and
+// activations in GPU buffers; one training step (forward, cross-entropy,
+// backward, global-norm clipping, AdamW) recorded as prepared ops and
+// submitted at once, reading back only the loss.
+//
+// Parameters travel in the reference layout (tests/ref/gpt2_ref.h, llm.c's
+// order): wte (Vp,C), wpe (maxT,C), ln1w (L,C), ln1b (L,C), qkvw (L,3C,C),
+// qkvb (L,3C), attprojw (L,C,C), attprojb (L,C), ln2w (L,C), ln2b (L,C),
+// fcw (L,4C,C), fcb (L,4C), fcprojw (L,C,4C), fcprojb (L,C), lnfw (C), lnfb (C).
+// On the GPU every per-layer slice starts 256-byte aligned so that it can be
+// bound on its own.
+#ifndef WGPT_GPT2_H
+#define WGPT_GPT2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu/gpu.h"
+
+#define WGPT_GPT2_NUM_TENSORS 16
+
+typedef struct wgpt_gpt2_config {
+    uint32_t max_seq_len;        // maxT: rows of wpe
+    uint32_t vocab_size;         // V
+    uint32_t padded_vocab_size;  // Vp >= V (e.g. a multiple of 128); padded logits never count
+    uint32_t num_layers;         // L
+    uint32_t num_heads;          // NH
+    uint32_t channels;           // C, a multiple of NH
+} wgpt_gpt2_config;
+
+typedef struct wgpt_gpt2 wgpt_gpt2;
+
+typedef struct wgpt_adamw_config {
+    float lr, beta1, beta2, eps, weight_decay;  // weight decay on 2D weights only
+    float max_grad_norm;                        // <= 0: no clipping
+} wgpt_adamw_config;
+
+typedef struct wgpt_step_result {
+    float loss;       // mean cross-entropy of the batch
+    float grad_norm;  // global norm before clipping (0 if not computed)
+} wgpt_step_result;
+
+// Number of floats of the parameters in the reference layout, and each tensor's.
+size_t wgpt_gpt2_num_params(const wgpt_gpt2_config *c);
+void wgpt_gpt2_param_sizes(const wgpt_gpt2_config *c, size_t sizes[WGPT_GPT2_NUM_TENSORS]);
+
+// Allocates everything for batches of B sequences of T tokens (T <= maxT) and
+// prepares every op. Returns NULL with err filled (names the limit that fails).
+wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
+                            size_t errlen);
+void wgpt_gpt2_free(wgpt_gpt2 *m);
+// Bytes of GPU memory the model allocated: params+grads+AdamW state, activations.
+void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activation_bytes);
+
+// Copies parameters (reference layout, wgpt_gpt2_num_params floats) in or out.
+int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params);
+int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params);
+int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads);  // after a backward
+
+// tokens and targets are B*T ids in [0, V); an id out of range is an error
+// naming it (checked on the host before upload, and by the kernels).
+// Forward only: the mean loss (targets required).
+int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss);
+// Forward and backward (gradients zeroed first), no update: for tests.
+int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss);
+// One training step: forward, backward, clip, AdamW at 1-based step t.
+int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, const wgpt_adamw_config *opt,
+                         int t, wgpt_step_result *out);
+const char *wgpt_gpt2_error(const wgpt_gpt2 *m);
+
+#endif

@@ -1,0 +1,68 @@
+// gpt2_internal.h: the model's private state, shared by src/model/gpt2*.c.
+#ifndef WGPT_GPT2_INTERNAL_H
+#define WGPT_GPT2_INTERNAL_H
+
+#include "model/gpt2.h"
+#include "model/op.h"
+#include "model/optimizer.h"
+
+enum {
+    WGPT_WTE, WGPT_WPE, WGPT_LN1W, WGPT_LN1B, WGPT_QKVW, WGPT_QKVB, WGPT_ATTPROJW, WGPT_ATTPROJB,
+    WGPT_LN2W, WGPT_LN2B, WGPT_FCW, WGPT_FCB, WGPT_FCPROJW, WGPT_FCPROJB, WGPT_LNFW, WGPT_LNFB
+};
+
+typedef struct wgpt_gpt2_tensor {
+    uint64_t base;          // first float in the padded buffers
+    uint64_t stride;        // floats from one layer's slice to the next (aligned)
+    uint64_t slice_floats;  // floats of one slice
+    uint32_t slices;        // L for per-layer tensors, else 1
+} wgpt_gpt2_tensor;
+
+typedef struct wgpt_gpt2_act {
+    wgpt_buf *buf;
+    uint64_t floats, stride;
+    uint32_t slices;
+} wgpt_gpt2_act;
+
+struct wgpt_gpt2 {
+    wgpt_gpu *g;
+    wgpt_gpt2_config c;
+    uint32_t B, T;
+    char err[2048];
+
+    wgpt_gpt2_tensor pt[WGPT_GPT2_NUM_TENSORS];
+    uint64_t padded_params;
+    wgpt_buf *params, *grads, *adam_m, *adam_v;
+    uint64_t param_bytes, activation_bytes;
+
+    // forward activations: per layer (L slices) unless noted
+    wgpt_gpt2_act encoded;                        // (B,T,C), 1 slice
+    wgpt_gpt2_act ln1, ln1_mean, ln1_rstd;        // (B,T,C), (B,T), (B,T)
+    wgpt_gpt2_act qkv, atty, att_lse;             // (B,T,3C), (B,T,C), (B,NH,T)
+    wgpt_gpt2_act attproj, res2;                  // (B,T,C)
+    wgpt_gpt2_act ln2, ln2_mean, ln2_rstd;
+    wgpt_gpt2_act fch, fch_gelu;                  // (B,T,4C)
+    wgpt_gpt2_act fcproj, res3;                   // (B,T,C)
+    wgpt_gpt2_act lnf, lnf_mean, lnf_rstd;        // 1 slice
+    wgpt_gpt2_act logits;                         // (B,T,Vp), dlogits in place
+    wgpt_gpt2_act losses, ce_lse, loss;           // (B,T), (B,T), (1)
+    wgpt_gpt2_act status;                         // u32 flags from the kernels
+    // backward scratch (1 slice each)
+    wgpt_gpt2_act dres, dln, datty, dqkv, dfch, dfch_gelu, att_d;
+    // inputs of a step
+    wgpt_gpt2_act tokens, targets;                // u32 (B,T)
+    wgpt_gpt2_act bucket;                         // embedding-backward index (see embedding.h)
+    wgpt_gpt2_act norm_scratch, opt_state;        // gradient-norm partials; wgpt_optim_state
+
+    wgpt_op fwd, bwd, opt;
+    wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
+    wgpt_adamw_config opt_cfg;    // the constants `opt` was built with
+};
+
+int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void wgpt_gpt2_layout_params_(wgpt_gpt2 *m);
+wgpt_view wgpt_gpt2_pview_(const wgpt_gpt2 *m, wgpt_buf *buf, int tensor, uint32_t layer);
+int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint32_t slices, uint64_t floats);
+wgpt_view wgpt_gpt2_aview_(const wgpt_gpt2_act *a, uint32_t slice);
+
+#endif

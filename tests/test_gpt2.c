@@ -1,0 +1,261 @@
+// test_gpt2.c: the whole GPT-2 model on the GPU against the plain C reference
+// (tests/ref) on a configuration whose sizes are multiples of no tile size:
+// L=2, NH=3, C=48 (head size 16), T=37 < maxT=40, V=97 padded to 128, B=2.
+//
+// Tolerances. The GPU sums in f32 in other orders than the reference (which
+// sums long axes in double); per element the error is a few ulp of the sum of
+// |terms|, and it grows through the layers. For gradients we compare each
+// tensor as a whole: ||gpu - ref|| / ||ref|| < 2e-4 (f32 through ~20 dependent
+// reductions of length <= 400 stays near 1e-5; a wrong term moves it by far
+// more than 1e-2), and every element within 1e-3 * max|ref| + 1e-7.
+#include "test_util.h"
+
+#include "model/gpt2.h"
+#include "ref/gpt2_ref.h"
+
+static wgpt_gpu *G;
+static const wgpt_gpt2_config CFG = {.max_seq_len = 40, .vocab_size = 97, .padded_vocab_size = 128,
+                                     .num_layers = 2, .num_heads = 3, .channels = 48};
+static const ref_gpt2_config RCFG = {40, 97, 128, 2, 3, 48};
+enum { B = 2, T = 37 };
+static int tokens[B * T], targets[B * T];
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    ref_rng r;
+    ref_rng_seed(&r, 7);
+    for (int i = 0; i < B * T; i++) tokens[i] = (int)(ref_rng_u64(&r) % 97);
+    for (int i = 0; i < B * T; i++) targets[i] = i + 1 < B * T ? tokens[i + 1] : 3;
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+static wgpt_gpt2 *model_(wgpt_gpu *g, ref_gpt2 *ref, uint64_t seed) {
+    assert_int_equal(ref_gpt2_init(ref, &RCFG, B, T), 0);
+    ref_gpt2_init_params(ref, seed);
+    assert_int_equal(wgpt_gpt2_num_params(&CFG), ref->num_params);
+    char err[2048];
+    wgpt_gpt2 *m = wgpt_gpt2_create(g, &CFG, B, T, err, sizeof err);
+    if (!m) fail_msg("model: %s", err);
+    if (wgpt_gpt2_set_params(m, ref->params) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    return m;
+}
+
+static void compare_tensors_(const char *what, const float *got, const float *want, const ref_gpt2 *ref,
+                             double rel_l2, double rel_max) {
+    size_t off = 0;
+    for (int t = 0; t < REF_NUM_PARAM_TENSORS; t++) {
+        size_t n = ref->param_sizes[t];
+        double d2 = 0, r2 = 0, mx = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = (double)got[off + i] - want[off + i];
+            d2 += d * d;
+            r2 += (double)want[off + i] * want[off + i];
+            if (fabs(want[off + i]) > mx) mx = fabs(want[off + i]);
+        }
+        double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+      if (rel > rel_l2) fail_msg("%s %s: relative L2 error %.3g > %.3g", what, ref_gpt2_param_names[t], rel, rel_l2);
+        for (size_t i = 0; i < n; i++)
+            if (fabs((double)got[off + i] - want[off + i]) > rel_max * mx + 1e-7)
+                fail_msg("%s %s[%zu]: %.9g, expected %.9g (max|ref| %.3g)", what, ref_gpt2_param_names[t], i,
+                         got[off + i], want[off + i], mx);
+        off += n;
+    }
+}
+
+static void forward_loss_matches_reference(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(G, &ref, 42);
+    float want = ref_gpt2_forward(&ref, tokens, targets), got;
+    if (wgpt_gpt2_forward(m, tokens, targets, &got) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    printf("loss gpu %.7f ref %.7f\n", got, want);
+    assert_true(fabsf(got - want) < 2e-5f * want);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+}
+
+static void gradients_match_reference(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(G, &ref, 43);
+    float want = ref_gpt2_forward(&ref, tokens, targets), got;
+    ref_gpt2_zero_grad(&ref);
+    assert_int_equal(ref_gpt2_backward(&ref), 0);
+    if (wgpt_gpt2_forward_backward(m, tokens, targets, &got) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    assert_true(fabsf(got - want) < 2e-5f * want);
+    float *grads = malloc(ref.num_params * sizeof *grads);
+    if (wgpt_gpt2_get_grads(m, grads) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    compare_tensors_("grad", grads, ref.grads, &ref, 2e-4, 1e-3);
+    free(grads);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+}
+
+// Directional finite differences of the GPU loss: along a random +-1 vector
+// over a whole tensor, (L(p+h s) - L(p-h s)) / 2h = grad . s. With h=1e-3 and
+// f32 losses near 4.6 (noise ~5e-7 each), the quotient's noise is ~5e-4,
+// against grad.s of order sum|grad| >> 1e-2 for these tensors: 2% is tight.
+static void finite_differences_on_gpu(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(G, &ref, 44);
+    float loss;
+    if (wgpt_gpt2_forward_backward(m, tokens, targets, &loss) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    size_t n = ref.num_params;
+    float *g = malloc(n * sizeof *g), *p = malloc(n * sizeof *p);
+    assert_int_equal(wgpt_gpt2_get_grads(m, g), 0);
+    const int tensors[] = {REF_WTE, REF_QKVW, REF_LN1W, REF_FCB, REF_LNFB};
+    ref_rng r;
+    ref_rng_seed(&r, 99);
+    for (size_t k = 0; k < sizeof tensors / sizeof tensors[0]; k++) {
+        int t = tensors[k];
+        size_t off = (size_t)(ref.param_ptr[t] - ref.params), len = ref.param_sizes[t];
+        if (t == REF_WTE) len = (size_t)RCFG.vocab_size * RCFG.channels;  // padded rows have no gradient
+        float *s = malloc(len * sizeof *s);
+        double dot = 0, mag = 0;
+        for (size_t i = 0; i < len; i++) {
+            s[i] = (ref_rng_u64(&r) & 1) ? 1.0f : -1.0f;
+            dot += (double)g[off + i] * s[i];
+            mag += fabs(g[off + i]);
+        }
+        const float h = 1e-3f;
+        float lp, lm;
+        memcpy(p, ref.params, n * sizeof *p);
+        for (size_t i = 0; i < len; i++) p[off + i] += h * s[i];
+        assert_int_equal(wgpt_gpt2_set_params(m, p), 0);
+        assert_int_equal(wgpt_gpt2_forward(m, tokens, targets, &lp), 0);
+        for (size_t i = 0; i < len; i++) p[off + i] = ref.params[off + i] - h * s[i];
+        assert_int_equal(wgpt_gpt2_set_params(m, p), 0);
+        assert_int_equal(wgpt_gpt2_forward(m, tokens, targets, &lm), 0);
+        double fd = ((double)lp - lm) / (2 * h);
+        printf("  %-8s fd %.6f grad.s %.6f (sum|g| %.4f)\n", ref_gpt2_param_names[t], fd, dot, mag);
+        if (fabs(fd - dot) > 0.02 * fabs(dot) + 2e-3) fail_msg("%s: fd %.6g vs grad %.6g", ref_gpt2_param_names[t], fd, dot);
+        free(s);
+    }
+    free(g), free(p);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+}
+
+static void ref_step_(ref_gpt2 *ref, float *mm, float *vv, const wgpt_adamw_config *o, int t, float *norm) {
+    ref_gpt2_zero_grad(ref);
+    assert_int_equal(ref_gpt2_backward(ref), 0);
+    *norm = ref_gpt2_clip_grads(ref, o->max_grad_norm);
+    static const int decayed[] = {REF_WTE, REF_WPE, REF_QKVW, REF_ATTPROJW, REF_FCW, REF_FCPROJW};
+    for (int k = 0; k < REF_NUM_PARAM_TENSORS; k++) {
+        float wd = 0;
+        for (size_t i = 0; i < 6; i++)
+            if (decayed[i] == k) wd = o->weight_decay;
+        size_t off = (size_t)(ref->param_ptr[k] - ref->params);
+        ref_adamw_update(ref->param_ptr[k], ref->grad_ptr[k], mm + off, vv + off, ref->param_sizes[k], o->lr,
+                         o->beta1, o->beta2, o->eps, wd, t);
+    }
+}
+
+// Ten AdamW steps (clipping active: max norm 1) on GPU and reference: the
+// losses agree to 1e-4 relative and the final parameters closely.
+static void ten_training_steps_match_reference(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(G, &ref, 45);
+    float *mm = calloc(ref.num_params, sizeof *mm), *vv = calloc(ref.num_params, sizeof *vv);
+    wgpt_adamw_config o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    for (int step = 1; step <= 10; step++) {
+        float rl = ref_gpt2_forward(&ref, tokens, targets), rn;
+        ref_step_(&ref, mm, vv, &o, step, &rn);
+        wgpt_step_result r;
+        if (wgpt_gpt2_train_step(m, tokens, targets, &o, step, &r) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+        printf("  step %2d loss gpu %.6f ref %.6f  norm gpu %.5f ref %.5f\n", step, r.loss, rl, r.grad_norm, rn);
+        if (fabsf(r.loss - rl) > 1e-4f * rl) fail_msg("step %d: loss %.7g vs %.7g", step, r.loss, rl);
+        if (fabsf(r.grad_norm - rn) > 1e-3f * rn) fail_msg("step %d: norm %.7g vs %.7g", step, r.grad_norm, rn);
+    }
+    float *p = malloc(ref.num_params * sizeof *p);
+    assert_int_equal(wgpt_gpt2_get_params(m, p), 0);
+    // Adam divides by sqrt(v): tiny gradient differences can move an element by
+    // up to lr per step; 10 steps of lr 1e-3 bound the drift by 1e-2 * |max|.
+    compare_tensors_("params after 10 steps", p, ref.params, &ref, 1e-3, 1e-2);
+    free(p), free(mm), free(vv);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+}
+
+// Same start, same batches: bit-identical parameters (no float atomics).
+static void training_is_deterministic(void **st) {
+    (void)st;
+    float *p[2];
+    wgpt_adamw_config o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    for (int run = 0; run < 2; run++) {
+        ref_gpt2 ref;
+        wgpt_gpt2 *m = model_(G, &ref, 46);
+        for (int step = 1; step <= 3; step++) {
+            wgpt_step_result r;
+            if (wgpt_gpt2_train_step(m, tokens, targets, &o, step, &r) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+        }
+        p[run] = malloc(ref.num_params * sizeof *p[run]);
+        assert_int_equal(wgpt_gpt2_get_params(m, p[run]), 0);
+        if (run) assert_memory_equal(p[0], p[1], ref.num_params * sizeof *p[0]);
+        wgpt_gpt2_free(m);
+        ref_gpt2_free(&ref);
+    }
+    free(p[0]), free(p[1]);
+}
+
+// A device whose bindings are capped at 64 KiB forces every big tensor
+// (wte, logits, the flat parameter arrays) to be bound in chunks, as the
+// 154 MB GPT-2 embedding is on lavapipe's 128 MiB limit.
+static void split_bindings_give_the_same_model(void **st) {
+    (void)st;
+    wgpt_gpu_options opt = {.adapter_index = -1, .max_binding = 64 << 10};
+    wgpt_gpu *small = tu_gpu_open(&opt);
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(small, &ref, 47);
+    float want = ref_gpt2_forward(&ref, tokens, targets), got;
+    ref_gpt2_zero_grad(&ref);
+    assert_int_equal(ref_gpt2_backward(&ref), 0);
+    if (wgpt_gpt2_forward_backward(m, tokens, targets, &got) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    assert_true(fabsf(got - want) < 2e-5f * want);
+    float *grads = malloc(ref.num_params * sizeof *grads);
+    assert_int_equal(wgpt_gpt2_get_grads(m, grads), 0);
+    compare_tensors_("split grad", grads, ref.grads, &ref, 2e-4, 1e-3);
+    free(grads);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+    wgpt_gpu_close(small);
+}
+
+static void bad_token_is_named(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(G, &ref, 48);
+    int bad[B * T];
+    memcpy(bad, tokens, sizeof bad);
+    bad[5] = 97;
+    float loss;
+    assert_int_equal(wgpt_gpt2_forward(m, bad, targets, &loss), -1);
+    assert_non_null(strstr(wgpt_gpt2_error(m), "97"));
+    assert_non_null(strstr(wgpt_gpt2_error(m), "position 5"));
+    assert_int_equal(wgpt_gpt2_forward(m, tokens, targets, &loss), 0);  // still usable
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(forward_loss_matches_reference),
+        cmocka_unit_test(gradients_match_reference),
+        cmocka_unit_test(finite_differences_on_gpu),
+        cmocka_unit_test(ten_training_steps_match_reference),
+        cmocka_unit_test(training_is_deterministic),
+        cmocka_unit_test(split_bindings_give_the_same_model),
+        cmocka_unit_test(bad_token_is_named),
+    };
+    return cmocka_run_group_tests_name("gpt2", tests, group_setup, group_teardown);
+}
