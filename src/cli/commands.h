@@ -3,5 +3,6 @@
 #define WGPT_COMMANDS_H
 
 int wgpt_cmd_info(int argc, char **argv);
+int wgpt_cmd_bench(int argc, char **argv);
 
 #endif

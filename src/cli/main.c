@@ -9,7 +9,8 @@ static void usage_(FILE *f) {
     fprintf(f,
             "usage: wgpt <command> [options]\n\n"
             "commands:\n"
-            "  info      the GPU adapters Dawn offers, the chosen device and its limits\n\n"
+            "  info      the GPU adapters Dawn offers, the chosen device and its limits\n"
+            "  bench     time GPT-2 training steps (default: 124M, batch 4 x 1024)\n\n"
             "Run `wgpt <command> --help` for a command's options.\n");
 }
 
@@ -19,6 +20,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (strcmp(argv[1], "info") == 0) return wgpt_cmd_info(argc - 1, argv + 1);
+    if (strcmp(argv[1], "bench") == 0) return wgpt_cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "wgpt: unknown command '%s'\n\n", argv[1]);
     usage_(stderr);
     return 2;

@@ -44,6 +44,11 @@ typedef struct wgpt_step_result {
 size_t wgpt_gpt2_num_params(const wgpt_gpt2_config *c);
 void wgpt_gpt2_param_sizes(const wgpt_gpt2_config *c, size_t sizes[WGPT_GPT2_NUM_TENSORS]);
 
+// GPT-2's random initialisation (host, reference layout, deterministic per seed):
+// weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), layernorm
+// weights 1, biases 0, padded vocabulary rows 0.
+void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t seed);
+
 // Allocates everything for batches of B sequences of T tokens (T <= maxT) and
 // prepares every op. Returns NULL with err filled (names the limit that fails).
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,

@@ -1,0 +1,134 @@
+// cmd_bench.c: `wgpt bench`: times GPT-2 training steps on random tokens.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/commands.h"
+#include "gpu/gpu.h"
+#include "model/gpt2.h"
+
+static void usage_(FILE *f) {
+    fprintf(f,
+            "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
+            "                  [--vocab V] [--adapter N|NAME]\n\n"
+            "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
+            "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
+            "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps.\n");
+}
+
+static double now_(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int arg_u32_(const char *s, uint32_t *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v <= 0 || v > 1 << 30) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int wgpt_cmd_bench(int argc, char **argv) {
+    wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
+                          .num_layers = 12, .num_heads = 12, .channels = 768};
+    uint32_t B = 4, T = 1024, steps = 10;
+    wgpt_gpu_options opt = {.adapter_index = -1};
+    for (int i = 1; i < argc; i++) {
+        uint32_t *dst = NULL;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage_(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--adapter") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end == 0 && v >= 0) opt.adapter_index = (int)v;
+            else opt.adapter_name = argv[i];
+            continue;
+        }
+        if (strcmp(argv[i], "--batch") == 0) dst = &B;
+        else if (strcmp(argv[i], "--seq") == 0) dst = &T;
+        else if (strcmp(argv[i], "--steps") == 0) dst = &steps;
+        else if (strcmp(argv[i], "--layers") == 0) dst = &c.num_layers;
+        else if (strcmp(argv[i], "--heads") == 0) dst = &c.num_heads;
+        else if (strcmp(argv[i], "--channels") == 0) dst = &c.channels;
+        else if (strcmp(argv[i], "--vocab") == 0) dst = &c.vocab_size;
+        if (!dst || i + 1 >= argc || arg_u32_(argv[i + 1], dst) < 0) {
+            fprintf(stderr, "wgpt bench: bad option '%s'%s\n", argv[i], dst ? " (needs a positive number)" : "");
+            usage_(stderr);
+            return 2;
+        }
+        i++;
+    }
+    c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
+    if (T > c.max_seq_len) c.max_seq_len = T;
+
+    char err[2048], line[512];
+    wgpt_gpu *g = wgpt_gpu_open(&opt, err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "wgpt bench: %s\n", err);
+        return 1;
+    }
+    wgpt_gpu_describe(wgpt_gpu_get_info(g), line, sizeof line);
+    printf("adapter: %s\n", line);
+    wgpt_gpt2 *m = wgpt_gpt2_create(g, &c, B, T, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "wgpt bench: %s\n", err);
+        wgpt_gpu_close(g);
+        return 1;
+    }
+    size_t np = wgpt_gpt2_num_params(&c);
+    float *params = malloc(np * sizeof *params);
+    int *tok = malloc((size_t)B * T * sizeof *tok), *tgt = malloc((size_t)B * T * sizeof *tgt);
+    int rc = 1;
+    if (!params || !tok || !tgt) {
+        fprintf(stderr, "wgpt bench: out of host memory\n");
+        goto done;
+    }
+    wgpt_gpt2_init_params(&c, params, 1337);
+    uint64_t s = 42;
+    for (size_t i = 0; i < (size_t)B * T; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int)((s >> 33) % c.vocab_size);
+    }
+    for (size_t i = 0; i < (size_t)B * T; i++) tgt[i] = tok[(i + 1) % ((size_t)B * T)];
+    if (wgpt_gpt2_set_params(m, params) < 0) {
+        fprintf(stderr, "wgpt bench: %s\n", wgpt_gpt2_error(m));
+        goto done;
+    }
+    uint64_t pb, ab;
+    wgpt_gpt2_memory(m, &pb, &ab);
+    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens\n", c.num_layers,
+           c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T);
+    printf("GPU memory: %.1f MiB parameters+gradients+AdamW, %.1f MiB activations and scratch\n", pb / 1048576.0,
+           ab / 1048576.0);
+    wgpt_adamw_config o = {.lr = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    double t0 = 0;
+    for (uint32_t step = 1; step <= steps + 2; step++) {
+        if (step == 3) t0 = now_();
+        wgpt_step_result r;
+        double ts = now_();
+        if (wgpt_gpt2_train_step(m, tok, tgt, &o, (int)step, &r) < 0) {
+            fprintf(stderr, "wgpt bench: step %u: %s\n", step, wgpt_gpt2_error(m));
+            goto done;
+        }
+        printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms\n", step, step <= 2 ? " (warm-up)" : "", r.loss,
+               r.grad_norm, (now_() - ts) * 1e3);
+    }
+    double ms = (now_() - t0) * 1e3 / steps;
+    double tps = (double)B * T / (ms * 1e-3);
+    // 6N + 6*L*C*T FLOPs per token (forward and backward; attention's QK and AV)
+    double flops = 6.0 * np + 6.0 * c.num_layers * c.channels * T;
+    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s (batch %u, T %u)\n", ms, tps, flops * tps * 1e-12, B,
+           T);
+    rc = 0;
+done:
+    free(params), free(tok), free(tgt);
+    wgpt_gpt2_free(m);
+    wgpt_gpu_close(g);
+    return rc;
+}

@@ -1,0 +1,38 @@
+// gpt2_init.c: GPT-2's initialisation on the host, in the reference layout:
+// wte, wpe, qkvw, fcw ~ N(0, 0.02); the residual projections attprojw and
+// fcprojw ~ N(0, 0.02 / sqrt(2L)); layernorm weights 1; biases 0.
+#include <math.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+
+// splitmix64: tiny, seedable, good enough for weights.
+static uint64_t next_(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double normal_(uint64_t *s) {
+    double u1 = ((next_(s) >> 11) + 1) * 0x1p-53, u2 = (next_(s) >> 11) * 0x1p-53;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t seed) {
+    size_t sizes[WGPT_GPT2_NUM_TENSORS];
+    wgpt_gpt2_param_sizes(c, sizes);
+    double resid = 0.02 / sqrt(2.0 * c->num_layers);
+    // tensor order: wte wpe ln1w ln1b qkvw qkvb attprojw attprojb ln2w ln2b fcw fcb fcprojw fcprojb lnfw lnfb
+    const double stdev[WGPT_GPT2_NUM_TENSORS] = {0.02, 0.02, -1, 0, 0.02, 0, resid, 0, -1, 0, 0.02, 0, resid, 0, -1, 0};
+    uint64_t s = seed;
+    float *p = params;
+    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
+        for (size_t i = 0; i < sizes[t]; i++)
+            p[i] = stdev[t] > 0 ? (float)(stdev[t] * normal_(&s)) : stdev[t] < 0 ? 1.0f : 0.0f;
+        // padded vocabulary rows stay zero: they never receive a gradient
+        if (t == 0)
+            for (size_t i = (size_t)c->vocab_size * c->channels; i < sizes[t]; i++) p[i] = 0.0f;
+        p += sizes[t];
+    }
+}
