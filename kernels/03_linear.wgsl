@@ -1,0 +1,227 @@
+// 03_linear.wgsl: the linear layer (llm.c's matmul) as tiled matrix products.
+//   matmul_forward         out[:, off:off+n] = inp (m, k) @ weight (n, k)^T (+ bias)
+//   matmul_backward_input  dinp (m, n) = (or +=) dout[:, off:off+k] @ weight (k, n)
+//   matmul_backward_weight dweight (m, n) += dout[:, off:off+m]^T @ inp (k, n)
+//   matmul_backward_bias   dbias (n) += column sums of dout[:, off:off+n] over k rows
+// ABI: storage buffers at bindings 0..k-1, then `p: LinearParams` at binding k.
+// Dispatch: the matmuls take one workgroup of 256 threads per 64x64 output
+// tile, grid (ceil(n / 64), ceil(m / 64), 1); the bias kernel one workgroup
+// per 32 columns, grid (ceil(n / 32), 1, 1).
+// See docs/kernels/03_linear.md.
+
+// The same struct for every kernel here; the meaning of each field per kernel
+// is in the header above and in the doc's ABI tables.
+struct LinearParams {
+    m: u32,     // output rows of this dispatch
+    n: u32,     // output columns of this dispatch
+    k: u32,     // length of the reduction
+    ld: u32,    // row stride (floats) of the column-offset operand (out or dout)
+    off: u32,   // its first column
+    flag: u32,  // matmul_forward: has bias; matmul_backward_input: accumulate; else 0
+}
+
+const TILE: u32 = 64u;   // output tile edge, rows and columns
+const TK: u32 = 16u;     // reduction step: each tile load covers TK values of k
+const TS: u32 = 16u;     // threads per tile edge: 16 x 16 = WG, each owns 4 x 4 outputs
+// Row stride of the shared tiles: 64 + 2, so that the transposed stores of 16
+// k values times 2 rows by a 32-lane warp land in 32 distinct banks.
+const TPAD: u32 = 66u;
+
+// tile_a[kk * TPAD + i] = A[row0 + i, k0 + kk]; tile_b[kk * TPAD + j] = B[k0 + kk, col0 + j]
+// (zero outside the matrices). 2 * 16 * 66 * 4 = 8448 bytes of workgroup memory.
+var<workgroup> tile_a: array<f32, 1056>;
+var<workgroup> tile_b: array<f32, 1056>;
+// This thread's outputs: acc[i * 4 + j] is C[row0 + ty + 16 i, col0 + tx + 16 j].
+// Rows and columns strided by 16 (not 4 adjacent) so that a warp's shared
+// reads are broadcasts or consecutive, and its global stores are coalesced.
+var<private> acc: array<f32, 16>;
+
+fn acc_zero() {
+    for (var i = 0u; i < 16u; i++) { acc[i] = 0.0; }
+}
+
+// acc += tile_a^T tile_b over the TK values of one loaded tile pair.
+fn tile_multiply(tx: u32, ty: u32) {
+    for (var kk = 0u; kk < TK; kk++) {
+        var a: array<f32, 4>;
+        var b: array<f32, 4>;
+        for (var i = 0u; i < 4u; i++) { a[i] = tile_a[kk * TPAD + ty + TS * i]; }
+        for (var j = 0u; j < 4u; j++) { b[j] = tile_b[kk * TPAD + tx + TS * j]; }
+        for (var i = 0u; i < 4u; i++) {
+            for (var j = 0u; j < 4u; j++) { acc[i * 4u + j] = fma(a[i], b[j], acc[i * 4u + j]); }
+        }
+    }
+}
+
+// --- KERNEL: matmul_forward ---
+// out[r, off + c] = sum_k inp[r, k] * weight[c, k] + bias[c]: both operands
+// have k contiguous, so both are loaded 16 k wide per row and stored transposed.
+@group(0) @binding(0) var<storage, read> inp: array<f32>;         // (m, k)
+@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (n, k)
+@group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n), read only if p.flag != 0
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (m, ld)
+@group(0) @binding(4) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(WG)
+fn matmul_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let tx = tid % TS;
+    let ty = tid / TS;
+    let row0 = wg.y * TILE;
+    let col0 = wg.x * TILE;
+    let lk = tid % TK;  // loader: k offset in the tile
+    let lr = tid / TK;  // loader: first of its 4 rows (lr + 16 q)
+    acc_zero();
+    for (var k0 = 0u; k0 < p.k; k0 += TK) {
+        let k = k0 + lk;
+        for (var q = 0u; q < 4u; q++) {
+            let r = lr + TS * q;
+            var va = 0.0;
+            var vb = 0.0;
+            if (k < p.k && row0 + r < p.m) { va = inp[(row0 + r) * p.k + k]; }
+            if (k < p.k && col0 + r < p.n) { vb = weight[(col0 + r) * p.k + k]; }
+            tile_a[lk * TPAD + r] = va;
+            tile_b[lk * TPAD + r] = vb;
+        }
+        workgroupBarrier();
+        tile_multiply(tx, ty);
+        workgroupBarrier();  // the next loads must not overwrite tiles still being read
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let r = row0 + ty + TS * i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = col0 + tx + TS * j;
+            if (r < p.m && c < p.n) {
+                var v = acc[i * 4u + j];
+                if (p.flag != 0u) { v += bias[c]; }
+                out[r * p.ld + p.off + c] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_input ---
+// dinp[r, c] = (p.flag ? dinp[r, c] : 0) + sum_k dout[r, off + k] * weight[k, c].
+// dout has k contiguous (loaded transposed like inp above); weight has c
+// contiguous, so its tile rows are loaded 64 wide and stored as they are.
+@group(0) @binding(0) var<storage, read> dout: array<f32>;        // (m, ld)
+@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (k, n)
+@group(0) @binding(2) var<storage, read_write> dinp: array<f32>;  // (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let tx = tid % TS;
+    let ty = tid / TS;
+    let row0 = wg.y * TILE;
+    let col0 = wg.x * TILE;
+    let lk = tid % TK;     // A loader: k offset, rows lr + 16 q
+    let lr = tid / TK;
+    let lc = tid % TILE;   // B loader: column, k offsets lkb + 4 q
+    let lkb = tid / TILE;
+    acc_zero();
+    for (var k0 = 0u; k0 < p.k; k0 += TK) {
+        for (var q = 0u; q < 4u; q++) {
+            let r = lr + TS * q;
+            let ka = k0 + lk;
+            var va = 0.0;
+            if (ka < p.k && row0 + r < p.m) { va = dout[(row0 + r) * p.ld + p.off + ka]; }
+            tile_a[lk * TPAD + r] = va;
+            let kkb = lkb + 4u * q;
+            let kb = k0 + kkb;
+            var vb = 0.0;
+            if (kb < p.k && col0 + lc < p.n) { vb = weight[kb * p.n + col0 + lc]; }
+            tile_b[kkb * TPAD + lc] = vb;
+        }
+        workgroupBarrier();
+        tile_multiply(tx, ty);
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let r = row0 + ty + TS * i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = col0 + tx + TS * j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                var v = acc[i * 4u + j];
+                if (p.flag != 0u) { v += dinp[idx]; }
+                dinp[idx] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_weight ---
+// dweight[r, c] += sum_k dout[k, off + r] * inp[k, c]: the reduction runs
+// over token rows, and both operands have their output index contiguous, so
+// both tiles are loaded 64 wide per k row and stored as they are.
+@group(0) @binding(0) var<storage, read> dout: array<f32>;           // (k, ld)
+@group(0) @binding(1) var<storage, read> inp: array<f32>;            // (k, n)
+@group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_weight(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let tx = tid % TS;
+    let ty = tid / TS;
+    let row0 = wg.y * TILE;
+    let col0 = wg.x * TILE;
+    let lc = tid % TILE;   // loader: index along the tile edge, k offsets lk + 4 q
+    let lk = tid / TILE;
+    acc_zero();
+    for (var k0 = 0u; k0 < p.k; k0 += TK) {
+        for (var q = 0u; q < 4u; q++) {
+            let kk = lk + 4u * q;
+            let k = k0 + kk;
+            var va = 0.0;
+            var vb = 0.0;
+            if (k < p.k && row0 + lc < p.m) { va = dout[k * p.ld + p.off + row0 + lc]; }
+            if (k < p.k && col0 + lc < p.n) { vb = inp[k * p.n + col0 + lc]; }
+            tile_a[kk * TPAD + lc] = va;
+            tile_b[kk * TPAD + lc] = vb;
+        }
+        workgroupBarrier();
+        tile_multiply(tx, ty);
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < 4u; i++) {
+        let r = row0 + ty + TS * i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = col0 + tx + TS * j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                dweight[idx] = dweight[idx] + acc[i * 4u + j];
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_bias ---
+// dbias[c] += sum over k rows of dout[row, off + c]. A workgroup owns 32
+// columns; its 8 row phases each sum every 8th row (a warp reads 32 adjacent
+// floats of one row), then one thread per column adds the 8 partials in a
+// fixed order: deterministic, no atomics. p.m is unused.
+const BB_COLS: u32 = 32u;
+const BB_PHASES: u32 = 8u;  // WG / BB_COLS
+var<workgroup> bb_part: array<f32, 256>;
+
+@group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
+@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
+@group(0) @binding(2) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let lc = tid % BB_COLS;
+    let phase = tid / BB_COLS;
+    let c = wg.x * BB_COLS + lc;
+    var s = 0.0;
+    if (c < p.n) {
+        for (var r = phase; r < p.k; r += BB_PHASES) { s += dout[r * p.ld + p.off + c]; }
+    }
+    bb_part[tid] = s;
+    workgroupBarrier();
+    if (phase == 0u && c < p.n) {
+        var t = 0.0;
+        for (var q = 0u; q < BB_PHASES; q++) { t += bb_part[q * BB_COLS + lc]; }
+        dbias[c] = dbias[c] + t;
+    }
+}

@@ -1,0 +1,36 @@
+// linear.h: the linear layer (llm.c's matmul), forward and backward, as
+// prepared dispatches of the tiled kernels in kernels/03_linear.wgsl
+// (docs/kernels/03_linear.md).
+//
+// Tensors are row-major f32 views: inp (N, C), weight (OC, C), bias (OC),
+// out (N, OC). A view of size 0 reaches to its buffer's end; its offset must
+// be a multiple of the device's storage offset alignment (256 always works).
+// Tensors larger than the device's maxStorageBufferBindingSize (the GPT-2
+// logits: wte (50304, 768) is 154 MB) are split into chunks of 64-row
+// multiples, one dispatch per chunk pair, summed in a fixed order.
+// A written tensor (out, dinp, dweight, dbias) must not overlap any tensor it
+// is computed from: WebGPU refuses a dispatch whose writable binding overlaps
+// another binding of the same buffer.
+//
+// Both functions append to op (see model/op.h) and return 0, or -1 with the
+// message in wgpt_gpu_error(g); after -1, op may hold some of the steps and
+// should be freed.
+#ifndef WGPT_LINEAR_H
+#define WGPT_LINEAR_H
+
+#include <stdint.h>
+
+#include "model/op.h"
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC). bias.buf NULL: no bias.
+int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
+                        uint32_t N, uint32_t C, uint32_t OC);
+
+// dinp (N, C) = dout (N, OC) @ weight (OC, C), or += when accumulate_dinp;
+// dweight (OC, C) += dout^T @ inp (N, C);
+// dbias (OC) += the column sums of dout; dbias.buf NULL: skipped.
+int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
+                         wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
+                         int accumulate_dinp);
+
+#endif
