@@ -1,0 +1,109 @@
+// 06_cross_entropy.wgsl: softmax cross-entropy of the logits against the
+// targets, its gradient written over the logits, and the mean loss.
+// Only the first V of the Vp columns of a logits row are real; the padded
+// columns are never read and get gradient 0.
+// ABI: storage buffers at bindings 0..k-1, then `p: CeParams` at binding k.
+//   crossentropy_forward    losses, lse, status, logits rows, targets   1 workgroup per row
+//   crossentropy_backward   logits rows (in place), lse, targets        1 workgroup per row
+//   crossentropy_loss_mean  out (1), losses                             1 workgroup
+// The logits may exceed maxStorageBufferBindingSize: the host binds them in
+// row chunks [row0, row0 + rows) and dispatches once per chunk.
+// See docs/kernels/06_cross_entropy.md.
+
+struct CeParams {
+    rows: u32,   // logits rows bound (loss_mean: the number of losses)
+    row0: u32,   // row of the first bound logits row in losses, lse, targets
+    V: u32,      // real columns (vocabulary)
+    Vp: u32,     // columns of a logits row (padded vocabulary)
+    dloss: f32,  // backward: d mean-loss / d loss[row], 1/(B*T)
+}
+
+// status (u32 words, shared with 01_embedding.wgsl; src/model/input_status.h):
+// [0] flags, [1] largest invalid token id, [2] largest invalid target id, [3] 0.
+const STATUS_BAD_TARGET: u32 = 2u;
+
+// One workgroup per row: the flat workgroup index (2D past 65535 rows).
+fn ce_row(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wg.x + wg.y * nwg.x;
+}
+
+// --- KERNEL: crossentropy_forward ---
+// lse = max + log(sum exp(x - max)) over the V real columns; loss = lse -
+// x[target]. A target >= V gives loss NaN and raises STATUS_BAD_TARGET.
+@group(0) @binding(0) var<storage, read_write> losses: array<f32>;            // (BT)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;               // (BT)
+@group(0) @binding(2) var<storage, read_write> status: array<atomic<u32>>;    // (4)
+@group(0) @binding(3) var<storage, read> logits: array<f32>;                  // (rows, Vp)
+@group(0) @binding(4) var<storage, read> targets: array<u32>;                 // (BT)
+@group(0) @binding(5) var<uniform> p: CeParams;
+
+@compute @workgroup_size(WG)
+fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                        @builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }  // the whole workgroup: the reductions stay uniform
+    let base = r * p.Vp;
+    var m = NEG_INF;
+    for (var i = tid; i < p.V; i += WG) { m = max(m, logits[base + i]); }
+    m = wg_reduce_max(tid, sg, m);
+    var s = 0.0;
+    for (var i = tid; i < p.V; i += WG) { s += exp(logits[base + i] - m); }
+    s = wg_reduce_sum(tid, sg, s);
+    if (tid == 0u) {
+        let row = p.row0 + r;
+        let l = m + log(s);
+        lse[row] = l;
+        let tgt = targets[row];
+        if (tgt < p.V) {
+            losses[row] = l - logits[base + tgt];
+        } else {
+            // A quiet NaN built at run time (a NaN constant is a compile error).
+            var bits = 0x7fc00000u;
+            losses[row] = bitcast<f32>(bits);
+            atomicOr(&status[0], STATUS_BAD_TARGET);
+            atomicMax(&status[2], tgt);
+        }
+    }
+}
+
+// --- KERNEL: crossentropy_backward ---
+// In place: x <- (exp(x - lse) - [col == target]) * dloss for col < V, 0 for
+// the padded columns. Each element is read and written by the same thread.
+@group(0) @binding(0) var<storage, read_write> logits: array<f32>;   // (rows, Vp)
+@group(0) @binding(1) var<storage, read> lse: array<f32>;            // (BT)
+@group(0) @binding(2) var<storage, read> targets: array<u32>;        // (BT)
+@group(0) @binding(3) var<uniform> p: CeParams;
+
+@compute @workgroup_size(WG)
+fn crossentropy_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                         @builtin(local_invocation_index) tid: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }
+    let row = p.row0 + r;
+    let l = lse[row];
+    let tgt = targets[row];  // >= V (flagged by the forward): no column matches
+    let base = r * p.Vp;
+    for (var i = tid; i < p.Vp; i += WG) {
+        var d = 0.0;
+        if (i < p.V) {
+            let prob = exp(logits[base + i] - l);
+            d = (prob - select(0.0, 1.0, i == tgt)) * p.dloss;
+        }
+        logits[base + i] = d;
+    }
+}
+
+// --- KERNEL: crossentropy_loss_mean ---
+// out[0] = sum(losses) / rows. Thread i adds losses i, i+WG, ... in order,
+// then one workgroup reduction: the same order every run.
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;     // (1)
+@group(0) @binding(1) var<storage, read> losses: array<f32>;        // (rows)
+@group(0) @binding(2) var<uniform> p: CeParams;
+
+@compute @workgroup_size(WG)
+fn crossentropy_loss_mean(@builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
+    var s = 0.0;
+    for (var i = tid; i < p.rows; i += WG) { s += losses[i]; }
+    s = wg_reduce_sum(tid, sg, s);
+    if (tid == 0u) { out[0] = s / f32(p.rows); }
+}

@@ -1,0 +1,109 @@
+// embedding.c: host side of the token/position embedding (embedding.h).
+#include "model/embedding.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+// Mirrors EncParams in kernels/01_embedding.wgsl.
+typedef struct enc_params {
+    uint32_t N, T, C, V, v0, nv, first, pad;
+} enc_params;
+
+// bytes [off, off + bytes) of v; 0 if v (when sized) is too small for them.
+static int view_part(wgpt_view v, uint64_t off, uint64_t bytes, wgpt_view *out) {
+    if (!v.buf || (v.size && off + bytes > v.size)) return 0;
+    *out = (wgpt_view){v.buf, v.offset + off, bytes};
+    return 1;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int wgpt_embedding_bucket(uint32_t *idx, const uint32_t *tokens, uint32_t N, uint32_t V, uint32_t *bad) {
+    for (uint32_t n = 0; n < N; n++) {
+        if (tokens[n] >= V) {
+            if (bad) *bad = tokens[n];
+            return -1;
+        }
+    }
+    // Sorting (token, position) pairs groups the positions of a token in
+    // increasing order: the order the kernel sums them in.
+    uint64_t *key = malloc((N ? N : 1) * sizeof *key);
+    if (!key) return -1;
+    for (uint32_t n = 0; n < N; n++) key[n] = (uint64_t)tokens[n] << 32 | n;
+    qsort(key, N, sizeof *key, cmp_u64);
+    memset(idx, 0, wgpt_embedding_bucket_words(N) * sizeof *idx);
+    uint32_t *ids = idx + 1, *starts = idx + 1 + N, *pos = idx + 2 + 2 * (uint64_t)N;
+    uint32_t U = 0;
+    for (uint32_t j = 0; j < N; j++) {
+        uint32_t tok = (uint32_t)(key[j] >> 32);
+        if (U == 0 || ids[U - 1] != tok) {
+            ids[U] = tok;
+            starts[U++] = j;
+        }
+        pos[j] = (uint32_t)key[j];
+    }
+    starts[U] = N;
+    idx[0] = U;
+    free(key);
+    return 0;
+}
+
+int wgpt_encoder_bucket_upload(wgpt_gpu *g, wgpt_view bucket, const uint32_t *tokens, uint32_t N, uint32_t V,
+                               uint32_t *bad) {
+    uint64_t words = wgpt_embedding_bucket_words(N);
+    if (bucket.size && bucket.size < words * 4) return -1;
+    uint32_t *idx = malloc(words * sizeof *idx);
+    if (!idx) return -1;
+    int rc = wgpt_embedding_bucket(idx, tokens, N, V, bad);
+    if (rc == 0) rc = wgpt_buf_upload(g, bucket.buf, bucket.offset, idx, words * 4);
+    free(idx);
+    return rc;
+}
+
+int wgpt_encoder_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view status, wgpt_view tokens, wgpt_view wte,
+                         wgpt_view wpe, uint32_t B, uint32_t T, uint32_t C, uint32_t V, uint32_t Vp) {
+    uint64_t N = (uint64_t)B * T;
+    if (!N || !C || !V || V > Vp || N * C > UINT32_MAX) return -1;
+    uint64_t chunk = wgpt_op_chunk_rows(g, Vp, C);  // wte rows per binding
+    if (!chunk) return -1;
+    wgpt_view v[5];
+    if (!view_part(out, 0, N * C * 4, &v[0]) || !view_part(tokens, 0, N * 4, &v[1]) ||
+        !view_part(wpe, 0, (uint64_t)T * C * 4, &v[3]) || !view_part(status, 0, WGPT_STATUS_BYTES, &v[4]))
+        return -1;
+    for (uint64_t v0 = 0; v0 < Vp; v0 += chunk) {
+        uint64_t nv = Vp - v0 < chunk ? Vp - v0 : chunk;
+        if (!view_part(wte, v0 * C * 4, nv * C * 4, &v[2])) return -1;
+        enc_params p = {(uint32_t)N, T, C, V, (uint32_t)v0, (uint32_t)nv, v0 == 0, 0};
+        if (!wgpt_op_add1d(g, op, "encoder_forward", v, 5, &p, sizeof p, wgpt_groups(N * C))) return -1;
+    }
+    return 0;
+}
+
+int wgpt_encoder_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dwte, wgpt_view dwpe, wgpt_view dout,
+                          wgpt_view bucket, uint32_t B, uint32_t T, uint32_t C, uint32_t Vp) {
+    uint64_t N = (uint64_t)B * T;
+    if (!N || !C || !Vp || N * C > UINT32_MAX) return -1;
+    uint64_t chunk = wgpt_op_chunk_rows(g, Vp, C);
+    if (!chunk) return -1;
+    wgpt_view v[3];
+    if (!view_part(dout, 0, N * C * 4, &v[1]) || !view_part(bucket, 0, wgpt_embedding_bucket_words((uint32_t)N) * 4, &v[2]))
+        return -1;
+    // The grid covers the most distinct ids a step can have (N); the kernel
+    // reads this step's count from the index, so the op never changes.
+    uint64_t groups = N * ((C + WGPT_WG - 1) / WGPT_WG);
+    for (uint64_t v0 = 0; v0 < Vp; v0 += chunk) {
+        uint64_t nv = Vp - v0 < chunk ? Vp - v0 : chunk;
+        if (!view_part(dwte, v0 * C * 4, nv * C * 4, &v[0])) return -1;
+        enc_params p = {(uint32_t)N, T, C, Vp, (uint32_t)v0, (uint32_t)nv, 0, 0};
+        if (!wgpt_op_add1d(g, op, "encoder_backward_wte", v, 3, &p, sizeof p, groups)) return -1;
+    }
+    wgpt_view w[2];
+    if (!view_part(dwpe, 0, (uint64_t)T * C * 4, &w[0])) return -1;
+    w[1] = v[1];
+    enc_params p = {(uint32_t)N, T, C, Vp, 0, 0, 0, 0};
+    if (!wgpt_op_add1d(g, op, "encoder_backward_wpe", w, 2, &p, sizeof p, wgpt_groups((uint64_t)T * C))) return -1;
+    return 0;
+}

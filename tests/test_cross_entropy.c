@@ -1,0 +1,270 @@
+// test_cross_entropy.c: kernels/06_cross_entropy.wgsl through
+// src/model/cross_entropy.c against tests/ref (ref_softmax_crossentropy_forward,
+// ref_crossentropy_softmax_backward): padded columns filled with NaN or a huge
+// value (they must never be read), V below and above one workgroup's width, logits split into
+// row chunks on a device with a small binding limit, invalid targets, and
+// bit-identical repeats.
+//
+// Tolerances (x = a logit, |x| <= 8 here, so |x - max| <= 16):
+//  - lse = max + log(s), s = sum of V exps. WGSL's exp is accurate to
+//    3 + 2|x| ulp (<= 35 ulp), and each thread adds ceil(V/256) terms then a
+//    log2(256) = 8 level tree: relative error of s <= (35 + ceil(V/256) + 8) *
+//    2^-24 <= 3e-6 for V <= 2000; log adds < 2^-21 absolute; lse and the loss
+//    (lse - x[target], magnitudes <= 25) one ulp each (2e-6). Total < 1e-5:
+//    atol 1e-5 on lse and the losses (the reference is double, rounded once).
+//  - backward: prob = exp(x - lse) carries exp's 35 ulp plus lse's 1e-5
+//    absolute error as a relative error: <= 1.3e-5 * prob, then (prob - 1)
+//    and * dloss round once more. |error| <= 1.3e-5 * dloss + 1 ulp: atol
+//    1.5e-5 * dloss, rtol 2^-22.
+//  - mean: BT losses (<= 25 each), 256-wide strided sums then a tree: relative
+//    (BT/256 + 8 + 1) * 2^-24 of sum|loss| / BT, far below rtol 1e-6.
+#include "test_util.h"
+
+#include "model/cross_entropy.h"
+#include "ref/gpt2_ref.h"
+
+static wgpt_gpu *G;      // the default device
+static wgpt_gpu *SMALL;  // max_binding 32 KiB: logits (., 128) bind 64 rows at a time
+#define SMALL_BINDING (32u * 1024u)
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    wgpt_gpu_options o = {.adapter_index = -1, .max_binding = SMALL_BINDING};
+    SMALL = tu_gpu_open(&o);
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(SMALL);
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+typedef struct ce_shape {
+    uint32_t B, T, V, Vp;
+} ce_shape;
+
+static wgpt_buf *upload_(wgpt_gpu *g, const void *host, uint64_t bytes, const char *label) {
+    wgpt_buf *b = wgpt_buf_create(g, bytes, label);
+    TU_NONNULL(g, b);
+    if (host) TU_OK(g, wgpt_buf_upload(g, b, 0, host, bytes));
+    return b;
+}
+
+static void *download_(wgpt_gpu *g, wgpt_buf *b, uint64_t bytes) {
+    void *h = malloc(bytes);
+    assert_non_null(h);
+    TU_OK(g, wgpt_buf_download(g, b, 0, h, bytes));
+    return h;
+}
+
+// The reference keeps no log-sum-exp: computed here in double as it does.
+static void ref_lse_(float *lse, const float *logits, uint32_t BT, uint32_t V, uint32_t Vp) {
+    for (size_t r = 0; r < BT; r++) {
+        const float *l = logits + r * Vp;
+        double m = -INFINITY, s = 0.0;
+        for (uint32_t i = 0; i < V; i++) m = l[i] > m ? l[i] : m;
+        for (uint32_t i = 0; i < V; i++) s += exp(l[i] - m);
+        lse[r] = (float)(m + log(s));
+    }
+}
+
+typedef struct ce_run {
+    uint32_t BT;
+    float *losses, *lse, *dlogits, mean;
+    uint32_t status[WGPT_STATUS_WORDS];
+    int fwd_steps, bwd_steps;
+} ce_run;
+
+static void ce_run_free_(ce_run *r) { free(r->losses), free(r->lse), free(r->dlogits); }
+
+// Forward, mean and backward on g, recorded as three prepared ops.
+static ce_run run_(wgpt_gpu *g, ce_shape s, const float *logits, const uint32_t *targets) {
+    ce_run r = {.BT = s.B * s.T};
+    uint32_t BT = r.BT;
+    uint64_t lbytes = (uint64_t)BT * s.Vp * 4;
+    wgpt_buf *bl = upload_(g, logits, lbytes, "logits"), *bt = upload_(g, targets, BT * 4, "targets");
+    wgpt_buf *bloss = upload_(g, NULL, BT * 4, "losses"), *blse = upload_(g, NULL, BT * 4, "lse");
+    wgpt_buf *bst = upload_(g, NULL, WGPT_STATUS_BYTES, "status"), *bmean = upload_(g, NULL, 4, "mean");
+    wgpt_view vl = {bl, 0, 0}, vt = {bt, 0, 0}, vloss = {bloss, 0, 0}, vlse = {blse, 0, 0};
+    wgpt_op fwd, mean, bwd;
+    wgpt_op_init(&fwd), wgpt_op_init(&mean), wgpt_op_init(&bwd);
+    TU_OK(g, wgpt_crossentropy_forward(g, &fwd, vloss, vlse, (wgpt_view){bst, 0, 0}, vl, vt, BT, s.V, s.Vp));
+    TU_OK(g, wgpt_loss_mean(g, &mean, (wgpt_view){bmean, 0, 0}, vloss, BT));
+    TU_OK(g, wgpt_crossentropy_backward(g, &bwd, vl, vlse, vt, BT, s.V, s.Vp, 1.0f / (float)BT));
+    r.fwd_steps = fwd.n, r.bwd_steps = bwd.n;
+    TU_OK(g, wgpt_op_record(g, &fwd));
+    TU_OK(g, wgpt_op_record(g, &mean));
+    TU_OK(g, wgpt_op_record(g, &bwd));
+    r.losses = download_(g, bloss, BT * 4);
+    r.lse = download_(g, blse, BT * 4);
+    r.dlogits = download_(g, bl, lbytes);
+    TU_OK(g, wgpt_buf_download(g, bmean, 0, &r.mean, 4));
+    TU_OK(g, wgpt_buf_download(g, bst, 0, r.status, WGPT_STATUS_BYTES));
+    wgpt_op_free(&fwd), wgpt_op_free(&mean), wgpt_op_free(&bwd);
+    wgpt_buf_free(bl), wgpt_buf_free(bt), wgpt_buf_free(bloss), wgpt_buf_free(blse), wgpt_buf_free(bst);
+    wgpt_buf_free(bmean);
+    return r;
+}
+
+// Random logits in [-8, 8); targets cover 0 and V-1. The padded columns hold
+// NaN (even rows) or 3e4 (odd rows): a max that skips NaN (as lavapipe's
+// does) would still take 3e4, and then every exp(x - 3e4) underflows to 0.
+static void make_inputs_(ce_shape s, float *logits, uint32_t *targets, int *itargets) {
+    uint32_t BT = s.B * s.T;
+    for (size_t r = 0; r < BT; r++) {
+        tu_fill(logits + r * s.Vp, s.V, -8, 8);
+        for (uint32_t i = s.V; i < s.Vp; i++) logits[r * s.Vp + i] = r % 2 ? 3e4f : NAN;
+        targets[r] = (uint32_t)tu_randf(0, (float)s.V);
+        if (targets[r] >= s.V) targets[r] = s.V - 1;
+    }
+    targets[0] = 0;
+    targets[BT - 1] = s.V - 1;
+    for (size_t r = 0; r < BT; r++) itargets[r] = (int)targets[r];
+}
+
+// Runs shape s on g and checks losses, lse, mean, dlogits against the reference.
+static void check_(wgpt_gpu *g, ce_shape s, int expect_steps) {
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    float *logits = malloc(nl * 4), *probs = malloc(nl * 4), *dl = calloc(nl, 4);
+    float *losses = malloc(BT * 4), *lse = malloc(BT * 4), *dloss = malloc(BT * 4);
+    uint32_t *tg = malloc(BT * 4);
+    int *itg = malloc(BT * sizeof *itg);
+    make_inputs_(s, logits, tg, itg);
+    ref_softmax_crossentropy_forward(losses, probs, logits, itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    ref_lse_(lse, logits, BT, s.V, s.Vp);
+    for (uint32_t i = 0; i < BT; i++) dloss[i] = 1.0f / (float)BT;
+    ref_crossentropy_softmax_backward(dl, dloss, probs, itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    double mean = 0;
+    for (uint32_t i = 0; i < BT; i++) mean += losses[i];
+    float fmean = (float)(mean / BT);
+
+    ce_run r = run_(g, s, logits, tg);
+    assert_int_equal(r.fwd_steps, expect_steps);
+    assert_int_equal(r.bwd_steps, expect_steps);
+    tu_assert_close("lse", r.lse, lse, BT, 1e-5f, 0);
+    tu_assert_close("losses", r.losses, losses, BT, 1e-5f, 0);
+    tu_assert_close("mean loss", &r.mean, &fmean, 1, 0, 1e-6f);
+    // dl's padded columns are 0 in the reference (calloc, never touched): the
+    // GPU must overwrite the NaN there with exact zeros.
+    tu_assert_close("dlogits", r.dlogits, dl, nl, 1.5e-5f / (float)BT, 0x1p-22f);
+    for (uint32_t i = 0; i < WGPT_STATUS_WORDS; i++) assert_int_equal(r.status[i], 0);
+    ce_run_free_(&r);
+    free(logits), free(probs), free(dl), free(losses), free(lse), free(dloss), free(tg), free(itg);
+}
+
+static void matches_ref(void **st) {
+    (void)st;
+    check_(G, (ce_shape){2, 37, 97, 128}, 1);
+}
+
+// V above one workgroup: every thread loops over several columns.
+static void matches_ref_wide_vocab(void **st) {
+    (void)st;
+    check_(G, (ce_shape){1, 5, 2000, 2048}, 1);
+}
+
+// 150 rows of 512 bytes: 64-row chunks (64, 64, 22) on the small device.
+static void matches_ref_split_logits(void **st) {
+    (void)st;
+    check_(SMALL, (ce_shape){3, 50, 97, 128}, 3);
+}
+
+// Repeats are bit-identical: losses, lse, mean and dlogits.
+static void deterministic(void **st) {
+    (void)st;
+    ce_shape s = {2, 37, 1000, 1024};
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    float *logits = malloc(nl * 4);
+    uint32_t *tg = malloc(BT * 4);
+    int *itg = malloc(BT * sizeof *itg);
+    make_inputs_(s, logits, tg, itg);
+    ce_run a = run_(G, s, logits, tg), b = run_(G, s, logits, tg);
+    assert_memory_equal(a.losses, b.losses, BT * 4);
+    assert_memory_equal(a.lse, b.lse, BT * 4);
+    assert_memory_equal(&a.mean, &b.mean, 4);
+    assert_memory_equal(a.dlogits, b.dlogits, nl * 4);
+    ce_run_free_(&a), ce_run_free_(&b);
+    free(logits), free(tg), free(itg);
+}
+
+// A target >= V: that row's loss is NaN (so is the mean), the flag and the
+// largest bad target are in the status, the other rows are unaffected.
+static void bad_target_flagged(void **st) {
+    (void)st;
+    ce_shape s = {3, 50, 97, 128};
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    float *logits = malloc(nl * 4), *probs = malloc(nl * 4), *losses = malloc(BT * 4);
+    uint32_t *tg = malloc(BT * 4);
+    int *itg = malloc(BT * sizeof *itg);
+    make_inputs_(s, logits, tg, itg);
+    ref_softmax_crossentropy_forward(losses, probs, logits, itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    tg[7] = s.V;        // a padded column
+    tg[100] = 123456;   // far out, in the second chunk on SMALL
+    ce_run r = run_(SMALL, s, logits, tg);
+    for (uint32_t i = 0; i < BT; i++) {
+        if (i == 7 || i == 100) {
+            if (!isnan(r.losses[i])) fail_msg("row %u: loss %g, expected NaN", i, r.losses[i]);
+        } else if (!(fabsf(r.losses[i] - losses[i]) <= 1e-5f)) {
+            fail_msg("row %u: loss %g, expected %g", i, r.losses[i], losses[i]);
+        }
+    }
+    assert_true(isnan(r.mean));
+    assert_int_equal(r.status[0], WGPT_STATUS_BAD_TARGET);
+    assert_int_equal(r.status[1], 0);
+    assert_int_equal(r.status[2], 123456);
+    char msg[128];
+    assert_int_equal(wgpt_input_status_message(r.status, s.V, msg, sizeof msg), 1);
+    assert_string_equal(msg, "target id 123456 out of range [0, 97)");
+    // Padded columns still exact zeros, and no NaN leaks into the gradient.
+    for (size_t i = 0; i < nl; i++)
+        if (!isfinite(r.dlogits[i])) fail_msg("dlogits[%zu] = %g", i, r.dlogits[i]);
+    ce_run_free_(&r);
+    free(logits), free(probs), free(losses), free(tg), free(itg);
+}
+
+// Large logit magnitudes: max subtraction keeps exp finite; a one-hot-like row
+// (one logit far above the rest) has loss ~0 for that target.
+static void stable_for_large_logits(void **st) {
+    (void)st;
+    ce_shape s = {1, 3, 300, 320};
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    float *logits = malloc(nl * 4), *probs = malloc(nl * 4), *losses = malloc(BT * 4);
+    uint32_t tg[3] = {5, 299, 17};
+    int itg[3] = {5, 299, 17};
+    for (size_t i = 0; i < nl; i++) logits[i] = (i % s.Vp) < s.V ? tu_randf(-80, 80) : NAN;
+    logits[0 * s.Vp + 5] = 1000.0f;  // row 0: loss ~ 0
+    logits[1 * s.Vp + 3] = 1000.0f;  // row 1: target far below the max: loss ~ 1000 - x
+    ref_softmax_crossentropy_forward(losses, probs, logits, itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    ce_run r = run_(G, s, logits, tg);
+    // Magnitudes up to ~1100: one ulp of the result is 1.2e-4.
+    tu_assert_close("losses, large logits", r.losses, losses, BT, 1e-5f, 2.4e-7f);
+    for (size_t i = 0; i < nl; i++)
+        if (!isfinite(r.dlogits[i])) fail_msg("dlogits[%zu] = %g", i, r.dlogits[i]);
+    ce_run_free_(&r);
+    free(logits), free(probs), free(losses);
+}
+
+// 66000 rows: one workgroup per row needs the 2D fallback (65535, 2, 1).
+static void rows_past_65535_workgroups(void **st) {
+    (void)st;
+    check_(G, (ce_shape){2, 33000, 5, 8}, 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matches_ref),
+        cmocka_unit_test(matches_ref_wide_vocab),
+        cmocka_unit_test(matches_ref_split_logits),
+        cmocka_unit_test(deterministic),
+        cmocka_unit_test(bad_target_flagged),
+        cmocka_unit_test(stable_for_large_logits),
+        cmocka_unit_test(rows_past_65535_workgroups),
+    };
+    return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, group_teardown);
+}
