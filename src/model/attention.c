@@ -1,0 +1,123 @@
+// attention.c: host side of kernels/04_attention.wgsl (see attention.h and
+// docs/kernels/04_attention.md).
+#include "model/attention.h"
+
+#include <math.h>
+#include <stdio.h>
+
+// gpu.h has no public way to set the message that wgpt_gpu_error returns;
+// this is the GPU layer's own setter (src/gpu/internal.h), declared here so
+// that no Dawn type reaches the model layer.
+int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// Must match struct AttnParams in kernels/04_attention.wgsl.
+typedef struct attn_params {
+    uint32_t B, T, C, NH;
+    uint32_t hs;
+    float scale;
+} attn_params;
+
+// Query (and key) rows per workgroup: BQ == BK in the kernels.
+#define ATTN_BLOCK 32u
+
+// Checks the shape and the grid the kernels need; fills the params.
+static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+    if (!B || !T || !C || !NH || C % NH)
+        return wgpt_gpu_fail_(g, "%s: bad shape B=%u T=%u C=%u NH=%u (all > 0, C a multiple of NH)", fn, B, T, C, NH);
+    uint32_t hs = C / NH;
+    if (hs > WGPT_ATTENTION_MAX_HS)
+        return wgpt_gpu_fail_(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
+                              WGPT_ATTENTION_MAX_HS);
+    uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
+        return wgpt_gpu_fail_(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
+                              WGPT_MAX_WG_DIM);
+    // Every index the kernels form is a u32: the largest tensor must stay below 2^32 floats.
+    if ((uint64_t)B * T * 3u * C >= (1ull << 32))
+        return wgpt_gpu_fail_(g, "%s: qkv of %llu floats is past u32 indexing", fn,
+                              (unsigned long long)B * T * 3u * C);
+    *p = (attn_params){B, T, C, NH, hs, (float)(1.0 / sqrt((double)hs))};
+    return 0;
+}
+
+// Trims v to `floats` floats, refusing one too small or past one binding.
+static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v,
+                     uint64_t floats) {
+    uint64_t need = floats * 4;
+    if (!v->buf) return wgpt_gpu_fail_(g, "%s: %s %s has no buffer", fn, name, shape);
+    uint64_t size = wgpt_buf_size(v->buf);
+    uint64_t have = v->size ? v->size : (v->offset < size ? size - v->offset : 0);
+    if (have < need)
+        return wgpt_gpu_fail_(g, "%s: %s %s needs %llu bytes; the view has %llu", fn, name, shape,
+                              (unsigned long long)need, (unsigned long long)have);
+    uint64_t max = wgpt_gpu_get_info(g)->max_storage_binding;
+    if (need > max)
+        return wgpt_gpu_fail_(g, "%s: %s %s is %llu bytes; this device binds at most %llu "
+                                 "(maxStorageBufferBindingSize) and attention does not split",
+                              fn, name, shape, (unsigned long long)need, (unsigned long long)max);
+    v->size = need;
+    return 0;
+}
+
+// WebGPU validates usage per buffer, not per range: a buffer bound writable in
+// a dispatch may not be bound read-only in it too, even at disjoint bytes.
+static int attn_apart(wgpt_gpu *g, const char *fn, const char *wname, wgpt_view w, const char *rname, wgpt_view r) {
+    if (w.buf != r.buf) return 0;
+    return wgpt_gpu_fail_(g, "%s: %s and %s are in the same buffer; a written tensor needs a buffer that the "
+                             "same dispatch does not read (WebGPU usage rule)",
+                          fn, wname, rname);
+}
+
+// Drops the steps appended since n0 (a failed call leaves the op as it was).
+static int attn_undo(wgpt_op *op, int n0) {
+    for (int i = n0; i < op->n; i++) wgpt_bind_free(op->steps[i].bind);
+    op->n = n0;
+    return -1;
+}
+
+int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
+                           uint32_t T, uint32_t C, uint32_t NH) {
+    static const char fn[] = "attention forward";
+    attn_params p;
+    if (attn_setup(g, fn, &p, B, T, C, NH) < 0) return -1;
+    uint64_t BT = (uint64_t)B * T;
+    if (attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
+        attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0 ||
+        attn_view(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C) < 0)
+        return -1;
+    if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
+    wgpt_view v[3] = {out, lse, qkv};
+    uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    if (!wgpt_op_add(g, op, "attention_forward", v, 3, &p, sizeof p, blocks, NH, B)) return -1;
+    return 0;
+}
+
+int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                            wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+    static const char fn[] = "attention backward";
+    attn_params p;
+    if (attn_setup(g, fn, &p, B, T, C, NH) < 0) return -1;
+    uint64_t BT = (uint64_t)B * T;
+    if (attn_view(g, fn, "dqkv", "(B, T, 3C)", &dqkv, BT * 3 * C) < 0 ||
+        attn_view(g, fn, "D", "(B, NH, T)", &D, BT * NH) < 0 ||
+        attn_view(g, fn, "dout", "(B, T, C)", &dout, BT * C) < 0 ||
+        attn_view(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C) < 0 ||
+        attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
+        attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0)
+        return -1;
+    if (attn_apart(g, fn, "D", D, "dout", dout) < 0 || attn_apart(g, fn, "D", D, "out", out) < 0 ||
+        attn_apart(g, fn, "dqkv", dqkv, "qkv", qkv) < 0 || attn_apart(g, fn, "dqkv", dqkv, "dout", dout) < 0 ||
+        attn_apart(g, fn, "dqkv", dqkv, "lse", lse) < 0 || attn_apart(g, fn, "dqkv", dqkv, "D", D) < 0)
+        return -1;
+    uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    int n0 = op->n;
+    wgpt_view pre[3] = {D, dout, out};
+    if (!wgpt_op_add1d(g, op, "attention_backward_preprocess", pre, 3, &p, sizeof p, wgpt_groups(BT * NH)))
+        return attn_undo(op, n0);
+    // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
+    wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
+    if (!wgpt_op_add(g, op, "attention_backward_dq", grads, 5, &p, sizeof p, blocks, NH, B) ||
+        !wgpt_op_add(g, op, "attention_backward_dkdv", grads, 5, &p, sizeof p, blocks, NH, B))
+        return attn_undo(op, n0);
+    return 0;
+}

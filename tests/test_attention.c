@@ -1,0 +1,280 @@
+// test_attention.c: the flash-style causal attention of 04_attention.wgsl
+// (through src/model/attention.c) against tests/ref ref_attention_forward /
+// ref_attention_backward, which materialise the (T, T) matrices in double.
+// Shapes: head sizes 16, 20, 64, 128; T = 1, 33, 37, 70, 130 (partial blocks
+// of 32, several key blocks); views at non-zero offsets; dqkv pre-filled with
+// NaN (it must be overwritten everywhere). Also: a future token's k and v do
+// not change earlier outputs (bit for bit), two runs are bit-identical, and
+// bad shapes, short views, views past one binding and a written tensor in a
+// buffer the same dispatch reads are refused.
+//
+// Tolerance. Every GPU value is a chain of f32 sums of length K in a different
+// order than the double reference: a score is a dot of K = hs terms, a row's
+// softmax sum and out = P @ V have K = T terms, dk and dv sum K = T queries,
+// D and dP have K = hs terms. A reordered f32 sum of K terms errs by at most
+// about K * 2^-24 * sum|terms|; the terms here are O(1) (inputs in [-1, 1],
+// probabilities <= 1), so for K <= 130 the bound is ~1e-5 relative to the
+// tensor's magnitude, and a score error e moves exp(.) by a relative e.
+// We allow |diff| <= 2e-5 * max|expected| + 2e-5 * |expected| per tensor
+// (lse, out, dqkv); the observed worst case on lavapipe is 9e-7 * max|expected|
+// (out with inputs in [-3, 3]), most tensors 1e-7 to 4e-7.
+#include "test_util.h"
+
+#include "model/attention.h"
+#include "ref/gpt2_ref.h"
+
+static wgpt_gpu *G;
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+typedef struct shape {
+    uint32_t B, T, C, NH;
+    float range;  // q, k, v in [-range, range): larger values give peaked softmaxes
+} shape;
+
+typedef struct result {
+    float *out, *lse, *dqkv;  // (B,T,C), (B,NH,T), (B,T,3C)
+} result;
+
+static void result_free(result *r) { free(r->out), free(r->lse), free(r->dqkv); }
+
+static size_t n_qkv(const shape *s) { return (size_t)s->B * s->T * 3 * s->C; }
+static size_t n_out(const shape *s) { return (size_t)s->B * s->T * s->C; }
+static size_t n_lse(const shape *s) { return (size_t)s->B * s->NH * s->T; }
+
+// Bytes rounded up to 256 so that views placed one after another stay aligned.
+static uint64_t al256(size_t floats) { return ((uint64_t)floats * 4 + 255) & ~(uint64_t)255; }
+
+// Forward then backward on the GPU, with the tensors grouped as the model
+// may place them: qkv | dout (read-only everywhere; qkv after 256 bytes),
+// out | lse (written together by the forward), D alone, dqkv alone (NaN
+// before the backward: it must be overwritten everywhere).
+static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *dout, result *r) {
+    uint64_t off = 256, bq = al256(n_qkv(s)), bo = al256(n_out(s)), bl = al256(n_lse(s));
+    wgpt_buf *in = wgpt_buf_create(g, off + bq + bo, "qkv|dout");
+    wgpt_buf *act = wgpt_buf_create(g, bo + bl, "out|lse");
+    wgpt_buf *scratch = wgpt_buf_create(g, bl, "D");
+    wgpt_buf *grad = wgpt_buf_create(g, bq, "dqkv");
+    TU_NONNULL(g, in);
+    TU_NONNULL(g, act);
+    TU_NONNULL(g, scratch);
+    TU_NONNULL(g, grad);
+    wgpt_view vqkv = {in, off, n_qkv(s) * 4}, vdout = {in, off + bq, n_out(s) * 4}, vout = {act, 0, n_out(s) * 4},
+              vlse = {act, bo, 0}, vD = {scratch, 0, 0}, vdqkv = {grad, 0, 0};
+    TU_OK(g, wgpt_buf_upload(g, in, off, qkv, n_qkv(s) * 4));
+    TU_OK(g, wgpt_buf_upload(g, in, off + bq, dout, n_out(s) * 4));
+    float *nan = malloc(n_qkv(s) * sizeof *nan);
+    for (size_t i = 0; i < n_qkv(s); i++) nan[i] = NAN;
+    TU_OK(g, wgpt_buf_upload(g, grad, 0, nan, n_qkv(s) * 4));
+    free(nan);
+
+    wgpt_op fwd, bwd;
+    wgpt_op_init(&fwd), wgpt_op_init(&bwd);
+    TU_OK(g, wgpt_attention_forward(g, &fwd, vout, vlse, vqkv, s->B, s->T, s->C, s->NH));
+    TU_OK(g, wgpt_attention_backward(g, &bwd, vdqkv, vD, vdout, vqkv, vout, vlse, s->B, s->T, s->C, s->NH));
+    assert_int_equal(fwd.n, 1);
+    assert_int_equal(bwd.n, 3);
+    TU_OK(g, wgpt_op_record(g, &fwd));
+    TU_OK(g, wgpt_op_record(g, &bwd));
+    r->out = malloc(n_out(s) * sizeof *r->out);
+    r->lse = malloc(n_lse(s) * sizeof *r->lse);
+    r->dqkv = malloc(n_qkv(s) * sizeof *r->dqkv);
+    TU_OK(g, wgpt_buf_download(g, act, 0, r->out, n_out(s) * 4));
+    TU_OK(g, wgpt_buf_download(g, act, bo, r->lse, n_lse(s) * 4));
+    TU_OK(g, wgpt_buf_download(g, grad, 0, r->dqkv, n_qkv(s) * 4));
+    wgpt_op_free(&fwd), wgpt_op_free(&bwd);
+    wgpt_buf_free(in), wgpt_buf_free(act), wgpt_buf_free(scratch), wgpt_buf_free(grad);
+}
+
+// The reference: out and dqkv from tests/ref; lse (which the ref does not
+// return) from its preatt: max + log(sum exp(pre - max)) over t2 <= t, in double.
+static void ref_run(const shape *s, const float *qkv, const float *dout, result *r) {
+    size_t tt = (size_t)s->B * s->NH * s->T * s->T;
+    float *preatt = malloc(tt * sizeof *preatt), *att = malloc(tt * sizeof *att);
+    float *dpreatt = calloc(tt, sizeof *dpreatt), *datt = calloc(tt, sizeof *datt);
+    r->out = malloc(n_out(s) * sizeof *r->out);
+    r->lse = malloc(n_lse(s) * sizeof *r->lse);
+    r->dqkv = calloc(n_qkv(s), sizeof *r->dqkv);
+    ref_attention_forward(r->out, preatt, att, qkv, (int)s->B, (int)s->T, (int)s->C, (int)s->NH);
+    for (size_t row = 0; row < n_lse(s); row++) {
+        size_t t = row % s->T;
+        const float *pre = preatt + row * s->T;
+        double mx = -INFINITY, sum = 0.0;
+        for (size_t t2 = 0; t2 <= t; t2++) mx = pre[t2] > mx ? pre[t2] : mx;
+        for (size_t t2 = 0; t2 <= t; t2++) sum += exp(pre[t2] - mx);
+        r->lse[row] = (float)(mx + log(sum));
+    }
+    ref_attention_backward(r->dqkv, dpreatt, datt, dout, qkv, att, (int)s->B, (int)s->T, (int)s->C, (int)s->NH);
+    free(preatt), free(att), free(dpreatt), free(datt);
+}
+
+static void make_inputs(const shape *s, float **qkv, float **dout) {
+    *qkv = malloc(n_qkv(s) * sizeof **qkv);
+    *dout = malloc(n_out(s) * sizeof **dout);
+    tu_fill(*qkv, n_qkv(s), -s->range, s->range);
+    tu_fill(*dout, n_out(s), -1.0f, 1.0f);
+}
+
+// See the tolerance note at the top: relative to the tensor's largest value.
+static void assert_close_scaled(const char *what, const shape *s, const float *got, const float *want, size_t n) {
+    const float TOL = 2e-5f;
+    float mx = 0.0f;
+    for (size_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(want[i]));
+    char label[160];
+    snprintf(label, sizeof label, "%s (B=%u T=%u C=%u NH=%u range %g)", what, s->B, s->T, s->C, s->NH,
+             (double)s->range);
+    tu_assert_close(label, got, want, n, TOL * mx, TOL);
+}
+
+static void check_shape(const shape *s) {
+    float *qkv, *dout;
+    make_inputs(s, &qkv, &dout);
+    result got, want;
+    gpu_run(G, s, qkv, dout, &got);
+    ref_run(s, qkv, dout, &want);
+    assert_close_scaled("out", s, got.out, want.out, n_out(s));
+    assert_close_scaled("lse", s, got.lse, want.lse, n_lse(s));
+    assert_close_scaled("dqkv", s, got.dqkv, want.dqkv, n_qkv(s));
+    result_free(&got), result_free(&want);
+    free(qkv), free(dout);
+}
+
+static void matches_ref_hs16(void **st) {
+    (void)st;
+    check_shape(&(shape){2, 37, 48, 3, 1.0f});
+    check_shape(&(shape){3, 1, 48, 3, 1.0f});  // one query: P = 1, dq = dk = 0, dv = dout
+}
+static void matches_ref_hs20(void **st) {
+    (void)st;
+    check_shape(&(shape){2, 33, 60, 3, 1.0f});  // hs not a multiple of 8; one query past a block
+}
+static void matches_ref_hs64(void **st) {
+    (void)st;
+    check_shape(&(shape){2, 130, 192, 3, 1.0f});
+    check_shape(&(shape){1, 70, 128, 2, 3.0f});  // peaked softmax: the running max moves
+}
+static void matches_ref_hs128(void **st) {
+    (void)st;
+    check_shape(&(shape){1, 70, 256, 2, 1.0f});
+}
+
+// A token's k and v only reach queries at or after it: changing them at t0
+// leaves out, lse and dq of every earlier position bit-for-bit unchanged.
+static void future_keys_have_no_effect(void **st) {
+    (void)st;
+    const shape s = {2, 130, 192, 3, 1.0f};
+    const uint32_t t0 = 45;  // inside the second block of 32
+    float *qkv, *dout;
+    make_inputs(&s, &qkv, &dout);
+    result a, b;
+    gpu_run(G, &s, qkv, dout, &a);
+    for (uint32_t bb = 0; bb < s.B; bb++)
+        for (uint32_t t = t0; t < s.T; t++)
+            for (uint32_t c = s.C; c < 3 * s.C; c++) qkv[((size_t)bb * s.T + t) * 3 * s.C + c] *= -2.5f;
+    gpu_run(G, &s, qkv, dout, &b);
+    size_t hs = s.C / s.NH;
+    for (uint32_t bb = 0; bb < s.B; bb++) {
+        size_t o = (size_t)bb * s.T * s.C, q = (size_t)bb * s.T * 3 * s.C;
+        assert_memory_equal(a.out + o, b.out + o, (size_t)t0 * s.C * 4);
+        for (uint32_t t = 0; t < t0; t++)
+            assert_memory_equal(a.dqkv + q + (size_t)t * 3 * s.C, b.dqkv + q + (size_t)t * 3 * s.C, (size_t)s.C * 4);
+        for (uint32_t h = 0; h < s.NH; h++) {
+            size_t l = ((size_t)bb * s.NH + h) * s.T;
+            assert_memory_equal(a.lse + l, b.lse + l, (size_t)t0 * 4);
+        }
+        // and the change does reach t0 itself
+        assert_true(memcmp(a.out + o + (size_t)t0 * s.C, b.out + o + (size_t)t0 * s.C, hs * 4) != 0);
+    }
+    result_free(&a), result_free(&b);
+    free(qkv), free(dout);
+}
+
+// No atomics and fixed summation orders: two runs give the same bits.
+static void two_runs_are_bit_identical(void **st) {
+    (void)st;
+    const shape s = {2, 130, 192, 3, 1.0f};
+    float *qkv, *dout;
+    make_inputs(&s, &qkv, &dout);
+    result a, b;
+    gpu_run(G, &s, qkv, dout, &a);
+    gpu_run(G, &s, qkv, dout, &b);
+    assert_memory_equal(a.out, b.out, n_out(&s) * 4);
+    assert_memory_equal(a.lse, b.lse, n_lse(&s) * 4);
+    assert_memory_equal(a.dqkv, b.dqkv, n_qkv(&s) * 4);
+    result_free(&a), result_free(&b);
+    free(qkv), free(dout);
+}
+
+// Expects call to fail with a message containing `part` and leave op unchanged.
+#define EXPECT_REFUSED(g, op, call, part)                                                     \
+    do {                                                                                      \
+        int n0_ = (op)->n;                                                                    \
+        if ((call) == 0) fail_msg("%s was accepted", #call);                                   \
+        if (!strstr(wgpt_gpu_error(g), part))                                                 \
+            fail_msg("%s: message '%s' lacks '%s'", #call, wgpt_gpu_error(g), part);            \
+        assert_int_equal((op)->n, n0_);                                                       \
+    } while (0)
+
+static void refuses_bad_shapes_and_views(void **st) {
+    (void)st;
+    wgpt_buf *big = wgpt_buf_create(G, 1 << 20, "big");
+    TU_NONNULL(G, big);
+    wgpt_view v = {big, 0, 0}, small = {big, 0, 64};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 1, 8, 260, 2), "at most 128");
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 1, 8, 50, 3), "bad shape");
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 0, 8, 48, 3), "bad shape");
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, small, 1, 8, 48, 3), "qkv (B, T, 3C) needs");
+    EXPECT_REFUSED(G, &op, wgpt_attention_backward(G, &op, v, small, v, v, v, v, 2, 8, 48, 3), "D (B, NH, T)");
+    // WebGPU refuses a buffer bound writable and read-only in one dispatch,
+    // even at disjoint bytes: the wrappers say so before the submit fails.
+    wgpt_buf *other = wgpt_buf_create(G, 1 << 20, "other"), *dbuf = wgpt_buf_create(G, 4096, "D");
+    wgpt_view lo = {big, 0, 1 << 16}, hi = {big, 1 << 18, 0}, w = {other, 0, 0}, d = {dbuf, 0, 0};
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, lo, w, hi, 2, 8, 48, 3), "out and qkv are in the same buffer");
+    EXPECT_REFUSED(G, &op, wgpt_attention_backward(G, &op, lo, d, w, hi, w, w, 2, 8, 48, 3),
+                   "dqkv and qkv are in the same buffer");
+    wgpt_buf_free(other), wgpt_buf_free(dbuf);
+    wgpt_op_free(&op);
+    wgpt_buf_free(big);
+
+    // A device that binds at most 64 KiB: out (51 KB) fits, qkv (154 KB) must be refused, not split.
+    wgpt_gpu_options opt = {.adapter_index = -1, .max_binding = 64 << 10};
+    wgpt_gpu *g2 = tu_gpu_open(&opt);
+    const shape s = {1, 100, 128, 2, 1.0f};
+    wgpt_buf *b2 = wgpt_buf_create(g2, n_qkv(&s) * 4, "qkv");
+    wgpt_buf *o2 = wgpt_buf_create(g2, n_out(&s) * 4, "out");
+    wgpt_buf *l2 = wgpt_buf_create(g2, n_lse(&s) * 4, "lse");
+    TU_NONNULL(g2, b2);
+    TU_NONNULL(g2, o2);
+    TU_NONNULL(g2, l2);
+    wgpt_view vq = {b2, 0, 0}, vo = {o2, 0, 0}, vl = {l2, 0, 0};
+    wgpt_op_init(&op);
+    EXPECT_REFUSED(g2, &op, wgpt_attention_forward(g2, &op, vo, vl, vq, s.B, s.T, s.C, s.NH),
+                   "qkv (B, T, 3C) is 153600 bytes; this device binds at most 65536");
+    wgpt_op_free(&op);
+    wgpt_buf_free(b2), wgpt_buf_free(o2), wgpt_buf_free(l2);
+    wgpt_gpu_close(g2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(matches_ref_hs16),
+        cmocka_unit_test(matches_ref_hs20),
+        cmocka_unit_test(matches_ref_hs64),
+        cmocka_unit_test(matches_ref_hs128),
+        cmocka_unit_test(future_keys_have_no_effect),
+        cmocka_unit_test(two_runs_are_bit_identical),
+        cmocka_unit_test(refuses_bad_shapes_and_views),
+    };
+    return cmocka_run_group_tests_name("attention", tests, group_setup, group_teardown);
+}
