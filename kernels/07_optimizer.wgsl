@@ -1,0 +1,138 @@
+// 07_optimizer.wgsl: the optimizer step over the flat parameter arrays:
+// global gradient L2 norm (deterministic two-pass reduction, no atomics),
+// clip scale and non-finite flag into a 16-byte state buffer, then AdamW,
+// which reads the scale and the flag from that buffer (no CPU round trip).
+// ABI: storage buffers at bindings 0..k-1, then one uniform params struct.
+// The host applies every kernel over chunks of <= maxStorageBufferBindingSize
+// (src/model/optimizer.c). See docs/kernels/07_optimizer.md.
+
+// Gradient floats per grad_norm_partial workgroup: WG threads x NORM_ITEMS.
+const NORM_ITEMS: u32 = 16u;
+const NORM_SLICE: u32 = WG * NORM_ITEMS;  // 4096
+
+// The state buffer (wgpt_optim_state on the host).
+struct OptState {
+    sumsq: f32,      // sum of squared gradients
+    norm: f32,       // sqrt(sumsq)
+    scale: f32,      // factor AdamW applies to every gradient
+    nonfinite: u32,  // 1: a gradient or the sum is NaN/Inf, AdamW skips the step
+}
+
+// --- KERNEL: grad_norm_partial ---
+// partials[2w] = sum of grads[start + i]^2 over the slice i in
+// [w*NORM_SLICE, (w+1)*NORM_SLICE) of this chunk, partials[2w+1] = how many
+// of them are not finite, with w = part_base + this workgroup.
+struct NormPartialParams {
+    n: u32,          // gradient floats in this chunk
+    start: u32,      // index in `grads` of the chunk's first float (alignment pad)
+    part_base: u32,  // this chunk's first slot in `partials` (pairs)
+    n_groups: u32,   // ceil(n / NORM_SLICE); extra workgroups of a 2D grid return
+}
+@group(0) @binding(0) var<storage, read> grads: array<f32>;
+@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(2) var<uniform> p: NormPartialParams;
+
+@compute @workgroup_size(WG)
+fn grad_norm_partial(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                     @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
+    let w = wid.x + wid.y * nwg.x;
+    // Uniform: the same for every thread of the workgroup, so the reductions
+    // below still run in uniform control flow.
+    if (w >= p.n_groups) { return; }
+    let base = w * NORM_SLICE;
+    var acc = 0.0;
+    var bad = 0.0;
+    // Stride WG: neighbouring threads read neighbouring floats.
+    for (var k = 0u; k < NORM_ITEMS; k++) {
+        let i = base + k * WG + tid;
+        if (i < p.n) {
+            let x = grads[p.start + i];
+            acc += x * x;
+            // Counted on the bit pattern: compilers may assume no NaN/Inf in
+            // float compares, and the flag must not depend on the sum alone.
+            bad += select(0.0, 1.0, !is_finite(x));
+        }
+    }
+    let s = wg_reduce_sum(tid, sg, acc);
+    let nb = wg_reduce_sum(tid, sg, bad);
+    if (tid == 0u) {
+        partials[2u * (p.part_base + w)] = s;
+        partials[2u * (p.part_base + w) + 1u] = nb;
+    }
+}
+
+// --- KERNEL: grad_norm_finish ---
+// One workgroup: sums the n_parts partial pairs in a fixed order and writes
+// the state. scale = max_norm / norm if max_norm > 0 and norm > max_norm,
+// else 1 (also 1 when the step is non-finite: AdamW skips it anyway).
+struct NormFinishParams {
+    n_parts: u32,    // pairs in `partials`, all chunks together
+    max_norm: f32,   // clip threshold; <= 0 disables clipping
+}
+@group(0) @binding(0) var<storage, read> partials: array<f32>;
+@group(0) @binding(1) var<storage, read_write> state: OptState;
+@group(0) @binding(2) var<uniform> p: NormFinishParams;
+
+@compute @workgroup_size(WG)
+fn grad_norm_finish(@builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
+    var acc = 0.0;
+    var bad = 0.0;
+    for (var j = tid; j < p.n_parts; j += WG) {
+        acc += partials[2u * j];
+        bad += partials[2u * j + 1u];
+    }
+    let sumsq = wg_reduce_sum(tid, sg, acc);
+    let nbad = wg_reduce_sum(tid, sg, bad);
+    if (tid == 0u) {
+        let norm = sqrt(sumsq);
+        // A finite slice can still overflow the sum of squares (|g| ~ 1e19).
+        let nonfinite = nbad != 0.0 || !is_finite(sumsq) || !is_finite(norm);
+        var scale = 1.0;
+        if (!nonfinite && p.max_norm > 0.0 && norm > p.max_norm) { scale = p.max_norm / norm; }
+        state.sumsq = sumsq;
+        state.norm = norm;
+        state.scale = scale;
+        state.nonfinite = select(0u, 1u, nonfinite);
+    }
+}
+
+// --- KERNEL: adamw_update ---
+// One AdamW step on elements [start, start + n) of the bound ranges, with
+// g = grads * state.scale; nothing is written when state.nonfinite is set.
+struct AdamwParams {
+    n: u32,                // elements in this chunk
+    start: u32,            // index of the first one in every bound range
+    lr: f32,
+    beta1: f32,
+    beta2: f32,
+    one_minus_beta1: f32,  // 1 - beta1, rounded once on the host
+    one_minus_beta2: f32,
+    bc1: f32,              // 1 - beta1^t, bias correction of m
+    bc2: f32,              // 1 - beta2^t, bias correction of v
+    eps: f32,
+    weight_decay: f32,     // decoupled: lr * weight_decay * param
+    pad: u32,
+}
+@group(0) @binding(0) var<storage, read_write> params: array<f32>;
+@group(0) @binding(1) var<storage, read> grads: array<f32>;
+@group(0) @binding(2) var<storage, read_write> m: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+@group(0) @binding(4) var<storage, read> state: OptState;
+@group(0) @binding(5) var<uniform> p: AdamwParams;
+
+@compute @workgroup_size(WG)
+fn adamw_update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= p.n || state.nonfinite != 0u) { return; }
+    let j = p.start + i;
+    let g = grads[j] * state.scale;
+    // Same operation order as ref_adamw_update: ((1-b2)*g)*g.
+    let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
+    let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
+    m[j] = mi;
+    v[j] = vi;
+    let mhat = mi / p.bc1;
+    let vhat = vi / p.bc2;
+    let w = params[j];
+    params[j] = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
+}
