@@ -26,6 +26,14 @@ int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) {
     return -1;
 }
 
+int wgpt_gpu_fail(wgpt_gpu *g, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int wgpt_gpu_check_(wgpt_gpu *g) {
     if (!g->failed) return 0;
     return -1;  // g->err holds the sticky message

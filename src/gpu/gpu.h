@@ -59,6 +59,9 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen);
 void wgpt_gpu_close(wgpt_gpu *gpu);
 const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *gpu);
 const char *wgpt_gpu_error(const wgpt_gpu *gpu);
+// Sets the message wgpt_gpu_error returns and returns -1: layers above report
+// their own refusals (a bad shape, a view too small) through the same channel.
+int wgpt_gpu_fail(wgpt_gpu *gpu, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // One line: name, backend, type, subgroup sizes, f16. For logs and `wgpt info`.
 void wgpt_gpu_describe(const wgpt_gpu_info *info, char *out, size_t outlen);
 

@@ -51,5 +51,9 @@ uint64_t wgpt_op_chunk_rows(wgpt_gpu *g, uint64_t rows, uint64_t row_floats) {
     uint64_t row_bytes = row_floats * 4;
     if (rows * row_bytes <= max) return rows;
     uint64_t r = (max / row_bytes) / 64 * 64;
-    return r;  // 0: not even 64 rows fit
+    if (r == 0)
+        wgpt_gpu_fail(g, "rows of %llu floats: not even 64 fit in one binding of %llu bytes "
+                         "(maxStorageBufferBindingSize)",
+                      (unsigned long long)row_floats, (unsigned long long)max);
+    return r;
 }
