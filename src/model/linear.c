@@ -2,10 +2,6 @@
 // chunks where a tensor exceeds the device's binding limit.
 #include "model/linear.h"
 
-// gpu/internal.h only for wgpt_gpu_fail_: gpu.h has no public way to set the
-// error message (asked for in the linear layer's report).
-#include "gpu/internal.h"
-
 // The kernels' tile edges (kernels/03_linear.wgsl: TILE, BB_COLS).
 #define TILE 64u
 #define BB_COLS 32u
@@ -28,11 +24,11 @@ static wgpt_view sub_(wgpt_view v, uint64_t at, uint64_t bytes) {
 
 // 0 if v holds at least `floats` floats, else -1 naming the argument.
 static int check_view_(wgpt_gpu *g, const char *what, wgpt_view v, uint64_t floats) {
-    if (!v.buf) return wgpt_gpu_fail_(g, "linear: %s has no buffer", what);
+    if (!v.buf) return wgpt_gpu_fail(g, "linear: %s has no buffer", what);
     uint64_t size = wgpt_buf_size(v.buf);
     uint64_t bytes = v.size ? v.size : (v.offset < size ? size - v.offset : 0);
     if (v.offset + bytes > size || bytes < floats * 4)
-        return wgpt_gpu_fail_(g, "linear: %s covers %llu bytes from byte %llu of a %llu-byte buffer; it needs %llu",
+        return wgpt_gpu_fail(g, "linear: %s covers %llu bytes from byte %llu of a %llu-byte buffer; it needs %llu",
                               what, (unsigned long long)bytes, (unsigned long long)v.offset,
                               (unsigned long long)size, (unsigned long long)(floats * 4));
     return 0;
@@ -42,18 +38,18 @@ static int check_view_(wgpt_gpu *g, const char *what, wgpt_view v, uint64_t floa
 static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t row_floats) {
     uint64_t r = wgpt_op_chunk_rows(g, rows, row_floats);
     if (!r)
-        wgpt_gpu_fail_(g, "linear: 64 rows of %s (%llu floats each) exceed the device's binding limit of %llu bytes",
+        wgpt_gpu_fail(g, "linear: 64 rows of %s (%llu floats each) exceed the device's binding limit of %llu bytes",
                        what, (unsigned long long)row_floats,
                        (unsigned long long)wgpt_gpu_get_info(g)->max_storage_binding);
     return r;
 }
 
 static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
-    if (!N || !C || !OC) return wgpt_gpu_fail_(g, "linear: N=%u, C=%u, OC=%u: all must be > 0", N, C, OC);
+    if (!N || !C || !OC) return wgpt_gpu_fail(g, "linear: N=%u, C=%u, OC=%u: all must be > 0", N, C, OC);
     // One dispatch covers at most 65535 tiles a dimension; the bias kernel 65535 * 32 columns.
     uint64_t most = (uint64_t)WGPT_MAX_WG_DIM * BB_COLS;
     if (N > most || C > most || OC > most)
-        return wgpt_gpu_fail_(g, "linear: N=%u, C=%u, OC=%u: each must be at most %llu", N, C, OC,
+        return wgpt_gpu_fail(g, "linear: N=%u, C=%u, OC=%u: each must be at most %llu", N, C, OC,
                               (unsigned long long)most);
     return 0;
 }
