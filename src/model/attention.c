@@ -5,11 +5,6 @@
 #include <math.h>
 #include <stdio.h>
 
-// gpu.h has no public way to set the message that wgpt_gpu_error returns;
-// this is the GPU layer's own setter (src/gpu/internal.h), declared here so
-// that no Dawn type reaches the model layer.
-int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 // Must match struct AttnParams in kernels/04_attention.wgsl.
 typedef struct attn_params {
     uint32_t B, T, C, NH;
@@ -23,18 +18,18 @@ typedef struct attn_params {
 // Checks the shape and the grid the kernels need; fills the params.
 static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
     if (!B || !T || !C || !NH || C % NH)
-        return wgpt_gpu_fail_(g, "%s: bad shape B=%u T=%u C=%u NH=%u (all > 0, C a multiple of NH)", fn, B, T, C, NH);
+        return wgpt_gpu_fail(g, "%s: bad shape B=%u T=%u C=%u NH=%u (all > 0, C a multiple of NH)", fn, B, T, C, NH);
     uint32_t hs = C / NH;
     if (hs > WGPT_ATTENTION_MAX_HS)
-        return wgpt_gpu_fail_(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
+        return wgpt_gpu_fail(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
                               WGPT_ATTENTION_MAX_HS);
     uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
     if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
-        return wgpt_gpu_fail_(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
+        return wgpt_gpu_fail(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
                               WGPT_MAX_WG_DIM);
     // Every index the kernels form is a u32: the largest tensor must stay below 2^32 floats.
     if ((uint64_t)B * T * 3u * C >= (1ull << 32))
-        return wgpt_gpu_fail_(g, "%s: qkv of %llu floats is past u32 indexing", fn,
+        return wgpt_gpu_fail(g, "%s: qkv of %llu floats is past u32 indexing", fn,
                               (unsigned long long)B * T * 3u * C);
     *p = (attn_params){B, T, C, NH, hs, (float)(1.0 / sqrt((double)hs))};
     return 0;
@@ -44,15 +39,15 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
 static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v,
                      uint64_t floats) {
     uint64_t need = floats * 4;
-    if (!v->buf) return wgpt_gpu_fail_(g, "%s: %s %s has no buffer", fn, name, shape);
+    if (!v->buf) return wgpt_gpu_fail(g, "%s: %s %s has no buffer", fn, name, shape);
     uint64_t size = wgpt_buf_size(v->buf);
     uint64_t have = v->size ? v->size : (v->offset < size ? size - v->offset : 0);
     if (have < need)
-        return wgpt_gpu_fail_(g, "%s: %s %s needs %llu bytes; the view has %llu", fn, name, shape,
+        return wgpt_gpu_fail(g, "%s: %s %s needs %llu bytes; the view has %llu", fn, name, shape,
                               (unsigned long long)need, (unsigned long long)have);
     uint64_t max = wgpt_gpu_get_info(g)->max_storage_binding;
     if (need > max)
-        return wgpt_gpu_fail_(g, "%s: %s %s is %llu bytes; this device binds at most %llu "
+        return wgpt_gpu_fail(g, "%s: %s %s is %llu bytes; this device binds at most %llu "
                                  "(maxStorageBufferBindingSize) and attention does not split",
                               fn, name, shape, (unsigned long long)need, (unsigned long long)max);
     v->size = need;
@@ -63,7 +58,7 @@ static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *
 // a dispatch may not be bound read-only in it too, even at disjoint bytes.
 static int attn_apart(wgpt_gpu *g, const char *fn, const char *wname, wgpt_view w, const char *rname, wgpt_view r) {
     if (w.buf != r.buf) return 0;
-    return wgpt_gpu_fail_(g, "%s: %s and %s are in the same buffer; a written tensor needs a buffer that the "
+    return wgpt_gpu_fail(g, "%s: %s and %s are in the same buffer; a written tensor needs a buffer that the "
                              "same dispatch does not read (WebGPU usage rule)",
                           fn, wname, rname);
 }
