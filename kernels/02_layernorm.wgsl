@@ -1,0 +1,140 @@
+// 02_layernorm.wgsl: LayerNorm over the last axis of (N, C), forward and
+// backward (eps 1e-5, biased variance; as tests/ref ref_layernorm_*).
+// ABI: storage buffers at bindings 0..k-1, then `p: LnParams` at binding k.
+// Dispatch: the row kernels take one workgroup of WG threads per row, N
+// workgroups through dispatch1d (2D past 65535); layernorm_backward_params
+// takes one workgroup per LN_COLS columns, ceil(C / LN_COLS) workgroups.
+// See docs/kernels/02_layernorm.md.
+
+struct LnParams {
+    N: u32,  // rows in this dispatch (a row chunk of the tensor)
+    C: u32,  // channels: the normalised axis
+}
+
+const LN_EPS: f32 = 1e-5;
+// layernorm_backward_params: a workgroup is LN_COLS columns x LN_LANES row lanes.
+const LN_COLS: u32 = 32u;
+const LN_LANES: u32 = 8u;   // LN_COLS * LN_LANES == WG
+
+// One row per workgroup; the 2D fallback spreads rows over (x, y).
+fn ln_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
+    return wid.x + wid.y * nwg.x;
+}
+
+// --- KERNEL: layernorm_forward ---
+// out = (inp - mean) * rstd * weight + bias; mean, rstd saved per row.
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;   // (N, C)
+@group(0) @binding(1) var<storage, read_write> mean: array<f32>;  // (N)
+@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;  // (N)
+@group(0) @binding(3) var<storage, read> inp: array<f32>;         // (N, C)
+@group(0) @binding(4) var<storage, read> weight: array<f32>;      // (C)
+@group(0) @binding(5) var<storage, read> bias: array<f32>;        // (C)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(WG)
+fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                     @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
+    let row = ln_row(wid, nwg);
+    if (row >= p.N) { return; }  // the whole workgroup leaves together
+    let base = row * p.C;
+    let inv_c = 1.0 / f32(p.C);
+    var s = 0.0;
+    for (var c = tid; c < p.C; c += WG) { s += inp[base + c]; }
+    let m = wg_reduce_sum(tid, sg, s) * inv_c;
+    // Second pass over the centred values: no cancellation of E[x^2] - m^2.
+    var v = 0.0;
+    for (var c = tid; c < p.C; c += WG) {
+        let d = inp[base + c] - m;
+        v += d * d;
+    }
+    let r = 1.0 / sqrt(wg_reduce_sum(tid, sg, v) * inv_c + LN_EPS);
+    for (var c = tid; c < p.C; c += WG) {
+        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
+    }
+    if (tid == 0u) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
+// --- KERNEL: layernorm_backward_input ---
+// dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * weight,
+// xhat = (inp - mean) * rstd, means over the row.
+@group(0) @binding(0) var<storage, read_write> dinp: array<f32>;  // (N, C)
+@group(0) @binding(1) var<storage, read> dout: array<f32>;        // (N, C)
+@group(0) @binding(2) var<storage, read> inp: array<f32>;         // (N, C)
+@group(0) @binding(3) var<storage, read> weight: array<f32>;      // (C)
+@group(0) @binding(4) var<storage, read> mean: array<f32>;        // (N)
+@group(0) @binding(5) var<storage, read> rstd: array<f32>;        // (N)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(WG)
+fn layernorm_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                            @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
+    let row = ln_row(wid, nwg);
+    if (row >= p.N) { return; }
+    let base = row * p.C;
+    let m = mean[row];
+    let r = rstd[row];
+    var sg_acc = 0.0;
+    var sgx_acc = 0.0;
+    for (var c = tid; c < p.C; c += WG) {
+        let g = dout[base + c] * weight[c];
+        sg_acc += g;
+        sgx_acc += g * (inp[base + c] - m) * r;
+    }
+    let inv_c = 1.0 / f32(p.C);
+    let mean_g = wg_reduce_sum(tid, sg, sg_acc) * inv_c;
+    let mean_gx = wg_reduce_sum(tid, sg, sgx_acc) * inv_c;
+    for (var c = tid; c < p.C; c += WG) {
+        let g = dout[base + c] * weight[c];
+        let xhat = (inp[base + c] - m) * r;
+        dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
+    }
+}
+
+// --- KERNEL: layernorm_backward_params ---
+// dweight[c] += sum over rows of dout * xhat, dbias[c] += sum of dout.
+// Deterministic without atomics: each thread walks rows lane, lane + 8, ...
+// of one column in order, then lane 0 folds the 8 lanes in order. Adjacent
+// threads read adjacent columns (coalesced).
+@group(0) @binding(0) var<storage, read_write> dweight: array<f32>;  // (C)
+@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;    // (C)
+@group(0) @binding(2) var<storage, read> dout: array<f32>;           // (N, C)
+@group(0) @binding(3) var<storage, read> inp: array<f32>;            // (N, C)
+@group(0) @binding(4) var<storage, read> mean: array<f32>;           // (N)
+@group(0) @binding(5) var<storage, read> rstd: array<f32>;           // (N)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+var<workgroup> sh_dw: array<f32, WG>;
+var<workgroup> sh_db: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                             @builtin(num_workgroups) nwg: vec3<u32>) {
+    let col = tid % LN_COLS;
+    let lane = tid / LN_COLS;
+    let c = (wid.x + wid.y * nwg.x) * LN_COLS + col;
+    var dw = 0.0;
+    var db = 0.0;
+    if (c < p.C) {
+        for (var n = lane; n < p.N; n += LN_LANES) {
+            let d = dout[n * p.C + c];
+            dw += d * (inp[n * p.C + c] - mean[n]) * rstd[n];
+            db += d;
+        }
+    }
+    sh_dw[tid] = dw;
+    sh_db[tid] = db;
+    workgroupBarrier();
+    if (lane == 0u && c < p.C) {
+        var tw = 0.0;
+        var tb = 0.0;
+        for (var l = 0u; l < LN_LANES; l++) {
+            tw += sh_dw[l * LN_COLS + col];
+            tb += sh_db[l * LN_COLS + col];
+        }
+        dweight[c] += tw;
+        dbias[c] += tb;
+    }
+}

@@ -1,0 +1,64 @@
+// 05_gelu.wgsl: GELU, tanh approximation (as GPT-2 was trained), forward and
+// backward, element-wise over n floats (as tests/ref ref_gelu_*).
+// ABI: storage buffers at bindings 0..k-1, then `p: GeluParams` at binding k.
+// Dispatch: ceil(n / WG) workgroups through dispatch1d (2D past 65535).
+// See docs/kernels/05_gelu.md.
+
+struct GeluParams {
+    n: u32,  // elements in this dispatch (a chunk of the tensor)
+}
+
+const GELU_K: f32 = 0.7978845608028654;  // sqrt(2/pi)
+const GELU_A: f32 = 0.044715;
+// tanh(10) = 1 - 4e-9 rounds to 1.0 in f32, so clamping the tanh argument to
+// +-10 changes no result, while a tanh built from exp (sinh/cosh) of a big
+// argument overflows to inf/inf = NaN on some GPUs. x is clamped first so
+// that x^3 cannot overflow (u reaches 10 at x = 5.42).
+const GELU_U_MAX: f32 = 10.0;
+const GELU_X_MAX: f32 = 10.0;
+
+// The tanh argument sqrt(2/pi) * (x + 0.044715 x^3), clamped to +-GELU_U_MAX.
+fn gelu_arg(xc: f32) -> f32 {
+    return clamp(GELU_K * (xc + GELU_A * xc * xc * xc), -GELU_U_MAX, GELU_U_MAX);
+}
+
+// tanh(u) for a clamped u: exactly +-1 at the clamp, so that 1 - th^2 is 0.
+fn gelu_tanh(u: f32) -> f32 {
+    return select(tanh(u), sign(u), abs(u) >= GELU_U_MAX);
+}
+
+// --- KERNEL: gelu_forward ---
+// out = 0.5 x (1 + tanh(u(x)))
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (n)
+@group(0) @binding(1) var<storage, read> inp: array<f32>;        // (n)
+@group(0) @binding(2) var<uniform> p: GeluParams;
+
+@compute @workgroup_size(WG)
+fn gelu_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= p.n) { return; }
+    let x = inp[i];
+    let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
+    out[i] = 0.5 * x * (1.0 + th);
+}
+
+// --- KERNEL: gelu_backward ---
+// dinp = dout * (0.5 (1 + th) + 0.5 x (1 - th^2) u'(x)), u'(x) = K (1 + 3 A x^2).
+// OVERWRITES dinp: the GELU input has one consumer, so one gradient producer.
+@group(0) @binding(0) var<storage, read_write> dinp: array<f32>;  // (n)
+@group(0) @binding(1) var<storage, read> inp: array<f32>;         // (n)
+@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (n)
+@group(0) @binding(3) var<uniform> p: GeluParams;
+
+@compute @workgroup_size(WG)
+fn gelu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= p.n) { return; }
+    // Past the clamp 1 - th^2 is exactly 0; using xc there keeps the product
+    // finite (x * 0 would be NaN for x = inf) and is exact everywhere else.
+    let xc = clamp(inp[i], -GELU_X_MAX, GELU_X_MAX);
+    let th = gelu_tanh(gelu_arg(xc));
+    let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
+    let local = 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
+    dinp[i] = local * dout[i];
+}

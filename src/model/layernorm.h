@@ -1,0 +1,24 @@
+// layernorm.h: LayerNorm over the last axis (eps 1e-5), forward and backward,
+// appended to a prepared op (kernels/02_layernorm.wgsl). Tensors larger than
+// the device's maxStorageBufferBindingSize are split into row chunks.
+// Views: size 0 means "to the buffer's end"; a nonzero size must cover the
+// tensor. Every function returns 0, or -1 with the message in wgpt_gpu_error
+// (a view smaller than its tensor returns -1 without one).
+#ifndef WGPT_MODEL_LAYERNORM_H
+#define WGPT_MODEL_LAYERNORM_H
+
+#include "model/op.h"
+
+// out = (inp - mean) * rstd * weight + bias, row by row; saves mean and rstd.
+// out, inp (N, C); mean, rstd (N); weight, bias (C)
+int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view inp,
+                           wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C);
+
+// dinp += the input gradient; dweight += sum over rows of dout * xhat;
+// dbias += sum over rows of dout. Deterministic (no atomics).
+// dinp, dout, inp (N, C); dweight, dbias, weight (C); mean, rstd (N) from the forward
+int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
+                            wgpt_view dout, wgpt_view inp, wgpt_view weight, wgpt_view mean, wgpt_view rstd,
+                            uint32_t N, uint32_t C);
+
+#endif

@@ -1,0 +1,240 @@
+// test_gelu_residual.c: kernels/05_gelu.wgsl and 05_residual.wgsl through
+// src/model/elementwise.h against tests/ref (ref_gelu_*, ref_residual_forward):
+// sizes around the workgroup edges and (B,T,4C) for B=2, T=37, C=48; inputs
+// past the tanh clamp, up to +-3e38 (results must stay finite and right);
+// dinp overwritten, not accumulated; views with offsets; flat ranges split over
+// bindings (a device with a 64 KiB binding limit); the 2D grid past 65535
+// workgroups; buffer tails beyond n left alone.
+//
+// Tolerance. residual_forward is one f32 add per element, as in C: exact.
+// GELU: WGSL's tanh is only as accurate as sinh/cosh built from exp, whose
+// error is (3 + 2|u|) ulp; over two exps for |u| <= 10 that is at most
+// E = 2 * 23 * 2^-24 = 2.7e-6 absolute on tanh. The forward 0.5 x (1 + tanh)
+// turns it into 0.5 |x| E (|x| <= 6 for the random inputs: 8.2e-6); the
+// backward 0.5 (1 + th) + 0.5 x (1 - th^2) u' into (0.5 + |x| u') E with
+// u' = K (1 + 3 A x^2) <= 4.7 (|x| <= 6): 7.8e-5 * |dout| (|dout| <= 1). Past
+// the clamp (|u| = 10) both are exact: tanh is +-1 in f32 there. rtol 16 ulp
+// covers the few f32 products around tanh.
+#include "test_util.h"
+
+#include "model/elementwise.h"
+#include "ref/gpt2_ref.h"
+
+static wgpt_gpu *G;      // the default device
+static wgpt_gpu *SPLIT;  // the same adapter with 64 KiB bindings: chunks
+
+static const float TANH_E = 2.0f * 23.0f * 5.9604645e-8f;
+static const float X_MAX = 6.0f;  // random inputs in [-X_MAX, X_MAX)
+static const float RTOL = 16 * 5.9604645e-8f;
+static const float SENTINEL = 12345.5f;
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    wgpt_gpu_options o = {.adapter_index = -1, .max_binding = 64 * 1024};
+    SPLIT = tu_gpu_open(&o);
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(SPLIT);
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+static float *alloc_(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    return p;
+}
+
+// A buffer holding x (n floats) at byte offset `off`, zeros before it and a
+// sentinel float after it; the view covers exactly x.
+static wgpt_view place_(wgpt_gpu *g, const float *x, size_t n, uint64_t off, const char *label) {
+    wgpt_buf *b = wgpt_buf_create(g, off + (n + 1) * 4, label);
+    TU_NONNULL(g, b);
+    TU_OK(g, wgpt_buf_upload(g, b, off, x, n * 4));
+    TU_OK(g, wgpt_buf_upload(g, b, off + n * 4, &SENTINEL, 4));
+    return (wgpt_view){b, off, n * 4};
+}
+
+// Downloads what the view covers and checks that the sentinel after it survived.
+static float *fetch_(wgpt_gpu *g, wgpt_view v, size_t n, const char *what) {
+    float *h = alloc_(n + 1);
+    TU_OK(g, wgpt_buf_download(g, v.buf, v.offset, h, (n + 1) * 4));
+    if (h[n] != SENTINEL) fail_msg("%s: wrote past the end of its %zu floats", what, n);
+    return h;
+}
+
+enum { GELU_FWD, GELU_BWD, RESIDUAL };
+
+// Runs one op kind over n floats: x (and y) as inputs, the output prefilled
+// with `prefill`; every view at byte offset `off`. Returns the output.
+static float *run_(wgpt_gpu *g, int kind, const float *x, const float *y, float prefill, size_t n, uint64_t off) {
+    float *init = alloc_(n);
+    for (size_t i = 0; i < n; i++) init[i] = prefill;
+    wgpt_view out = place_(g, init, n, off, "out"), vx = place_(g, x, n, off, "x"), vy = {NULL, 0, 0};
+    if (y) vy = place_(g, y, n, off, "y");
+    wgpt_op op;
+    wgpt_op_init(&op);
+    if (kind == GELU_FWD) TU_OK(g, wgpt_gelu_forward(g, &op, out, vx, n));
+    if (kind == GELU_BWD) TU_OK(g, wgpt_gelu_backward(g, &op, out, vx, vy, n));
+    if (kind == RESIDUAL) TU_OK(g, wgpt_residual_forward(g, &op, out, vx, vy, n));
+    TU_OK(g, wgpt_op_record(g, &op));
+    float *got = fetch_(g, out, n, kind == RESIDUAL ? "residual_forward" : "gelu");
+    wgpt_op_free(&op);
+    wgpt_buf_free(out.buf), wgpt_buf_free(vx.buf), wgpt_buf_free(vy.buf);
+    free(init);
+    return got;
+}
+
+// The references, with the GELU backward's += turned into = (from zero).
+static void ref_(int kind, float *want, const float *x, const float *y, size_t n) {
+    if (kind == GELU_FWD) ref_gelu_forward(want, x, n);
+    if (kind == GELU_BWD) {
+        memset(want, 0, n * sizeof *want);
+        ref_gelu_backward(want, x, y, n);
+    }
+    if (kind == RESIDUAL) ref_residual_forward(want, x, y, n);
+}
+
+static void check_(wgpt_gpu *g, int kind, size_t n, uint64_t off) {
+    float *x = alloc_(n), *y = alloc_(n), *want = alloc_(n);
+    tu_fill(x, n, -X_MAX, X_MAX);
+    tu_fill(y, n, -1.0f, 1.0f);
+    ref_(kind, want, x, y, n);
+    // Prefill the output with garbage: every kernel here overwrites.
+    float *got = run_(g, kind, x, kind == GELU_FWD ? NULL : y, 1e30f, n, off);
+    char what[96];
+    snprintf(what, sizeof what, "%s n=%zu offset=%llu",
+             kind == GELU_FWD ? "gelu_forward" : kind == GELU_BWD ? "gelu_backward" : "residual_forward", n,
+             (unsigned long long)off);
+    if (kind == RESIDUAL) tu_assert_close(what, got, want, n, 0, 0);
+    if (kind == GELU_FWD) tu_assert_close(what, got, want, n, 0.5f * X_MAX * TANH_E, RTOL);
+    if (kind == GELU_BWD) {
+        float du = 0.7978845608f * (1.0f + 3.0f * 0.044715f * X_MAX * X_MAX);
+        tu_assert_close(what, got, want, n, (0.5f + X_MAX * du) * TANH_E, RTOL);
+    }
+    free(x), free(y), free(want), free(got);
+}
+
+static const size_t SIZES[] = {1, 7, 255, 256, 257, 2 * 37 * 4 * 48, 100003};
+#define NSIZES (sizeof SIZES / sizeof SIZES[0])
+
+static void gelu_forward_matches_ref(void **st) {
+    (void)st;
+    for (size_t s = 0; s < NSIZES; s++) check_(G, GELU_FWD, SIZES[s], 0);
+}
+static void gelu_backward_matches_ref(void **st) {
+    (void)st;
+    for (size_t s = 0; s < NSIZES; s++) check_(G, GELU_BWD, SIZES[s], 0);
+}
+static void residual_forward_matches_ref(void **st) {
+    (void)st;
+    for (size_t s = 0; s < NSIZES; s++) check_(G, RESIDUAL, SIZES[s], 0);
+}
+
+// Inputs around and far past the clamp (u = 10 at x = 5.42; x^3 overflows f32
+// past ~7e12): the GPU must give the reference's finite values, no NaN.
+static void gelu_large_inputs(void **st) {
+    (void)st;
+    static const float X[] = {0.0f,   -0.0f,   1e-30f,  -1e-30f, 5.5f,    -5.5f,   5.4f,   -5.4f, 9.99f,
+                              -9.99f, 10.0f,   -10.0f,  11.0f,   -11.0f,  1e3f,    -1e3f,  1e13f,  -1e13f,
+                              1e20f,  -1e20f,  3e38f,   -3e38f};
+    const size_t n = sizeof X / sizeof X[0];
+    float dout[sizeof X / sizeof X[0]], want[sizeof X / sizeof X[0]];
+    for (size_t i = 0; i < n; i++) dout[i] = i % 2 ? -0.75f : 1.25f;
+    for (int kind = GELU_FWD; kind <= GELU_BWD; kind++) {
+        ref_(kind, want, X, dout, n);
+        float *got = run_(G, kind, X, kind == GELU_BWD ? dout : NULL, 1e30f, n, 0);
+        for (size_t i = 0; i < n; i++) {
+            // Exact past the clamp (x or -0; 1.25 or 0); inside it the bounds
+            // above with |x| <= 10 (u' <= 11.6) and |dout| <= 1.25.
+            float tol = kind == GELU_FWD ? 5.0f * TANH_E + RTOL * fabsf(want[i])
+                                         : 1.25f * (0.5f + 10.0f * 11.6f) * TANH_E;
+            if (!isfinite(got[i]) || fabsf(got[i] - want[i]) > tol)
+                fail_msg("%s(%g): %.9g, expected %.9g", kind == GELU_FWD ? "gelu_forward" : "gelu_backward",
+                         (double)X[i], (double)got[i], (double)want[i]);
+        }
+        free(got);
+    }
+}
+
+// Views that start inside their buffers (a 256-byte offset): the tails after
+// them must stay untouched (fetch_ checks the sentinels).
+static void views_with_offsets(void **st) {
+    (void)st;
+    for (int kind = GELU_FWD; kind <= RESIDUAL; kind++) check_(G, kind, 1000, 256);
+}
+
+// 64 KiB bindings: 50,000 floats go in chunks of 16,384 (the last partial),
+// each chunk's views offset from the caller's own offset.
+static void flat_range_split_over_bindings(void **st) {
+    (void)st;
+    for (int kind = GELU_FWD; kind <= RESIDUAL; kind++) {
+        check_(SPLIT, kind, 50000, 0);
+        check_(SPLIT, kind, 50000, 512);
+    }
+}
+
+// More than 65535 workgroups of 256: the 2D grid, every element checked.
+static void past_65535_workgroups(void **st) {
+    (void)st;
+    const size_t n = 65535u * 256u + 777u;
+    check_(G, RESIDUAL, n, 0);
+    check_(G, GELU_FWD, n, 0);
+}
+
+// The kernels' own bounds checks, bypassing the wrapper's exact views (which
+// would hide a missing check behind robust buffer access): every binding holds
+// n + 64 floats, params say n, the grid has threads past n; the 64 tail floats
+// must keep their sentinel.
+static void kernels_stop_at_n(void **st) {
+    (void)st;
+    static const char *const NAMES[] = {"gelu_forward", "gelu_backward", "residual_forward"};
+    static const int NVIEWS[] = {2, 3, 3};
+    const uint32_t n = 1000, len = n + 64;
+    // Outputs (binding 0) end in sentinels, inputs in 1.0: a kernel that ran
+    // on must change the tail (gelu(SENTINEL) would be SENTINEL).
+    float *h = alloc_(len), *hin = alloc_(len);
+    for (uint32_t i = 0; i < len; i++) {
+        h[i] = i < n ? tu_randf(-1.0f, 1.0f) : SENTINEL;
+        hin[i] = i < n ? h[i] : 1.0f;
+    }
+    for (int k = 0; k < 3; k++) {
+        wgpt_view v[3];
+        for (int i = 0; i < NVIEWS[k]; i++) {
+            wgpt_buf *b = wgpt_buf_create(G, len * 4, "buf");
+            TU_NONNULL(G, b);
+            TU_OK(G, wgpt_buf_upload(G, b, 0, i ? hin : h, len * 4));
+            v[i] = (wgpt_view){b, 0, 0};
+        }
+        wgpt_op op;
+        wgpt_op_init(&op);
+        uint32_t p = n;  // GeluParams / ResidualParams
+        TU_NONNULL(G, wgpt_op_add1d(G, &op, NAMES[k], v, NVIEWS[k], &p, sizeof p, wgpt_groups(len)));
+        TU_OK(G, wgpt_op_record(G, &op));
+        float *got = alloc_(len);
+        TU_OK(G, wgpt_buf_download(G, v[0].buf, 0, got, len * 4));
+        for (uint32_t i = n; i < len; i++)
+            if (got[i] != SENTINEL) fail_msg("%s wrote element %u, past n = %u", NAMES[k], i, n);
+        wgpt_op_free(&op);
+        for (int i = 0; i < NVIEWS[k]; i++) wgpt_buf_free(v[i].buf);
+        free(got);
+    }
+    free(h), free(hin);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gelu_forward_matches_ref),
+        cmocka_unit_test(gelu_backward_matches_ref),
+        cmocka_unit_test(residual_forward_matches_ref),
+        cmocka_unit_test(gelu_large_inputs),
+        cmocka_unit_test(views_with_offsets),
+        cmocka_unit_test(flat_range_split_over_bindings),
+        cmocka_unit_test(past_65535_workgroups),
+        cmocka_unit_test(kernels_stop_at_n),
+    };
+    return cmocka_run_group_tests_name("gelu_residual", tests, group_setup, group_teardown);
+}

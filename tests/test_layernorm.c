@@ -1,0 +1,342 @@
+// test_layernorm.c: kernels/02_layernorm.wgsl through src/model/layernorm.h
+// against tests/ref (ref_layernorm_forward/backward, double accumulators), on
+// random rows with an offset (so a one-pass variance would cancel), sizes that
+// are multiples of nothing, gradients pre-filled to check that they accumulate,
+// rows split over bindings (a device with a 64 KiB binding limit), the 2D grid
+// past 65535 rows, and bit-identical results run to run.
+//
+// Tolerance (f32 on the GPU against double in tests/ref). The GPU sums a row
+// of K terms as per-thread runs of ceil(K/256), then a tree of depth
+// log2(256) = 8; a column of dweight/dbias as runs of ceil(rows/8), then 8
+// lanes in order, then one add per row chunk. A reordered f32 sum whose longest
+// chain is K additions errs by at most K * 2^-24 * sum|terms|. The row outputs
+// inherit the mean's error (|x| <= 5) times rstd (xhat = (x - mean) * rstd), so
+// each row's atol is chain * 2^-24 * 5 * 4 * (1 + rstd), squared for dinp (its
+// formula multiplies xhat by rstd again); each column's atol is 4 * 2^-24 *
+// (chain * sum|terms| + sum over rows of |dout| * 5 * rstd). 4 covers the few
+// roundings around each sum; rtol 8 ulp the element-wise arithmetic. Observed
+// errors are 3x to 30x below these bounds; the tests fail on a wrong eps
+// (1e-6), a one-pass variance, a lane left out of the column fold, the 2D row
+// index, dinp or dweight overwritten instead of accumulated.
+#include "test_util.h"
+
+#include "model/layernorm.h"
+#include "ref/gpt2_ref.h"
+
+static wgpt_gpu *G;      // the default device
+static wgpt_gpu *SPLIT;  // the same adapter with 64 KiB bindings: row chunks
+
+static const float EPS32 = 5.9604645e-8f;  // 2^-24
+static const float RTOL = 8 * 5.9604645e-8f;
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    wgpt_gpu_options o = {.adapter_index = -1, .max_binding = 64 * 1024};
+    SPLIT = tu_gpu_open(&o);
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(SPLIT);
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+static wgpt_buf *upload_(wgpt_gpu *g, const float *x, size_t n, const char *label) {
+    wgpt_buf *b = wgpt_buf_create(g, n * 4, label);
+    TU_NONNULL(g, b);
+    TU_OK(g, wgpt_buf_upload(g, b, 0, x, n * 4));
+    return b;
+}
+
+static float *alloc_(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    return p;
+}
+
+// The inputs of one case, and the reference results.
+typedef struct ln_case {
+    uint32_t N, C;
+    float *inp, *w, *b, *dout;       // inputs
+    float *dinp0, *dw0, *db0;        // gradients before the backward (random: += is checked)
+    float *out, *mean, *rstd;        // reference forward
+    float *dinp, *dw, *db;           // reference backward
+} ln_case;
+
+static ln_case case_make_(uint32_t N, uint32_t C) {
+    ln_case k = {.N = N, .C = C};
+    size_t NC = (size_t)N * C;
+    k.inp = alloc_(NC), k.dout = alloc_(NC), k.dinp0 = alloc_(NC), k.out = alloc_(NC), k.dinp = alloc_(NC);
+    k.w = alloc_(C), k.b = alloc_(C), k.dw0 = alloc_(C), k.db0 = alloc_(C), k.dw = alloc_(C), k.db = alloc_(C);
+    k.mean = alloc_(N), k.rstd = alloc_(N);
+    // Rows off +- 1 with off in [2, 4): a one-pass E[x^2] - mean^2 would lose ~4 bits.
+    for (uint32_t n = 0; n < N; n++) {
+        float off = tu_randf(2.0f, 4.0f);
+        for (uint32_t c = 0; c < C; c++) k.inp[(size_t)n * C + c] = off + tu_randf(-1.0f, 1.0f);
+    }
+    tu_fill(k.w, C, 0.5f, 1.5f);
+    tu_fill(k.b, C, -0.5f, 0.5f);
+    tu_fill(k.dout, NC, -1.0f, 1.0f);
+    tu_fill(k.dinp0, NC, -1.0f, 1.0f);
+    tu_fill(k.dw0, C, -1.0f, 1.0f);
+    tu_fill(k.db0, C, -1.0f, 1.0f);
+    ref_layernorm_forward(k.out, k.mean, k.rstd, k.inp, k.w, k.b, (int)N, (int)C);
+    memcpy(k.dinp, k.dinp0, NC * sizeof *k.dinp);
+    memcpy(k.dw, k.dw0, C * sizeof *k.dw);
+    memcpy(k.db, k.db0, C * sizeof *k.db);
+    ref_layernorm_backward(k.dinp, k.dw, k.db, k.dout, k.inp, k.w, k.mean, k.rstd, (int)N, (int)C);
+    return k;
+}
+
+static void case_free_(ln_case *k) {
+    free(k->inp), free(k->w), free(k->b), free(k->dout), free(k->dinp0), free(k->dw0), free(k->db0);
+    free(k->out), free(k->mean), free(k->rstd), free(k->dinp), free(k->dw), free(k->db);
+}
+
+// GPU results of one forward + backward.
+typedef struct ln_got {
+    float *out, *mean, *rstd, *dinp, *dw, *db;
+} ln_got;
+
+static void got_free_(ln_got *r) {
+    free(r->out), free(r->mean), free(r->rstd), free(r->dinp), free(r->dw), free(r->db);
+}
+
+// Runs the forward, then the backward on its mean/rstd, as the model does.
+// mean and rstd share one buffer (rstd at a 256-byte aligned offset), so the
+// (N) views with an offset are exercised too.
+static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
+    uint32_t N = k->N, C = k->C;
+    size_t NC = (size_t)N * C;
+    uint64_t rstd_off = ((uint64_t)N * 4 + 255) / 256 * 256;
+    wgpt_buf *inp = upload_(g, k->inp, NC, "inp"), *w = upload_(g, k->w, C, "w"), *b = upload_(g, k->b, C, "b");
+    wgpt_buf *out = wgpt_buf_create(g, NC * 4, "out"), *stats = wgpt_buf_create(g, rstd_off + N * 4, "stats");
+    TU_NONNULL(g, out);
+    TU_NONNULL(g, stats);
+    wgpt_view vmean = {stats, 0, (uint64_t)N * 4}, vrstd = {stats, rstd_off, (uint64_t)N * 4};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(g, wgpt_layernorm_forward(g, &op, (wgpt_view){out, 0, 0}, vmean, vrstd, (wgpt_view){inp, 0, 0},
+                                    (wgpt_view){w, 0, 0}, (wgpt_view){b, 0, 0}, N, C));
+    wgpt_buf *dout = NULL, *dinp = NULL, *dw = NULL, *db = NULL;
+    if (backward) {
+        dout = upload_(g, k->dout, NC, "dout"), dinp = upload_(g, k->dinp0, NC, "dinp");
+        dw = upload_(g, k->dw0, C, "dweight"), db = upload_(g, k->db0, C, "dbias");
+        TU_OK(g, wgpt_layernorm_backward(g, &op, (wgpt_view){dinp, 0, 0}, (wgpt_view){dw, 0, 0},
+                                         (wgpt_view){db, 0, 0}, (wgpt_view){dout, 0, 0}, (wgpt_view){inp, 0, 0},
+                                         (wgpt_view){w, 0, 0}, vmean, vrstd, N, C));
+    }
+    TU_OK(g, wgpt_op_record(g, &op));
+    ln_got r = {alloc_(NC), alloc_(N), alloc_(N), NULL, NULL, NULL};
+    TU_OK(g, wgpt_buf_download(g, out, 0, r.out, NC * 4));
+    TU_OK(g, wgpt_buf_download(g, stats, 0, r.mean, (uint64_t)N * 4));
+    TU_OK(g, wgpt_buf_download(g, stats, rstd_off, r.rstd, (uint64_t)N * 4));
+    if (backward) {
+        r.dinp = alloc_(NC), r.dw = alloc_(C), r.db = alloc_(C);
+        TU_OK(g, wgpt_buf_download(g, dinp, 0, r.dinp, NC * 4));
+        TU_OK(g, wgpt_buf_download(g, dw, 0, r.dw, (uint64_t)C * 4));
+        TU_OK(g, wgpt_buf_download(g, db, 0, r.db, (uint64_t)C * 4));
+    }
+    wgpt_op_free(&op);
+    wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(b), wgpt_buf_free(out), wgpt_buf_free(stats);
+    wgpt_buf_free(dout), wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(db);
+    return r;
+}
+
+// Longest chain of additions in a GPU row sum of K terms (see the top).
+static float row_chain_(uint32_t K) { return (float)((K + 255) / 256 + 8); }
+
+// Like tu_assert_close over rows of `width`, with row n's atol scaled by
+// scale[n] (the row's error amplification).
+static void assert_rows_close_(const char *what, const float *got, const float *want, uint32_t N, uint32_t width,
+                               float atol, const float *scale) {
+    char w2[128];
+    for (uint32_t n = 0; n < N; n++) {
+        snprintf(w2, sizeof w2, "%s row %u", what, n);
+        tu_assert_close(w2, got + (size_t)n * width, want + (size_t)n * width, width, atol * scale[n], RTOL);
+    }
+}
+
+static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
+    ln_case k = case_make_(N, C);
+    ln_got r = run_(g, &k, backward);
+    char what[96];
+    // An error d in mean, or a rounding of x - mean (|x| <= 5), moves xhat by
+    // d * rstd: rows with a small spread (large rstd) amplify it. So the row
+    // atol scales with a1 = 1 + rstd for the forward and a2 = a1^2 for dinp
+    // (rstd * (g - mean(g) - xhat * mean(g xhat)) holds xhat times rstd).
+    float *a1 = alloc_(N), *a2 = alloc_(N);
+    for (uint32_t n = 0; n < N; n++) {
+        a1[n] = 1.0f + k.rstd[n];
+        a2[n] = a1[n] * a1[n];
+    }
+    float row_tol = row_chain_(C) * EPS32 * 5.0f * 4.0f;
+    snprintf(what, sizeof what, "forward out N=%u C=%u", N, C);
+    assert_rows_close_(what, r.out, k.out, N, C, row_tol * 1.5f, a1);  // |w| <= 1.5
+    snprintf(what, sizeof what, "forward mean N=%u C=%u", N, C);
+    tu_assert_close(what, r.mean, k.mean, N, row_tol, RTOL);
+    snprintf(what, sizeof what, "forward rstd N=%u C=%u", N, C);
+    assert_rows_close_(what, r.rstd, k.rstd, N, 1, row_tol, a2);  // relative to rstd: rstd * a1
+    if (backward) {
+        // Row sums of g = dout*w (<= 1.5) and g*xhat (<= 1.5 |xhat|).
+        snprintf(what, sizeof what, "backward dinp N=%u C=%u", N, C);
+        assert_rows_close_(what, r.dinp, k.dinp, N, C, row_tol * 1.5f * 4.0f, a2);
+        // Column sums over N rows of dout*xhat and dout, in runs of
+        // ceil(rows/8) per chunk, then 8 lanes, then one add per chunk: chain
+        // ccol. Bound per column: ccol * 2^-24 * sum|terms|, plus each term's
+        // own xhat error (|dout| * 5 * rstd * 2^-24, see above), times 4.
+        float ccol = (float)((N + 7) / 8 + 8 + 8);
+        float *tw = alloc_(C), *tb = alloc_(C);
+        for (uint32_t c = 0; c < C; c++) {
+            double sw = 0, sb = 0, ex = 0;
+            for (uint32_t n = 0; n < N; n++) {
+                double d = fabs(k.dout[(size_t)n * C + c]);
+                sw += d * fabs((k.inp[(size_t)n * C + c] - k.mean[n]) * k.rstd[n]);
+                sb += d;
+                ex += d * 5.0 * k.rstd[n];
+            }
+            tw[c] = (float)(4.0 * EPS32 * (ccol * sw + ex));
+            tb[c] = (float)(4.0 * EPS32 * ccol * sb);
+        }
+        snprintf(what, sizeof what, "backward dweight N=%u C=%u", N, C);
+        assert_rows_close_(what, r.dw, k.dw, C, 1, 1.0f, tw);
+        snprintf(what, sizeof what, "backward dbias N=%u C=%u", N, C);
+        assert_rows_close_(what, r.db, k.db, C, 1, 1.0f, tb);
+        free(tw), free(tb);
+    }
+    free(a1), free(a2);
+    got_free_(&r);
+    case_free_(&k);
+}
+
+// B=2, T=37, C=48 (N=74): fewer channels than threads, rows not a multiple of anything.
+static void gpt_like_shape(void **st) {
+    (void)st;
+    check_(G, 74, 48, 1);
+}
+
+// More channels than threads (each thread several, the last partly idle),
+// a single channel (variance 0: out = bias), and a single row.
+static void odd_shapes(void **st) {
+    (void)st;
+    check_(G, 5, 771, 1);
+    check_(G, 9, 256, 1);
+    check_(G, 13, 1, 1);
+    check_(G, 1, 300, 1);
+}
+
+// 64 KiB bindings: 300 rows of 100 floats split into chunks of 128 rows, so
+// every (N,C) and (N) view gets an offset and dweight/dbias add chunk by chunk.
+static void rows_split_over_bindings(void **st) {
+    (void)st;
+    assert_true(wgpt_op_chunk_rows(SPLIT, 300, 100) < 300);
+    check_(SPLIT, 300, 100, 1);
+    check_(SPLIT, 333, 200, 1);  // chunks of 64 rows: 5 full and one of 13
+}
+
+// Rows so wide that not even 64 fit one binding cannot be split: the wrapper
+// fails with the GPU layer's message; a view smaller than its tensor fails too.
+static void unsplittable_rows_fail(void **st) {
+    (void)st;
+    const uint32_t N = 100, C = 300;  // 64 rows = 76,800 bytes > 64 KiB
+    wgpt_buf *x = wgpt_buf_create(SPLIT, (uint64_t)N * C * 4, "x"), *s = wgpt_buf_create(SPLIT, N * 4, "s");
+    wgpt_buf *w = wgpt_buf_create(SPLIT, C * 4, "w");
+    wgpt_view vx = {x, 0, 0}, vs = {s, 0, 0}, vw = {w, 0, 0};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    assert_int_equal(wgpt_layernorm_forward(SPLIT, &op, vx, vs, vs, vx, vw, vw, N, C), -1);
+    assert_non_null(strstr(wgpt_gpu_error(SPLIT), "maxStorageBufferBindingSize"));
+    wgpt_view short_w = {w, 0, (C - 1) * 4};
+    assert_int_equal(wgpt_layernorm_forward(SPLIT, &op, vx, vs, vs, vx, short_w, vw, 10, C), -1);
+    assert_int_equal(op.n, 0);
+    wgpt_op_free(&op);
+    wgpt_buf_free(x), wgpt_buf_free(s), wgpt_buf_free(w);
+}
+
+// More than 65535 rows: one workgroup a row on the 2D grid (65535, 2).
+static void rows_past_65535_workgroups(void **st) {
+    (void)st;
+    check_(G, 70001, 5, 1);
+}
+
+// The kernels' own bounds checks, bypassing the wrapper's exact views (which
+// would hide a missing check behind robust buffer access): bindings hold 64
+// rows (or columns) more than the params say, the row grid is 2D with idle
+// workgroups, the column grid has idle columns; outputs there keep their
+// sentinel. Inputs there hold 1.0.
+static void kernels_stop_at_N_and_C(void **st) {
+    (void)st;
+    const float SENT = 12345.5f;
+    const uint32_t N = 70001, C = 3, NX = N + 64, CX = C + 64;
+    float *rows = alloc_((size_t)NX * C), *vec = alloc_(NX), *sent_rows = alloc_((size_t)NX * C);
+    float *sent_n = alloc_(NX);
+    for (size_t i = 0; i < (size_t)NX * C; i++) {
+        rows[i] = i < (size_t)N * C ? tu_randf(-1.0f, 1.0f) : 1.0f;
+        sent_rows[i] = i < (size_t)N * C ? 0.0f : SENT;
+    }
+    for (uint32_t i = 0; i < NX; i++) {
+        vec[i] = i < N ? tu_randf(0.5f, 1.5f) : 1.0f;
+        sent_n[i] = i < N ? 0.0f : SENT;
+    }
+    float sent_vec[64 + 64];
+    for (int i = 0; i < 128; i++) sent_vec[i] = i < (int)C ? 0.0f : SENT;
+    wgpt_buf *x = upload_(G, rows, (size_t)NX * C, "x"), *v = upload_(G, vec, NX, "v");
+    wgpt_buf *o = upload_(G, sent_rows, (size_t)NX * C, "o"), *o2 = upload_(G, sent_rows, (size_t)NX * C, "o2");
+    wgpt_buf *s1 = upload_(G, sent_n, NX, "s1"), *s2 = upload_(G, sent_n, NX, "s2");
+    wgpt_buf *c1 = upload_(G, sent_vec, CX, "c1"), *c2 = upload_(G, sent_vec, CX, "c2");
+    wgpt_view vx = {x, 0, 0}, vv = {v, 0, 0};
+    struct { uint32_t N, C; } p = {N, C};  // LnParams
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_view f[6] = {{o, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, vx, vv, vv};
+    wgpt_view bi[6] = {{o2, 0, 0}, vx, vx, vv, vv, vv};
+    wgpt_view bp[6] = {{c1, 0, 0}, {c2, 0, 0}, vx, vx, vv, vv};
+    TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_forward", f, 6, &p, sizeof p, N));
+    TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_backward_input", bi, 6, &p, sizeof p, N));
+    TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_backward_params", bp, 6, &p, sizeof p, 1));
+    TU_OK(G, wgpt_op_record(G, &op));
+    float *got = alloc_((size_t)NX * C);
+    wgpt_buf *outs[6] = {o, o2, s1, s2, c1, c2};
+    const uint64_t used[6] = {(uint64_t)N * C, (uint64_t)N * C, N, N, C, C};
+    const uint64_t len[6] = {(uint64_t)NX * C, (uint64_t)NX * C, NX, NX, CX, CX};
+    for (int b = 0; b < 6; b++) {
+        TU_OK(G, wgpt_buf_download(G, outs[b], 0, got, len[b] * 4));
+        for (uint64_t i = used[b]; i < len[b]; i++)
+            if (got[i] != SENT) fail_msg("output %d: element %llu written, past %llu", b, (unsigned long long)i,
+                                         (unsigned long long)used[b]);
+    }
+    wgpt_op_free(&op);
+    wgpt_buf_free(x), wgpt_buf_free(v), wgpt_buf_free(o), wgpt_buf_free(o2), wgpt_buf_free(s1);
+    wgpt_buf_free(s2), wgpt_buf_free(c1), wgpt_buf_free(c2);
+    free(rows), free(vec), free(sent_rows), free(sent_n), free(got);
+}
+
+// Two runs of the same inputs give the same bits: no atomics, fixed order.
+static void deterministic(void **st) {
+    (void)st;
+    ln_case k = case_make_(1000, 200);
+    ln_got a = run_(G, &k, 1), b = run_(G, &k, 1);
+    size_t NC = (size_t)k.N * k.C;
+    assert_memory_equal(a.out, b.out, NC * 4);
+    assert_memory_equal(a.mean, b.mean, k.N * 4);
+    assert_memory_equal(a.rstd, b.rstd, k.N * 4);
+    assert_memory_equal(a.dinp, b.dinp, NC * 4);
+    assert_memory_equal(a.dw, b.dw, k.C * 4);
+    assert_memory_equal(a.db, b.db, k.C * 4);
+    got_free_(&a), got_free_(&b), case_free_(&k);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(gpt_like_shape),
+        cmocka_unit_test(odd_shapes),
+        cmocka_unit_test(rows_split_over_bindings),
+        cmocka_unit_test(unsplittable_rows_fail),
+        cmocka_unit_test(rows_past_65535_workgroups),
+        cmocka_unit_test(kernels_stop_at_N_and_C),
+        cmocka_unit_test(deterministic),
+    };
+    return cmocka_run_group_tests_name("layernorm", tests, group_setup, group_teardown);
+}
