@@ -22,7 +22,7 @@ TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-.PHONY: all setup run test clean
+.PHONY: all setup run test sanitize clean
 all: $(BUILD)/wgpt $(TESTS)
 
 setup:
@@ -37,6 +37,15 @@ test: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/run-tests.sh $(TESTS)
+	@$(MAKE) --no-print-directory sanitize
+
+# Every test again with AddressSanitizer and UndefinedBehaviorSanitizer on our
+# host code. Leak checks are off: Dawn is not instrumented and keeps
+# process-lifetime allocations that LeakSanitizer would report.
+SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+sanitize:
+	@$(MAKE) --no-print-directory BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all
+	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized scripts/run-tests.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) | $(DAWN_DIR)/libwebgpu_wrapper.so
 	@mkdir -p $(dir $@)
@@ -73,4 +82,4 @@ $(DAWN_DIR)/libwebgpu_wrapper.so:
 	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each test binary given, then prints one summary line:
-#   "tests: N passed, N failed"   (counts of test cases, from cmocka's output)
+#   "tests: N passed, N failed"   (counts of test cases, from cmocka's output;
+#   $TEST_LABEL replaces "tests")
 set -uo pipefail
 passed=0; failed=0; broken=()
 for t in "$@"; do
@@ -13,5 +14,5 @@ for t in "$@"; do
   if [ $rc -ne 0 ] && [ "$f" -eq 0 ]; then failed=$((failed + 1)); broken+=("$t (exit $rc)"); fi
 done
 [ ${#broken[@]} -gt 0 ] && printf 'crashed or failed to start: %s\n' "${broken[@]}"
-echo "tests: $passed passed, $failed failed"
+echo "${TEST_LABEL:-tests}: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
