@@ -8,9 +8,9 @@ CFLAGS_ALL = -std=c11 $(OPT) -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -I
 BUILD ?= build
 DAWN_DIR = third_party/dawn
 # Binaries find Dawn next to the tree, wherever the tree is: no LD_LIBRARY_PATH.
-LDLIBS_DAWN = -L$(DAWN_DIR) -lwebgpu_wrapper -Wl,-rpath,'$$ORIGIN/../$(DAWN_DIR)' -lm
+LDLIBS_DAWN = -L$(DAWN_DIR) -lwebgpu_wrapper -Wl,-rpath,'$$ORIGIN/../$(DAWN_DIR)' -lpcre2-8 -lcjson -lz -lm
 
-LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c)
+LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)
