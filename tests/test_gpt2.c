@@ -231,6 +231,70 @@ static void split_bindings_give_the_same_model(void **st) {
     wgpt_gpu_close(small);
 }
 
+// Two micro-batches of the same batch, scaled by 1/2, then one update: the
+// same as one step on that batch. Not bit for bit: kernels that add into the
+// gradient in place (e.g. the embedding's per-position sums) round
+// (A + a) + b differently from 2 * (a + b) by an ulp; AdamW's first step moves
+// each parameter by about lr * sign(g), so 1e-6 absolute covers it.
+static void accumulation_equals_one_step(void **st) {
+    (void)st;
+    wgpt_adamw_config o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    float *p[2];
+    for (int run = 0; run < 2; run++) {
+        ref_gpt2 ref;
+        wgpt_gpt2 *m = model_(G, &ref, 49);
+        wgpt_step_result r;
+        float l1, l2;
+        if (run == 0) {
+            if (wgpt_gpt2_train_step(m, tokens, targets, &o, 1, &r) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+        } else {
+            if (wgpt_gpt2_accumulate(m, tokens, targets, 1, &l1) < 0 ||
+                wgpt_gpt2_accumulate(m, tokens, targets, 0, &l2) < 0 || wgpt_gpt2_update(m, &o, 1, 2, &r) < 0)
+                fail_msg("%s", wgpt_gpt2_error(m));
+            assert_true(l1 == l2);
+            assert_false(r.skipped);
+        }
+        p[run] = malloc(ref.num_params * sizeof *p[run]);
+        assert_int_equal(wgpt_gpt2_get_params(m, p[run]), 0);
+        wgpt_gpt2_free(m);
+        ref_gpt2_free(&ref);
+    }
+    size_t n = wgpt_gpt2_num_params(&CFG);
+    tu_assert_close("accumulated vs single step", p[1], p[0], n, 1e-6f, 0);
+    free(p[0]), free(p[1]);
+}
+
+// An inference instance shares the parameters: its logits match the
+// reference, before and after the training model updates them.
+static void inference_instance_shares_params(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(G, &ref, 50);
+    char err[1024];
+    wgpt_gpt2 *inf = wgpt_gpt2_create_inference(m, 1, T, err, sizeof err);
+    if (!inf) fail_msg("%s", err);
+    float *logits = malloc(RCFG.vocab_size * sizeof *logits);
+    for (int round = 0; round < 2; round++) {
+        ref_gpt2_forward(&ref, tokens, targets);  // the first sequence is tokens[0..T)
+        const uint32_t t = 20;
+        if (wgpt_gpt2_logits(inf, tokens, 0, t, logits) < 0) fail_msg("%s", wgpt_gpt2_error(inf));
+        const float *want = ref.acts.logits + (size_t)t * RCFG.padded_vocab_size;
+        tu_assert_close("logits", logits, want, RCFG.vocab_size, 2e-5f, 2e-5f);
+        // one update on the training model; the reference gets the same parameters
+        wgpt_adamw_config o = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .max_grad_norm = 1.0f};
+        wgpt_step_result r;
+        if (wgpt_gpt2_train_step(m, tokens, targets, &o, 1, &r) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+        assert_int_equal(wgpt_gpt2_get_params(m, ref.params), 0);
+    }
+    float mm[4];
+    assert_int_equal(wgpt_gpt2_get_adam(inf, mm, mm), -1);  // no optimizer state there
+    free(logits);
+    wgpt_gpt2_free(inf);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+}
+
 static void bad_token_is_named(void **st) {
     (void)st;
     ref_gpt2 ref;
@@ -255,6 +319,8 @@ int main(void) {
         cmocka_unit_test(ten_training_steps_match_reference),
         cmocka_unit_test(training_is_deterministic),
         cmocka_unit_test(split_bindings_give_the_same_model),
+        cmocka_unit_test(accumulation_equals_one_step),
+        cmocka_unit_test(inference_instance_shares_params),
         cmocka_unit_test(bad_token_is_named),
     };
     return cmocka_run_group_tests_name("gpt2", tests, group_setup, group_teardown);

@@ -38,7 +38,7 @@ void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activ
 static int alloc_params_(wgpt_gpt2 *m) {
     wgpt_buf **bufs[4] = {&m->params, &m->grads, &m->adam_m, &m->adam_v};
     const char *names[4] = {"params", "grads", "adam m", "adam v"};
-    for (int i = 0; i < 4; i++) {
+    for (int i = m->shared ? 1 : 0; i < (m->training ? 4 : 1); i++) {
         *bufs[i] = wgpt_buf_create(m->g, m->padded_params * 4, names[i]);
         if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(*bufs[i]);
@@ -46,14 +46,22 @@ static int alloc_params_(wgpt_gpt2 *m) {
     return 0;
 }
 
+typedef struct act_spec_ {
+    wgpt_gpt2_act *a;
+    const char *name;
+    uint64_t slices, floats;
+} act_spec_;
+
+static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (wgpt_gpt2_act_alloc_(m, list[i].a, list[i].name, (uint32_t)list[i].slices, list[i].floats) < 0) return -1;
+    return 0;
+}
+
 static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
     uint64_t Vp = m->c.padded_vocab_size;
-    struct {
-        wgpt_gpt2_act *a;
-        const char *name;
-        uint64_t slices, floats;
-    } list[] = {
+    const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", L, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
         {&m->qkv, "qkv", L, BT * 3 * C},          {&m->atty, "atty", L, BT * C},
@@ -66,19 +74,19 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
+        {&m->tokens, "tokens", 1, BT},            {&m->targets, "targets", 1, BT},
+    };
+    const act_spec_ backward[] = {
         {&m->dres, "d residual", 1, BT * C},      {&m->dln, "d ln", 1, BT * C},
         {&m->datty, "d atty", 1, BT * C},         {&m->dqkv, "d qkv", 1, BT * 3 * C},
         {&m->dfch, "d fch", 1, BT * 4 * C},       {&m->dfch_gelu, "d fch gelu", 1, BT * 4 * C},
-        {&m->att_d, "att D", 1, BT * NH},         {&m->tokens, "tokens", 1, BT},
-        {&m->targets, "targets", 1, BT},          {&m->bucket, "embedding bucket", 1, wgpt_embedding_bucket_words((uint32_t)BT)},
-        {&m->norm_scratch, "norm partials", 1, 0}, {&m->opt_state, "optimizer state", 1, 4},
+        {&m->att_d, "att D", 1, BT * NH},
+        {&m->bucket, "embedding bucket", 1, wgpt_embedding_bucket_words((uint32_t)BT)},
+        {&m->norm_scratch, "norm partials", 1, (wgpt_grad_norm_scratch_bytes(m->g, m->padded_params) + 3) / 4},
+        {&m->opt_state, "optimizer state", 1, 4},
     };
-    for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
-        uint64_t floats = list[i].floats;
-        if (list[i].a == &m->norm_scratch) floats = (wgpt_grad_norm_scratch_bytes(m->g, m->padded_params) + 3) / 4;
-        if (wgpt_gpt2_act_alloc_(m, list[i].a, list[i].name, (uint32_t)list[i].slices, floats) < 0) return -1;
-    }
-    return 0;
+    if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
+    return m->training ? alloc_list_(m, backward, sizeof backward / sizeof backward[0]) : 0;
 }
 
 #define P(t, l) wgpt_gpt2_pview_(m, m->params, (t), (l))
@@ -182,8 +190,8 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     return 0;
 }
 
-wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
-                            size_t errlen) {
+static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, const wgpt_gpt2 *share,
+                          char *err, size_t errlen) {
     if (!c->num_layers || !c->num_heads || !c->channels || c->channels % c->num_heads || !c->vocab_size ||
         c->padded_vocab_size < c->vocab_size || !B || !T || T > c->max_seq_len) {
         snprintf(err, errlen,
@@ -201,16 +209,29 @@ wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, 
     m->c = *c;
     m->B = B;
     m->T = T;
+    m->training = share == NULL;
+    m->shared = share != NULL;
+    if (share) m->params = share->params;
     wgpt_op_init(&m->fwd);
     wgpt_op_init(&m->bwd);
     wgpt_op_init(&m->opt);
     wgpt_gpt2_layout_params_(m);
-    if (alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 || build_backward_(m) < 0) {
+    if (alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
+        (m->training && build_backward_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
         return NULL;
     }
     return m;
+}
+
+wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
+                            size_t errlen) {
+    return create_(g, c, B, T, NULL, err, errlen);
+}
+
+wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
+    return create_(train->g, &train->c, B, T, train, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {
@@ -219,7 +240,8 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
     wgpt_op_free(&m->fwd);
     wgpt_op_free(&m->bwd);
     wgpt_op_free(&m->opt);
-    wgpt_buf_free(m->params);
+    wgpt_op_free(&m->grad_scale);
+    if (!m->shared) wgpt_buf_free(m->params);
     wgpt_buf_free(m->grads);
     wgpt_buf_free(m->adam_m);
     wgpt_buf_free(m->adam_v);
@@ -275,7 +297,10 @@ int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float
     return read_loss_(m, loss);
 }
 
-static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *targets) {
+// Records the forward and backward of one batch; zero_grads first clears
+// the gradients (the first micro-batch of a step), else they accumulate.
+static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *targets, int zero_grads) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
     if (upload_batch_(m, tokens, targets) < 0) return -1;
     uint32_t bad = 0;
     uint32_t *u = malloc((size_t)m->B * m->T * sizeof *u);
@@ -285,36 +310,92 @@ static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *
     free(u);
     if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
     GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
-    GPU_OK(m, wgpt_buf_zero(m->g, m->grads, 0, m->padded_params * 4));
+    if (zero_grads) GPU_OK(m, wgpt_buf_zero(m->g, m->grads, 0, m->padded_params * 4));
     GPU_OK(m, wgpt_buf_zero(m->g, m->dres.buf, 0, wgpt_buf_size(m->dres.buf)));
     GPU_OK(m, wgpt_op_record(m->g, &m->bwd));
     return 0;
 }
 
 int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss) {
-    if (record_forward_backward_(m, tokens, targets) < 0) return -1;
+    if (record_forward_backward_(m, tokens, targets, 1) < 0) return -1;
     return read_loss_(m, loss);
+}
+
+int wgpt_gpt2_accumulate(wgpt_gpt2 *m, const int *tokens, const int *targets, int first, float *loss) {
+    if (record_forward_backward_(m, tokens, targets, first) < 0) return -1;
+    return read_loss_(m, loss);
+}
+
+// The optimizer op is built on first use, and rebuilt if its constants change.
+static int ensure_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
+    if (m->adamw && o->max_grad_norm == m->opt_cfg.max_grad_norm && o->beta1 == m->opt_cfg.beta1 &&
+        o->beta2 == m->opt_cfg.beta2 && o->eps == m->opt_cfg.eps && o->weight_decay == m->opt_cfg.weight_decay)
+        return 0;
+    wgpt_adamw_free(m->adamw);
+    m->adamw = NULL;
+    wgpt_op_free(&m->opt);
+    return build_optimizer_(m, o);
+}
+
+// grads *= 1/k before the optimizer when k micro-batches were summed, so that
+// clipping and AdamW see the gradient of the mean loss.
+static int record_grad_scale_(wgpt_gpt2 *m, int k) {
+    if (k <= 1) return 0;
+    if (k != m->grad_scale_k) {
+        wgpt_op_free(&m->grad_scale);
+        m->grad_scale_k = 0;
+        uint64_t n = m->padded_params;
+        uint64_t chunk = wgpt_op_chunk_rows(m->g, n / 64, 64) * 64;
+        if (!chunk) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+        for (uint64_t off = 0; off < n; off += chunk) {
+            uint64_t cnt = n - off < chunk ? n - off : chunk;
+            struct { uint32_t n; float c; } p = {(uint32_t)cnt, 1.0f / (float)k};
+            wgpt_view v = {m->grads, off * 4, cnt * 4};
+            if (!wgpt_op_add1d(m->g, &m->grad_scale, "scale", &v, 1, &p, sizeof p, wgpt_groups(cnt)))
+                return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+        }
+        m->grad_scale_k = k;
+    }
+    GPU_OK(m, wgpt_op_record(m->g, &m->grad_scale));
+    return 0;
+}
+
+int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_steps, wgpt_step_result *out) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
+    if (ensure_optimizer_(m, o) < 0 || record_grad_scale_(m, accum_steps) < 0) return -1;
+    GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
+    GPU_OK(m, wgpt_op_record(m->g, &m->opt));
+    wgpt_optim_state st;
+    GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    out->grad_norm = st.norm;
+    out->skipped = st.nonfinite != 0;
+    return 0;
 }
 
 int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, const wgpt_adamw_config *o, int t,
                          wgpt_step_result *out) {
-    if (!m->adamw) {
-        if (build_optimizer_(m, o) < 0) return -1;
-    } else if (o->max_grad_norm != m->opt_cfg.max_grad_norm || o->beta1 != m->opt_cfg.beta1 ||
-               o->beta2 != m->opt_cfg.beta2 || o->eps != m->opt_cfg.eps ||
-               o->weight_decay != m->opt_cfg.weight_decay) {
-        // rare: rebuild the optimizer op with the new constants
-        wgpt_adamw_free(m->adamw);
-        m->adamw = NULL;
-        wgpt_op_free(&m->opt);
-        if (build_optimizer_(m, o) < 0) return -1;
-    }
+    if (ensure_optimizer_(m, o) < 0) return -1;
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
-    if (record_forward_backward_(m, tokens, targets) < 0) return -1;
+    if (record_forward_backward_(m, tokens, targets, 1) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
     if (read_loss_(m, &out->loss) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
+    out->skipped = st.nonfinite != 0;
+    return 0;
+}
+
+int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, float *out) {
+    if (b >= m->B || t >= m->T) return wgpt_gpt2_fail_(m, "logits row (%u, %u) outside the batch (%u, %u)", b, t, m->B, m->T);
+    int *zeros = calloc((size_t)m->B * m->T, sizeof *zeros);
+    if (!zeros) return wgpt_gpt2_fail_(m, "out of host memory");
+    float loss;
+    int rc = wgpt_gpt2_forward(m, tokens, zeros, &loss);
+    free(zeros);
+    if (rc < 0) return -1;
+    uint64_t row = (uint64_t)b * m->T + t;
+    GPU_OK(m, wgpt_buf_download(m->g, m->logits.buf, row * m->c.padded_vocab_size * 4, out,
+                                (uint64_t)m->c.vocab_size * 4));
     return 0;
 }

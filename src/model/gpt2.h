@@ -38,6 +38,7 @@ typedef struct wgpt_adamw_config {
 typedef struct wgpt_step_result {
     float loss;       // mean cross-entropy of the batch
     float grad_norm;  // global norm before clipping (0 if not computed)
+    int skipped;      // the gradient held a NaN or Inf: parameters were left untouched
 } wgpt_step_result;
 
 // Number of floats of the parameters in the reference layout, and each tensor's.
@@ -53,6 +54,10 @@ void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t se
 // prepares every op. Returns NULL with err filled (names the limit that fails).
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen);
+// A forward-only instance for batches (B, T) that uses train's parameters
+// (no copy: it sees every update). No gradients or optimizer state. Free it
+// before train.
+wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen);
 void wgpt_gpt2_free(wgpt_gpt2 *m);
 // Bytes of GPU memory the model allocated: params+grads+AdamW state, activations.
 void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activation_bytes);
@@ -68,9 +73,21 @@ int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads);  // after a backward
 int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss);
 // Forward and backward (gradients zeroed first), no update: for tests.
 int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss);
-// One training step: forward, backward, clip, AdamW at 1-based step t.
+// Gradient accumulation: the forward and backward of one micro-batch, adding
+// to the gradients (first: clear them before). Returns its mean loss.
+int wgpt_gpt2_accumulate(wgpt_gpt2 *m, const int *tokens, const int *targets, int first, float *loss);
+// After accum_steps micro-batches: gradients scaled to the mean, clipped,
+// AdamW at 1-based step t with learning rate opt->lr. Fills grad_norm and skipped.
+int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int t, int accum_steps, wgpt_step_result *out);
+// One training step of one batch: forward, backward, clip, AdamW at 1-based step t.
 int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, const wgpt_adamw_config *opt,
                          int t, wgpt_step_result *out);
+// Next-token logits at position (b, t) of a forward over tokens (B*T ids):
+// out receives V floats (the padded ones are left out).
+int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, float *out);
+// AdamW's moments in the reference layout (for checkpoints); zero before the first step.
+int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v);
+int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v);
 const char *wgpt_gpt2_error(const wgpt_gpt2 *m);
 
 #endif

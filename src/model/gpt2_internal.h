@@ -54,7 +54,11 @@ struct wgpt_gpt2 {
     wgpt_gpt2_act bucket;                         // embedding-backward index (see embedding.h)
     wgpt_gpt2_act norm_scratch, opt_state;        // gradient-norm partials; wgpt_optim_state
 
+    int training;  // grads, AdamW state and the backward exist
+    int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
+    wgpt_op grad_scale;  // grads *= 1/k after k accumulated micro-batches
+    int grad_scale_k;
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
     wgpt_adamw_config opt_cfg;    // the constants `opt` was built with
 };

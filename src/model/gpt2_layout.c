@@ -90,7 +90,20 @@ static int move_(wgpt_gpt2 *m, wgpt_buf *buf, float *ref, int upload) {
 
 int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params) { return move_(m, m->params, (float *)params, 1); }
 int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params) { return move_(m, m->params, params, 0); }
-int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads) { return move_(m, m->grads, grads, 0); }
+int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");
+    return move_(m, m->grads, grads, 0);
+}
+
+int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
+    return move_(m, m->adam_m, adam_m, 0) < 0 ? -1 : move_(m, m->adam_v, adam_v, 0);
+}
+
+int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
+    return move_(m, m->adam_m, (float *)adam_m, 1) < 0 ? -1 : move_(m, m->adam_v, (float *)adam_v, 1);
+}
 
 // Activation: one buffer, `slices` aligned slices of `floats` each.
 int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint32_t slices, uint64_t floats) {
