@@ -1,0 +1,426 @@
+// test_loader.c: the data loader without a GPU. Shards are filled with
+// distinct token values (a running counter), so every sequence in a batch tells
+// which shard and position it came from: the tests check the window rule, that
+// an epoch visits every window exactly once, the train/val split, determinism
+// per seed, checkpoint state, shard matching, and that a large corpus is not
+// copied into memory.
+#include "test_util.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include "data/loader.h"
+#include "data/shard.h"
+
+static char dir_[256];
+
+static int make_dir_(void **state) {
+    (void)state;
+    snprintf(dir_, sizeof dir_, "/tmp/wgpt_test_loader_XXXXXX");
+    return mkdtemp(dir_) ? 0 : -1;
+}
+
+// Removes every file in dir_ (the tests make no subfolders).
+static void clear_dir_(void) {
+    DIR *d = opendir(dir_);
+    if (!d) return;
+    struct dirent *e;
+    char p[512];
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(p, sizeof p, "%s/%s", dir_, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
+}
+
+static int clear_(void **state) {
+    (void)state;
+    clear_dir_();
+    return 0;
+}
+
+static int remove_dir_(void **state) {
+    (void)state;
+    clear_dir_();
+    return rmdir(dir_);
+}
+
+static const char *path_(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir_, name);
+    return p[k];
+}
+
+// A shard whose tokens are first, first+1, ... (mod 65536).
+static void make_shard_(const char *name, uint32_t first, size_t n) {
+    uint16_t *t = malloc((n ? n : 1) * sizeof *t);
+    for (size_t i = 0; i < n; i++) t[i] = (uint16_t)(first + i);
+    char err[512];
+    if (wgpt_shard_write(path_(name), t, n, err, sizeof err) < 0) fail_msg("%s", err);
+    free(t);
+}
+
+static wgpt_loader *open_(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float frac) {
+    char err[1024];
+    wgpt_loader *l = wgpt_loader_open(pattern, B, T, seed, frac, 65536, err, sizeof err);
+    if (!l) fail_msg("wgpt_loader_open(%s): %s", pattern, err);
+    return l;
+}
+
+static void expect_open_error_(const char *pattern, uint32_t B, uint32_t T, float frac, uint32_t vocab,
+                               const char *const *needles) {
+    char err[1024] = "";
+    wgpt_loader *l = wgpt_loader_open(pattern, B, T, 1, frac, vocab, err, sizeof err);
+    if (l) fail_msg("wgpt_loader_open(%s) succeeded; expected an error", pattern);
+    for (int i = 0; needles[i]; i++)
+        if (!strstr(err, needles[i])) fail_msg("error lacks \"%s\": %s", needles[i], err);
+}
+
+// Checks that sequence b of a batch is T+1 consecutive counter values and
+// returns its first token (the window's identity).
+static uint32_t window_of_(const int *in, const int *tg, uint32_t b, uint32_t T) {
+    const int *x = in + (size_t)b * T, *y = tg + (size_t)b * T;
+    for (uint32_t t = 0; t < T; t++) {
+        if (x[t] != (uint16_t)(x[0] + t)) fail_msg("sequence %u: input %u is %d after %d", b, t, x[t], x[0]);
+        if (y[t] != (uint16_t)(x[t] + 1)) fail_msg("sequence %u: target %u is %d, input %d", b, t, y[t], x[t]);
+    }
+    return (uint32_t)x[0];
+}
+
+// Three train shards of odd sizes (counter values 0..), windows of T tokens.
+enum { T_ = 16, B_ = 5 };
+static const uint32_t SHARD_N_[3] = {1000, 1536 /* a multiple of T: the last token starts no window */,
+                                     17 /* exactly one window */};
+static const uint32_t SHARD_FIRST_[3] = {0, 10000, 20000};
+
+static void make_three_(void) {
+    make_shard_("a_000.bin", SHARD_FIRST_[0], SHARD_N_[0]);
+    make_shard_("a_001.bin", SHARD_FIRST_[1], SHARD_N_[1]);
+    make_shard_("a_002.bin", SHARD_FIRST_[2], SHARD_N_[2]);
+}
+
+// mark[v] = 1 for each window start v the spec allows: shard first + k*T for
+// k < (n - 1) / T.
+static uint64_t expected_windows_(unsigned char *mark) {
+    uint64_t w = 0;
+    for (int s = 0; s < 3; s++)
+        for (uint32_t k = 0; k < (SHARD_N_[s] - 1) / T_; k++, w++) mark[SHARD_FIRST_[s] + k * T_] = 1;
+    return w;
+}
+
+static void every_window_once_per_epoch(void **state) {
+    (void)state;
+    make_three_();
+    static unsigned char allowed[65536];
+    memset(allowed, 0, sizeof allowed);
+    uint64_t W = expected_windows_(allowed);
+    wgpt_loader *l = open_(path_("a_*.bin"), B_, T_, 42, 0);
+    assert_int_equal(wgpt_loader_train_windows(l), W);
+    assert_int_equal(wgpt_loader_train_tokens(l), SHARD_N_[0] + SHARD_N_[1] + SHARD_N_[2]);
+    assert_int_equal(wgpt_loader_val_batches(l), 0);
+
+    // Three epochs' worth of windows (W is not a multiple of B: batches straddle epochs).
+    uint64_t total = 3 * W, got = 0;
+    uint32_t *order = malloc(total * sizeof *order);
+    int in[B_ * T_], tg[B_ * T_];
+    while (got < total) {
+        assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+        for (uint32_t b = 0; b < B_ && got < total; b++) order[got++] = window_of_(in, tg, b, T_);
+    }
+    static unsigned char seen[65536];
+    for (int e = 0; e < 3; e++) {
+        memset(seen, 0, sizeof seen);
+        uint64_t in_order = 0;
+        for (uint64_t i = 0; i < W; i++) {
+            uint32_t v = order[e * W + i];
+            if (!allowed[v]) fail_msg("epoch %d: window starting at token %u is not a window", e, v);
+            if (seen[v]++) fail_msg("epoch %d: window starting at token %u seen twice", e, v);
+            if (i && v == order[e * W + i - 1] + T_) in_order++;
+        }
+        // Shuffled: hardly any window follows its neighbour.
+        if (in_order > W / 10) fail_msg("epoch %d: %llu of %llu windows follow their neighbour", e,
+                                        (unsigned long long)in_order, (unsigned long long)W);
+    }
+    assert_true(memcmp(order, order + W, W * sizeof *order) != 0);  // a new order each epoch
+    assert_int_equal(wgpt_loader_epoch(l), (total + B_ - 1) / B_ * B_ / W);
+    free(order);
+    wgpt_loader_free(l);
+}
+
+static void more_windows_than_a_batch_needs_is_not_required(void **state) {
+    (void)state;
+    // One window in all: every sequence of every batch is that window.
+    make_shard_("one.bin", 7, T_ + 1);
+    wgpt_loader *l = open_(path_("one.bin"), 3, T_, 1, 0);
+    int in[3 * T_], tg[3 * T_];
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+        for (uint32_t b = 0; b < 3; b++) assert_int_equal(window_of_(in, tg, b, T_), 7);
+    }
+    assert_int_equal(wgpt_loader_epoch(l), 12);
+    wgpt_loader_free(l);
+}
+
+// The first `n` batches of a loader, flattened (inputs then targets per batch).
+static int *batches_(wgpt_loader *l, int n, uint32_t B, uint32_t T) {
+    int *out = malloc((size_t)n * 2 * B * T * sizeof *out);
+    for (int i = 0; i < n; i++) {
+        int *in = out + (size_t)i * 2 * B * T;
+        assert_int_equal(wgpt_loader_next_train(l, in, in + (size_t)B * T), 0);
+    }
+    return out;
+}
+
+static void same_seed_same_batches(void **state) {
+    (void)state;
+    make_three_();
+    enum { N = 80 };  // more than an epoch (159 windows / 5)
+    size_t bytes = (size_t)N * 2 * B_ * T_ * sizeof(int);
+    wgpt_loader *a = open_(path_("a_*.bin"), B_, T_, 7, 0), *b = open_(path_("a_*.bin"), B_, T_, 7, 0),
+                *c = open_(path_("a_*.bin"), B_, T_, 8, 0);
+    int *x = batches_(a, N, B_, T_), *y = batches_(b, N, B_, T_), *z = batches_(c, N, B_, T_);
+    assert_memory_equal(x, y, bytes);
+    assert_true(memcmp(x, z, bytes) != 0);
+    // Not merely a rotation: the first batches differ too.
+    assert_true(memcmp(x, z, 2 * B_ * T_ * sizeof(int)) != 0);
+    free(x), free(y), free(z);
+    wgpt_loader_free(a), wgpt_loader_free(b), wgpt_loader_free(c);
+}
+
+static void val_shards_by_name(void **state) {
+    (void)state;
+    make_shard_("train_000.bin", 0, 3000);
+    make_shard_("train_001.bin", 5000, 3000);
+    make_shard_("val_000.bin", 10000, 1000);
+    make_shard_("val_001.bin", 12000, 520);
+    wgpt_loader *l = open_(dir_, 4, T_, 3, 0.5f);  // a directory means DIR/*.bin; the fraction is unused
+    assert_int_equal(wgpt_loader_train_tokens(l), 6000);
+    uint64_t vw = (1000 - 1) / T_ + (520 - 1) / T_;
+    assert_int_equal(wgpt_loader_val_batches(l), vw / 4);
+    int in[4 * T_], tg[4 * T_];
+    // In order: val_000's windows, then val_001's.
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < vw / 4; i++) {
+        assert_int_equal(wgpt_loader_next_val(l, in, tg), 1);
+        for (uint32_t b = 0; b < 4; b++, k++) {
+            uint32_t want = k < 62 ? 10000 + (uint32_t)k * T_ : 12000 + (uint32_t)(k - 62) * T_;
+            assert_int_equal(window_of_(in, tg, b, T_), want);
+        }
+    }
+    assert_int_equal(wgpt_loader_next_val(l, in, tg), 0);
+    wgpt_loader_reset_val(l);
+    assert_int_equal(wgpt_loader_next_val(l, in, tg), 1);
+    assert_int_equal(window_of_(in, tg, 0, T_), 10000);
+    // Train batches never come from the val shards.
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+        for (uint32_t b = 0; b < 4; b++) assert_true(window_of_(in, tg, b, T_) < 10000);
+    }
+    char line[512];
+    wgpt_loader_describe(l, line, sizeof line);
+    assert_non_null(strstr(line, "train: 2 shards, 6000 tokens"));
+    assert_non_null(strstr(line, "val: 2 shards, 1520 tokens"));
+    wgpt_loader_free(l);
+}
+
+static void single_shard_tail_is_val(void **state) {
+    (void)state;
+    make_shard_("corpus.bin", 0, 2000);
+    wgpt_loader *l = open_(path_("corpus.bin"), 3, T_, 5, 0.1f);
+    assert_int_equal(wgpt_loader_train_tokens(l), 1800);
+    assert_int_equal(wgpt_loader_train_windows(l), 1799 / T_);
+    assert_int_equal(wgpt_loader_val_batches(l), (199 / T_) / 3);
+    int in[3 * T_], tg[3 * T_];
+    uint32_t k = 0;
+    while (wgpt_loader_next_val(l, in, tg) == 1)
+        for (uint32_t b = 0; b < 3; b++, k++) assert_int_equal(window_of_(in, tg, b, T_), 1800 + k * T_);
+    assert_int_equal(k, (199 / T_) / 3 * 3);
+    // No train sequence reads a validation token (its targets included).
+    for (int i = 0; i < 300; i++) {
+        assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+        for (uint32_t j = 0; j < 3 * T_; j++) assert_true(tg[j] < 1800);
+    }
+    wgpt_loader_free(l);
+
+    // Fraction 0: everything is train, there is no validation.
+    l = open_(path_("corpus.bin"), 3, T_, 5, 0);
+    assert_int_equal(wgpt_loader_train_tokens(l), 2000);
+    assert_int_equal(wgpt_loader_val_batches(l), 0);
+    assert_int_equal(wgpt_loader_next_val(l, in, tg), 0);
+    wgpt_loader_free(l);
+
+    // Several shards, none named val: the tail of the last one.
+    make_shard_("corpus2.bin", 3000, 1000);
+    l = open_(path_("corpus*.bin"), 3, T_, 5, 0.2f);
+    assert_int_equal(wgpt_loader_train_tokens(l), 2800);
+    assert_int_equal(wgpt_loader_next_val(l, in, tg), 1);
+    assert_int_equal(window_of_(in, tg, 0, T_), 3800);
+    wgpt_loader_free(l);
+}
+
+static void state_resumes_identically(void **state) {
+    (void)state;
+    make_three_();
+    make_shard_("a_val.bin", 30000, 400);
+    char err[1024];
+    wgpt_loader *a = open_(path_("a_*.bin"), B_, T_, 99, 0);
+    free(batches_(a, 45, B_, T_));  // past the first epoch (159 windows)
+    int in[B_ * T_], tg[B_ * T_];
+    assert_int_equal(wgpt_loader_next_val(a, in, tg), 1);  // mid-way through validation too
+    size_t n = wgpt_loader_state_size();
+    unsigned char *st = malloc(n);
+    wgpt_loader_save_state(a, st);
+    int *want = batches_(a, 60, B_, T_);
+    int want_val[B_ * T_], got_val[B_ * T_];
+    assert_int_equal(wgpt_loader_next_val(a, want_val, tg), 1);
+
+    // A fresh loader opened with another seed continues exactly where a was.
+    wgpt_loader *b = open_(path_("a_*.bin"), B_, T_, 12345, 0);
+    assert_int_equal(wgpt_loader_load_state(b, st, n, err, sizeof err), 0);
+    int *got = batches_(b, 60, B_, T_);
+    assert_memory_equal(got, want, (size_t)60 * 2 * B_ * T_ * sizeof(int));
+    assert_int_equal(wgpt_loader_next_val(b, got_val, tg), 1);
+    assert_memory_equal(got_val, want_val, sizeof want_val);
+    assert_int_equal(wgpt_loader_epoch(b), wgpt_loader_epoch(a));
+    free(got);
+    wgpt_loader_free(b);
+
+    // Refusals: wrong length, not a state, another T, other shards.
+    b = open_(path_("a_*.bin"), B_, T_, 99, 0);
+    assert_int_equal(wgpt_loader_load_state(b, st, n - 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "bytes"));
+    unsigned char *bad = malloc(n);
+    memcpy(bad, st, n);
+    bad[0] ^= 1;
+    assert_int_equal(wgpt_loader_load_state(b, bad, n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "magic"));
+    free(bad);
+    wgpt_loader_free(b);
+    b = open_(path_("a_*.bin"), B_, T_ + 1, 99, 0);
+    assert_int_equal(wgpt_loader_load_state(b, st, n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "T = 16"));
+    wgpt_loader_free(b);
+    b = open_(path_("a_00[01].bin"), B_, T_, 99, 0);
+    assert_int_equal(wgpt_loader_load_state(b, st, n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "other shards"));
+    // A refused state leaves the loader where it was.
+    wgpt_loader *c = open_(path_("a_00[01].bin"), B_, T_, 99, 0);
+    int *x = batches_(b, 3, B_, T_), *y = batches_(c, 3, B_, T_);
+    assert_memory_equal(x, y, (size_t)3 * 2 * B_ * T_ * sizeof(int));
+    free(x), free(y);
+    wgpt_loader_free(b), wgpt_loader_free(c);
+    free(want), free(st);
+    wgpt_loader_free(a);
+}
+
+static void patterns_lists_and_sorting(void **state) {
+    (void)state;
+    make_three_();
+    // A glob, a comma list of globs, a directory and an explicit unsorted list
+    // with a duplicate all name the same shards and give the same batches.
+    char list[1024];
+    snprintf(list, sizeof list, "%s,%s", path_("a_002.bin"), path_("a_00[01].bin"));
+    char names[4][512];
+    const char *files[4] = {names[0], names[1], names[2], names[3]};
+    const char *order[4] = {"a_002.bin", "a_000.bin", "a_001.bin", "a_000.bin"};
+    for (int i = 0; i < 4; i++) snprintf(names[i], sizeof names[i], "%s/%s", dir_, order[i]);
+    char err[1024];
+    wgpt_loader *l[4] = {open_(path_("a_*.bin"), B_, T_, 1, 0), open_(list, B_, T_, 1, 0), open_(dir_, B_, T_, 1, 0),
+                         wgpt_loader_open_files(files, 4, B_, T_, 1, 0, 65536, err, sizeof err)};
+    assert_non_null(l[3]);
+    int *ref = batches_(l[0], 10, B_, T_);
+    for (int i = 1; i < 4; i++) {
+        int *x = batches_(l[i], 10, B_, T_);
+        assert_memory_equal(x, ref, (size_t)10 * 2 * B_ * T_ * sizeof(int));
+        free(x);
+        wgpt_loader_free(l[i]);
+    }
+    free(ref);
+    wgpt_loader_free(l[0]);
+    expect_open_error_(path_("nothing_*.bin"), B_, T_, 0, 65536, (const char *const[]){"nothing_*.bin", NULL});
+    snprintf(list, sizeof list, "%s,%s", path_("a_*.bin"), path_("zzz*.bin"));
+    expect_open_error_(list, B_, T_, 0, 65536, (const char *const[]){"zzz*.bin", NULL});
+}
+
+static void bad_data_and_arguments(void **state) {
+    (void)state;
+    make_three_();
+    // A token outside the vocabulary: file and position named, found at open.
+    expect_open_error_(path_("a_*.bin"), B_, T_, 0, 20010,
+                       (const char *const[]){"a_002.bin", "token 20010 at position 10", NULL});
+    // Too little data for one sequence.
+    expect_open_error_(path_("a_002.bin"), B_, 17, 0, 65536, (const char *const[]){"a_002.bin", "T+1 = 18", NULL});
+    // Too little validation for one batch.
+    expect_open_error_(path_("a_001.bin"), B_, T_, 0.05f, 65536,
+                       (const char *const[]){"a_001.bin", "76 tokens", "B = 5", NULL});
+    // Only val shards: nothing to train on.
+    make_shard_("val.bin", 0, 100);
+    expect_open_error_(path_("val.bin"), B_, T_, 0, 65536, (const char *const[]){"no train shard", NULL});
+    // A broken shard among good ones.
+    FILE *f = fopen(path_("a_003.bin"), "wb");
+    fputs("not a shard", f);
+    fclose(f);
+    expect_open_error_(path_("a_*.bin"), B_, T_, 0, 65536, (const char *const[]){"a_003.bin", NULL});
+    expect_open_error_(path_("a_000.bin"), 0, T_, 0, 65536, (const char *const[]){"B = 0", NULL});
+    expect_open_error_(path_("a_000.bin"), B_, T_, 1.0f, 65536, (const char *const[]){"fraction 1", NULL});
+    expect_open_error_(path_("a_000.bin"), B_, T_, 0, 70000, (const char *const[]){"70000", NULL});
+}
+
+// Linux: anonymous resident memory (heap, not the mapped shard files), in kB.
+static long rss_anon_kb_(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
+static void large_corpus_is_not_copied(void **state) {
+    (void)state;
+    // 16M tokens (32 MB): a copy of the tokens, or an array of 64-bit window
+    // offsets (2 MB at T = 64), would show as anonymous memory.
+    enum { N = 16 << 20 };
+    wgpt_shard_writer w;
+    char err[1024];
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("big.bin"), err, sizeof err), 0);
+    static uint16_t chunk[1 << 16];
+    for (size_t i = 0; i < (1 << 16); i++) chunk[i] = (uint16_t)i;
+    for (int k = 0; k < N >> 16; k++) assert_int_equal(wgpt_shard_writer_append(&w, chunk, 1 << 16, err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_finish(&w, err, sizeof err), 0);
+    enum { B = 8, T = 64 };
+    static int in[B * T], tg[B * T];
+    long before = rss_anon_kb_();
+    if (before < 0) skip();
+    wgpt_loader *l = open_(path_("big.bin"), B, T, 1, 0.1f);
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+        window_of_(in, tg, (uint32_t)i % B, T);
+    }
+    while (wgpt_loader_next_val(l, in, tg) == 1) {
+    }
+    long grown = rss_anon_kb_() - before;
+    if (grown > 1024) fail_msg("anonymous memory grew by %ld kB for a %d kB corpus", grown, N * 2 / 1024);
+    assert_int_equal(wgpt_loader_train_windows(l), (N - N / 10 - 1) / T);
+    wgpt_loader_free(l);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(every_window_once_per_epoch, clear_),
+        cmocka_unit_test_teardown(more_windows_than_a_batch_needs_is_not_required, clear_),
+        cmocka_unit_test_teardown(same_seed_same_batches, clear_),
+        cmocka_unit_test_teardown(val_shards_by_name, clear_),
+        cmocka_unit_test_teardown(single_shard_tail_is_val, clear_),
+        cmocka_unit_test_teardown(state_resumes_identically, clear_),
+        cmocka_unit_test_teardown(patterns_lists_and_sorting, clear_),
+        cmocka_unit_test_teardown(bad_data_and_arguments, clear_),
+        cmocka_unit_test_teardown(large_corpus_is_not_copied, clear_),
+    };
+    return cmocka_run_group_tests(tests, make_dir_, remove_dir_);
+}
