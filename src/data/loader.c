@@ -132,7 +132,8 @@ static void add_region_(wgpt_loader *l, int val, uint32_t shard, uint64_t begin,
         if (val) l->val_shards++;
         else l->train_shards++;
     }
-    l->fingerprint = fnv_(l->fingerprint, base_name_(l->shards[shard].path), strlen(base_name_(l->shards[shard].path)) + 1);
+    const char *name = base_name_(l->shards[shard].path);
+    l->fingerprint = fnv_(l->fingerprint, name, strlen(name) + 1);
     l->fingerprint = fnv_u64_(fnv_u64_(fnv_u64_(l->fingerprint, (uint64_t)val), begin), end);
     if (!w) return;
     region_ *r = val ? &l->val[l->nval++] : &l->train[l->ntrain++];
@@ -180,7 +181,8 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
         return fail_(err, errlen,
                      "the validation data (%s%s: %llu tokens) holds %llu sequences of T+1 = %llu tokens, fewer than "
                      "one batch of B = %u; %s",
-                     l->val_is_tail ? "the last part of " : "", l->val_is_tail ? l->shards[last].path : "shards named \"val\"",
+                     l->val_is_tail ? "the last part of " : "",
+                     l->val_is_tail ? l->shards[last].path : "shards named \"val\"",
                      (unsigned long long)l->val_tokens, (unsigned long long)l->val_windows, (unsigned long long)need,
                      l->B,
                      l->val_is_tail ? "raise the validation fraction, or set it to 0 for no validation"

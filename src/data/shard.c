@@ -80,7 +80,8 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
         uint64_t body = size - WGPT_SHARD_HEADER_BYTES;
         return fail_(err, errlen,
                      "%s: header says %d tokens (%llu bytes) but the file holds %llu tokens%s (%llu bytes)%s", path,
-                     count, (unsigned long long)want, (unsigned long long)(body / 2), body % 2 ? " and a stray byte" : "",
+                     count, (unsigned long long)want, (unsigned long long)(body / 2),
+                     body % 2 ? " and a stray byte" : "",
                      (unsigned long long)size, size < want ? ": truncated?" : "");
     }
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
