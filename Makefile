@@ -31,7 +31,7 @@ setup:
 run: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
-	@scripts/run.sh
+	@scripts/demo.sh $(ARGS)
 
 test: setup
 	@$(MAKE) --no-print-directory all

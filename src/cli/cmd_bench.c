@@ -11,10 +11,12 @@
 static void usage_(FILE *f) {
     fprintf(f,
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--adapter N|NAME]\n\n"
+            "                  [--vocab V] [--adapter N|NAME] [--profile]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
-            "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps.\n");
+            "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
+            "kernel with GPU timestamps (one compute pass per dispatch: slower steps) and prints\n"
+            "where the time goes.\n");
 }
 
 static double now_(void) {
@@ -31,16 +33,54 @@ static int arg_u32_(const char *s, uint32_t *out) {
     return 0;
 }
 
+// Sums the GPU time of the last step's dispatches per kernel, largest first.
+static void print_profile_(wgpt_gpu *g) {
+    enum { MAXT = 2048, MAXK = 64 };
+    static wgpt_timing t[MAXT];
+    int n = wgpt_gpu_timings(g, t, MAXT);
+    if (n <= 0) return;
+    const char *names[MAXK];
+    double ms[MAXK] = {0}, total = 0;
+    int calls[MAXK] = {0}, nk = 0;
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < nk && strcmp(names[k], t[i].kernel) != 0) k++;
+        if (k == nk) {
+            if (nk == MAXK) continue;
+            names[nk++] = t[i].kernel;
+        }
+        ms[k] += t[i].ms, calls[k]++, total += t[i].ms;
+    }
+    for (int a = 0; a < nk; a++)  // selection sort by time, descending
+        for (int b = a + 1; b < nk; b++)
+            if (ms[b] > ms[a]) {
+                double tm = ms[a];
+                ms[a] = ms[b], ms[b] = tm;
+                int tc = calls[a];
+                calls[a] = calls[b], calls[b] = tc;
+                const char *tn = names[a];
+                names[a] = names[b], names[b] = tn;
+            }
+    printf("GPU time per kernel over the last step (%d dispatches, %.1f ms):\n", n, total);
+    for (int k = 0; k < nk; k++)
+        printf("  %-32s %8.2f ms %5.1f%%  %4d calls\n", names[k], ms[k], 100 * ms[k] / total, calls[k]);
+}
+
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
                           .num_layers = 12, .num_heads = 12, .channels = 768};
     uint32_t B = 4, T = 1024, steps = 10;
+    int profile = 0;
     wgpt_gpu_options opt = {.adapter_index = -1};
     for (int i = 1; i < argc; i++) {
         uint32_t *dst = NULL;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage_(stdout);
             return 0;
+        }
+        if (strcmp(argv[i], "--profile") == 0) {
+            profile = opt.profile = 1;
+            continue;
         }
         if (strcmp(argv[i], "--adapter") == 0 && i + 1 < argc) {
             char *end;
@@ -110,6 +150,11 @@ int wgpt_cmd_bench(int argc, char **argv) {
     double t0 = 0;
     for (uint32_t step = 1; step <= steps + 2; step++) {
         if (step == 3) t0 = now_();
+        if (profile && step == steps + 2) {  // keep only the last step's timings
+            static wgpt_timing drain[4096];
+            while (wgpt_gpu_timings(g, drain, 4096) > 0) {
+            }
+        }
         wgpt_step_result r;
         double ts = now_();
         if (wgpt_gpt2_train_step(m, tok, tgt, &o, (int)step, &r) < 0) {
@@ -120,6 +165,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
                r.grad_norm, (now_() - ts) * 1e3);
     }
     double ms = (now_() - t0) * 1e3 / steps;
+    if (profile) print_profile_(g);
     double tps = (double)B * T / (ms * 1e-3);
     // 6N + 6*L*C*T FLOPs per token (forward and backward; attention's QK and AV)
     double flops = 6.0 * np + 6.0 * c.num_layers * c.channels * T;

@@ -4,5 +4,9 @@
 
 int wgpt_cmd_info(int argc, char **argv);
 int wgpt_cmd_bench(int argc, char **argv);
+int wgpt_cmd_train(int argc, char **argv);
+int wgpt_cmd_sample(int argc, char **argv);
+int wgpt_cmd_eval(int argc, char **argv);
+int wgpt_cmd_tokenize(int argc, char **argv);
 
 #endif

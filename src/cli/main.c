@@ -9,6 +9,10 @@ static void usage_(FILE *f) {
     fprintf(f,
             "usage: wgpt <command> [options]\n\n"
             "commands:\n"
+            "  tokenize  text files -> token shards for training\n"
+            "  train     train a GPT-2 model on token shards (resumes where it stopped)\n"
+            "  sample    generate text from a checkpoint\n"
+            "  eval      validation loss of a checkpoint\n"
             "  info      the GPU adapters Dawn offers, the chosen device and its limits\n"
             "  bench     time GPT-2 training steps (default: 124M, batch 4 x 1024)\n\n"
             "Run `wgpt <command> --help` for a command's options.\n");
@@ -21,6 +25,10 @@ int main(int argc, char **argv) {
     }
     if (strcmp(argv[1], "info") == 0) return wgpt_cmd_info(argc - 1, argv + 1);
     if (strcmp(argv[1], "bench") == 0) return wgpt_cmd_bench(argc - 1, argv + 1);
+    if (strcmp(argv[1], "train") == 0) return wgpt_cmd_train(argc - 1, argv + 1);
+    if (strcmp(argv[1], "sample") == 0) return wgpt_cmd_sample(argc - 1, argv + 1);
+    if (strcmp(argv[1], "eval") == 0) return wgpt_cmd_eval(argc - 1, argv + 1);
+    if (strcmp(argv[1], "tokenize") == 0) return wgpt_cmd_tokenize(argc - 1, argv + 1);
     fprintf(stderr, "wgpt: unknown command '%s'\n\n", argv[1]);
     usage_(stderr);
     return 2;

@@ -190,8 +190,8 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     return 0;
 }
 
-static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, const wgpt_gpt2 *share,
-                          char *err, size_t errlen) {
+static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
+                          const wgpt_gpt2 *share, char *err, size_t errlen) {
     if (!c->num_layers || !c->num_heads || !c->channels || c->channels % c->num_heads || !c->vocab_size ||
         c->padded_vocab_size < c->vocab_size || !B || !T || T > c->max_seq_len) {
         snprintf(err, errlen,
@@ -209,7 +209,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     m->c = *c;
     m->B = B;
     m->T = T;
-    m->training = share == NULL;
+    m->training = training;
     m->shared = share != NULL;
     if (share) m->params = share->params;
     wgpt_op_init(&m->fwd);
@@ -227,11 +227,16 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
 
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen) {
-    return create_(g, c, B, T, NULL, err, errlen);
+    return create_(g, c, B, T, 1, NULL, err, errlen);
+}
+
+wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
+                                         size_t errlen) {
+    return create_(g, c, B, T, 0, NULL, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
-    return create_(train->g, &train->c, B, T, train, err, errlen);
+    return create_(train->g, &train->c, B, T, 0, train, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {

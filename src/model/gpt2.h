@@ -54,6 +54,10 @@ void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t se
 // prepares every op. Returns NULL with err filled (names the limit that fails).
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen);
+// A model with parameters but no gradients, optimizer state or backward:
+// for sampling and evaluation from a checkpoint.
+wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
+                                         size_t errlen);
 // A forward-only instance for batches (B, T) that uses train's parameters
 // (no copy: it sees every update). No gradients or optimizer state. Free it
 // before train.

@@ -1,0 +1,76 @@
+// cmd_sample.c: `wgpt sample`: text from a checkpoint.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/gpu_args.h"
+#include "train/load.h"
+#include "cli/options.h"
+#include "train/generate.h"
+#include "train/sampler.h"
+
+int wgpt_cmd_sample(int argc, char **argv) {
+    const char *ckpt = "runs/demo/latest.ckpt", *prompt = "", *bpe_dir = "third_party/gpt2-bpe", *adapter = NULL;
+    uint32_t tokens = 200, top_k = 40, count = 1;
+    float temperature = 0.8f;
+    uint64_t seed = 42;
+    const wgpt_opt opts[] = {
+        {"checkpoint", WGPT_OPT_STR, &ckpt, "checkpoint written by `wgpt train`"},
+        {"prompt", WGPT_OPT_STR, &prompt, "text to continue (default: start of a document)"},
+        {"tokens", WGPT_OPT_U32, &tokens, "tokens to generate"},
+        {"temperature", WGPT_OPT_F32, &temperature, "0: always the most likely token; higher: more varied"},
+        {"top-k", WGPT_OPT_U32, &top_k, "sample among the k most likely tokens (0: all)"},
+        {"seed", WGPT_OPT_U64, &seed, "random seed: the same seed gives the same text"},
+        {"count", WGPT_OPT_U32, &count, "number of samples"},
+        {"bpe-dir", WGPT_OPT_STR, &bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
+        {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
+    };
+    char *pos[1];
+    int npos;
+    int rc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                             "usage: wgpt sample [options]\n\nGenerates text from a trained model.", pos, 0, &npos);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (temperature < 0) {
+        fprintf(stderr, "wgpt sample: --temperature must be >= 0\n");
+        return 2;
+    }
+    wgpt_gpu_options gpu = {.adapter_index = -1};
+    wgpt_gpu_args_apply(&gpu, adapter);
+    wgpt_loaded l;
+    if (wgpt_load_for_inference(&l, "wgpt sample", ckpt, bpe_dir, &gpu, 1, 0) < 0) return 1;
+    uint32_t *pids = NULL;
+    size_t np = 0, pcap = 0;
+    int64_t eot = wgpt_tokenizer_eot(l.tok);
+    if (wgpt_tokenizer_encode(l.tok, prompt, strlen(prompt), &pids, &np, &pcap) < 0) {
+        fprintf(stderr, "wgpt sample: out of memory encoding the prompt\n");
+        wgpt_loaded_free(&l);
+        return 1;
+    }
+    wgpt_sampler s;
+    wgpt_sampler_init(&s, temperature, top_k, seed);
+    size_t cap = 1 + np + tokens;
+    int *ids = malloc(cap * sizeof *ids);
+    uint32_t *out = malloc(cap * sizeof *out);
+    rc = ids && out ? 0 : 1;
+    for (uint32_t c = 0; c < count && rc == 0; c++) {
+        size_t n = 0;
+        ids[n++] = eot >= 0 ? (int)eot : '\n';  // documents start after an end-of-text (or a newline)
+        for (size_t i = 0; i < np; i++) ids[n++] = (int)pids[i];
+        size_t start = n;
+        if (wgpt_generate(l.model, l.cfg.max_seq_len, l.cfg.vocab_size, &s, ids, &n, cap, tokens, eot) < 0) {
+            fprintf(stderr, "wgpt sample: %s\n", wgpt_gpt2_error(l.model));
+            rc = 1;
+            break;
+        }
+        if (n > start && eot >= 0 && ids[n - 1] == eot) n--;
+        for (size_t i = 0; i < n - start; i++) out[i] = (uint32_t)ids[start + i];
+        char *text = wgpt_tokenizer_decode_all(l.tok, out, n - start);
+        if (count > 1) printf("--- sample %u ---\n", c + 1);
+        printf("%s%s\n", prompt, text ? text : "");
+        free(text);
+    }
+    free(ids), free(out), free(pids);
+    wgpt_loaded_free(&l);
+    return rc;
+}

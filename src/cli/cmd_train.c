@@ -1,0 +1,54 @@
+// cmd_train.c: `wgpt train`: parses options and runs the training loop.
+#include "cli/commands.h"
+#include "cli/gpu_args.h"
+#include "cli/options.h"
+#include "train/trainer.h"
+
+int wgpt_cmd_train(int argc, char **argv) {
+    wgpt_train_opts o;
+    wgpt_train_defaults(&o);
+    const char *adapter = NULL;
+    const wgpt_opt opts[] = {
+        {"data", WGPT_OPT_STR, &o.data, "token shards (a glob) made by `wgpt tokenize`"},
+        {"out", WGPT_OPT_STR, &o.out_dir, "folder for latest.ckpt, metrics.jsonl, loss.svg"},
+        {"resume", WGPT_OPT_STR, &o.resume, "checkpoint to resume, or 'none' (default: OUT/latest.ckpt if present)"},
+        {"tokenizer", WGPT_OPT_STR, &o.tokenizer, "gpt2 or bytes: how the shards were made"},
+        {"bpe-dir", WGPT_OPT_STR, &o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
+        {"layers", WGPT_OPT_U32, &o.layers, "transformer blocks"},
+        {"heads", WGPT_OPT_U32, &o.heads, "attention heads"},
+        {"channels", WGPT_OPT_U32, &o.channels, "width (a multiple of heads)"},
+        {"batch", WGPT_OPT_U32, &o.batch, "sequences per micro-batch"},
+        {"seq", WGPT_OPT_U32, &o.seq, "tokens per sequence (the context)"},
+        {"total-batch", WGPT_OPT_U32, &o.total_batch, "tokens per optimizer step, a multiple of batch*seq (0: one micro-batch)"},
+        {"steps", WGPT_OPT_U32, &o.steps, "optimizer steps of the whole run (the schedule's length)"},
+        {"stop-at", WGPT_OPT_U32, &o.stop_at, "stop after this step with a checkpoint (0: run to the end)"},
+        {"lr", WGPT_OPT_F32, &o.lr, "peak learning rate"},
+        {"min-lr-frac", WGPT_OPT_F32, &o.min_lr_frac, "final learning rate as a fraction of the peak"},
+        {"warmup", WGPT_OPT_U32, &o.warmup, "linear warmup steps"},
+        {"weight-decay", WGPT_OPT_F32, &o.weight_decay, "AdamW weight decay (2D weights only)"},
+        {"beta1", WGPT_OPT_F32, &o.beta1, "AdamW beta1"},
+        {"beta2", WGPT_OPT_F32, &o.beta2, "AdamW beta2"},
+        {"grad-clip", WGPT_OPT_F32, &o.grad_clip, "clip the global gradient norm to this (0: off)"},
+        {"val-every", WGPT_OPT_U32, &o.val_every, "validation loss every N steps (0: off)"},
+        {"val-batches", WGPT_OPT_U32, &o.val_batches, "batches per validation"},
+        {"val-fraction", WGPT_OPT_F32, &o.val_fraction, "with one shard: the share of it held out"},
+        {"sample-every", WGPT_OPT_U32, &o.sample_every, "print a sample every N steps (0: off)"},
+        {"sample-tokens", WGPT_OPT_U32, &o.sample_tokens, "tokens per sample"},
+        {"temperature", WGPT_OPT_F32, &o.temperature, "sampling temperature"},
+        {"top-k", WGPT_OPT_U32, &o.top_k, "sample among the k most likely tokens (0: all)"},
+        {"checkpoint-every", WGPT_OPT_U32, &o.checkpoint_every, "checkpoint every N steps (also at the end)"},
+        {"log-every", WGPT_OPT_U32, &o.log_every, "progress line every N steps when not on a terminal"},
+        {"seed", WGPT_OPT_U64, &o.seed, "seed of the initialisation and the batch order"},
+        {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
+        {"quiet", WGPT_OPT_FLAG, &o.quiet, "print errors only"},
+    };
+    char *pos[1];
+    int npos;
+    int rc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+                             "usage: wgpt train [options]\n\nTrains a GPT-2 model on token shards; resumes OUT/latest.ckpt "
+                             "if it exists. Ctrl-C finishes the step, writes a checkpoint and stops.",
+                             pos, 0, &npos);
+    if (rc) return rc == 1 ? 0 : 2;
+    wgpt_gpu_args_apply(&o.gpu, adapter);
+    return wgpt_train_run(&o);
+}

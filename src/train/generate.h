@@ -1,0 +1,18 @@
+// generate.h: text generation from a model: feed the context, pick the next
+// token with a sampler, slide the window once it is full.
+#ifndef WGPT_GENERATE_H
+#define WGPT_GENERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+#include "train/sampler.h"
+
+// Appends n_new tokens to ids (which holds *n ids, the prompt; capacity cap,
+// at least *n + n_new). model must have batch 1; its T is the context window.
+// Stops early at the end-of-text id eot (if >= 0). Returns 0 or -1 (model error).
+int wgpt_generate(wgpt_gpt2 *model, uint32_t T, uint32_t vocab, wgpt_sampler *s, int *ids, size_t *n, size_t cap,
+                  size_t n_new, int64_t eot);
+
+#endif

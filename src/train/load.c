@@ -1,0 +1,56 @@
+// load.c: checkpoint -> forward-only model (see load.h).
+#include "train/load.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "train/checkpoint.h"
+
+int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, const char *bpe_dir,
+                            const wgpt_gpu_options *gpu, uint32_t B, uint32_t T) {
+    memset(l, 0, sizeof *l);
+    char err[2048];
+    wgpt_checkpoint ck;
+    if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+        return -1;
+    }
+    l->cfg = ck.config;
+    l->step = (unsigned long long)ck.step;
+    int rc = -1;
+    if (strcmp(ck.tokenizer, "bytes") == 0) {
+        l->tok = wgpt_tokenizer_open_bytes();
+    } else if (strcmp(ck.tokenizer, "gpt2") == 0) {
+        char enc[4096], voc[4096];
+        snprintf(enc, sizeof enc, "%s/encoder.json", bpe_dir);
+        snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe_dir);
+        l->tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
+    } else {
+        snprintf(err, sizeof err, "%s: unknown tokenizer '%s'", path, ck.tokenizer);
+    }
+    if (!l->tok) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+    } else if (wgpt_tokenizer_vocab_size(l->tok) != ck.config.vocab_size) {
+        fprintf(stderr, "%s: %s has a vocabulary of %u but the %s tokenizer has %u\n", cmd, path,
+                ck.config.vocab_size, ck.tokenizer, wgpt_tokenizer_vocab_size(l->tok));
+    } else if (!(l->g = wgpt_gpu_open(gpu, err, sizeof err))) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+    } else if (!(l->model = wgpt_gpt2_create_forward_only(l->g, &ck.config, B, T ? T : ck.config.max_seq_len, err,
+                                                          sizeof err))) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+    } else if (wgpt_gpt2_set_params(l->model, ck.params) < 0) {
+        fprintf(stderr, "%s: %s\n", cmd, wgpt_gpt2_error(l->model));
+    } else {
+        rc = 0;
+    }
+    wgpt_checkpoint_free(&ck);
+    if (rc < 0) wgpt_loaded_free(l);
+    return rc;
+}
+
+void wgpt_loaded_free(wgpt_loaded *l) {
+    wgpt_gpt2_free(l->model);
+    wgpt_gpu_close(l->g);
+    wgpt_tokenizer_free(l->tok);
+    memset(l, 0, sizeof *l);
+}

@@ -1,0 +1,449 @@
+// trainer.c: the training loop (see trainer.h).
+#include "train/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "model/gpt2.h"
+#include "train/checkpoint.h"
+#include "train/generate.h"
+#include "train/history.h"
+#include "train/sampler.h"
+#include "train/schedule.h"
+
+volatile int wgpt_train_stop_requested = 0;
+
+void wgpt_train_defaults(wgpt_train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->data = "data/fortunes/*.bin";
+    o->out_dir = "runs/demo";
+    o->tokenizer = "bytes";
+    o->bpe_dir = "third_party/gpt2-bpe";
+    o->layers = 4;
+    o->heads = 4;
+    o->channels = 128;
+    o->batch = 8;
+    o->seq = 64;
+    o->steps = 300;
+    o->lr = 3e-3f;
+    o->min_lr_frac = 0.1f;
+    o->warmup = 20;
+    o->weight_decay = 0.1f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
+    o->eps = 1e-8f;
+    o->grad_clip = 1.0f;
+    o->val_every = 50;
+    o->val_batches = 8;
+    o->sample_every = 0;
+    o->sample_tokens = 200;
+    o->temperature = 0.8f;
+    o->top_k = 40;
+    o->checkpoint_every = 100;
+    o->log_every = 10;
+    o->val_fraction = 0.1f;
+    o->seed = 1337;
+    o->gpu.adapter_index = -1;
+}
+
+// What a checkpoint must agree on to resume exactly (stored as its opaque blob).
+typedef struct saved_opts_ {
+    uint32_t version, batch, seq, accum, steps, warmup;
+    float lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
+    uint64_t seed;
+} saved_opts_;
+
+typedef struct run_ {
+    const wgpt_train_opts *o;
+    wgpt_gpu *g;
+    wgpt_tokenizer *tok;
+    wgpt_loader *loader;
+    wgpt_gpt2_config cfg;
+    wgpt_gpt2 *model, *sampler_model;
+    wgpt_sampler sampler;
+    wgpt_history hist;
+    FILE *metrics;
+    uint32_t accum, step;
+    int *inputs, *targets;
+    char path_ckpt[4096], path_metrics[4096], path_svg[4096];
+} run_;
+
+static void say_(const run_ *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say_(const run_ *r, const char *fmt, ...) {
+    if (r->o->quiet) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+static int fail_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail_(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "\nwgpt train: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return 1;
+}
+
+static double now_(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void on_signal_(int sig) {
+    (void)sig;
+    wgpt_train_stop_requested = 1;
+}
+
+static int mkdirs_(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) < 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static saved_opts_ saved_(const run_ *r) {
+    const wgpt_train_opts *o = r->o;
+    return (saved_opts_){1, o->batch, o->seq, r->accum, o->steps, o->warmup, o->lr, o->min_lr_frac,
+                         o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, o->seed};
+}
+
+static int write_checkpoint_(run_ *r) {
+    size_t np = wgpt_gpt2_num_params(&r->cfg);
+    wgpt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    ck.config = r->cfg;
+    ck.step = r->step;
+    snprintf(ck.tokenizer, sizeof ck.tokenizer, "%s", wgpt_tokenizer_name(r->tok));
+    ck.rng[0] = r->sampler.rng;
+    saved_opts_ so = saved_(r);
+    ck.train_opts = &so;
+    ck.train_opts_len = sizeof so;
+    ck.loader_state_len = wgpt_loader_state_size();
+    ck.loader_state = malloc(ck.loader_state_len);
+    ck.params = malloc(np * sizeof(float));
+    ck.adam_m = malloc(np * sizeof(float));
+    ck.adam_v = malloc(np * sizeof(float));
+    int rc = -1;
+    char err[1024];
+    if (!ck.loader_state || !ck.params || !ck.adam_m || !ck.adam_v) {
+        fail_("out of host memory writing a checkpoint");
+    } else if (wgpt_gpt2_get_params(r->model, ck.params) < 0 || wgpt_gpt2_get_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
+        fail_("reading the model for a checkpoint: %s", wgpt_gpt2_error(r->model));
+    } else {
+        wgpt_loader_save_state(r->loader, ck.loader_state);
+        if (wgpt_checkpoint_write(r->path_ckpt, &ck, err, sizeof err) < 0) fail_("%s", err);
+        else rc = 0;
+    }
+    free(ck.loader_state), free(ck.params), free(ck.adam_m), free(ck.adam_v);
+    return rc;
+}
+
+// Loads a checkpoint into the run. Returns 0, or 1 (error printed).
+static int resume_(run_ *r, const char *path) {
+    char err[1024];
+    wgpt_checkpoint ck;
+    if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) return fail_("cannot resume: %s", err);
+    int rc = 1;
+    saved_opts_ now = saved_(r), was;
+    memset(&was, 0, sizeof was);
+    if (ck.train_opts_len == sizeof was) memcpy(&was, ck.train_opts, sizeof was);
+    if (strcmp(ck.tokenizer, wgpt_tokenizer_name(r->tok)) != 0) {
+        fail_("%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", path, ck.tokenizer,
+              wgpt_tokenizer_name(r->tok));
+    } else if (memcmp(&ck.config, &r->cfg, sizeof r->cfg) != 0) {
+        fail_("%s holds a model of L=%u H=%u C=%u T=%u V=%u; the options ask for L=%u H=%u C=%u T=%u V=%u "
+              "(pass the same --layers/--heads/--channels/--seq, or --resume none to start afresh)",
+              path, ck.config.num_layers, ck.config.num_heads, ck.config.channels, ck.config.max_seq_len,
+              ck.config.vocab_size, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels, r->cfg.max_seq_len,
+              r->cfg.vocab_size);
+    } else if (was.batch != now.batch || was.seq != now.seq || was.seed != now.seed || was.accum != now.accum) {
+        fail_("%s was made with batch %u x %u, %u micro-batches a step and seed %llu; resuming exactly needs "
+              "the same (--batch, --seq, --total-batch, --seed)",
+              path, was.batch, was.seq, was.accum, (unsigned long long)was.seed);
+    } else if (!ck.adam_m) {
+        fail_("%s holds no optimizer state (a weights-only export): it cannot resume training", path);
+    } else if (wgpt_loader_load_state(r->loader, ck.loader_state, ck.loader_state_len, err, sizeof err) < 0) {
+        fail_("%s: %s", path, err);
+    } else if (wgpt_gpt2_set_params(r->model, ck.params) < 0 || wgpt_gpt2_set_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
+        fail_("%s", wgpt_gpt2_error(r->model));
+    } else {
+        r->step = (uint32_t)ck.step;
+        r->sampler.rng = ck.rng[0];
+        rc = 0;
+    }
+    wgpt_checkpoint_free(&ck);
+    return rc;
+}
+
+static int validate_(run_ *r, float *out) {
+    uint32_t nb = r->o->val_batches;
+    uint64_t avail = wgpt_loader_val_batches(r->loader);
+    if (avail < nb) nb = (uint32_t)avail;
+    if (nb == 0) return 1;
+    wgpt_loader_reset_val(r->loader);
+    double sum = 0;
+    uint32_t done = 0;
+    for (uint32_t i = 0; i < nb; i++, done++) {
+        float l;
+        if (wgpt_loader_next_val(r->loader, r->inputs, r->targets) != 1) break;
+        if (wgpt_gpt2_forward(r->model, r->inputs, r->targets, &l) < 0)
+            return -fail_("validation: %s", wgpt_gpt2_error(r->model));
+        sum += l;
+    }
+    if (!done) return 1;
+    *out = (float)(sum / done);
+    return 0;
+}
+
+static void print_sample_(run_ *r, const char *tag) {
+    char err[1024];
+    if (!r->sampler_model) {
+        r->sampler_model = wgpt_gpt2_create_inference(r->model, 1, r->o->seq, err, sizeof err);
+        if (!r->sampler_model) {
+            fail_("sampling: %s", err);
+            return;
+        }
+    }
+    size_t cap = r->o->sample_tokens + 1, n = 0;
+    int *ids = malloc(cap * sizeof *ids);
+    if (!ids) return;
+    int64_t eot = wgpt_tokenizer_eot(r->tok);
+    ids[n++] = eot >= 0 ? (int)eot : '\n';
+    if (wgpt_generate(r->sampler_model, r->o->seq, r->cfg.vocab_size, &r->sampler, ids, &n, cap,
+                      r->o->sample_tokens, eot) < 0) {
+        fail_("sampling: %s", wgpt_gpt2_error(r->sampler_model));
+        free(ids);
+        return;
+    }
+    uint32_t *u = malloc(n * sizeof *u);
+    for (size_t i = 0; u && i + 1 < n; i++) u[i] = (uint32_t)ids[i + 1];
+    char *text = u ? wgpt_tokenizer_decode_all(r->tok, u, n - 1) : NULL;
+    if (text) say_(r, "\n--- sample %s ---\n%s\n---\n", tag, text);
+    free(text), free(u), free(ids);
+}
+
+static void format_eta_(double s, char *buf, size_t n) {
+    if (s < 0 || !isfinite(s)) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%.0fm%02.0fs", floor(s / 60), fmod(s, 60));
+    else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(s / 60, 60));
+}
+
+static int open_run_(run_ *r) {
+    const wgpt_train_opts *o = r->o;
+    char err[2048];
+    if (strcmp(o->tokenizer, "bytes") == 0) r->tok = wgpt_tokenizer_open_bytes();
+    else if (strcmp(o->tokenizer, "gpt2") == 0) {
+        char enc[4096], voc[4096];
+        snprintf(enc, sizeof enc, "%s/encoder.json", o->bpe_dir);
+        snprintf(voc, sizeof voc, "%s/vocab.bpe", o->bpe_dir);
+        r->tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
+        if (!r->tok) return fail_("%s", err);
+    } else
+        return fail_("unknown tokenizer '%s' (gpt2 or bytes)", o->tokenizer);
+    uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
+    r->cfg = (wgpt_gpt2_config){.max_seq_len = o->seq, .vocab_size = V, .padded_vocab_size = (V + 127) / 128 * 128,
+                                .num_layers = o->layers, .num_heads = o->heads, .channels = o->channels};
+    r->loader = wgpt_loader_open(o->data, o->batch, o->seq, o->seed, o->val_fraction, V, err, sizeof err);
+    if (!r->loader) return fail_("%s", err);
+    r->g = wgpt_gpu_open(&o->gpu, err, sizeof err);
+    if (!r->g) return fail_("%s", err);
+    r->model = wgpt_gpt2_create(r->g, &r->cfg, o->batch, o->seq, err, sizeof err);
+    if (!r->model) return fail_("%s", err);
+    r->inputs = malloc((size_t)o->batch * o->seq * sizeof *r->inputs);
+    r->targets = malloc((size_t)o->batch * o->seq * sizeof *r->targets);
+    if (!r->inputs || !r->targets) return fail_("out of host memory");
+    if (mkdirs_(o->out_dir) < 0) return fail_("cannot create the output folder %s", o->out_dir);
+    snprintf(r->path_ckpt, sizeof r->path_ckpt, "%s/latest.ckpt", o->out_dir);
+    snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.jsonl", o->out_dir);
+    snprintf(r->path_svg, sizeof r->path_svg, "%s/loss.svg", o->out_dir);
+    wgpt_sampler_init(&r->sampler, o->temperature, o->top_k, o->seed ^ 0x5DEECE66Dull);
+
+    const char *resume = o->resume;
+    if (!resume && access(r->path_ckpt, F_OK) == 0) resume = r->path_ckpt;
+    if (resume && strcmp(resume, "none") != 0) {
+        if (resume_(r, resume)) return 1;
+        say_(r, "resumed from %s at step %u\n", resume, r->step);
+        if (wgpt_history_load(&r->hist, r->path_metrics, err, sizeof err) < 0) return fail_("%s", err);
+        wgpt_history_truncate(&r->hist, r->step);
+    } else {
+        size_t np = wgpt_gpt2_num_params(&r->cfg);
+        float *p = malloc(np * sizeof *p);
+        if (!p) return fail_("out of host memory for %zu parameters", np);
+        wgpt_gpt2_init_params(&r->cfg, p, o->seed);
+        int rc = wgpt_gpt2_set_params(r->model, p);
+        free(p);
+        if (rc < 0) return fail_("%s", wgpt_gpt2_error(r->model));
+        remove(r->path_metrics);  // a fresh run starts a fresh log
+    }
+    r->metrics = fopen(r->path_metrics, "a");
+    if (!r->metrics) return fail_("cannot write %s", r->path_metrics);
+    return 0;
+}
+
+static void close_run_(run_ *r) {
+    if (r->metrics) fclose(r->metrics);
+    wgpt_history_free(&r->hist);
+    wgpt_gpt2_free(r->sampler_model);
+    wgpt_gpt2_free(r->model);
+    wgpt_gpu_close(r->g);
+    wgpt_loader_free(r->loader);
+    wgpt_tokenizer_free(r->tok);
+    free(r->inputs), free(r->targets);
+}
+
+int wgpt_train_run(const wgpt_train_opts *o) {
+    run_ r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    uint64_t micro = (uint64_t)o->batch * o->seq;
+    if (!o->batch || !o->seq || !o->steps || !o->layers || !o->heads || !o->channels || o->channels % o->heads) {
+        fprintf(stderr, "wgpt train: batch, seq, steps, layers, heads, channels must be > 0, channels a multiple "
+                        "of heads\n");
+        return 2;
+    }
+    uint32_t total = o->total_batch ? o->total_batch : (uint32_t)micro;
+    if (total % micro) {
+        fprintf(stderr, "wgpt train: --total-batch %u is not a multiple of batch x seq = %llu\n", total,
+                (unsigned long long)micro);
+        return 2;
+    }
+    r.accum = (uint32_t)(total / micro);
+
+    int rc = open_run_(&r);
+    if (rc) {
+        close_run_(&r);
+        return rc;
+    }
+    char line[512];
+    wgpt_gpu_describe(wgpt_gpu_get_info(r.g), line, sizeof line);
+    say_(&r, "device: %s\nmodel: %u layers, %u heads, %u channels, context %u, vocabulary %u (%s): %zu parameters\n",
+         line, o->layers, o->heads, o->channels, o->seq, r.cfg.vocab_size, wgpt_tokenizer_name(r.tok),
+         wgpt_gpt2_num_params(&r.cfg));
+    say_(&r, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
+         (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
+         o->batch, o->seq, r.accum);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal_;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    wgpt_train_stop_requested = 0;
+
+    wgpt_lr_schedule sched = {o->lr, o->min_lr_frac, o->warmup, o->steps};
+    wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip};
+    int tty = isatty(STDOUT_FILENO);
+    double t_start = now_();
+    uint32_t first_step = r.step;
+    char err[1024];
+    rc = 0;
+    if (r.step == 0 && o->val_every) {  // the loss before training, for the plot
+        float vl;
+        int v = validate_(&r, &vl);
+        if (v < 0) rc = 1;
+        else if (v == 0) {
+            fprintf(r.metrics, "{\"kind\":\"val\",\"step\":0,\"loss\":%.9g}\n", vl);
+            wgpt_history_add(&r.hist, 1, 0, vl);
+            say_(&r, "step %5u | val loss %.4f\n", 0, vl);
+        }
+    }
+    uint32_t last = o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
+    while (rc == 0 && r.step < last && !wgpt_train_stop_requested) {
+        uint32_t t = r.step + 1;
+        double ts = now_();
+        ac.lr = wgpt_lr_at(&sched, t);
+        double loss = 0;
+        for (uint32_t k = 0; k < r.accum && rc == 0; k++) {
+            float l;
+            if (wgpt_loader_next_train(r.loader, r.inputs, r.targets) < 0) rc = fail_("reading the training data");
+            else if (wgpt_gpt2_accumulate(r.model, r.inputs, r.targets, k == 0, &l) < 0)
+                rc = fail_("step %u: %s", t, wgpt_gpt2_error(r.model));
+            else loss += l;
+        }
+        if (rc) break;
+        wgpt_step_result res;
+        if (wgpt_gpt2_update(r.model, &ac, (int)t, (int)r.accum, &res) < 0) {
+            rc = fail_("step %u: %s", t, wgpt_gpt2_error(r.model));
+            break;
+        }
+        r.step = t;
+        loss /= r.accum;
+        double dt = now_() - ts, tps = (double)micro * r.accum / dt;
+        fprintf(r.metrics,
+                "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
+                "\"tokens_per_s\":%.1f%s}\n",
+                t, loss, ac.lr, res.grad_norm, dt * 1e3, tps, res.skipped ? ",\"skipped\":true" : "");
+        fflush(r.metrics);
+        wgpt_history_add(&r.hist, 0, t, (float)loss);
+        if (res.skipped) say_(&r, "\nstep %u: the gradient held NaN/Inf: update skipped, parameters unchanged\n", t);
+        double elapsed = now_() - t_start, eta = elapsed / (t - first_step) * (o->steps - t);
+        char etas[32];
+        format_eta_(eta, etas, sizeof etas);
+        if (tty && !o->quiet) {
+            printf("\rstep %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left   ", t, o->steps, loss,
+                   ac.lr, res.grad_norm, tps, etas);
+            fflush(stdout);
+        } else if (t % (o->log_every ? o->log_every : 1) == 0 || t == o->steps) {
+            say_(&r, "step %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left\n", t, o->steps, loss,
+                 ac.lr, res.grad_norm, tps, etas);
+        }
+        if (o->val_every && (t % o->val_every == 0 || t == o->steps)) {
+            float vl;
+            int v = validate_(&r, &vl);
+            if (v < 0) {
+                rc = 1;
+                break;
+            }
+            if (v == 0) {
+                fprintf(r.metrics, "{\"kind\":\"val\",\"step\":%u,\"loss\":%.9g}\n", t, vl);
+                fflush(r.metrics);
+                wgpt_history_add(&r.hist, 1, t, vl);
+                say_(&r, "%sstep %5u | val loss %.4f\n", tty ? "\n" : "", t, vl);
+            }
+            if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
+                fail_("%s", err);
+        }
+        if (o->sample_every && t % o->sample_every == 0) {
+            char tag[32];
+            snprintf(tag, sizeof tag, "at step %u", t);
+            print_sample_(&r, tag);
+        }
+        if ((o->checkpoint_every && t % o->checkpoint_every == 0) || t == last || wgpt_train_stop_requested)
+            if (write_checkpoint_(&r) < 0) rc = 1;
+    }
+    if (rc == 0) {
+        if (tty) say_(&r, "\n");
+        if (wgpt_train_stop_requested || r.step < o->steps)
+            say_(&r, "stopped at step %u of %u; checkpoint %s (run again to continue)\n", r.step, o->steps,
+                 r.path_ckpt);
+        else say_(&r, "done: %u steps; checkpoint %s, metrics %s, plot %s\n", r.step, r.path_ckpt, r.path_metrics,
+                  r.path_svg);
+        if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0) fail_("%s", err);
+    }
+    close_run_(&r);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    return rc;
+}
