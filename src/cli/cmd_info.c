@@ -5,10 +5,12 @@
 
 #include "cli/commands.h"
 #include "gpu/gpu.h"
+#include "train/checkpoint.h"
 
 static void usage_(FILE *f) {
     fprintf(f,
-            "usage: wgpt info [--list] [--check] [--adapter N|NAME]\n\n"
+            "usage: wgpt info [--list] [--check] [--adapter N|NAME] [CHECKPOINT]\n\n"
+            "  CHECKPOINT       describe a checkpoint (model, step, tokenizer) instead of the GPU\n"
             "  --list           list every adapter Dawn offers, with its index\n"
             "  --check          exit 0 if a real GPU adapter exists (not Dawn's Null backend), else 1\n"
             "  --adapter N|NAME open adapter N of --list, or the first whose name contains NAME\n");
@@ -16,6 +18,7 @@ static void usage_(FILE *f) {
 
 int wgpt_cmd_info(int argc, char **argv) {
     int list = 0, check = 0;
+    const char *ckpt = NULL;
     wgpt_gpu_options opt = {.adapter_index = -1};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--list") == 0) list = 1;
@@ -28,6 +31,8 @@ int wgpt_cmd_info(int argc, char **argv) {
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage_(stdout);
             return 0;
+        } else if (argv[i][0] != '-' && !ckpt) {
+            ckpt = argv[i];
         } else {
             fprintf(stderr, "wgpt info: unknown option '%s'\n", argv[i]);
             usage_(stderr);
@@ -35,6 +40,20 @@ int wgpt_cmd_info(int argc, char **argv) {
         }
     }
     char err[2048], line[512];
+    if (ckpt) {
+        wgpt_checkpoint ck;
+        if (wgpt_checkpoint_peek(ckpt, &ck, err, sizeof err) < 0) {
+            fprintf(stderr, "wgpt info: %s\n", err);
+            return 1;
+        }
+        const wgpt_gpt2_config *c = &ck.config;
+        printf("%s: step %llu, tokenizer %s\n", ckpt, (unsigned long long)ck.step, ck.tokenizer);
+        printf("model: %u layers, %u heads, %u channels, context %u, vocabulary %u (padded %u): %zu parameters\n",
+               c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size,
+               wgpt_gpt2_num_params(c));
+        wgpt_checkpoint_free(&ck);
+        return 0;
+    }
     if (list || check) {
         wgpt_gpu_info infos[8];
         int n = wgpt_gpu_list(infos, 8, err, sizeof err);
