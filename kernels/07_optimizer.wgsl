@@ -64,10 +64,14 @@ fn grad_norm_partial(@builtin(local_invocation_index) tid: u32, @builtin(workgro
 // --- KERNEL: grad_norm_finish ---
 // One workgroup: sums the n_parts partial pairs in a fixed order and writes
 // the state. scale = max_norm / norm if max_norm > 0 and norm > max_norm,
-// else 1 (also 1 when the step is non-finite: AdamW skips it anyway).
+// else 1 (also 1 when the step is skipped: AdamW skips it anyway).
+// nonfinite: 1 if a gradient or the sum is NaN/Inf, 2 if the norm is finite
+// but above skip_norm (a spike the host asks to skip), else 0.
 struct NormFinishParams {
     n_parts: u32,    // pairs in `partials`, all chunks together
     max_norm: f32,   // clip threshold; <= 0 disables clipping
+    skip_norm: f32,  // skip the step above this norm; <= 0 disables
+    pad: u32,
 }
 @group(0) @binding(0) var<storage, read> partials: array<f32>;
 @group(0) @binding(1) var<storage, read_write> state: OptState;
@@ -87,12 +91,13 @@ fn grad_norm_finish(@builtin(local_invocation_index) tid: u32, @builtin(subgroup
         let norm = sqrt(sumsq);
         // A finite slice can still overflow the sum of squares (|g| ~ 1e19).
         let nonfinite = nbad != 0.0 || !is_finite(sumsq) || !is_finite(norm);
+        let spike = !nonfinite && p.skip_norm > 0.0 && norm > p.skip_norm;
         var scale = 1.0;
         if (!nonfinite && p.max_norm > 0.0 && norm > p.max_norm) { scale = p.max_norm / norm; }
         state.sumsq = sumsq;
         state.norm = norm;
         state.scale = scale;
-        state.nonfinite = select(0u, 1u, nonfinite);
+        state.nonfinite = select(select(0u, 2u, spike), 1u, nonfinite);
     }
 }
 

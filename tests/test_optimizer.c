@@ -62,11 +62,22 @@ static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint6
     wgpt_buf *scratch = wgpt_buf_create(g, sb, "norm scratch"), *st = wgpt_buf_create(g, 16, "state");
     wgpt_op op;
     wgpt_op_init(&op);
+    wgpt_grad_norm_handle hn;
     TU_OK(g, wgpt_grad_norm(g, &op, (wgpt_view){gr, pad * 4, n * 4}, n, (wgpt_view){scratch, 0, 0},
-                            (wgpt_view){st, 0, 0}, max_norm));
+                            (wgpt_view){st, 0, 0}, max_norm, &hn));
     TU_OK(g, wgpt_op_record(g, &op));
-    wgpt_optim_state s;
+    wgpt_optim_state s, spike;
     TU_OK(g, wgpt_buf_download(g, st, 0, &s, sizeof s));
+    // The spike threshold: just under the norm skips (flag 2), just over does not.
+    if (s.nonfinite == 0 && s.norm > 0) {
+        for (int above = 0; above < 2; above++) {
+            TU_OK(g, wgpt_grad_norm_set_skip(g, &hn, above ? s.norm * 1.01f : s.norm * 0.99f));
+            TU_OK(g, wgpt_op_record(g, &op));
+            TU_OK(g, wgpt_buf_download(g, st, 0, &spike, sizeof spike));
+            assert_int_equal(spike.nonfinite, above ? 0 : 2);
+            assert_true(spike.norm == s.norm);
+        }
+    }
     wgpt_op_free(&op);
     wgpt_buf_free(gr), wgpt_buf_free(scratch), wgpt_buf_free(st);
     free(h);
@@ -195,7 +206,7 @@ static void rig_init_(rig *r, wgpt_gpu *g, uint64_t n, float max_norm, const wgp
     r->state = wgpt_buf_create(g, WGPT_OPTIM_STATE_BYTES, "state");
     wgpt_op_init(&r->op);
     wgpt_view all[4] = {{r->p, 0, 0}, {r->gr, 0, 0}, {r->m, 0, 0}, {r->v, 0, 0}}, sv = {r->state, 0, 0};
-    TU_OK(g, wgpt_grad_norm(g, &r->op, all[1], n, (wgpt_view){r->scratch, 0, 0}, sv, max_norm));
+    TU_OK(g, wgpt_grad_norm(g, &r->op, all[1], n, (wgpt_view){r->scratch, 0, 0}, sv, max_norm, NULL));
     TU_OK(g, wgpt_adamw_update(g, &r->op, all[0], all[1], all[2], all[3], sv, ranges, nranges, hp, &r->h));
 }
 
@@ -453,8 +464,8 @@ static void bad_arguments_are_refused(void **st) {
     hp.t = 0;
     assert_int_equal(wgpt_adamw_update(G, &op, vb, vb, vb, vb, vs, too_long, 0, &hp, &h), -1);
     assert_null(h);
-    assert_int_equal(wgpt_grad_norm(G, &op, vb, 1025, vb, vs, 1.0f), -1);  // grads too short
-    assert_int_equal(wgpt_grad_norm(G, &op, vb, 0, vb, vs, 1.0f), -1);
+    assert_int_equal(wgpt_grad_norm(G, &op, vb, 1025, vb, vs, 1.0f, NULL), -1);  // grads too short
+    assert_int_equal(wgpt_grad_norm(G, &op, vb, 0, vb, vs, 1.0f, NULL), -1);
     assert_int_equal(op.n, 0);
     hp.t = 1;
     TU_OK(G, wgpt_adamw_update(G, &op, vb, vb, vb, vb, vs, NULL, 0, &hp, &h));  // nothing to update: no dispatch

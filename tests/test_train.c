@@ -6,8 +6,13 @@
 // parameters and AdamW moments bit for bit on the same device: everything a
 // step depends on (parameters, moments, step number, batch order, schedule)
 // is restored exactly, and every kernel is deterministic.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <fcntl.h>
 
 #include "test_util.h"
 
@@ -181,11 +186,183 @@ static void seeded_sampling(void **st) {
     wgpt_loaded_free(&l);
 }
 
+static void params_of_(const char *out, float **p, size_t *n, uint64_t *step) {
+    wgpt_checkpoint ck;
+    read_ckpt_(out, &ck);
+    *n = wgpt_gpt2_num_params(&ck.config);
+    *p = malloc(*n * sizeof **p);
+    memcpy(*p, ck.params, *n * sizeof **p);
+    *step = ck.step;
+    wgpt_checkpoint_free(&ck);
+}
+
+// A NaN in the gradients of step 3: the step is skipped with the parameters
+// untouched (equal to those after step 2), it is reported, and training goes on.
+static void nan_gradient_step_is_skipped(void **st) {
+    (void)st;
+    char a[650], b[650];
+    snprintf(a, sizeof a, "%s/upto2", dir);
+    snprintf(b, sizeof b, "%s/nan3", dir);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.stop_at = 2;
+    assert_int_equal(wgpt_train_run(&o), 0);
+    opts_(&o, b);
+    o.stop_at = 3;
+    o.inject_nan = "3";
+    assert_int_equal(wgpt_train_run(&o), 0);
+    float *p2, *p3;
+    size_t n;
+    uint64_t s2, s3;
+    params_of_(a, &p2, &n, &s2);
+    params_of_(b, &p3, &n, &s3);
+    assert_int_equal(s2, 2);
+    assert_int_equal(s3, 3);
+    assert_memory_equal(p2, p3, n * sizeof *p2);
+    free(p2), free(p3);
+    char path[700], line[1024];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", b);
+    FILE *f = fopen(path, "r");
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "\"step\":3,") && strstr(line, "\"skipped\":1")) found = 1;
+    fclose(f);
+    assert_true(found);
+    opts_(&o, b);  // and it continues from there to the end
+    assert_int_equal(wgpt_train_run(&o), 0);
+}
+
+// Faults in a row stop the run (exit 1) and keep the last good checkpoint.
+static void repeated_faults_stop_the_run(void **st) {
+    (void)st;
+    char a[650], b[650];
+    snprintf(a, sizeof a, "%s/upto1", dir);
+    snprintf(b, sizeof b, "%s/faults", dir);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.stop_at = 1;
+    assert_int_equal(wgpt_train_run(&o), 0);
+    opts_(&o, b);
+    o.checkpoint_every = 1;
+    o.inject_nan = "2,3,4,5,6";
+    o.max_skips = 3;
+    assert_int_equal(wgpt_train_run(&o), 1);
+    float *p1, *pb;
+    size_t n;
+    uint64_t s1, sb;
+    params_of_(a, &p1, &n, &s1);
+    params_of_(b, &pb, &n, &sb);
+    assert_int_equal(sb, 3);  // steps 2 and 3 were skipped and saved; step 4 stopped the run
+    assert_memory_equal(p1, pb, n * sizeof *p1);  // so the saved parameters are still step 1's
+    free(p1), free(pb);
+}
+
+static void wgpt_path_(char *buf, size_t n) {
+    char self[600];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(k > 0);
+    self[k] = 0;
+    char *slash = strrchr(self, '/');
+    *slash = 0;
+    snprintf(buf, n, "%s/wgpt", self);
+}
+
+static pid_t spawn_train_(const char *wgpt, const char *out, const char *steps) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int devnull = open("/dev/null", 1);
+        dup2(devnull, 1), dup2(devnull, 2);
+        execl(wgpt, wgpt, "train", "--data", shards, "--out", out, "--tokenizer", "bytes", "--layers", "2", "--heads",
+              "2", "--channels", "32", "--batch", "4", "--seq", "16", "--total-batch", "128", "--steps", steps,
+              "--warmup", "2", "--lr", "0.01", "--val-every", "0", "--checkpoint-every", "1", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+// SIGKILL at random moments never leaves a corrupt checkpoint, and resuming
+// from whatever is there until the end gives the parameters of a run that
+// was never killed, bit for bit.
+static void sigkill_never_loses_a_run(void **st) {
+    (void)st;
+    char wgpt[700], a[650], b[650];
+    wgpt_path_(wgpt, sizeof wgpt);
+    snprintf(a, sizeof a, "%s/kill_straight", dir);
+    snprintf(b, sizeof b, "%s/kill_resumed", dir);
+    int status;
+    pid_t pid = spawn_train_(wgpt, a, "12");
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    srand((unsigned)time(NULL));
+    int kills = 0;
+    for (int round = 0; round < 30; round++) {
+        pid = spawn_train_(wgpt, b, "12");
+        struct timespec ts = {0, (long)(100 + rand() % 600) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 0) break;  // it finished before the kill
+        kills++;
+        char path[700], err[512];
+        snprintf(path, sizeof path, "%s/latest.ckpt", b);
+        wgpt_checkpoint ck;
+        if (access(path, F_OK) == 0) {  // absent only before the first checkpoint
+            if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) fail_msg("after a kill: %s", err);
+            wgpt_checkpoint_free(&ck);
+        }
+    }
+    printf("  killed %d times\n", kills);
+    assert_true(kills > 0);
+    pid = spawn_train_(wgpt, b, "12");  // finish the run
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    float *pa, *pb;
+    size_t n;
+    uint64_t sa, sb;
+    params_of_(a, &pa, &n, &sa);
+    params_of_(b, &pb, &n, &sb);
+    assert_int_equal(sa, 12);
+    assert_int_equal(sb, 12);
+    assert_memory_equal(pa, pb, n * sizeof *pa);
+    free(pa), free(pb);
+}
+
+// SIGTERM: the current step finishes, a checkpoint is written, exit 0.
+static void sigterm_checkpoints_and_exits(void **st) {
+    (void)st;
+    char wgpt[700], c[650], path[700];
+    wgpt_path_(wgpt, sizeof wgpt);
+    snprintf(c, sizeof c, "%s/term", dir);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", c);
+    pid_t pid = spawn_train_(wgpt, c, "100000");
+    for (int i = 0; i < 600; i++) {  // until it has trained a few steps
+        struct stat sb;
+        if (stat(path, &sb) == 0 && sb.st_size > 400) break;
+        struct timespec ts = {0, 50000000L};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGTERM);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    float *p;
+    size_t n;
+    uint64_t step;
+    params_of_(c, &p, &n, &step);
+    assert_true(step >= 2 && step < 100000);
+    free(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_is_exact),
         cmocka_unit_test(resume_with_other_shape_is_refused),
         cmocka_unit_test(seeded_sampling),
+        cmocka_unit_test(nan_gradient_step_is_skipped),
+        cmocka_unit_test(repeated_faults_stop_the_run),
+        cmocka_unit_test(sigkill_never_loses_a_run),
+        cmocka_unit_test(sigterm_checkpoints_and_exits),
     };
     return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
 }

@@ -39,6 +39,9 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"checkpoint-every", WGPT_OPT_U32, &o.checkpoint_every, "checkpoint every N steps (also at the end)"},
         {"log-every", WGPT_OPT_U32, &o.log_every, "progress line every N steps when not on a terminal"},
         {"seed", WGPT_OPT_U64, &o.seed, "seed of the initialisation and the batch order"},
+        {"spike-factor", WGPT_OPT_F32, &o.spike_factor, "skip a step whose gradient norm is this x the recent mean (0: off)"},
+        {"max-skips", WGPT_OPT_U32, &o.max_skips, "stop after this many skipped steps in a row"},
+        {"inject-nan", WGPT_OPT_STR, &o.inject_nan, "testing: steps (e.g. 3,5) whose gradients get a NaN"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
         {"quiet", WGPT_OPT_FLAG, &o.quiet, "print errors only"},
     };

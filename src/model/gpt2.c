@@ -172,7 +172,7 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     wgpt_gpu *g = m->g;
     wgpt_view all_g = {m->grads, 0, 0};
     GPU_OK(m, wgpt_grad_norm(g, &m->opt, all_g, m->padded_params, A(norm_scratch, 0), A(opt_state, 0),
-                             o->max_grad_norm));
+                             o->max_grad_norm, &m->norm_handle));
     // decay the 2D weights only, as GPT-2 training does
     static const int decayed[] = {WGPT_WTE, WGPT_WPE, WGPT_QKVW, WGPT_ATTPROJW, WGPT_FCW, WGPT_FCPROJW};
     wgpt_adamw_range r[WGPT_GPT2_NUM_TENSORS];
@@ -369,11 +369,19 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
     if (ensure_optimizer_(m, o) < 0 || record_grad_scale_(m, accum_steps) < 0) return -1;
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
+    GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
-    out->skipped = st.nonfinite != 0;
+    out->skipped = (int)st.nonfinite;
+    return 0;
+}
+
+int wgpt_gpt2_inject_nan_grad(wgpt_gpt2 *m) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");
+    const float nan = NAN;
+    GPU_OK(m, wgpt_buf_upload(m->g, m->grads, 0, &nan, 4));
     return 0;
 }
 
@@ -381,13 +389,14 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
                          wgpt_step_result *out) {
     if (ensure_optimizer_(m, o) < 0) return -1;
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
+    GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
     if (record_forward_backward_(m, tokens, targets, 1) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
     if (read_loss_(m, &out->loss) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
-    out->skipped = st.nonfinite != 0;
+    out->skipped = (int)st.nonfinite;
     return 0;
 }
 

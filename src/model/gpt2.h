@@ -33,12 +33,13 @@ typedef struct wgpt_gpt2 wgpt_gpt2;
 typedef struct wgpt_adamw_config {
     float lr, beta1, beta2, eps, weight_decay;  // weight decay on 2D weights only
     float max_grad_norm;                        // <= 0: no clipping
+    float skip_norm;                            // > 0: skip a step whose gradient norm exceeds it
 } wgpt_adamw_config;
 
 typedef struct wgpt_step_result {
     float loss;       // mean cross-entropy of the batch
     float grad_norm;  // global norm before clipping (0 if not computed)
-    int skipped;      // the gradient held a NaN or Inf: parameters were left untouched
+    int skipped;      // parameters left untouched: 1 the gradient held NaN/Inf, 2 its norm was above skip_norm
 } wgpt_step_result;
 
 // Number of floats of the parameters in the reference layout, and each tensor's.
@@ -92,6 +93,9 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
 // AdamW's moments in the reference layout (for checkpoints); zero before the first step.
 int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v);
 int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v);
+// Writes a NaN into the gradients (for tests of the fault handling): the next
+// update must detect it and skip.
+int wgpt_gpt2_inject_nan_grad(wgpt_gpt2 *m);
 const char *wgpt_gpt2_error(const wgpt_gpt2 *m);
 
 #endif

@@ -60,6 +60,7 @@ struct wgpt_gpt2 {
     wgpt_op grad_scale;  // grads *= 1/k after k accumulated micro-batches
     int grad_scale_k;
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
+    wgpt_grad_norm_handle norm_handle;
     wgpt_adamw_config opt_cfg;    // the constants `opt` was built with
 };
 

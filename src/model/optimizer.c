@@ -12,7 +12,8 @@ typedef struct norm_partial_params {
 
 typedef struct norm_finish_params {
     uint32_t n_parts;
-    float max_norm;
+    float max_norm, skip_norm;
+    uint32_t pad;
 } norm_finish_params;
 
 typedef struct adamw_params {
@@ -95,7 +96,7 @@ uint64_t wgpt_grad_norm_scratch_bytes(wgpt_gpu *g, uint64_t n) {
 }
 
 int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_view scratch, wgpt_view state,
-                   float max_norm) {
+                   float max_norm, wgpt_grad_norm_handle *h) {
     if (n == 0 || !opt_covers(grads, n) || !opt_covers(state, WGPT_OPTIM_STATE_BYTES / 4)) return -1;
     uint64_t nchunks = opt_chunks(g, 0, n, NULL, 0);
     opt_chunk *chunks = malloc(nchunks * sizeof *chunks);
@@ -115,8 +116,10 @@ int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_v
     }
     // One workgroup folds every chunk's partials in a fixed order.
     wgpt_view fv[2] = {part_view, {state.buf, state.offset, WGPT_OPTIM_STATE_BYTES}};
-    norm_finish_params fp = {(uint32_t)parts, max_norm};
-    if (!wgpt_op_add(g, op, "grad_norm_finish", fv, 2, &fp, sizeof fp, 1, 1, 1)) goto done;
+    norm_finish_params fp = {(uint32_t)parts, max_norm, 0.0f, 0};
+    wgpt_bind *fb = wgpt_op_add(g, op, "grad_norm_finish", fv, 2, &fp, sizeof fp, 1, 1, 1);
+    if (!fb) goto done;
+    if (h) *h = (wgpt_grad_norm_handle){fb, (uint32_t)parts, max_norm};
     rc = 0;
 done:
     free(chunks);
@@ -244,4 +247,9 @@ void wgpt_adamw_free(wgpt_adamw *h) {
     free(h->binds);
     free(h->params);
     free(h);
+}
+
+int wgpt_grad_norm_set_skip(wgpt_gpu *g, const wgpt_grad_norm_handle *h, float skip_norm) {
+    norm_finish_params fp = {h->n_parts, h->max_norm, skip_norm, 0};
+    return wgpt_bind_set_params(g, h->finish, &fp, sizeof fp);
 }

@@ -23,7 +23,8 @@ typedef struct wgpt_optim_state {
     float sumsq;         // sum of squared gradients (f32, fixed order)
     float norm;          // sqrt(sumsq), before clipping
     float scale;         // max_norm / norm if max_norm > 0 and norm > max_norm, else 1
-    uint32_t nonfinite;  // 1 if a gradient or the sum is NaN/Inf: AdamW then skips the step
+    uint32_t nonfinite;  // 1: a gradient or the sum is NaN/Inf; 2: the norm is above the skip threshold.
+                         // Either way AdamW skips the step
 } wgpt_optim_state;
 #define WGPT_OPTIM_STATE_BYTES 16u
 
@@ -36,8 +37,18 @@ uint64_t wgpt_grad_norm_scratch_bytes(wgpt_gpu *g, uint64_t n);
 // grad_norm_finish that writes state. Deterministic: a fixed summation order.
 // max_norm <= 0 disables clipping (scale 1).
 // grads (n); scratch (>= wgpt_grad_norm_scratch_bytes); state (WGPT_OPTIM_STATE_BYTES)
+// The finish dispatch of a prepared norm, to set the spike threshold per step.
+typedef struct wgpt_grad_norm_handle {
+    wgpt_bind *finish;  // belongs to the op
+    uint32_t n_parts;
+    float max_norm;
+} wgpt_grad_norm_handle;
 int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_view scratch, wgpt_view state,
-                   float max_norm);
+                   float max_norm, wgpt_grad_norm_handle *h);
+// Steps whose finite norm exceeds skip_norm are skipped like non-finite ones
+// (state.nonfinite = 2); skip_norm <= 0 turns it off. Takes effect at the next
+// recording of the op. h from wgpt_grad_norm.
+int wgpt_grad_norm_set_skip(wgpt_gpu *g, const wgpt_grad_norm_handle *h, float skip_norm);
 
 // A range of the flat arrays updated with its own weight decay: GPT-2 decays
 // the 2D weights only (wd 0 for biases and layernorm parameters).

@@ -52,6 +52,8 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->checkpoint_every = 100;
     o->log_every = 10;
     o->val_fraction = 0.1f;
+    o->spike_factor = 10.0f;
+    o->max_skips = 5;
     o->seed = 1337;
     o->gpu.adapter_index = -1;
 }
@@ -243,6 +245,20 @@ static void print_sample_(run_ *r, const char *tag) {
     free(text), free(u), free(ids);
 }
 
+// Whether step t is in the comma-separated list (testing hook).
+static int injected_(const char *list, uint32_t t) {
+    if (!list) return 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p) return 0;
+        if (v == t) return 1;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return 0;
+    }
+    return 0;
+}
+
 static void format_eta_(double s, char *buf, size_t n) {
     if (s < 0 || !isfinite(s)) snprintf(buf, n, "?");
     else if (s < 60) snprintf(buf, n, "%.0fs", s);
@@ -353,7 +369,9 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     wgpt_train_stop_requested = 0;
 
     wgpt_lr_schedule sched = {o->lr, o->min_lr_frac, o->warmup, o->steps};
-    wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip};
+    wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip, 0.0f};
+    float recent[20];  // norms of the last good steps, for the spike threshold
+    uint32_t nrecent = 0, skips_in_row = 0;
     int tty = isatty(STDOUT_FILENO);
     double t_start = now_();
     uint32_t first_step = r.step;
@@ -383,6 +401,17 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             else loss += l;
         }
         if (rc) break;
+        if (injected_(o->inject_nan, t) && wgpt_gpt2_inject_nan_grad(r.model) < 0) {
+            rc = fail_("%s", wgpt_gpt2_error(r.model));
+            break;
+        }
+        ac.skip_norm = 0;
+        if (o->spike_factor > 0 && nrecent >= 10) {
+            double mean = 0;
+            uint32_t k = nrecent < 20 ? nrecent : 20;
+            for (uint32_t i = 0; i < k; i++) mean += recent[i];
+            ac.skip_norm = (float)(o->spike_factor * mean / k);
+        }
         wgpt_step_result res;
         if (wgpt_gpt2_update(r.model, &ac, (int)t, (int)r.accum, &res) < 0) {
             rc = fail_("step %u: %s", t, wgpt_gpt2_error(r.model));
@@ -393,11 +422,24 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         double dt = now_() - ts, tps = (double)micro * r.accum / dt;
         fprintf(r.metrics,
                 "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
-                "\"tokens_per_s\":%.1f%s}\n",
-                t, loss, ac.lr, res.grad_norm, dt * 1e3, tps, res.skipped ? ",\"skipped\":true" : "");
+                "\"tokens_per_s\":%.1f,\"skipped\":%d}\n",
+                t, loss, ac.lr, res.grad_norm, dt * 1e3, tps, res.skipped);
         fflush(r.metrics);
         wgpt_history_add(&r.hist, 0, t, (float)loss);
-        if (res.skipped) say_(&r, "\nstep %u: the gradient held NaN/Inf: update skipped, parameters unchanged\n", t);
+        if (res.skipped) {
+            fprintf(stderr, "\nwgpt train: step %u: %s: update skipped, parameters unchanged\n", t,
+                    res.skipped == 1 ? "the loss or gradient is NaN/Inf"
+                                     : "gradient norm spike (above the --spike-factor threshold)");
+            if (++skips_in_row >= o->max_skips && o->max_skips) {
+                rc = fail_("%u steps in a row were skipped: stopping. The last good checkpoint (%s, if written) is "
+                           "kept; lower --lr or check the data",
+                           skips_in_row, r.path_ckpt);
+                break;
+            }
+        } else {
+            skips_in_row = 0;
+            recent[nrecent++ % 20] = res.grad_norm;
+        }
         double elapsed = now_() - t_start, eta = elapsed / (t - first_step) * (o->steps - t);
         char etas[32];
         format_eta_(eta, etas, sizeof etas);

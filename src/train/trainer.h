@@ -29,6 +29,9 @@ typedef struct wgpt_train_opts {
     uint32_t checkpoint_every;  // also at the end and on SIGINT/SIGTERM
     uint32_t log_every;         // progress lines when stdout is not a terminal
     float val_fraction;         // with a single shard: its tail used for validation
+    float spike_factor;         // skip a step whose gradient norm exceeds this x the recent mean (0: off)
+    uint32_t max_skips;         // stop after this many skipped steps in a row (the last checkpoint is kept)
+    const char *inject_nan;     // testing: comma-separated steps whose gradients get a NaN
     uint64_t seed;
     int quiet;
     wgpt_gpu_options gpu;
