@@ -7,10 +7,18 @@
 #include "test_util.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "data/loader.h"
 #include "data/shard.h"
+#include "data/tokenizer.h"
+
+// `wgpt tokenize` is tested here end to end (text -> shards -> loader). It
+// lives in src/cli, outside libwgpt.a, so it is compiled into this program; a
+// small chunk makes long documents be encoded in several pieces.
+#define WGPT_TOKENIZE_CHUNK 256
+#include "cli/cmd_tokenize.c"
 
 static char dir_[256];
 
@@ -20,30 +28,35 @@ static int make_dir_(void **state) {
     return mkdtemp(dir_) ? 0 : -1;
 }
 
-// Removes every file in dir_ (the tests make no subfolders).
-static void clear_dir_(void) {
-    DIR *d = opendir(dir_);
+// Removes everything inside `dir` (files and the folders `wgpt tokenize` made).
+static void clear_dir_(const char *dir) {
+    DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
-    char p[512];
+    char p[1024];
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.') {
-            snprintf(p, sizeof p, "%s/%s", dir_, e->d_name);
-            unlink(p);
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (unlink(p) != 0) {
+                clear_dir_(p);
+                rmdir(p);
+            }
         }
     closedir(d);
 }
 
 static int clear_(void **state) {
     (void)state;
-    clear_dir_();
+    clear_dir_(dir_);
     return 0;
 }
 
 static int remove_dir_(void **state) {
     (void)state;
-    clear_dir_();
-    return rmdir(dir_);
+    clear_dir_(dir_);
+    int rc = rmdir(dir_);
+    if (rc) perror(dir_);
+    return rc;
 }
 
 static const char *path_(const char *name) {
@@ -288,6 +301,18 @@ static void state_resumes_identically(void **state) {
     free(got);
     wgpt_loader_free(b);
 
+    // Another B continues the same stream of windows.
+    b = open_(path_("a_*.bin"), 3, T_, 1, 0);
+    assert_int_equal(wgpt_loader_load_state(b, st, n, err, sizeof err), 0);
+    int *three = batches_(b, 5, 3, T_);
+    for (int k = 0; k < 15; k++) {
+        const int *w5 = want + (size_t)(k / B_) * 2 * B_ * T_, *w3 = three + (size_t)(k / 3) * 2 * 3 * T_;
+        assert_int_equal(window_of_(w3, w3 + 3 * T_, (uint32_t)k % 3, T_),
+                         window_of_(w5, w5 + B_ * T_, (uint32_t)k % B_, T_));
+    }
+    free(three);
+    wgpt_loader_free(b);
+
     // Refusals: wrong length, not a state, another T, other shards.
     b = open_(path_("a_*.bin"), B_, T_, 99, 0);
     assert_int_equal(wgpt_loader_load_state(b, st, n - 1, err, sizeof err), -1);
@@ -391,7 +416,8 @@ static void large_corpus_is_not_copied(void **state) {
     assert_int_equal(wgpt_shard_writer_begin(&w, path_("big.bin"), err, sizeof err), 0);
     static uint16_t chunk[1 << 16];
     for (size_t i = 0; i < (1 << 16); i++) chunk[i] = (uint16_t)i;
-    for (int k = 0; k < N >> 16; k++) assert_int_equal(wgpt_shard_writer_append(&w, chunk, 1 << 16, err, sizeof err), 0);
+    for (int k = 0; k < N >> 16; k++)
+        assert_int_equal(wgpt_shard_writer_append(&w, chunk, 1 << 16, err, sizeof err), 0);
     assert_int_equal(wgpt_shard_writer_finish(&w, err, sizeof err), 0);
     enum { B = 8, T = 64 };
     static int in[B * T], tg[B * T];
@@ -410,6 +436,238 @@ static void large_corpus_is_not_copied(void **state) {
     wgpt_loader_free(l);
 }
 
+// ---- wgpt tokenize ----
+
+// The tokens of every DIR/kind_*.bin, in file order, appended to *out.
+static size_t read_kind_(const char *dir, const char *kind, uint32_t **out) {
+    char pat[1024];
+    snprintf(pat, sizeof pat, "%s/%s_*.bin", dir, kind);
+    glob_t g;
+    size_t n = 0;
+    *out = NULL;
+    if (glob(pat, 0, NULL, &g) != 0) return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        wgpt_shard s;
+        char err[512];
+        if (wgpt_shard_open(g.gl_pathv[i], &s, err, sizeof err) < 0) fail_msg("%s", err);
+        *out = realloc(*out, (n + s.n + 1) * sizeof **out);
+        for (uint64_t k = 0; k < s.n; k++) (*out)[n++] = s.tokens[k];
+        wgpt_shard_close(&s);
+    }
+    globfree(&g);
+    return n;
+}
+
+static int tokenize_(int argc, const char **argv) {
+    fflush(stdout);
+    return wgpt_cmd_tokenize(argc, (char **)argv);
+}
+
+static void write_file_(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void tokenize_gpt2_documents(void **state) {
+    (void)state;
+    // Documents as `wgpt tokenize` should find them: each ends with its blank
+    // line; one starts with an extra blank line; one is long (cut into pieces,
+    // with lines that begin or end with spaces, where a cut would change GPT-2's
+    // tokens); one uses CRLF; the last has no blank line after it.
+    enum { NDOC = 300 };
+    static char docs[NDOC][4096];
+    static char text[NDOC * 4096];
+    size_t tl = 0;
+    for (int d = 0; d < NDOC; d++) {
+        char *p = docs[d];
+        size_t cap = sizeof docs[d], k = 0;
+        if (d == 11) k += (size_t)snprintf(p + k, cap - k, "\n");
+        int lines = d == 7 ? 60 : 1 + d % 3;
+        for (int l = 0; l < lines; l++) {
+            // In the long one, " \n" then a letter must stay " ", "\n" (a cut
+            // there would make it the single token " \n").
+            const char *lead = (d == 7 ? l % 3 == 1 : l % 4 == 1) ? "  " : "";
+            const char *trail = d == 7 ? (l % 2 ? "" : " ") : l % 5 == 2 ? "   " : "";
+            k += (size_t)snprintf(p + k, cap - k, "%sDocument %d line %d: the fox's %d dogs%s%s", lead, d, l, d * l,
+                                  trail, d == 20 ? "\r\n" : "\n");
+        }
+        if (d < NDOC - 1) k += (size_t)snprintf(p + k, cap - k, d == 20 ? "\r\n" : "\n");
+        assert_true(k < cap - 1);
+        memcpy(text + tl, p, k);
+        tl += k;
+    }
+    text[tl] = 0;
+    assert_true(strlen(docs[7]) > 4 * WGPT_TOKENIZE_CHUNK);
+    write_file_(path_("corpus.txt"), text);
+
+    char out[512], bpe[512];
+    snprintf(out, sizeof out, "%s/shards", dir_);
+    snprintf(bpe, sizeof bpe, "%s/third_party/gpt2-bpe", WGPT_SOURCE_DIR);
+    const char *argv[] = {"tokenize", "--out", out, "--shard-tokens", "1500", "--val-fraction", "0.1",
+                          "--bpe-dir", bpe, path_("corpus.txt")};
+    assert_int_equal(tokenize_(10, argv), 0);
+
+    char err[1024], enc[600], voc[600];
+    snprintf(enc, sizeof enc, "%s/encoder.json", bpe);
+    snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe);
+    wgpt_tokenizer *tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
+    if (!tok) fail_msg("%s", err);
+    uint32_t *tr, *va;
+    size_t ntr = read_kind_(out, "train", &tr), nva = read_kind_(out, "val", &va);
+    assert_true(ntr > 0 && nva > 0);
+    // Shards hold at most 1500 tokens: several train shards.
+    char one[600];
+    snprintf(one, sizeof one, "%s/train_000002.bin", out);
+    wgpt_shard s;
+    assert_int_equal(wgpt_shard_open(one, &s, err, sizeof err), 0);
+    assert_int_equal(s.n, 1500);
+    wgpt_shard_close(&s);
+
+    // Walk the documents in order: each is the next one of train or of val,
+    // an end-of-text token followed by exactly the ids of its text.
+    size_t it = 0, iv = 0;
+    int nval = 0;
+    uint32_t *ids = NULL;
+    size_t nids = 0, capids = 0;
+    for (int d = 0; d < NDOC; d++) {
+        nids = 0;
+        assert_int_equal(wgpt_tokenizer_encode(tok, docs[d], strlen(docs[d]), &ids, &nids, &capids), 0);
+        int matched = 0;
+        for (int side = 0; side < 2 && !matched; side++) {
+            uint32_t *st = side ? va : tr;
+            size_t *pos = side ? &iv : &it, len = side ? nva : ntr;
+            if (*pos + 1 + nids <= len && st[*pos] == 50256 && memcmp(st + *pos + 1, ids, nids * sizeof *ids) == 0 &&
+                (*pos + 1 + nids == len || st[*pos + 1 + nids] == 50256)) {
+                *pos += 1 + nids;
+                matched = 1;
+                nval += side;
+            }
+        }
+        if (!matched) fail_msg("document %d is neither the next train nor the next val document", d);
+    }
+    assert_int_equal(it, ntr);
+    assert_int_equal(iv, nva);
+    double share = (double)nva / (double)(ntr + nva);
+    if (share < 0.08 || share > 0.12) fail_msg("validation holds %.3f of the tokens, asked 0.1", share);
+    assert_true(nval > 10);
+
+    // The loader reads them: val by name, every train token counted.
+    wgpt_loader *l = open_(out, 4, 32, 1, 0);
+    assert_int_equal(wgpt_loader_train_tokens(l), ntr);
+    assert_true(wgpt_loader_val_batches(l) > 0);
+    int in[4 * 32], tg[4 * 32];
+    assert_int_equal(wgpt_loader_next_val(l, in, tg), 1);
+    for (int t = 0; t < 32; t++) assert_int_equal(in[t], (int)va[t]);
+    wgpt_loader_free(l);
+
+    // A second run into the same folder is refused without --force.
+    assert_int_equal(tokenize_(10, argv), 1);
+    free(tr), free(va), free(ids);
+    wgpt_tokenizer_free(tok);
+}
+
+static void tokenize_gpt2_long_file(void **state) {
+    (void)state;
+    // One document (--split file) of many chunks whose lines are followed by
+    // runs of blank lines: GPT-2 encodes "\n\n\n" as "\n\n", "\n", so no
+    // cut may fall inside such a run.
+    static char text[16384];
+    size_t k = 0;
+    for (int l = 0; l < 120; l++)
+        k += (size_t)snprintf(text + k, sizeof text - k, "Line %d of the file.%s", l, l % 3 ? "\n" : "\n\n\n\n");
+    assert_true(k > 8 * WGPT_TOKENIZE_CHUNK && k < sizeof text - 1);
+    write_file_(path_("long.txt"), text);
+    char out[512], bpe[512], enc[600], voc[600], err[1024];
+    snprintf(out, sizeof out, "%s/long", dir_);
+    snprintf(bpe, sizeof bpe, "%s/third_party/gpt2-bpe", WGPT_SOURCE_DIR);
+    const char *argv[] = {"tokenize", "--split", "file", "--val-fraction", "0", "--out", out, "--bpe-dir", bpe,
+                          path_("long.txt")};
+    assert_int_equal(tokenize_(10, argv), 0);
+    snprintf(enc, sizeof enc, "%s/encoder.json", bpe);
+    snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe);
+    wgpt_tokenizer *tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
+    if (!tok) fail_msg("%s", err);
+    size_t nwant = 0, cap = 1 + k;  // room for the end-of-text token and one id per byte
+    uint32_t *want = malloc(cap * sizeof *want), *got;
+    want[nwant++] = 50256;
+    assert_int_equal(wgpt_tokenizer_encode(tok, text, k, &want, &nwant, &cap), 0);
+    size_t n = read_kind_(out, "train", &got);
+    assert_int_equal(n, nwant);
+    assert_memory_equal(got, want, n * sizeof *got);
+    free(want), free(got);
+    wgpt_tokenizer_free(tok);
+}
+
+static void tokenize_bytes_files_and_stdin(void **state) {
+    (void)state;
+    write_file_(path_("a.txt"), "first file\n\nwith two paragraphs\n");
+    write_file_(path_("b.txt"), "second\n");
+    write_file_(path_("c.txt"), "from standard input\n");
+    FILE *in = freopen(path_("c.txt"), "rb", stdin);
+    assert_non_null(in);
+    char out[512];
+    snprintf(out, sizeof out, "%s/bytes", dir_);
+    const char *argv[] = {"tokenize", "--tokenizer", "bytes", "--split", "file", "--val-fraction", "0",
+                          "--out", out, path_("a.txt"), path_("b.txt"), "-"};
+    assert_int_equal(tokenize_(12, argv), 0);
+    uint32_t *tr, *va;
+    size_t n = read_kind_(out, "train", &tr);
+    assert_int_equal(read_kind_(out, "val", &va), 0);
+    const char *want = "first file\n\nwith two paragraphs\nsecond\nfrom standard input\n";
+    assert_int_equal(n, strlen(want));
+    for (size_t i = 0; i < n; i++) assert_int_equal(tr[i], (unsigned char)want[i]);
+    free(tr), free(va);
+}
+
+static int count_bin_(const char *dir) {
+    char pat[1024];
+    snprintf(pat, sizeof pat, "%s/*.bin*", dir);
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0) return 0;
+    int n = (int)g.gl_pathc;
+    globfree(&g);
+    return n;
+}
+
+static void tokenize_errors(void **state) {
+    (void)state;
+    // Enough text for several finished shards, then a missing file: the run
+    // fails naming it, and leaves no shard behind.
+    static char text[20001];  // 1000 lines of 20 bytes and the nul
+    for (int i = 0; i < 1000; i++) strcat(text, "abcdefghijklmnopqrs\n");
+    write_file_(path_("ok.txt"), text);
+    char out[512];
+    snprintf(out, sizeof out, "%s/err", dir_);
+    const char *argv[] = {"tokenize", "--tokenizer", "bytes", "--shard-tokens", "1K", "--out", out,
+                          path_("ok.txt"), path_("missing.txt")};
+    assert_int_equal(tokenize_(9, argv), 1);
+    assert_int_equal(count_bin_(out), 0);
+    // Empty input is an error too.
+    write_file_(path_("empty.txt"), "");
+    const char *argv2[] = {"tokenize", "--tokenizer", "bytes", "--out", out, path_("empty.txt")};
+    assert_int_equal(tokenize_(6, argv2), 1);
+    assert_int_equal(count_bin_(out), 0);
+    // Usage errors.
+    const char *bad[][4] = {{"tokenize", "--tokenizer", "llama", "x"},  {"tokenize", "--val-fraction", "1", "x"},
+                            {"tokenize", "--shard-tokens", "-3", "x"}, {"tokenize", "--split", "lines", "x"},
+                            {"tokenize", "--nope", "1", "x"},          {"tokenize", "--out", "d", NULL}};
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);  // the usage text, printed each time
+    dup2(null, 2);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = tokenize_(bad[i][3] ? 4 : 3, bad[i]);
+        fflush(stderr);
+        if (rc != 2) {
+            dup2(saved, 2);
+            fail_msg("%s %s %s: exit %d, expected 2 (usage)", bad[i][1], bad[i][2], bad[i][3] ? bad[i][3] : "", rc);
+        }
+    }
+    dup2(saved, 2);
+    close(saved), close(null);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(every_window_once_per_epoch, clear_),
@@ -421,6 +679,10 @@ int main(void) {
         cmocka_unit_test_teardown(patterns_lists_and_sorting, clear_),
         cmocka_unit_test_teardown(bad_data_and_arguments, clear_),
         cmocka_unit_test_teardown(large_corpus_is_not_copied, clear_),
+        cmocka_unit_test_teardown(tokenize_gpt2_documents, clear_),
+        cmocka_unit_test_teardown(tokenize_gpt2_long_file, clear_),
+        cmocka_unit_test_teardown(tokenize_bytes_files_and_stdin, clear_),
+        cmocka_unit_test_teardown(tokenize_errors, clear_),
     };
     return cmocka_run_group_tests(tests, make_dir_, remove_dir_);
 }
