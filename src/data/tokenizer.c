@@ -1,0 +1,110 @@
+// tokenizer.c: the tokenizer handle, the byte tokenizer, encode and decode
+// (GPT-2's files are read by tokenizer_gpt2.c).
+#include <string.h>
+
+#include "data/tokenizer_internal.h"
+
+wgpt_tokenizer *wgpt_tokenizer_open_bytes(void) {
+    wgpt_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->name = "bytes";
+    t->vocab_size = 256;
+    t->eot = -1;
+    t->bytes = malloc(256);
+    t->off = malloc(257 * sizeof *t->off);
+    if (!t->bytes || !t->off) {
+        wgpt_tokenizer_free(t);
+        return NULL;
+    }
+    for (int i = 0; i < 256; i++) {
+        t->bytes[i] = (char)i;
+        t->off[i] = (uint32_t)i;
+    }
+    t->off[256] = 256;
+    return t;
+}
+
+void wgpt_tokenizer_free(wgpt_tokenizer *t) {
+    if (!t) return;
+    wgpt_bpe_free(t->bpe);
+    pcre2_code_free(t->pretok);
+    free(t->bytes);
+    free(t->off);
+    free(t);
+}
+
+const char *wgpt_tokenizer_name(const wgpt_tokenizer *t) { return t->name; }
+uint32_t wgpt_tokenizer_vocab_size(const wgpt_tokenizer *t) { return t->vocab_size; }
+int64_t wgpt_tokenizer_eot(const wgpt_tokenizer *t) { return t->eot; }
+
+typedef struct encode_ctx {
+    const wgpt_bpe *bpe;
+    wgpt_bpe_scratch scratch;
+    uint32_t **ids;
+    size_t *n, *cap;
+} encode_ctx;
+
+static int encode_piece_(void *ctx, const char *piece, size_t len) {
+    encode_ctx *c = ctx;
+    return wgpt_bpe_encode(c->bpe, &c->scratch, piece, len, c->ids, c->n, c->cap);
+}
+
+int wgpt_tokenizer_encode(const wgpt_tokenizer *t, const char *text, size_t len, uint32_t **ids, size_t *n,
+                          size_t *cap) {
+    size_t n0 = *n;
+    if (!t->bpe) {  // bytes
+        if (len > SIZE_MAX - n0) return -1;
+        if (n0 + len > *cap) {
+            size_t c = *cap ? *cap : 256;
+            while (c < n0 + len) c = c > SIZE_MAX / 2 ? n0 + len : c * 2;
+            if (c > SIZE_MAX / sizeof **ids) return -1;
+            uint32_t *p = realloc(*ids, c * sizeof *p);
+            if (!p) return -1;
+            *ids = p;
+            *cap = c;
+        }
+        for (size_t i = 0; i < len; i++) (*ids)[n0 + i] = (unsigned char)text[i];
+        *n = n0 + len;
+        return 0;
+    }
+    // Scratch memory lives for one call, so a tokenizer can encode on several threads.
+    encode_ctx c = {t->bpe, {0}, ids, n, cap};
+    int rc = wgpt_pretok_split(t->pretok, text, len, encode_piece_, &c);
+    wgpt_bpe_scratch_free(&c.scratch);
+    if (rc != 0) {
+        *n = n0;
+        return -1;
+    }
+    return 0;
+}
+
+const char *wgpt_tokenizer_decode(const wgpt_tokenizer *t, uint32_t id, size_t *len) {
+    if (id >= t->vocab_size) return NULL;
+    if (len) *len = t->off[id + 1] - t->off[id];
+    return t->bytes + t->off[id];
+}
+
+char *wgpt_tokenizer_decode_all_len(const wgpt_tokenizer *t, const uint32_t *ids, size_t n, size_t *len) {
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= t->vocab_size) return NULL;
+        size_t l = t->off[ids[i] + 1] - t->off[ids[i]];
+        if (l > SIZE_MAX - 1 - total) return NULL;
+        total += l;
+    }
+    char *s = malloc(total + 1);
+    if (!s) return NULL;
+    char *p = s;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = t->off[ids[i] + 1] - t->off[ids[i]];
+        memcpy(p, t->bytes + t->off[ids[i]], l);
+        p += l;
+    }
+    *p = 0;
+    if (len) *len = total;
+    return s;
+}
+
+char *wgpt_tokenizer_decode_all(const wgpt_tokenizer *t, const uint32_t *ids, size_t n) {
+    return wgpt_tokenizer_decode_all_len(t, ids, n, NULL);
+}
