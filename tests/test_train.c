@@ -257,6 +257,31 @@ static void repeated_faults_stop_the_run(void **st) {
     free(p1), free(pb);
 }
 
+// The device is lost during step 3: a clear error, exit 1, and the checkpoint
+// of step 2 is still there, valid, and resumes.
+static void device_loss_keeps_the_last_checkpoint(void **st) {
+    (void)st;
+    char b[650];
+    snprintf(b, sizeof b, "%s/lost", dir);
+    wgpt_train_opts o;
+    opts_(&o, b);
+    o.checkpoint_every = 1;
+    o.inject_loss_at = 3;
+    assert_int_equal(wgpt_train_run(&o), 1);
+    float *p;
+    size_t n;
+    uint64_t step;
+    params_of_(b, &p, &n, &step);
+    assert_int_equal(step, 2);
+    free(p);
+    opts_(&o, b);
+    o.stop_at = 4;
+    assert_int_equal(wgpt_train_run(&o), 0);  // resumes on a fresh device
+    params_of_(b, &p, &n, &step);
+    assert_int_equal(step, 4);
+    free(p);
+}
+
 static void wgpt_path_(char *buf, size_t n) {
     char self[600];
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -361,6 +386,7 @@ int main(void) {
         cmocka_unit_test(seeded_sampling),
         cmocka_unit_test(nan_gradient_step_is_skipped),
         cmocka_unit_test(repeated_faults_stop_the_run),
+        cmocka_unit_test(device_loss_keeps_the_last_checkpoint),
         cmocka_unit_test(sigkill_never_loses_a_run),
         cmocka_unit_test(sigterm_checkpoints_and_exits),
     };

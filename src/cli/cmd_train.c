@@ -42,6 +42,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"spike-factor", WGPT_OPT_F32, &o.spike_factor, "skip a step whose gradient norm is this x the recent mean (0: off)"},
         {"max-skips", WGPT_OPT_U32, &o.max_skips, "stop after this many skipped steps in a row"},
         {"inject-nan", WGPT_OPT_STR, &o.inject_nan, "testing: steps (e.g. 3,5) whose gradients get a NaN"},
+        {"inject-device-loss", WGPT_OPT_U32, &o.inject_loss_at, "testing: lose the GPU device during this step"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
         {"quiet", WGPT_OPT_FLAG, &o.quiet, "print errors only"},
     };

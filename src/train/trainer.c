@@ -397,10 +397,13 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             float l;
             if (wgpt_loader_next_train(r.loader, r.inputs, r.targets) < 0) rc = fail_("reading the training data");
             else if (wgpt_gpt2_accumulate(r.model, r.inputs, r.targets, k == 0, &l) < 0)
-                rc = fail_("step %u: %s", t, wgpt_gpt2_error(r.model));
+                rc = fail_("step %u: %s\nThe last checkpoint (%s, step %u or earlier) is kept: run the same "
+                           "command again to resume from it",
+                           t, wgpt_gpt2_error(r.model), r.path_ckpt, r.step);
             else loss += l;
         }
         if (rc) break;
+        if (o->inject_loss_at == t) wgpt_gpu_force_loss(r.g);
         if (injected_(o->inject_nan, t) && wgpt_gpt2_inject_nan_grad(r.model) < 0) {
             rc = fail_("%s", wgpt_gpt2_error(r.model));
             break;
@@ -414,7 +417,9 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         }
         wgpt_step_result res;
         if (wgpt_gpt2_update(r.model, &ac, (int)t, (int)r.accum, &res) < 0) {
-            rc = fail_("step %u: %s", t, wgpt_gpt2_error(r.model));
+            rc = fail_("step %u: %s\nThe GPU state cannot be trusted after this; the last checkpoint (%s, step "
+                       "%u or earlier) is kept: run the same command again to resume from it",
+                       t, wgpt_gpt2_error(r.model), r.path_ckpt, r.step);
             break;
         }
         r.step = t;

@@ -32,6 +32,7 @@ typedef struct wgpt_train_opts {
     float spike_factor;         // skip a step whose gradient norm exceeds this x the recent mean (0: off)
     uint32_t max_skips;         // stop after this many skipped steps in a row (the last checkpoint is kept)
     const char *inject_nan;     // testing: comma-separated steps whose gradients get a NaN
+    uint32_t inject_loss_at;    // testing: lose the GPU device during this step
     uint64_t seed;
     int quiet;
     wgpt_gpu_options gpu;
