@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench_micro.h"  // wgpt_bench_micro_run
 #include "cli/commands.h"
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
@@ -11,12 +12,21 @@
 static void usage_(FILE *f) {
     fprintf(f,
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--adapter N|NAME] [--profile]\n\n"
+            "                  [--vocab V] [--adapter N|NAME] [--profile]\n"
+            "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
+            "                  [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
             "kernel with GPU timestamps (one compute pass per dispatch: slower steps) and prints\n"
-            "where the time goes.\n");
+            "where the time goes.\n\n"
+            "--micro times single kernels instead (median of R runs, default 10, after 2 warm-up\n"
+            "runs; GPU timestamps where the device has them): the matmuls at GPT-2 124M's shapes\n"
+            "for 4 x 1024 tokens (ms, TFLOP/s per pass) and the memory-bound kernels (GB/s, as a\n"
+            "percentage of a plain copy). F scales the sizes (matmul rows 4096, 256 MiB arrays),\n"
+            "W the matmuls' C and OC; both default to 1, or 1/16 on a CPU adapter (lavapipe).\n"
+            "--micro-wall times with the wall clock around each submission even where the\n"
+            "device has timestamps.\n");
 }
 
 static double now_(void) {
@@ -70,7 +80,9 @@ int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
                           .num_layers = 12, .num_heads = 12, .channels = 768};
     uint32_t B = 4, T = 1024, steps = 10;
-    int profile = 0;
+    int profile = 0, micro = 0;
+    wgpt_bench_micro_opts mo = {.runs = 10};
+    uint32_t micro_runs = 10;
     wgpt_gpu_options opt = {.adapter_index = -1};
     for (int i = 1; i < argc; i++) {
         uint32_t *dst = NULL;
@@ -80,6 +92,22 @@ int wgpt_cmd_bench(int argc, char **argv) {
         }
         if (strcmp(argv[i], "--profile") == 0) {
             profile = opt.profile = 1;
+            continue;
+        }
+        if (strcmp(argv[i], "--micro") == 0 || strcmp(argv[i], "--micro-wall") == 0) {
+            micro = 1;
+            mo.wall_clock |= strcmp(argv[i], "--micro-wall") == 0;
+            continue;
+        }
+        if (strcmp(argv[i], "--micro-scale") == 0 || strcmp(argv[i], "--micro-width") == 0) {
+            double *d = strcmp(argv[i], "--micro-scale") == 0 ? &mo.scale : &mo.width;
+            char *end = NULL;
+            *d = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
+            if (!end || end == argv[i + 1] || *end || !(*d > 0 && *d <= 16)) {
+                fprintf(stderr, "wgpt bench: %s needs a number in (0, 16], e.g. 0.0625\n", argv[i]);
+                return 2;
+            }
+            i++;
             continue;
         }
         if (strcmp(argv[i], "--adapter") == 0 && i + 1 < argc) {
@@ -96,12 +124,17 @@ int wgpt_cmd_bench(int argc, char **argv) {
         else if (strcmp(argv[i], "--heads") == 0) dst = &c.num_heads;
         else if (strcmp(argv[i], "--channels") == 0) dst = &c.channels;
         else if (strcmp(argv[i], "--vocab") == 0) dst = &c.vocab_size;
+        else if (strcmp(argv[i], "--micro-runs") == 0) dst = &micro_runs;
         if (!dst || i + 1 >= argc || arg_u32_(argv[i + 1], dst) < 0) {
             fprintf(stderr, "wgpt bench: bad option '%s'%s\n", argv[i], dst ? " (needs a positive number)" : "");
             usage_(stderr);
             return 2;
         }
         i++;
+    }
+    if (micro) {
+        mo.runs = (int)micro_runs;
+        return wgpt_bench_micro_run(&opt, &mo);
     }
     c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
     if (T > c.max_seq_len) c.max_seq_len = T;

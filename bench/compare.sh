@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# compare.sh: wgpt beside PyTorch on this machine's GPU, in one command.
+# Run from a built tree (make all) on the GPU machine:
+#   bench/compare.sh [--peak-tflops 67] [--batch 4] [--steps 10] [--python python3]
+#                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
+#                    [--compile] [--no-step] [--no-micro]
+# 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024, fp32) and bench/pytorch_gpt2.py in its
+#    three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of tokens/s,
+#    ms/step, TFLOP/s, MFU against --peak-tflops, memory, and wgpt / PyTorch.
+# 2. `wgpt bench --micro` and pytorch_gpt2.py --matmul (fp32, TF32 off) at the same
+#    shapes: ms and TFLOP/s per shape and pass, and the ratio; the memory-bound rows.
+# --model passes the same model options to both (e.g. "--layers 2 --channels 128
+# --heads 4 --vocab 1000 --seq 64" for a quick try); --micro-args goes to
+# `wgpt bench --micro` (e.g. "--micro-scale 0.5"). Without python3, torch or a CUDA
+# device the PyTorch columns say why and wgpt's figures are still printed.
+# Every raw output is kept in --out (default runs/compare-DATE). Plain bash + awk, no network.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+peak=67 batch=4 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args="" compile=""
+do_step=1 do_micro=1
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --peak-tflops) need "$@"; peak=$2; shift 2 ;;
+    --batch) need "$@"; batch=$2; shift 2 ;;
+    --steps) need "$@"; steps=$2; shift 2 ;;
+    --python) need "$@"; py=$2; shift 2 ;;
+    --wgpt) need "$@"; wgpt=$2; shift 2 ;;
+    --out) need "$@"; out=$2; shift 2 ;;
+    --model) need "$@"; model=$2; shift 2 ;;
+    --micro-args) need "$@"; micro_args=$2; shift 2 ;;
+    --compile) compile=--compile; shift ;;
+    --no-step) do_step=0; shift ;;
+    --no-micro) do_micro=0; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+case "$peak" in ''|*[!0-9.]*|.) echo "compare.sh: --peak-tflops needs a number, got '$peak'" >&2; exit 2 ;; esac
+for v in batch steps; do
+  case "${!v}" in ''|*[!0-9]*|0) echo "compare.sh: --$v needs a positive integer, got '${!v}'" >&2; exit 2 ;; esac
+done
+if [ ! -x "$wgpt" ]; then
+  echo "compare.sh: $wgpt is missing: build first (make all), or give --wgpt PATH" >&2
+  exit 1
+fi
+# A GPU machine without a Vulkan loader (README): the runtime packages, if fetched.
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1 ' && [ -d third_party/gpu-runtime ]; then
+  echo "no Vulkan loader installed: sourcing scripts/gpu-env.sh"
+  # shellcheck source=/dev/null
+  . scripts/gpu-env.sh
+fi
+out=${out:-runs/compare-$(date -u +%Y%m%d-%H%M%S)}
+mkdir -p "$out" || exit 1
+
+# --- what this is measured on ---------------------------------------------------------
+echo "== compare.sh, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src kernels 2>/dev/null || echo ' (src/kernels modified)')"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1) (name, driver, memory)"
+fi
+echo "Dawn: $(sed -n 's/^WGPT_DAWN_NPM="\(.*\)"/\1/p' scripts/pins.sh 2>/dev/null) (scripts/pins.sh)"
+echo "raw outputs: $out/"
+
+# --- can PyTorch run? ---------------------------------------------------------------------
+torch_why=""
+if ! command -v "$py" >/dev/null 2>&1; then
+  torch_why="$py not found"
+else
+  "$py" -c 'import torch' >/dev/null 2>&1 || torch_why="PyTorch is not importable by $py"
+  if [ -z "$torch_why" ] && ! "$py" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' \
+      >/dev/null 2>&1; then
+    torch_why="torch $("$py" -c 'import torch; print(torch.__version__)' 2>/dev/null) sees no CUDA device"
+  fi
+fi
+[ -n "$torch_why" ] && echo "PyTorch: skipped ($torch_why); wgpt's figures only"
+[ -z "$torch_why" ] && echo "PyTorch: $("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')"
+
+# Runs a command into a file, echoing it; returns its status.
+run() {
+  local file=$1; shift
+  echo "\$ $*" | tee "$file.cmd"
+  "$@" >"$file" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && { echo "  failed (exit $rc); last lines of $file:"; tail -5 "$file" | sed 's/^/    /'; }
+  return $rc
+}
+
+status=0
+# --- 1. the training step -------------------------------------------------------------
+if [ $do_step = 1 ]; then
+  echo
+  echo "== training step: $wgpt bench and bench/pytorch_gpt2.py"
+  # shellcheck disable=SC2086  # $model is a list of options on purpose
+  run "$out/wgpt_bench.txt" "$wgpt" bench --batch "$batch" --steps "$steps" $model || status=1
+  grep -E '^(adapter|model):' "$out/wgpt_bench.txt" | sed 's/^/  /'
+  rows="$out/step_rows.txt"
+  # row: label, tokens/s, ms/step, TFLOP/s, memory MiB, memory kind
+  awk '/^result:/ {r = $4 " " $2 " " $6}
+       /^GPU memory:/ {m = $3 + $5}
+       END {if (r != "") print "wgpt_fp32", r, m, "allocated"}' "$out/wgpt_bench.txt" >"$rows"
+  if [ -z "$torch_why" ]; then
+    for mode in fp32 tf32 bf16; do
+      # shellcheck disable=SC2086
+      run "$out/pytorch_$mode.txt" "$py" bench/pytorch_gpt2.py --mode "$mode" --batch "$batch" --steps "$steps" \
+        $model $compile
+      awk -v m="$mode" '/^result:/ {r = $4 " " $2 " " $6 " " $8}
+           END {print "pytorch_" m, (r != "" ? r " peak" : "failed")}' "$out/pytorch_$mode.txt" >>"$rows"
+    done
+  fi
+  echo
+  awk -v peak="$peak" -v why="$torch_why" '
+    BEGIN {
+      label["wgpt_fp32"] = "wgpt, fp32"
+      label["pytorch_fp32"] = "PyTorch fp32, TF32 off"
+      label["pytorch_tf32"] = "PyTorch fp32, TF32 on"
+      label["pytorch_bf16"] = "PyTorch bf16 autocast"
+    }
+    { tps[$1] = $2; ms[$1] = $3; tf[$1] = $4; mem[$1] = $5; kind[$1] = $6; order[n++] = $1 }
+    END {
+      printf "%-24s %10s %9s %8s %7s %11s %11s\n", "run", "tokens/s", "ms/step", "TFLOP/s", "MFU", "memory MiB",
+             "wgpt/this"
+      if (!("wgpt_fp32" in tps)) print "wgpt bench gave no result (see its output above)"
+      for (i = 0; i < n; i++) {
+        k = order[i]
+        if (tps[k] == "failed") { printf "%-24s %s\n", label[k], "failed: see its output above"; continue }
+        ratio = (k != "wgpt_fp32" && ("wgpt_fp32" in tps) && tps[k] > 0) ? sprintf("%.2f", tps["wgpt_fp32"] / tps[k]) : "-"
+        printf "%-24s %10.0f %9.1f %8.2f %6.1f%% %11.0f %11s\n", label[k], tps[k], ms[k], tf[k], 100 * tf[k] / peak,
+               mem[k], ratio
+      }
+      if (why != "") print "PyTorch rows: none (" why ")"
+      printf "MFU: TFLOP/s (6N + 6LCT FLOPs a token) over %s TFLOP/s, the fp32 peak given by --peak-tflops; TF32 and\n", peak
+      print "bf16 run on tensor cores with higher peaks. wgpt/this: tokens/s of wgpt (fp32) over the row. Memory: wgpt,"
+      print "the GPU memory it allocates (parameters, gradients, AdamW, activations); PyTorch, torch.cuda.max_memory_allocated."
+    }' "$rows"
+fi
+
+# --- 2. micro-benchmarks -----------------------------------------------------------------
+if [ $do_micro = 1 ]; then
+  echo
+  echo "== micro-benchmarks: $wgpt bench --micro and bench/pytorch_gpt2.py --matmul (fp32, TF32 off)"
+  # shellcheck disable=SC2086
+  run "$out/wgpt_micro.txt" "$wgpt" bench --micro $micro_args || status=1
+  grep -E '^(adapter|driver|timing|scale|GPU memory)' "$out/wgpt_micro.txt" | sed 's/^/  /'
+  rows_n=$(sed -n 's/.*matmul rows N = \([0-9]*\).*/\1/p' "$out/wgpt_micro.txt")
+  arr_mib=$(sed -n 's/.*memory-bound arrays \([0-9.]*\) MiB.*/\1/p' "$out/wgpt_micro.txt")
+  : >"$out/pytorch_matmul.txt"
+  if [ -z "$torch_why" ] && [ -n "$rows_n" ]; then
+    copy_floats=$(awk -v m="${arr_mib:-256}" 'BEGIN {printf "%d", m * 1048576 / 4}')
+    run "$out/pytorch_matmul.txt" "$py" bench/pytorch_gpt2.py --matmul --mode fp32 --rows "$rows_n" \
+      --copy-floats "$copy_floats"
+  fi
+  echo
+  awk -v why="$torch_why" '
+    FILENAME == ARGV[1] { file = 1 }
+    FILENAME == ARGV[2] { file = 2 }
+    file == 1 && $1 == "matmul" { k = $2 " " $6; w[k] = $7; wt[k] = $8; shape[k] = $3 " " $4 " " $5; order[n++] = k }
+    file == 1 && $1 == "memory" { mem[nm++] = $0 }
+    file == 2 && $1 == "matmul" { p[$2 " " $6] = $7; pt[$2 " " $6] = $8; pshape[$2 " " $6] = $3 " " $4 " " $5 }
+    file == 2 && $1 == "memory" && $2 == "copy" { pcopy = $5 }
+    END {
+      printf "%-8s %-11s %6s %6s %6s | %10s %8s | %10s %8s | %12s\n", "shape", "pass", "N", "C", "OC", "wgpt ms",
+             "TFLOP/s", "torch ms", "TFLOP/s", "wgpt/torch"
+      for (i = 0; i < n; i++) {
+        k = order[i]; split(k, a, " "); split(shape[k], s, " ")
+        pm = "-"; ptf = "-"; r = "-"
+        # the wall-clock fallback times both backward passes together
+        if (a[2] == "backward" && ((a[1] " bwd_input") in p)) {
+          q = p[a[1] " bwd_input"] + p[a[1] " bwd_weight"]; pk = a[1] " bwd_input"
+          pm = sprintf("%.3f", q); ptf = sprintf("%.2f", 4 * s[1] * s[2] * s[3] / (q * 1e-3) * 1e-12)
+        } else if (k in p) { pm = p[k]; ptf = pt[k]; pk = k }
+        if (pm != "-" && pshape[pk] != shape[k]) { pm = "shape?"; ptf = "-" }
+        else if (pm != "-" && w[k] > 0) r = sprintf("%.2f", pm / w[k])
+        printf "%-8s %-11s %6s %6s %6s | %10s %8s | %10s %8s | %12s\n", a[1], a[2], s[1], s[2], s[3], w[k], wt[k],
+               pm, ptf, r
+      }
+      if (n == 0) print "wgpt bench --micro gave no matmul rows (see its output above)"
+      for (k in p) if (p[k] != "" && (k in pshape) && (k in shape) && pshape[k] != shape[k]) mism = 1
+      if (mism) print "shape?: the two sides ran different shapes (wgpt scaled by --micro-width on a CPU adapter); no ratio."
+      print "wgpt/torch: speed of wgpt relative to PyTorch (torch ms / wgpt ms; 1 = as fast, 0.25 = 4x slower)."
+      if (why != "") print "PyTorch columns: none (" why ")"
+      print ""
+      printf "%-16s %10s %10s %9s %8s\n", "memory kernel", "MB moved", "ms", "GB/s", "of copy"
+      for (i = 0; i < nm; i++) { split(mem[i], m, " "); printf "%-16s %10s %10s %9s %8s\n", m[2], m[3], m[4], m[5], m[6] }
+      if (pcopy != "") {
+        wc = 0; for (i = 0; i < nm; i++) { split(mem[i], m, " "); if (m[2] == "copy") wc = m[5] }
+        printf "PyTorch copy_ of the same size: %s GB/s; wgpt copy / PyTorch copy: %.2f\n", pcopy, wc / pcopy
+      }
+    }' "$out/wgpt_micro.txt" "$out/pytorch_matmul.txt"
+fi
+echo
+echo "raw outputs and the exact commands: $out/"
+exit $status

@@ -1,0 +1,96 @@
+// bench_matmul.c: the matmul rows of `wgpt bench --micro`: the linear layer's
+// kernels (model/linear.h) at GPT-2 124M's shapes for B x T = 4 x 1024 tokens
+// (N = 4096 rows, scaled by --micro-scale; C and OC scaled by --micro-width),
+// forward and both backward passes, and a square N x N x N forward.
+#include <stdio.h>
+
+#include "cli/bench_micro.h"
+#include "model/linear.h"
+#include "train/microbench.h"
+
+typedef struct mm_shape {
+    const char *name;
+    uint32_t C, OC;
+    int bias, backward;  // GPT-2 has biases on every linear but the tied logits one
+} mm_shape;
+
+// ms and passes * 2*N*C*OC / time ("-" if the time is 0: below the timer's resolution).
+static void row_(const char *name, uint32_t N, uint32_t C, uint32_t OC, const char *pass, double ms, int passes) {
+    if (ms <= 0) {
+        printf("matmul %-8s %6u %6u %6u %-11s %10.3f %8s\n", name, N, C, OC, pass, ms, "-");
+        return;
+    }
+    double tflops = passes * 2.0 * N * C * OC / (ms * 1e-3) * 1e-12;
+    printf("matmul %-8s %6u %6u %6u %-11s %10.3f %8.3f\n", name, N, C, OC, pass, ms, tflops);
+}
+
+// Times one prepared op and prints the error if it fails.
+static int time_(wgpt_bench_ctx *b, const wgpt_op *op, const char *what, wgpt_microbench *r) {
+    if (wgpt_microbench_time(b->g, op, &b->timing, r) == 0) return 0;
+    fprintf(stderr, "wgpt bench: timing %s: %s\n", what, wgpt_gpu_error(b->g));
+    return -1;
+}
+
+static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
+    wgpt_gpu *g = b->g;
+    uint64_t C = s->C, OC = s->OC;
+    wgpt_buf *inp = wgpt_bench_micro_buffer(b, N * C, -1, 1, "matmul inp");
+    wgpt_buf *w = inp ? wgpt_bench_micro_buffer(b, OC * C, -0.05f, 0.05f, "matmul weight") : NULL;
+    wgpt_buf *bias = w ? wgpt_bench_micro_buffer(b, OC, -0.1f, 0.1f, "matmul bias") : NULL;
+    wgpt_buf *dout = bias && s->backward ? wgpt_bench_micro_buffer(b, N * OC, -1e-3f, 1e-3f, "matmul dout") : NULL;
+    wgpt_buf *out = bias ? wgpt_buf_create(g, N * OC * 4, "matmul out") : NULL;
+    wgpt_buf *dinp = s->backward ? wgpt_buf_create(g, N * C * 4, "matmul dinp") : NULL;
+    wgpt_buf *dw = s->backward ? wgpt_buf_create(g, OC * C * 4, "matmul dweight") : NULL;
+    wgpt_op fwd, bwd;
+    wgpt_op_init(&fwd), wgpt_op_init(&bwd);
+    int rc = -1;
+    if (!bias || (s->backward && !dout)) goto done;  // the fill printed why
+    if (!out || (s->backward && (!dinp || !dw))) {
+        fprintf(stderr, "wgpt bench: matmul %s buffers: %s\n", s->name, wgpt_gpu_error(g));
+        goto done;
+    }
+    wgpt_view none = {NULL, 0, 0}, vinp = {inp, 0, 0}, vw = {w, 0, 0}, vb = {bias, 0, 0}, vout = {out, 0, 0};
+    wgpt_view vdinp = {dinp, 0, 0}, vdw = {dw, 0, 0}, vdout = {dout, 0, 0};
+    if (wgpt_linear_forward(g, &fwd, vout, vinp, vw, s->bias ? vb : none, N, s->C, s->OC) < 0 ||
+        (s->backward &&
+         wgpt_linear_backward(g, &bwd, vdinp, vdw, none, vdout, vinp, vw, N, s->C, s->OC, 0) < 0)) {
+        fprintf(stderr, "wgpt bench: preparing matmul %s: %s\n", s->name, wgpt_gpu_error(g));
+        goto done;
+    }
+    wgpt_microbench r;
+    if (time_(b, &fwd, s->name, &r) < 0) goto done;
+    row_(s->name, N, s->C, s->OC, "forward", r.ms, 1);
+    if (s->backward) {
+        if (time_(b, &bwd, s->name, &r) < 0) goto done;
+        double in_ms = wgpt_microbench_kernel_ms(&r, "backward_input");
+        double w_ms = wgpt_microbench_kernel_ms(&r, "backward_weight");
+        if (in_ms > 0 && w_ms > 0) {
+            row_(s->name, N, s->C, s->OC, "bwd_input", in_ms, 1);
+            row_(s->name, N, s->C, s->OC, "bwd_weight", w_ms, 1);
+        } else {  // wall clock, or kernels renamed: the two passes together
+            row_(s->name, N, s->C, s->OC, "backward", r.ms, 2);
+        }
+    }
+    fflush(stdout);
+    rc = 0;
+done:
+    wgpt_op_free(&fwd), wgpt_op_free(&bwd);
+    wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(bias), wgpt_buf_free(dout);
+    wgpt_buf_free(out), wgpt_buf_free(dinp), wgpt_buf_free(dw);
+    return rc;
+}
+
+int wgpt_bench_micro_matmul(wgpt_bench_ctx *b) {
+    uint32_t N = wgpt_bench_micro_scaled(4096, b->scale, 64);
+    uint32_t C = wgpt_bench_micro_scaled(768, b->width, 64), C3 = wgpt_bench_micro_scaled(2304, b->width, 64);
+    uint32_t C4 = wgpt_bench_micro_scaled(3072, b->width, 64), Vp = wgpt_bench_micro_scaled(50304, b->width, 64);
+    const mm_shape shapes[] = {
+        {"qkv", C, C3, 1, 1},   {"attproj", C, C, 1, 1}, {"fc", C, C4, 1, 1},
+        {"fcproj", C4, C, 1, 1}, {"logits", C, Vp, 0, 1}, {"square", N, N, 0, 0},
+    };
+    printf("# matmul  shape        N      C     OC pass                ms  TFLOP/s   (2*N*C*OC / time; "
+           "backward = input + weight passes, 4*N*C*OC)\n");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        if (shape_(b, &shapes[i], N) < 0) return -1;
+    return 0;
+}
