@@ -22,7 +22,7 @@ TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-.PHONY: all setup run test sanitize clean
+.PHONY: all setup run test sanitize clean fuzz fuzz-build fuzz-corpus
 all: $(BUILD)/wgpt $(TESTS)
 
 setup:
@@ -38,6 +38,7 @@ test: setup
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/run-tests.sh $(TESTS)
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory fuzz
 
 # Every test again with AddressSanitizer and UndefinedBehaviorSanitizer on our
 # host code. Leak checks are off: Dawn is not instrumented and keeps
@@ -82,4 +83,52 @@ $(DAWN_DIR)/libwebgpu_wrapper.so:
 	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
+
+# ---- fuzzing: libFuzzer targets in fuzz/ (clang), host code only ----------
+#   make fuzz        build every target, run each WGPT_FUZZ_SECONDS (default 30)
+#   make fuzz-build  build only; run one by hand: build-fuzz/fuzz_shard [-help=1]
+FUZZ_CC ?= clang-14
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SAN = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS = -std=c11 -g -O1 $(FUZZ_SAN) \
+	-Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections -fdata-sections
+FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files
+# The host sources each target links. --gc-sections drops what the fuzzed code
+# never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
+# the checkpoint its parameter count, and is built without coverage tables
+# (they would keep every function alive).
+FUZZ_SRC_shard = src/data/shard.c src/data/loader.c
+FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c
+FUZZ_SRC_options = src/cli/options.c
+FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c)
+FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
+FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
+# (a function: a literal % in a pattern rule's prerequisites would become the stem)
+fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
+
+fuzz: fuzz-build
+	@WGPT_FUZZ_BUILD=$(FUZZ_BUILD) scripts/fuzz.sh $(FUZZ_TARGETS)
+
+fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
+
+# Seeds for shard and checkpoint, written with wgpt's own writers (checked in).
+fuzz-corpus: $(FUZZ_BUILD)/make_corpus
+	$(FUZZ_BUILD)/make_corpus fuzz/corpus
+
+$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O1 -g -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections $^ \
+		$(FUZZ_LDLIBS) -o $@
+
+$(FUZZ_BUILD)/obj/model/%.o: FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined
+# Kept between builds (make would delete them as intermediate files).
+.PRECIOUS: $(FUZZ_BUILD)/obj/%.o
+$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+.SECONDEXPANSION:
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $$(call fuzz_objs,$$*)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(filter %.o,$^) $(FUZZ_LDLIBS) -o $@

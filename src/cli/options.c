@@ -1,6 +1,7 @@
 // options.c: command-line parsing (see options.h).
 #include "cli/options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -26,6 +27,12 @@ void wgpt_opts_help(FILE *f, const wgpt_opt *opts, int nopts, const char *usage)
     }
 }
 
+// strtoull skips leading blanks and then negates a '-': " -1" would become 2^64 - 1.
+static int negative_(const char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    return *s == '-';
+}
+
 static int set_(const wgpt_opt *o, const char *val) {
     char *end;
     errno = 0;
@@ -33,13 +40,13 @@ static int set_(const wgpt_opt *o, const char *val) {
     case WGPT_OPT_STR: *(const char **)o->dst = val; return 0;
     case WGPT_OPT_U32: {
         unsigned long long v = strtoull(val, &end, 10);
-        if (*val == '-' || *end || end == val || errno || v > UINT32_MAX) return -1;
+        if (negative_(val) || *end || end == val || errno || v > UINT32_MAX) return -1;
         *(uint32_t *)o->dst = (uint32_t)v;
         return 0;
     }
     case WGPT_OPT_U64: {
         unsigned long long v = strtoull(val, &end, 10);
-        if (*val == '-' || *end || end == val || errno) return -1;
+        if (negative_(val) || *end || end == val || errno) return -1;
         *(uint64_t *)o->dst = v;
         return 0;
     }
