@@ -22,7 +22,7 @@ TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-.PHONY: all setup run test sanitize clean fuzz fuzz-build fuzz-corpus
+.PHONY: all setup run test sanitize valgrind clean fuzz fuzz-build fuzz-corpus
 all: $(BUILD)/wgpt $(TESTS)
 
 setup:
@@ -38,6 +38,7 @@ test: setup
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/run-tests.sh $(TESTS)
 	@$(MAKE) --no-print-directory sanitize
+	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory fuzz
 
 # Every test again with AddressSanitizer and UndefinedBehaviorSanitizer on our
@@ -47,6 +48,14 @@ SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 sanitize:
 	@$(MAKE) --no-print-directory BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all
 	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized scripts/run-tests.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
+
+# The programs that need no GPU, under valgrind's memcheck (WGPT_TEST_QUICK
+# skips the speed measurements, which valgrind slows 50x).
+VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source ref shard loader checkpoint tokenizer train_host)
+valgrind: all
+	@WGPT_TEST_QUICK=1 TEST_LABEL=valgrind \
+	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
+	  scripts/run-tests.sh $(VALGRIND_TESTS)
 
 $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) | $(DAWN_DIR)/libwebgpu_wrapper.so
 	@mkdir -p $(dir $@)
@@ -76,7 +85,7 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/ref/*.h)
 $(BUILD)/libref.a: $(REF_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(BUILD)/libwgpt.a $(BUILD)/libref.a
+$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(wildcard src/cli/*.c) $(BUILD)/libwgpt.a $(BUILD)/libref.a
 	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
 
 $(DAWN_DIR)/libwebgpu_wrapper.so:

@@ -6,7 +6,9 @@ set -uo pipefail
 passed=0; failed=0; broken=()
 for t in "$@"; do
   echo "=== $t"
-  out=$("$t" 2>&1); rc=$?
+  # TEST_RUNNER: a command to run each test under (e.g. valgrind), word-split on purpose
+  # shellcheck disable=SC2086
+  out=$(${TEST_RUNNER:-} "$t" 2>&1); rc=$?
   printf '%s\n' "$out"
   p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
   f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')

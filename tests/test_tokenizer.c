@@ -647,6 +647,7 @@ static double now_(void) {
 
 static void encode_speed(void **state) {
     (void)state;
+    if (getenv("WGPT_TEST_QUICK")) skip();  // under valgrind: 50x slower, and it measures nothing
     // 4 MB of the fixture texts, prose, code and scripts, over and over.
     char *fix = tu_read_source("tests/data/gpt2_fixtures.jsonl");
     size_t cap = 4u << 20, len = 0;
