@@ -4,6 +4,10 @@
 // Dispatch: the row kernels take one workgroup of WG threads per row, N
 // workgroups through dispatch1d (2D past 65535); layernorm_backward_params
 // takes one workgroup per LN_COLS columns, ceil(C / LN_COLS) workgroups.
+// CPU twins (for llvmpipe; src/model/variant.h picks): layernorm_forward_flat
+// and layernorm_backward_input_flat, same bindings and params, one invocation
+// per row, LN_FLAT_WG rows a workgroup, ceil(N / LN_FLAT_WG) workgroups
+// through dispatch1d; no barriers, no subgroups.
 // See docs/kernels/02_layernorm.md.
 
 struct LnParams {
@@ -15,6 +19,9 @@ const LN_EPS: f32 = 1e-5;
 // layernorm_backward_params: a workgroup is LN_COLS columns x LN_LANES row lanes.
 const LN_COLS: u32 = 32u;
 const LN_LANES: u32 = 8u;   // LN_COLS * LN_LANES == WG
+
+// The flat kernels: rows per workgroup, one per invocation.
+const LN_FLAT_WG: u32 = 64u;
 
 // One row per workgroup; the 2D fallback spreads rows over (x, y).
 fn ln_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -136,5 +143,76 @@ fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin
         }
         dweight[c] += tw;
         dbias[c] += tb;
+    }
+}
+
+// --- KERNEL: layernorm_forward_flat ---
+// The CPU twin of layernorm_forward: invocation lid of workgroup w owns row
+// w * LN_FLAT_WG + lid and walks it alone, three passes in column order
+// (mean, centred variance, output). Adjacent invocations read adjacent rows.
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;   // (N, C)
+@group(0) @binding(1) var<storage, read_write> mean: array<f32>;  // (N)
+@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;  // (N)
+@group(0) @binding(3) var<storage, read> inp: array<f32>;         // (N, C)
+@group(0) @binding(4) var<storage, read> weight: array<f32>;      // (C)
+@group(0) @binding(5) var<storage, read> bias: array<f32>;        // (C)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(LN_FLAT_WG)
+fn layernorm_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                          @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
+    if (row >= p.N) { return; }
+    let base = row * p.C;
+    let inv_c = 1.0 / f32(p.C);
+    var s = 0.0;
+    for (var c = 0u; c < p.C; c++) { s += inp[base + c]; }
+    let m = s * inv_c;
+    var v = 0.0;
+    for (var c = 0u; c < p.C; c++) {
+        let d = inp[base + c] - m;
+        v += d * d;
+    }
+    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
+    for (var c = 0u; c < p.C; c++) {
+        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
+    }
+    mean[row] = m;
+    rstd[row] = r;
+}
+
+// --- KERNEL: layernorm_backward_input_flat ---
+// The CPU twin of layernorm_backward_input: one invocation per row, two
+// passes in column order (the two means, then dinp +=).
+@group(0) @binding(0) var<storage, read_write> dinp: array<f32>;  // (N, C)
+@group(0) @binding(1) var<storage, read> dout: array<f32>;        // (N, C)
+@group(0) @binding(2) var<storage, read> inp: array<f32>;         // (N, C)
+@group(0) @binding(3) var<storage, read> weight: array<f32>;      // (C)
+@group(0) @binding(4) var<storage, read> mean: array<f32>;        // (N)
+@group(0) @binding(5) var<storage, read> rstd: array<f32>;        // (N)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(LN_FLAT_WG)
+fn layernorm_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                                 @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
+    if (row >= p.N) { return; }
+    let base = row * p.C;
+    let m = mean[row];
+    let r = rstd[row];
+    var sg_acc = 0.0;
+    var sgx_acc = 0.0;
+    for (var c = 0u; c < p.C; c++) {
+        let g = dout[base + c] * weight[c];
+        sg_acc += g;
+        sgx_acc += g * (inp[base + c] - m) * r;
+    }
+    let inv_c = 1.0 / f32(p.C);
+    let mean_g = sg_acc * inv_c;
+    let mean_gx = sgx_acc * inv_c;
+    for (var c = 0u; c < p.C; c++) {
+        let g = dout[base + c] * weight[c];
+        let xhat = (inp[base + c] - m) * r;
+        dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
     }
 }

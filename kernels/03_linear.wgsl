@@ -7,6 +7,11 @@
 // Dispatch: the matmuls take one workgroup of 256 threads per 64x64 output
 // tile, grid (ceil(n / 64), ceil(m / 64), 1); the bias kernel one workgroup
 // per 32 columns, grid (ceil(n / 32), 1, 1).
+// CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat,
+// matmul_backward_input_flat, matmul_backward_weight_flat, same bindings and
+// params as their tiled twins, no workgroup memory, no barriers: 64
+// invocations a workgroup, FLAT_ROWS x 128 outputs, grid (ceil(n / 128),
+// ceil(m / FLAT_ROWS), 1).
 // See docs/kernels/03_linear.md.
 
 // The same struct for every kernel here; the meaning of each field per kernel
@@ -19,6 +24,13 @@ struct LinearParams {
     off: u32,   // its first column
     flag: u32,  // matmul_forward: has bias; matmul_backward_input: accumulate; else 0
 }
+
+// The flat (CPU) kernels: FLAT_WG invocations, each owning FLAT_COLS columns
+// (lid + FLAT_WG * j) of the workgroup's FLAT_ROWS rows.
+const FLAT_WG: u32 = 64u;
+const FLAT_ROWS: u32 = 16u;
+const FLAT_COLS: u32 = 2u;
+const FLAT_OUT: u32 = 32u;  // FLAT_ROWS * FLAT_COLS
 
 const TILE: u32 = 64u;   // output tile edge, rows and columns
 const TK: u32 = 16u;     // reduction step: each tile load covers TK values of k
@@ -223,5 +235,153 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
         var t = 0.0;
         for (var q = 0u; q < BB_PHASES; q++) { t += bb_part[q * BB_COLS + lc]; }
         dbias[c] = dbias[c] + t;
+    }
+}
+
+// --- KERNEL: matmul_forward_flat ---
+// The CPU twin of matmul_forward: the same out, from straight global loads.
+// Invocation lid of workgroup (x, y) owns rows y * FLAT_ROWS + i (i < 16)
+// and columns x * 128 + lid + 64 j (j < 2). Each weight value it loads
+// serves 16 rows. The inp rows are the same for the whole workgroup: each subgroup
+// reads S values of k per row at once (one per lane) and hands them round
+// with subgroupShuffle, so a row value costs one load per S uses. Sums run
+// over k in order: deterministic, whatever the subgroup size.
+@group(0) @binding(0) var<storage, read> inp: array<f32>;         // (m, k)
+@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (n, k)
+@group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n), read only if p.flag != 0
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (m, ld)
+@group(0) @binding(4) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                       @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let S = min(sg, FLAT_WG);
+    // Rows and columns past the matrix are clamped into it (their sums are
+    // never written): every lane takes part in every shuffle.
+    var arow: array<u32, FLAT_ROWS>;
+    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.k; }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u) * p.k; }
+    var sum = array<f32, FLAT_OUT>();
+    for (var k0 = 0u; k0 < p.k; k0 += S) {
+        let ks = min(k0 + sid, p.k - 1u);
+        var a = array<f32, FLAT_ROWS>();  // lane sid: inp[row i, k0 + sid]
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = inp[arow[i] + ks]; }
+        let kn = min(S, p.k - k0);
+        for (var kk = 0u; kk < kn; kk++) {
+            var b = array<f32, FLAT_COLS>();
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[bcol[j] + k0 + kk]; }
+            for (var i = 0u; i < FLAT_ROWS; i++) {
+                let x = subgroupShuffle(a[i], kk);
+                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
+            }
+        }
+    }
+    for (var j = 0u; j < FLAT_COLS; j++) {
+        let c = c0 + FLAT_WG * j;
+        var bj = 0.0;
+        if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
+        for (var i = 0u; i < FLAT_ROWS; i++) {
+            let r = r0 + i;
+            if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i * FLAT_COLS + j] + bj; }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_input_flat ---
+// The CPU twin of matmul_backward_input, laid out as matmul_forward_flat:
+// rows of dout shared through subgroupShuffle, columns of weight (c
+// contiguous: adjacent lanes read adjacent floats) loaded per lane.
+@group(0) @binding(0) var<storage, read> dout: array<f32>;        // (m, ld)
+@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (k, n)
+@group(0) @binding(2) var<storage, read_write> dinp: array<f32>;  // (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                              @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let S = min(sg, FLAT_WG);
+    var arow: array<u32, FLAT_ROWS>;
+    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.ld + p.off; }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
+    var sum = array<f32, FLAT_OUT>();
+    for (var k0 = 0u; k0 < p.k; k0 += S) {
+        let ks = min(k0 + sid, p.k - 1u);
+        var a = array<f32, FLAT_ROWS>();  // lane sid: dout[row i, off + k0 + sid]
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow[i] + ks]; }
+        let kn = min(S, p.k - k0);
+        for (var kk = 0u; kk < kn; kk++) {
+            let wrow = (k0 + kk) * p.n;
+            var b = array<f32, FLAT_COLS>();
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[wrow + bcol[j]]; }
+            for (var i = 0u; i < FLAT_ROWS; i++) {
+                let x = subgroupShuffle(a[i], kk);
+                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
+            }
+        }
+    }
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        let r = r0 + i;
+        for (var j = 0u; j < FLAT_COLS; j++) {
+            let c = c0 + FLAT_WG * j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                var v = sum[i * FLAT_COLS + j];
+                if (p.flag != 0u) { v += dinp[idx]; }
+                dinp[idx] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_weight_flat ---
+// The CPU twin of matmul_backward_weight: dweight rows r (output channels)
+// are the shared operand: lane sid reads dout[k0 + sid, off + r] and hands it
+// round; inp[k, c] (c contiguous) is loaded per lane.
+@group(0) @binding(0) var<storage, read> dout: array<f32>;           // (k, ld)
+@group(0) @binding(1) var<storage, read> inp: array<f32>;            // (k, n)
+@group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                               @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let S = min(sg, FLAT_WG);
+    var acol: array<u32, FLAT_ROWS>;
+    for (var i = 0u; i < FLAT_ROWS; i++) { acol[i] = p.off + min(r0 + i, p.m - 1u); }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
+    var sum = array<f32, FLAT_OUT>();
+    for (var k0 = 0u; k0 < p.k; k0 += S) {
+        let arow = min(k0 + sid, p.k - 1u) * p.ld;
+        var a = array<f32, FLAT_ROWS>();  // lane sid: dout[k0 + sid, off + row i]
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow + acol[i]]; }
+        let kn = min(S, p.k - k0);
+        for (var kk = 0u; kk < kn; kk++) {
+            let brow = (k0 + kk) * p.n;
+            var b = array<f32, FLAT_COLS>();
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = inp[brow + bcol[j]]; }
+            for (var i = 0u; i < FLAT_ROWS; i++) {
+                let x = subgroupShuffle(a[i], kk);
+                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
+            }
+        }
+    }
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        let r = r0 + i;
+        for (var j = 0u; j < FLAT_COLS; j++) {
+            let c = c0 + FLAT_WG * j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                dweight[idx] = dweight[idx] + sum[i * FLAT_COLS + j];
+            }
+        }
     }
 }

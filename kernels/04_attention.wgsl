@@ -7,7 +7,13 @@
 // ABI: storage buffers at bindings 0..k-1, then `p: AttnParams` at binding k.
 // Dispatch: forward and backward_dq (ceil(T/BQ), NH, B), backward_dkdv
 // (ceil(T/BK), NH, B), backward_preprocess ceil(B*NH*T / WG) through
-// dispatch1d. See docs/kernels/04_attention.md.
+// dispatch1d.
+// CPU twins (for llvmpipe; src/model/variant.h picks): attention_forward_flat,
+// attention_backward_dq_flat, attention_backward_dkdv_flat, same bindings and
+// params, no workgroup memory, no barriers: one invocation per query (key),
+// AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
+// the lanes of a group of AF_G = 8 with subgroupShuffle, so the subgroup size
+// must be a multiple of 8. See docs/kernels/04_attention.md.
 
 struct AttnParams {
     B: u32,
@@ -32,6 +38,13 @@ const CPT: u32 = 4u;      // output columns per thread in one chunk: DC / TPR
 const MAX_HS: u32 = 128u;
 const NCH: u32 = 4u;      // chunks of the largest head: MAX_HS / DC
 const NACC: u32 = 16u;    // accumulators per thread: NCH * CPT
+
+// The flat (CPU) kernels: AF_WG invocations a workgroup, one query (or key)
+// each; lanes sid & ~7 .. (sid & ~7) + 7 of a subgroup form a group of AF_G
+// that shares key (query) rows through subgroupShuffle.
+const AF_WG: u32 = 16u;
+const AF_G: u32 = 8u;
+const_assert AF_WG % AF_G == 0u;
 
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
@@ -430,6 +443,227 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
                 if (col < p.hs) {
                     dqkv[krow + col] = p.scale * dk[ch * CPT + u];
                     dqkv[krow + p.C + col] = dv[ch * CPT + u];
+                }
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_forward_flat ---
+// The CPU twin of attention_forward: invocation lid owns query t = q0 + lid.
+// Keys come in blocks of AF_G: lane gl of a group loads key j0 + gl, and the
+// group's 8 rows reach every lane by subgroupShuffle. Pass 1 finds the row's
+// max m and sum l (online over blocks); pass 2 recomputes each block's
+// scores, P = exp(score - lse), and adds P @ V of the block into out (the
+// first block writes): out is this invocation's own row, so the running sum
+// lives in global memory instead of registers, whatever the head size.
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (B, T, C)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;  // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<f32>;        // (B, T, 3C)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+// Scaled scores of query row qrow against the keys that lanes g0 .. g0 + 7
+// load from krow (key rows of qkv).
+fn af_scores(qrow: u32, krow: u32, g0: u32) -> array<f32, AF_G> {
+    var s = array<f32, AF_G>();
+    for (var c = 0u; c < p.hs; c++) {
+        let qv = qkv[qrow + c];
+        let kv = qkv[krow + c];
+        for (var jj = 0u; jj < AF_G; jj++) { s[jj] = fma(qv, subgroupShuffle(kv, g0 + jj), s[jj]); }
+    }
+    for (var jj = 0u; jj < AF_G; jj++) { s[jj] *= p.scale; }
+    return s;
+}
+
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                          @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let C3 = 3u * p.C;
+    let base = b * p.T * C3 + h * p.hs;  // q of (b, t = 0, head h); k at + C, v at + 2C
+    let qrow = base + min(t, p.T - 1u) * C3;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    // Keys that some query of the workgroup sees: a uniform loop bound, so
+    // every lane takes part in every shuffle; rows past T are clamped.
+    let kend = min(q0 + AF_WG, p.T);
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_G) {
+        let s = af_scores(qrow, base + min(j0 + gl, p.T - 1u) * C3 + p.C, g0);
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_G; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_G; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
+        l = l * exp(m - m_new) + bsum;
+        m = m_new;
+    }
+    // Key 0 is in every row: l >= 1.
+    let lse_t = m + log(l);
+    let orow = (b * p.T + t) * p.C + h * p.hs;
+    for (var j0 = 0u; j0 < kend; j0 += AF_G) {
+        let krow = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
+        let s = af_scores(qrow, krow, g0);
+        var pr = array<f32, AF_G>();
+        for (var jj = 0u; jj < AF_G; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
+        let add = live && j0 <= t;  // the block holds a key of this query
+        for (var c = 0u; c < p.hs; c++) {
+            let vv = qkv[krow + p.C + c];
+            var o = 0.0;
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[jj], subgroupShuffle(vv, g0 + jj), o); }
+            if (add) {
+                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
+            }
+        }
+    }
+    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+}
+
+// --- KERNEL: attention_backward_dq_flat ---
+// The CPU twin of attention_backward_dq: invocation lid owns query t, keys
+// come in shuffled blocks of AF_G as in attention_forward_flat. Per block:
+// scores and dP = dout . v (one pass over the head), dS = P * (dP - D) *
+// scale, then dq += dS @ K into the q columns of dqkv (the first block
+// writes: dqkv is overwritten).
+@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), q columns written
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
+@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                              @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let tc = min(t, p.T - 1u);
+    let C3 = 3u * p.C;
+    let base = b * p.T * C3 + h * p.hs;
+    let qrow = base + tc * C3;
+    let orow = (b * p.T + tc) * p.C + h * p.hs;  // this query's dout
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lse_t = lse[(b * p.NH + h) * p.T + tc];
+    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let kend = min(q0 + AF_WG, p.T);
+    for (var j0 = 0u; j0 < kend; j0 += AF_G) {
+        let krow = base + min(j0 + gl, p.T - 1u) * C3 + p.C;  // key j0 + gl; its v at + C
+        var s = array<f32, AF_G>();
+        var dp = array<f32, AF_G>();
+        for (var c = 0u; c < p.hs; c++) {
+            let qv = qkv[qrow + c];
+            let ov = dout[orow + c];
+            let kv = qkv[krow + c];
+            let vv = qkv[krow + p.C + c];
+            for (var jj = 0u; jj < AF_G; jj++) {
+                s[jj] = fma(qv, subgroupShuffle(kv, g0 + jj), s[jj]);
+                dp[jj] = fma(ov, subgroupShuffle(vv, g0 + jj), dp[jj]);
+            }
+        }
+        var ds = array<f32, AF_G>();
+        for (var jj = 0u; jj < AF_G; jj++) {
+            let pij = exp(s[jj] * p.scale - lse_t);
+            ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
+        }
+        let add = live && j0 <= t;
+        for (var c = 0u; c < p.hs; c++) {
+            let kv = qkv[krow + c];
+            var a = 0.0;
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(ds[jj], subgroupShuffle(kv, g0 + jj), a); }
+            if (add) {
+                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_backward_dkdv_flat ---
+// The CPU twin of attention_backward_dkdv: invocation lid owns key j =
+// k0 + lid; queries come in shuffled blocks of AF_G from the key's own block
+// on (earlier queries do not see it). Per block: scores and dP^T, then
+// dv += P^T @ dout and dk += dS^T @ Q into the k and v columns of dqkv; the
+// block holding j itself writes first (dqkv is overwritten).
+@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), k and v columns written
+@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
+@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                                @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let k0 = wid.x * AF_WG;
+    let j = k0 + lid;
+    let live = j < p.T;
+    let C3 = 3u * p.C;
+    let base = b * p.T * C3 + h * p.hs;
+    let krow = base + min(j, p.T - 1u) * C3 + p.C;  // this key's k; its v at + C
+    let jb = j & ~(AF_G - 1u);                      // the query block that holds j
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lbase = (b * p.NH + h) * p.T;
+    // k0 is a multiple of AF_G: the blocks start at the workgroup's own.
+    for (var i0 = k0; i0 < p.T; i0 += AF_G) {
+        let il = min(i0 + gl, p.T - 1u);  // query this lane loads for the group
+        let qrow = base + il * C3;
+        let orow = (b * p.T + il) * p.C + h * p.hs;
+        let lse_l = lse[lbase + il];
+        let d_l = delta[lbase + il];
+        var s = array<f32, AF_G>();
+        var dp = array<f32, AF_G>();
+        for (var c = 0u; c < p.hs; c++) {
+            let kv = qkv[krow + c];
+            let vv = qkv[krow + p.C + c];
+            let qv = qkv[qrow + c];
+            let ov = dout[orow + c];
+            for (var ii = 0u; ii < AF_G; ii++) {
+                s[ii] = fma(kv, subgroupShuffle(qv, g0 + ii), s[ii]);
+                dp[ii] = fma(vv, subgroupShuffle(ov, g0 + ii), dp[ii]);
+            }
+        }
+        var pr = array<f32, AF_G>();
+        var ds = array<f32, AF_G>();
+        for (var ii = 0u; ii < AF_G; ii++) {
+            let i = i0 + ii;
+            let lse_i = subgroupShuffle(lse_l, g0 + ii);
+            let d_i = subgroupShuffle(d_l, g0 + ii);
+            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i), j <= i && i < p.T);
+            ds[ii] = pr[ii] * (dp[ii] - d_i) * p.scale;
+        }
+        let add = live && i0 >= jb;
+        let first = i0 == jb;
+        for (var c = 0u; c < p.hs; c++) {
+            let ov = dout[orow + c];
+            let qv = qkv[qrow + c];
+            var dv = 0.0;
+            var dk = 0.0;
+            for (var ii = 0u; ii < AF_G; ii++) {
+                dv = fma(pr[ii], subgroupShuffle(ov, g0 + ii), dv);
+                dk = fma(ds[ii], subgroupShuffle(qv, g0 + ii), dk);
+            }
+            if (add) {
+                let ki = krow + c;
+                let vi = krow + p.C + c;
+                if (first) {
+                    dqkv[ki] = dk;
+                    dqkv[vi] = dv;
+                } else {
+                    dqkv[ki] = dqkv[ki] + dk;
+                    dqkv[vi] = dqkv[vi] + dv;
                 }
             }
         }

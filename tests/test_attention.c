@@ -6,12 +6,15 @@
 // NaN (it must be overwritten everywhere). Also: a future token's k and v do
 // not change earlier outputs (bit for bit), two runs are bit-identical, and
 // bad shapes, short views, views past one binding and a written tensor in a
-// buffer the same dispatch reads are refused.
+// buffer the same dispatch reads are refused. Every case runs twice: with the
+// flash kernels (blocks of 32) and with their flat CPU twins (model/variant.h;
+// workgroups of 16 queries, key blocks of 8).
 //
 // Tolerance. Every GPU value is a chain of f32 sums of length K in a different
 // order than the double reference: a score is a dot of K = hs terms, a row's
 // softmax sum and out = P @ V have K = T terms, dk and dv sum K = T queries,
-// D and dP have K = hs terms. A reordered f32 sum of K terms errs by at most
+// D and dP have K = hs terms (the CPU twins: the same chains, summed per
+// block of 8 and then block after block, at most K + 8 long). A reordered f32 sum of K terms errs by at most
 // about K * 2^-24 * sum|terms|; the terms here are O(1) (inputs in [-1, 1],
 // probabilities <= 1), so for K <= 130 the bound is ~1e-5 relative to the
 // tensor's magnitude, and a score error e moves exp(.) by a relative e.
@@ -21,9 +24,25 @@
 #include "test_util.h"
 
 #include "model/attention.h"
+#include "model/variant.h"
 #include "ref/gpt2_ref.h"
 
 static wgpt_gpu *G;
+
+// Per-test setups: which twin the wrappers pick (see BOTH in main).
+static int CPU;  // 1 while the CPU twins are in force
+static int use_gpu_kernels_(void **state) {
+    (void)state;
+    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    CPU = 0;
+    return 0;
+}
+static int use_cpu_kernels_(void **state) {
+    (void)state;
+    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    CPU = 1;
+    return 0;
+}
 
 static int group_setup(void **state) {
     (void)state;
@@ -83,6 +102,10 @@ static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *
     TU_OK(g, wgpt_attention_backward(g, &bwd, vdqkv, vD, vdout, vqkv, vout, vlse, s->B, s->T, s->C, s->NH));
     assert_int_equal(fwd.n, 1);
     assert_int_equal(bwd.n, 3);
+    // The twin in force (the CPU twins need subgroups of >= 8 lanes: lavapipe
+    // has 8): query blocks of 32, or 16 for the CPU twins.
+    uint32_t blk = CPU && wgpt_gpu_get_info(g)->subgroup_min >= 8 ? 16 : 32;
+    assert_int_equal(fwd.steps[0].x, (s->T + blk - 1) / blk);
     TU_OK(g, wgpt_op_record(g, &fwd));
     TU_OK(g, wgpt_op_record(g, &bwd));
     r->out = malloc(n_out(s) * sizeof *r->out);
@@ -130,8 +153,8 @@ static void assert_close_scaled(const char *what, const shape *s, const float *g
     float mx = 0.0f;
     for (size_t i = 0; i < n; i++) mx = fmaxf(mx, fabsf(want[i]));
     char label[160];
-    snprintf(label, sizeof label, "%s (B=%u T=%u C=%u NH=%u range %g)", what, s->B, s->T, s->C, s->NH,
-             (double)s->range);
+    snprintf(label, sizeof label, "%s, %s (B=%u T=%u C=%u NH=%u range %g)", CPU ? "cpu kernels" : "gpu kernels",
+             what, s->B, s->T, s->C, s->NH, (double)s->range);
     tu_assert_close(label, got, want, n, TOL * mx, TOL);
 }
 
@@ -266,15 +289,18 @@ static void refuses_bad_shapes_and_views(void **st) {
     wgpt_gpu_close(g2);
 }
 
+// Each test twice: with the flash kernels, then with their CPU twins.
+#define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matches_ref_hs16),
-        cmocka_unit_test(matches_ref_hs20),
-        cmocka_unit_test(matches_ref_hs64),
-        cmocka_unit_test(matches_ref_hs128),
-        cmocka_unit_test(future_keys_have_no_effect),
-        cmocka_unit_test(two_runs_are_bit_identical),
-        cmocka_unit_test(refuses_bad_shapes_and_views),
+        BOTH(matches_ref_hs16),
+        BOTH(matches_ref_hs20),
+        BOTH(matches_ref_hs64),
+        BOTH(matches_ref_hs128),
+        BOTH(future_keys_have_no_effect),
+        BOTH(two_runs_are_bit_identical),
+        BOTH(refuses_bad_shapes_and_views),
     };
     return cmocka_run_group_tests_name("attention", tests, group_setup, group_teardown);
 }

@@ -3,13 +3,16 @@
 // random rows with an offset (so a one-pass variance would cancel), sizes that
 // are multiples of nothing, gradients pre-filled to check that they accumulate,
 // rows split over bindings (a device with a 64 KiB binding limit), the 2D grid
-// past 65535 rows, and bit-identical results run to run.
+// past 65535 rows, and bit-identical results run to run. Every case runs
+// twice: with the GPU row kernels (a workgroup per row) and with their flat
+// CPU twins (an invocation per row; model/variant.h), same reference.
 //
-// Tolerance (f32 on the GPU against double in tests/ref). The GPU sums a row
-// of K terms as per-thread runs of ceil(K/256), then a tree of depth
-// log2(256) = 8; a column of dweight/dbias as runs of ceil(rows/8), then 8
-// lanes in order, then one add per row chunk. A reordered f32 sum whose longest
-// chain is K additions errs by at most K * 2^-24 * sum|terms|. The row outputs
+// Tolerance (f32 on the GPU against double in tests/ref). The GPU kernels sum
+// a row of K terms as per-thread runs of ceil(K/256), then a tree of depth
+// log2(256) = 8; the CPU twins in one chain of K; a column of dweight/dbias
+// (one kernel for both) as runs of ceil(rows/8), then 8 lanes in order, then
+// one add per row chunk. A reordered f32 sum whose longest chain is K
+// additions errs by at most K * 2^-24 * sum|terms|. The row outputs
 // inherit the mean's error (|x| <= 5) times rstd (xhat = (x - mean) * rstd), so
 // each row's atol is chain * 2^-24 * 5 * 4 * (1 + rstd), squared for dinp (its
 // formula multiplies xhat by rstd again); each column's atol is 4 * 2^-24 *
@@ -21,6 +24,7 @@
 #include "test_util.h"
 
 #include "model/layernorm.h"
+#include "model/variant.h"
 #include "ref/gpt2_ref.h"
 
 static wgpt_gpu *G;      // the default device
@@ -40,6 +44,21 @@ static int group_teardown(void **state) {
     (void)state;
     wgpt_gpu_close(SPLIT);
     wgpt_gpu_close(G);
+    return 0;
+}
+
+// Per-test setups: which twin the wrappers pick (see BOTH in main).
+static int CPU;  // 1 while the CPU twins are in force
+static int use_gpu_kernels_(void **state) {
+    (void)state;
+    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    CPU = 0;
+    return 0;
+}
+static int use_cpu_kernels_(void **state) {
+    (void)state;
+    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    CPU = 1;
     return 0;
 }
 
@@ -120,6 +139,9 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     wgpt_op_init(&op);
     TU_OK(g, wgpt_layernorm_forward(g, &op, (wgpt_view){out, 0, 0}, vmean, vrstd, (wgpt_view){inp, 0, 0},
                                     (wgpt_view){w, 0, 0}, (wgpt_view){b, 0, 0}, N, C));
+    // The twin in force: a workgroup per row, or per 64 rows (first chunk).
+    uint64_t rows0 = wgpt_op_chunk_rows(g, N, C), groups = CPU ? (rows0 + 63) / 64 : rows0;
+    assert_int_equal(op.steps[0].x, groups < 65535 ? groups : 65535);
     wgpt_buf *dout = NULL, *dinp = NULL, *dw = NULL, *db = NULL;
     if (backward) {
         dout = upload_(g, k->dout, NC, "dout"), dinp = upload_(g, k->dinp0, NC, "dinp");
@@ -145,8 +167,8 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     return r;
 }
 
-// Longest chain of additions in a GPU row sum of K terms (see the top).
-static float row_chain_(uint32_t K) { return (float)((K + 255) / 256 + 8); }
+// Longest chain of additions in a row sum of K terms (see the top).
+static float row_chain_(uint32_t K) { return CPU ? (float)K : (float)((K + 255) / 256 + 8); }
 
 // Like tu_assert_close over rows of `width`, with row n's atol scaled by
 // scale[n] (the row's error amplification).
@@ -173,15 +195,16 @@ static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
         a2[n] = a1[n] * a1[n];
     }
     float row_tol = row_chain_(C) * EPS32 * 5.0f * 4.0f;
-    snprintf(what, sizeof what, "forward out N=%u C=%u", N, C);
+    const char *v = CPU ? "cpu kernels" : "gpu kernels";
+    snprintf(what, sizeof what, "%s: forward out N=%u C=%u", v, N, C);
     assert_rows_close_(what, r.out, k.out, N, C, row_tol * 1.5f, a1);  // |w| <= 1.5
-    snprintf(what, sizeof what, "forward mean N=%u C=%u", N, C);
+    snprintf(what, sizeof what, "%s: forward mean N=%u C=%u", v, N, C);
     tu_assert_close(what, r.mean, k.mean, N, row_tol, RTOL);
-    snprintf(what, sizeof what, "forward rstd N=%u C=%u", N, C);
+    snprintf(what, sizeof what, "%s: forward rstd N=%u C=%u", v, N, C);
     assert_rows_close_(what, r.rstd, k.rstd, N, 1, row_tol, a2);  // relative to rstd: rstd * a1
     if (backward) {
         // Row sums of g = dout*w (<= 1.5) and g*xhat (<= 1.5 |xhat|).
-        snprintf(what, sizeof what, "backward dinp N=%u C=%u", N, C);
+        snprintf(what, sizeof what, "%s: backward dinp N=%u C=%u", v, N, C);
         assert_rows_close_(what, r.dinp, k.dinp, N, C, row_tol * 1.5f * 4.0f, a2);
         // Column sums over N rows of dout*xhat and dout, in runs of
         // ceil(rows/8) per chunk, then 8 lanes, then one add per chunk: chain
@@ -200,9 +223,9 @@ static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
             tw[c] = (float)(4.0 * EPS32 * (ccol * sw + ex));
             tb[c] = (float)(4.0 * EPS32 * ccol * sb);
         }
-        snprintf(what, sizeof what, "backward dweight N=%u C=%u", N, C);
+        snprintf(what, sizeof what, "%s: backward dweight N=%u C=%u", v, N, C);
         assert_rows_close_(what, r.dw, k.dw, C, 1, 1.0f, tw);
-        snprintf(what, sizeof what, "backward dbias N=%u C=%u", N, C);
+        snprintf(what, sizeof what, "%s: backward dbias N=%u C=%u", v, N, C);
         assert_rows_close_(what, r.db, k.db, C, 1, 1.0f, tb);
         free(tw), free(tb);
     }
@@ -255,7 +278,8 @@ static void unsplittable_rows_fail(void **st) {
     wgpt_buf_free(x), wgpt_buf_free(s), wgpt_buf_free(w);
 }
 
-// More than 65535 rows: one workgroup a row on the 2D grid (65535, 2).
+// More than 65535 rows: one workgroup a row on the 2D grid (65535, 2) (the
+// CPU twins: 1094 workgroups of 64 rows; their 2D grid is checked below).
 static void rows_past_65535_workgroups(void **st) {
     (void)st;
     check_(G, 70001, 5, 1);
@@ -265,7 +289,9 @@ static void rows_past_65535_workgroups(void **st) {
 // would hide a missing check behind robust buffer access): bindings hold 64
 // rows (or columns) more than the params say, the row grid is 2D with idle
 // workgroups, the column grid has idle columns; outputs there keep their
-// sentinel. Inputs there hold 1.0.
+// sentinel. Inputs there hold 1.0. The CPU twins' rows get a 2D grid too,
+// (550, 2) workgroups of 64 rows (70400 >= N), as the host would give past
+// 65535 workgroups; the means of all N rows are checked against the reference.
 static void kernels_stop_at_N_and_C(void **st) {
     (void)st;
     const float SENT = 12345.5f;
@@ -293,8 +319,13 @@ static void kernels_stop_at_N_and_C(void **st) {
     wgpt_view f[6] = {{o, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, vx, vv, vv};
     wgpt_view bi[6] = {{o2, 0, 0}, vx, vx, vv, vv, vv};
     wgpt_view bp[6] = {{c1, 0, 0}, {c2, 0, 0}, vx, vx, vv, vv};
-    TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_forward", f, 6, &p, sizeof p, N));
-    TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_backward_input", bi, 6, &p, sizeof p, N));
+    if (CPU) {
+        TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_forward_flat", f, 6, &p, sizeof p, 550, 2, 1));
+        TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_input_flat", bi, 6, &p, sizeof p, 550, 2, 1));
+    } else {
+        TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_forward", f, 6, &p, sizeof p, N));
+        TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_backward_input", bi, 6, &p, sizeof p, N));
+    }
     TU_NONNULL(G, wgpt_op_add1d(G, &op, "layernorm_backward_params", bp, 6, &p, sizeof p, 1));
     TU_OK(G, wgpt_op_record(G, &op));
     float *got = alloc_((size_t)NX * C);
@@ -307,6 +338,14 @@ static void kernels_stop_at_N_and_C(void **st) {
             if (got[i] != SENT) fail_msg("output %d: element %llu written, past %llu", b, (unsigned long long)i,
                                          (unsigned long long)used[b]);
     }
+    // Every row reached by the grid: the means against the reference (a
+    // missed or doubled row would differ by O(1); C = 3 terms err by ~1e-7).
+    float *want = alloc_((size_t)N * C), *wmean = alloc_(N), *wrstd = alloc_(N);
+    ref_layernorm_forward(want, wmean, wrstd, rows, vec, vec, (int)N, (int)C);
+    TU_OK(G, wgpt_buf_download(G, s1, 0, got, (uint64_t)N * 4));
+    tu_assert_close(CPU ? "cpu kernels: mean on the 2D grid" : "gpu kernels: mean on the 2D grid", got, wmean, N,
+                    1e-6f, RTOL);
+    free(want), free(wmean), free(wrstd);
     wgpt_op_free(&op);
     wgpt_buf_free(x), wgpt_buf_free(v), wgpt_buf_free(o), wgpt_buf_free(o2), wgpt_buf_free(s1);
     wgpt_buf_free(s2), wgpt_buf_free(c1), wgpt_buf_free(c2);
@@ -328,15 +367,18 @@ static void deterministic(void **st) {
     got_free_(&a), got_free_(&b), case_free_(&k);
 }
 
+// Each test twice: with the GPU row kernels, then with their CPU twins.
+#define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(gpt_like_shape),
-        cmocka_unit_test(odd_shapes),
-        cmocka_unit_test(rows_split_over_bindings),
-        cmocka_unit_test(unsplittable_rows_fail),
-        cmocka_unit_test(rows_past_65535_workgroups),
-        cmocka_unit_test(kernels_stop_at_N_and_C),
-        cmocka_unit_test(deterministic),
+        BOTH(gpt_like_shape),
+        BOTH(odd_shapes),
+        BOTH(rows_split_over_bindings),
+        BOTH(unsplittable_rows_fail),
+        BOTH(rows_past_65535_workgroups),
+        BOTH(kernels_stop_at_N_and_C),
+        BOTH(deterministic),
     };
     return cmocka_run_group_tests_name("layernorm", tests, group_setup, group_teardown);
 }

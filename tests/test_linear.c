@@ -2,7 +2,10 @@
 // src/model/linear.c) against tests/ref's matmul, forward and backward, at
 // sizes that are multiples of no tile; the chunked path on a device whose
 // binding limit is lowered to 96 KiB; the GPT-2 logits shape on the device's
-// own limit; determinism; argument errors.
+// own limit; determinism; argument errors. Every case runs twice: with the
+// tiled GPU kernels and with their flat CPU twins (model/variant.h), against
+// the same reference and bound; plus the variant choice itself and the CPU
+// twins' fallback to the tiled kernels past their grid.
 //
 // Tolerance, per element: every output is a sum of K products (plus a bias or
 // the previous gradient). Summed in f32 in any order, with or without fused
@@ -12,9 +15,14 @@
 // more. So |got - want| <= (K + 2) * u * S (+ 1e-30 for S = 0), with S
 // computed per element in double here. This bound is rigorous, and still tight
 // enough to catch a missing term or a wrong index (errors of order S / K).
+// It holds for both twins: the tiled kernels sum k in tiles of 16, the flat
+// ones in plain order.
 #include "test_util.h"
 
+#include <stdlib.h>
+
 #include "model/linear.h"
+#include "model/variant.h"
 #include "ref/gpt2_ref.h"
 
 static wgpt_gpu *G;      // the default device
@@ -34,6 +42,21 @@ static int group_teardown(void **state) {
     (void)state;
     wgpt_gpu_close(G);
     wgpt_gpu_close(GS);
+    return 0;
+}
+
+// Per-test setups: which twin the wrappers pick (see BOTH in main).
+static const char *VARIANT = "";
+static int use_gpu_kernels_(void **state) {
+    (void)state;
+    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    VARIANT = "gpu kernels";
+    return 0;
+}
+static int use_cpu_kernels_(void **state) {
+    (void)state;
+    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    VARIANT = "cpu kernels";
     return 0;
 }
 
@@ -184,8 +207,8 @@ static void lresult_free_(lresult *r) { free(r->out), free(r->dinp), free(r->dw)
 
 static void check_case_(const char *dev, const lcase *c, const lresult *r) {
     char what[160];
-#define WHAT(t) (snprintf(what, sizeof what, "%s %s N=%d C=%d OC=%d bias=%d acc=%d", dev, t, c->N, c->C, c->OC, \
-                          c->has_bias, c->accumulate), what)
+#define WHAT(t) (snprintf(what, sizeof what, "%s, %s: %s N=%d C=%d OC=%d bias=%d acc=%d", dev, VARIANT, t, c->N, \
+                          c->C, c->OC, c->has_bias, c->accumulate), what)
     size_t nc = (size_t)c->N * c->C, oc = (size_t)c->OC * c->C, no = (size_t)c->N * c->OC;
     check_bound_(WHAT("out"), r->out, c->out, c->s_out, no, c->C);
     check_bound_(WHAT("dinp"), r->dinp, c->dinp, c->s_dinp, nc, c->OC);
@@ -318,13 +341,65 @@ static void bad_arguments_are_refused(void **st) {
     dt_free_(&a), dt_free_(&b), dt_free_(&o);
 }
 
+// The choice of twin: WGPT_KERNELS (read once, at the first choice in the
+// process: this test runs first) overrides the device type, and a forced
+// variant overrides both. On lavapipe (type "CPU") auto picks the CPU twins.
+static void variant_choice(void **st) {
+    (void)st;
+    assert_int_equal(setenv("WGPT_KERNELS", "gpu", 1), 0);
+    wgpt_kernel_variant_force(WGPT_KERNELS_AUTO);
+    assert_int_equal(wgpt_kernel_variant_cpu(G), 0);
+    assert_int_equal(setenv("WGPT_KERNELS", "cpu", 1), 0);  // already read: no effect
+    assert_int_equal(wgpt_kernel_variant_cpu(G), 0);
+    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    assert_int_equal(wgpt_kernel_variant_cpu(G), 1);
+    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    assert_int_equal(wgpt_kernel_variant_cpu(G), 0);
+    wgpt_kernel_variant_force(WGPT_KERNELS_AUTO);
+    unsetenv("WGPT_KERNELS");
+}
+
+// The flat twins cover 16 rows a workgroup: past 65535 * 16 rows the wrapper
+// uses the tiled kernels (64 rows a workgroup) on every device. C = OC = 1:
+// N = 1048560 still fits the flat grid (65535 rows of workgroups), 1048561 not.
+static void cpu_twins_fall_back_past_their_grid(void **st) {
+    (void)st;
+    int cpu = wgpt_kernel_variant_cpu(G);
+    for (int N = 1048560; N <= 1048561; N++) {
+        // The forward's grid: (1, rows of workgroups). (Both kernels' results
+        // are checked above; at this N, C = 1 the backward's reduction over N
+        // would take lavapipe long.)
+        wgpt_buf *x = wgpt_buf_create(G, (uint64_t)N * 4, "x"), *y = wgpt_buf_create(G, (uint64_t)N * 4, "y");
+        wgpt_buf *w = wgpt_buf_create(G, 16, "w");
+        TU_NONNULL(G, x);
+        TU_NONNULL(G, y);
+        TU_NONNULL(G, w);
+        wgpt_view none = {NULL, 0, 0};
+        wgpt_op op;
+        wgpt_op_init(&op);
+        TU_OK(G, wgpt_linear_forward(G, &op, (wgpt_view){y, 0, 0}, (wgpt_view){x, 0, 0}, (wgpt_view){w, 0, 0}, none,
+                                     (uint32_t)N, 1, 1));
+        assert_int_equal(op.n, 1);
+        uint32_t want = cpu && N <= 1048560 ? (uint32_t)(N + 15) / 16 : (uint32_t)(N + 63) / 64;
+        if (op.steps[0].x != 1 || op.steps[0].y != want)
+            fail_msg("%s N=%d: grid (%u, %u), expected (1, %u)", VARIANT, N, op.steps[0].x, op.steps[0].y, want);
+        wgpt_op_free(&op);
+        wgpt_buf_free(x), wgpt_buf_free(y), wgpt_buf_free(w);
+    }
+}
+
+// Each test twice: with the tiled GPU kernels, then with their CPU twins.
+#define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(matches_reference_at_odd_sizes),
-        cmocka_unit_test(matches_reference_when_split),
-        cmocka_unit_test(results_are_deterministic),
-        cmocka_unit_test(gpt2_logits_shape),
-        cmocka_unit_test(bad_arguments_are_refused),
+        cmocka_unit_test(variant_choice),
+        BOTH(matches_reference_at_odd_sizes),
+        BOTH(matches_reference_when_split),
+        BOTH(results_are_deterministic),
+        BOTH(gpt2_logits_shape),
+        BOTH(bad_arguments_are_refused),
+        BOTH(cpu_twins_fall_back_past_their_grid),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "model/variant.h"
+
 // Must match struct AttnParams in kernels/04_attention.wgsl.
 typedef struct attn_params {
     uint32_t B, T, C, NH;
@@ -12,8 +14,22 @@ typedef struct attn_params {
     float scale;
 } attn_params;
 
-// Query (and key) rows per workgroup: BQ == BK in the kernels.
+// Query (and key) rows per workgroup: BQ == BK in the kernels; AF_WG in the
+// flat CPU twins.
 #define ATTN_BLOCK 32u
+#define ATTN_FLAT_BLOCK 16u
+
+// The flat CPU twins (variant.h) pass rows between the lanes of groups of 8
+// with subgroup shuffles: they need subgroups of a multiple of 8 lanes.
+static int attn_flat(const wgpt_gpu *g) {
+    return wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
+}
+
+// Workgroups along T: query (key) blocks of the kernels in use.
+static uint32_t attn_blocks(const wgpt_gpu *g, uint32_t T) {
+    uint32_t rows = attn_flat(g) ? ATTN_FLAT_BLOCK : ATTN_BLOCK;
+    return (T + rows - 1) / rows;
+}
 
 // Checks the shape and the grid the kernels need; fills the params.
 static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
@@ -23,7 +39,7 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
     if (hs > WGPT_ATTENTION_MAX_HS)
         return wgpt_gpu_fail(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
                               WGPT_ATTENTION_MAX_HS);
-    uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    uint32_t blocks = attn_blocks(g, T);
     if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
                               WGPT_MAX_WG_DIM);
@@ -82,8 +98,8 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
         return -1;
     if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
     wgpt_view v[3] = {out, lse, qkv};
-    uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
-    if (!wgpt_op_add(g, op, "attention_forward", v, 3, &p, sizeof p, blocks, NH, B)) return -1;
+    const char *k = attn_flat(g) ? "attention_forward_flat" : "attention_forward";
+    if (!wgpt_op_add(g, op, k, v, 3, &p, sizeof p, attn_blocks(g, T), NH, B)) return -1;
     return 0;
 }
 
@@ -104,15 +120,18 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
         attn_apart(g, fn, "dqkv", dqkv, "qkv", qkv) < 0 || attn_apart(g, fn, "dqkv", dqkv, "dout", dout) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "lse", lse) < 0 || attn_apart(g, fn, "dqkv", dqkv, "D", D) < 0)
         return -1;
-    uint32_t blocks = (T + ATTN_BLOCK - 1) / ATTN_BLOCK;
+    uint32_t blocks = attn_blocks(g, T);
+    int flat = attn_flat(g);
     int n0 = op->n;
     wgpt_view pre[3] = {D, dout, out};
     if (!wgpt_op_add1d(g, op, "attention_backward_preprocess", pre, 3, &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
-    if (!wgpt_op_add(g, op, "attention_backward_dq", grads, 5, &p, sizeof p, blocks, NH, B) ||
-        !wgpt_op_add(g, op, "attention_backward_dkdv", grads, 5, &p, sizeof p, blocks, NH, B))
+    if (!wgpt_op_add(g, op, flat ? "attention_backward_dq_flat" : "attention_backward_dq", grads, 5, &p, sizeof p,
+                     blocks, NH, B) ||
+        !wgpt_op_add(g, op, flat ? "attention_backward_dkdv_flat" : "attention_backward_dkdv", grads, 5, &p,
+                     sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
 }

@@ -1,4 +1,5 @@
-// attention.h: causal multi-head self-attention (kernels/04_attention.wgsl),
+// attention.h: causal multi-head self-attention (kernels/04_attention.wgsl;
+// flat CPU twins where model/variant.h picks them),
 // flash style: no (T, T) matrix in global memory. hs = C / NH, at most
 // WGPT_ATTENTION_MAX_HS; scale 1/sqrt(hs). Layout as tests/ref:
 // qkv (B, T, 3C) = [q | k | v], head h at columns h*hs..(h+1)*hs of each part.

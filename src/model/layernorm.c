@@ -1,6 +1,11 @@
 // layernorm.c: host side of kernels/02_layernorm.wgsl (see layernorm.h).
 #include "model/layernorm.h"
 
+#include "model/variant.h"
+
+// Rows per workgroup of the flat (CPU) twins: LN_FLAT_WG in the kernel file.
+#define LN_FLAT_WG 64u
+
 // The kernels' LnParams.
 typedef struct ln_params {
     uint32_t N, C;
@@ -23,6 +28,9 @@ static uint64_t ln_chunk(wgpt_gpu *g, uint32_t N, uint32_t C) {
     return rows ? rows : N;
 }
 
+// Workgroups of a row kernel: one per row, or one per LN_FLAT_WG rows (CPU twins).
+static uint64_t ln_groups(int cpu, uint64_t rows) { return cpu ? (rows + LN_FLAT_WG - 1) / LN_FLAT_WG : rows; }
+
 int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view inp,
                            wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C) {
     uint64_t NC = (uint64_t)N * C;
@@ -31,6 +39,7 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
         !ln_covers(weight, C) || !ln_covers(bias, C))
         return -1;
     uint64_t chunk = ln_chunk(g, N, C);
+    int cpu = wgpt_kernel_variant_cpu(g);
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         wgpt_view v[6] = {
@@ -38,8 +47,10 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
             ln_rows(inp, r0, rows, C),  ln_vec(weight, C),            ln_vec(bias, C),
         };
         ln_params p = {(uint32_t)rows, C};
-        // One workgroup per row.
-        if (!wgpt_op_add1d(g, op, "layernorm_forward", v, 6, &p, sizeof p, rows)) return -1;
+        // One workgroup per row; the CPU twin one invocation per row.
+        if (!wgpt_op_add1d(g, op, cpu ? "layernorm_forward_flat" : "layernorm_forward", v, 6, &p, sizeof p,
+                           ln_groups(cpu, rows)))
+            return -1;
     }
     return 0;
 }
@@ -55,6 +66,7 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
     uint64_t chunk = ln_chunk(g, N, C);
     // 32 columns per workgroup: LN_COLS in the kernel file.
     uint64_t col_groups = ((uint64_t)C + 31) / 32;
+    int cpu = wgpt_kernel_variant_cpu(g);
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         ln_params p = {(uint32_t)rows, C};
@@ -62,7 +74,9 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
             ln_rows(dinp, r0, rows, C), ln_rows(dout, r0, rows, C),  ln_rows(inp, r0, rows, C),
             ln_vec(weight, C),          ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),
         };
-        if (!wgpt_op_add1d(g, op, "layernorm_backward_input", vi, 6, &p, sizeof p, rows)) return -1;
+        if (!wgpt_op_add1d(g, op, cpu ? "layernorm_backward_input_flat" : "layernorm_backward_input", vi, 6, &p,
+                           sizeof p, ln_groups(cpu, rows)))
+            return -1;
         // Chunks add their column sums into dweight/dbias one after another: a
         // fixed order, so the result is still the same on every run.
         wgpt_view vp[6] = {

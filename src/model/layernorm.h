@@ -1,5 +1,6 @@
 // layernorm.h: LayerNorm over the last axis (eps 1e-5), forward and backward,
-// appended to a prepared op (kernels/02_layernorm.wgsl). Tensors larger than
+// appended to a prepared op (kernels/02_layernorm.wgsl; the row kernels have
+// flat CPU twins that model/variant.h picks on llvmpipe). Tensors larger than
 // the device's maxStorageBufferBindingSize are split into row chunks.
 // Views: size 0 means "to the buffer's end"; a nonzero size must cover the
 // tensor. Every function returns 0, or -1 with the message in wgpt_gpu_error

@@ -2,9 +2,15 @@
 // chunks where a tensor exceeds the device's binding limit.
 #include "model/linear.h"
 
+#include "model/variant.h"
+
 // The kernels' tile edges (kernels/03_linear.wgsl: TILE, BB_COLS).
 #define TILE 64u
 #define BB_COLS 32u
+// The flat (CPU) twins' output block per workgroup: FLAT_ROWS rows of
+// FLAT_WG * FLAT_COLS = 128 columns.
+#define FLAT_ROWS 16u
+#define FLAT_N 128u
 
 // LinearParams of 03_linear.wgsl: the meaning of each field per kernel is in
 // docs/kernels/03_linear.md.
@@ -44,6 +50,20 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
     return r;
 }
 
+// The kernel (tiled, or its flat CPU twin `<tiled>_flat`, see variant.h) and
+// grid for an (m, n) output. The flat grid needs ceil(m / 16) <= 65535 rows
+// of workgroups; past that the tiled kernel serves on every device.
+typedef struct mm_pick {
+    const char *kernel;
+    uint32_t x, y;
+} mm_pick;
+
+static mm_pick pick_(wgpt_gpu *g, const char *tiled, const char *flat, uint64_t m, uint64_t n) {
+    if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM)
+        return (mm_pick){flat, tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
+    return (mm_pick){tiled, tiles_(n, TILE), tiles_(m, TILE)};
+}
+
 static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
     if (!N || !C || !OC) return wgpt_gpu_fail(g, "linear: N=%u, C=%u, OC=%u: all must be > 0", N, C, OC);
     // One dispatch covers at most 65535 tiles a dimension; the bias kernel 65535 * 32 columns.
@@ -78,8 +98,8 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
                 sub_(out, n0 * OC * 4, nr * OC * 4),
             };
             linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL};
-            if (!wgpt_op_add(g, op, "matmul_forward", v, 4, &p, sizeof p, tiles_(orr, TILE), tiles_(nr, TILE), 1))
-                return -1;
+            mm_pick k = pick_(g, "matmul_forward", "matmul_forward_flat", nr, orr);
+            if (!wgpt_op_add(g, op, k.kernel, v, 4, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
     return 0;
@@ -99,9 +119,8 @@ static int backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view d
                 sub_(dinp, n0 * C * 4, nr * C * 4),
             };
             linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate};
-            if (!wgpt_op_add(g, op, "matmul_backward_input", v, 3, &p, sizeof p, tiles_(C, TILE), tiles_(nr, TILE),
-                             1))
-                return -1;
+            mm_pick k = pick_(g, "matmul_backward_input", "matmul_backward_input_flat", nr, C);
+            if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
     return 0;
@@ -121,9 +140,8 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
                 sub_(dweight, o0 * C * 4, orr * C * 4),
             };
             linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0};
-            if (!wgpt_op_add(g, op, "matmul_backward_weight", v, 3, &p, sizeof p, tiles_(C, TILE),
-                             tiles_(orr, TILE), 1))
-                return -1;
+            mm_pick k = pick_(g, "matmul_backward_weight", "matmul_backward_weight_flat", orr, C);
+            if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
     return 0;

@@ -1,5 +1,6 @@
 // linear.h: the linear layer (llm.c's matmul), forward and backward, as
-// prepared dispatches of the tiled kernels in kernels/03_linear.wgsl
+// prepared dispatches of the tiled kernels in kernels/03_linear.wgsl, or of
+// their flat CPU twins where model/variant.h says so
 // (docs/kernels/03_linear.md).
 //
 // Tensors are row-major f32 views: inp (N, C), weight (OC, C), bias (OC),
