@@ -21,8 +21,8 @@ done
 case "$preset" in
   demo)
     tokenizer=bytes
-    model=(--layers 3 --heads 4 --channels 96 --seq 64 --batch 8 --steps 400 --lr 3e-3 --warmup 20
-           --val-every 50 --val-batches 8 --checkpoint-every 100) ;;
+    model=(--layers 3 --heads 4 --channels 96 --seq 64 --batch 8 --steps 800 --lr 3e-3 --warmup 20
+           --val-every 100 --val-batches 16 --checkpoint-every 200) ;;
   gpt2-124m)
     tokenizer=gpt2
     model=(--layers 12 --heads 12 --channels 768 --seq 1024 --batch 8 --total-batch 524288 --steps 2000
