@@ -20,7 +20,8 @@
 // fewer runs per second than mode 0, but they reach every check.
 //
 // Invariants: a refusal names one of the two files; a tokenizer that opens is
-// GPT-2's shape (50257 ids, end-of-text 50256) and round-trips text.
+// GPT-2's shape (50257 ids, end-of-text 50256), round-trips text, and came
+// from an encoder.json without \u0000 (cJSON would cut such a token short).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,17 @@ static buf_ first_lines_(size_t k, const uint8_t *part, size_t len) {
     return concat_(real_voc_, at, part, len);
 }
 
+// Whether JSON text holds a \u0000 escape: a U+0000 that C strings would cut
+// short, and no GPT-2 symbol (byte 0 is spelled U+0100).
+static int has_nul_escape_(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i + 5 < n; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) return 1;
+        i++;  // skip the escaped character
+    }
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t hdr[9] = {0};
     memcpy(hdr, data, size < 9 ? size : 9);
@@ -112,6 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[1024] = "";
     wgpt_tokenizer *t = wgpt_tokenizer_open_gpt2(enc_path, voc_path, err, sizeof err);
     if (verbose_) fprintf(stderr, "mode %u: %s\n", mode, t ? "opened" : err);
+    FUZZ_CHECK(!t || !has_nul_escape_(enc.p, enc.n), "opened an encoder.json whose strings hold \\u0000");
     if (!t) {
         FUZZ_CHECK(strstr(err, enc_path) || strstr(err, voc_path) || strstr(err, "out of memory"),
                    "the message names neither file: %s", err);

@@ -102,6 +102,18 @@ static void line_col_(const char *text, size_t at, size_t *line, size_t *col) {
     *col = at - start + 1;
 }
 
+// cJSON ends a string at a \u0000 escape (it keeps C strings), so a token
+// holding one would lose its tail unseen; no GPT-2 token holds U+0000 (byte 0
+// is spelled U+0100). The offset of the first such escape, or len if none.
+static size_t nul_escape_(const char *s, size_t len) {
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 6 <= len && memcmp(s + i + 2, "0000", 4) == 0) return i;
+        i++;  // the escaped character: the second backslash of "\\" starts nothing
+    }
+    return len;
+}
+
 // Fills t->bytes, t->off (GPT2_VOCAB tokens) from encoder.json. -1 with err.
 static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_CPS], char *err, size_t errlen) {
     size_t len = 0;
@@ -117,6 +129,14 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
         while (last > 0 && strchr(" \t\r\n", text[last - 1])) last--;
         fail_(err, errlen, "%s: not valid JSON (line %zu, column %zu)%s", path, line, col,
               last > 0 && text[last - 1] != '}' ? "; it ends before its closing '}': truncated?" : "");
+        goto done;
+    }
+    size_t nul = nul_escape_(text, len);
+    if (nul < len) {
+        size_t line, col;
+        line_col_(text, nul, &line, &col);
+        fail_(err, errlen, "%s: line %zu, column %zu: a string holds \\u0000, which no GPT-2 token has", path, line,
+              col);
         goto done;
     }
     if (!cJSON_IsObject(root)) {
