@@ -7,10 +7,18 @@ if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
   for f in "$_wgpt_rt"/lib{vulkan1,egl1,glvnd0,opengl0,gl1,glx0,gles2}_*.deb; do dpkg -x "$f" /; done
   ldconfig
 fi
-if ! ldconfig -p | grep -q 'libcmocka.so.0 '; then
-  mkdir -p /tmp/wgpt-cmocka && dpkg -x "$_wgpt_rt"/libcmocka0_*.deb /tmp/wgpt-cmocka
-  export LD_LIBRARY_PATH="/tmp/wgpt-cmocka/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The libraries wgpt links, into a private folder (unpacking them into / could
+# replace the machine's own copies).
+_wgpt_need=0
+for _l in libcmocka.so.0 libcjson.so.1 libpcre2-8.so.0; do
+  ldconfig -p | grep -q "$_l " || _wgpt_need=1
+done
+if [ $_wgpt_need = 1 ]; then
+  mkdir -p /tmp/wgpt-libs
+  for f in "$_wgpt_rt"/lib{cmocka0,cjson1,pcre2-8-0}_*.deb; do dpkg -x "$f" /tmp/wgpt-libs; done
+  export LD_LIBRARY_PATH="/tmp/wgpt-libs/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+unset _wgpt_need _l
 if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 fi
