@@ -21,7 +21,8 @@
 //
 // Invariants: a refusal names one of the two files; a tokenizer that opens is
 // GPT-2's shape (50257 ids, end-of-text 50256), round-trips text, and came
-// from an encoder.json without \u0000 (cJSON would cut such a token short).
+// from an encoder.json without \u0000 and a vocab.bpe without NUL bytes (a C
+// string would cut such a symbol short).
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     wgpt_tokenizer *t = wgpt_tokenizer_open_gpt2(enc_path, voc_path, err, sizeof err);
     if (verbose_) fprintf(stderr, "mode %u: %s\n", mode, t ? "opened" : err);
     FUZZ_CHECK(!t || !has_nul_escape_(enc.p, enc.n), "opened an encoder.json whose strings hold \\u0000");
+    FUZZ_CHECK(!t || !memchr(voc.p, 0, voc.n), "opened a vocab.bpe holding a NUL byte");
     if (!t) {
         FUZZ_CHECK(strstr(err, enc_path) || strstr(err, voc_path) || strstr(err, "out of memory"),
                    "the message names neither file: %s", err);

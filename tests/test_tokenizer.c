@@ -619,6 +619,10 @@ static void bad_vocab_bpe(void **state) {
         const char *p = write_tmp_("vocab.bpe", cases[k].text, strlen(cases[k].text));
         assert_open_fails_(ENCODER_JSON, p, p, cases[k].f1, cases[k].f2);
     }
+    // A NUL byte: "Ġ t\0x" was read as the merge "Ġ t" (found writing fuzz_tokenizer_files).
+    static const char nul_bpe[] = "#version: 0.2\n\xc4\xa0 t\0x\n";
+    const char *np = write_tmp_("nul.bpe", nul_bpe, sizeof nul_bpe - 1);
+    assert_open_fails_(ENCODER_JSON, np, np, ":2: a NUL byte at byte 5", NULL);
     // The real file less its last merge, and with one merge too many.
     char *real = tu_read_source("third_party/gpt2-bpe/vocab.bpe");
     size_t len = strlen(real);

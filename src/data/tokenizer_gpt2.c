@@ -229,6 +229,12 @@ static int read_merges_(wgpt_tokenizer *t, const char *path, const int map[MAP_C
         lineno++;
         if (ll && line[ll - 1] == '\r') ll--;
         line[ll] = 0;
+        const char *zero = memchr(line, 0, ll);  // the symbols are C strings from here on: one would end there
+        if (zero) {
+            fail_(err, errlen, "%s:%zu: a NUL byte at byte %zu of the line (vocab.bpe is text)", path, lineno,
+                  (size_t)(zero - line) + 1);
+            goto done;
+        }
         if (lineno == 1) {  // encoder.py skips the first line: "#version: 0.2"
             if (line[0] != '#') {
                 fail_(err, errlen, "%s:1: expected a header such as \"#version: 0.2\", found \"%.40s\"", path, line);
