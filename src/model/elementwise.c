@@ -25,7 +25,10 @@ static uint64_t ew_chunk(wgpt_gpu *g, uint64_t n) {
 static int ew_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews, uint64_t n) {
     if (n == 0) return 0;
     for (int i = 0; i < nviews; i++)
-        if (!views[i].buf || (views[i].size != 0 && views[i].size < n * 4)) return -1;
+        if (!views[i].buf || (views[i].size != 0 && views[i].size < n * 4))
+            return wgpt_gpu_fail(g, "%s: binding %d %s; it needs %llu floats", kernel, i,
+                                 views[i].buf ? "is smaller than its tensor" : "has no buffer",
+                                 (unsigned long long)n);
     uint64_t chunk = ew_chunk(g, n);
     for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
         uint64_t cnt = n - i0 < chunk ? n - i0 : chunk;

@@ -37,7 +37,7 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
     if (N == 0 || C == 0) return 0;
     if (!ln_covers(out, NC) || !ln_covers(inp, NC) || !ln_covers(mean, N) || !ln_covers(rstd, N) ||
         !ln_covers(weight, C) || !ln_covers(bias, C))
-        return -1;
+        return wgpt_gpu_fail(g, "layernorm_forward: a view is missing or smaller than its tensor (N=%u, C=%u)", N, C);
     uint64_t chunk = ln_chunk(g, N, C);
     int cpu = wgpt_kernel_variant_cpu(g);
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
@@ -62,7 +62,7 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
     if (N == 0 || C == 0) return 0;
     if (!ln_covers(dinp, NC) || !ln_covers(dout, NC) || !ln_covers(inp, NC) || !ln_covers(dweight, C) ||
         !ln_covers(dbias, C) || !ln_covers(weight, C) || !ln_covers(mean, N) || !ln_covers(rstd, N))
-        return -1;
+        return wgpt_gpu_fail(g, "layernorm_backward: a view is missing or smaller than its tensor (N=%u, C=%u)", N, C);
     uint64_t chunk = ln_chunk(g, N, C);
     // 32 columns per workgroup: LN_COLS in the kernel file.
     uint64_t col_groups = ((uint64_t)C + 31) / 32;

@@ -97,7 +97,8 @@ uint64_t wgpt_grad_norm_scratch_bytes(wgpt_gpu *g, uint64_t n) {
 
 int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_view scratch, wgpt_view state,
                    float max_norm, wgpt_grad_norm_handle *h) {
-    if (n == 0 || !opt_covers(grads, n) || !opt_covers(state, WGPT_OPTIM_STATE_BYTES / 4)) return -1;
+    if (n == 0 || !opt_covers(grads, n) || !opt_covers(state, WGPT_OPTIM_STATE_BYTES / 4))
+        return wgpt_gpu_fail(g, "grad_norm: %s", n == 0 ? "no gradients" : "grads or state is missing or too small");
     uint64_t nchunks = opt_chunks(g, 0, n, NULL, 0);
     opt_chunk *chunks = malloc(nchunks * sizeof *chunks);
     if (!chunks) return -1;
@@ -176,10 +177,11 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
     *out = NULL;
     if (nranges < 0 || (nranges > 0 && !ranges) || !hp || hp->t < 1 || !(hp->beta1 >= 0.0f && hp->beta1 < 1.0f) ||
         !(hp->beta2 >= 0.0f && hp->beta2 < 1.0f) || !opt_covers(state, WGPT_OPTIM_STATE_BYTES / 4))
-        return -1;
+        return wgpt_gpu_fail(g, "adamw: bad arguments (step >= 1, betas in [0, 1), a state view of %d bytes)",
+                             WGPT_OPTIM_STATE_BYTES);
     wgpt_adamw_range *r = NULL;
     int nr = ranges_normalise(ranges, nranges, &r);
-    if (nr < 0) return -1;
+    if (nr < 0) return wgpt_gpu_fail(g, "adamw: two parameter ranges overlap");
     wgpt_adamw *h = calloc(1, sizeof *h);
     uint64_t total = 0;
     int rc = -1;
@@ -234,7 +236,7 @@ done:
 }
 
 int wgpt_adamw_set_step(wgpt_gpu *g, wgpt_adamw *h, float lr, int t) {
-    if (!h || t < 1) return -1;
+    if (!h || t < 1) return wgpt_gpu_fail(g, "adamw: step %d (steps count from 1)", t);
     for (int i = 0; i < h->n; i++) {
         adamw_params_step(&h->params[i], lr, t);
         if (wgpt_bind_set_params(g, h->binds[i], &h->params[i], sizeof h->params[i]) < 0) return -1;
