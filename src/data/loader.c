@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "data/shard.h"
+#include "util/splitmix64.h"
 
 #define FEISTEL_ROUNDS 6
 
@@ -52,20 +53,11 @@ static int fail_(char *err, size_t errlen, const char *fmt, ...) {
 // splitmix64 (Steele, Lea, Flood 2014): a full-period generator whose output
 // function is also a good 64-bit mixer; both the round keys and the round
 // function use it.
-static uint64_t mix64_(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static uint64_t splitmix64_next_(uint64_t *state) {
-    *state += 0x9E3779B97F4A7C15ull;
-    return mix64_(*state);
-}
 
 // Round keys of epoch e: splitmix64 seeded by mix(seed) ^ mix(e + 1).
 static void epoch_keys_(wgpt_loader *l) {
-    uint64_t st = mix64_(l->seed) ^ mix64_(l->epoch + 1);
-    for (int r = 0; r < FEISTEL_ROUNDS; r++) l->keys[r] = splitmix64_next_(&st);
+    uint64_t st = wgpt_mix64(l->seed) ^ wgpt_mix64(l->epoch + 1);
+    for (int r = 0; r < FEISTEL_ROUNDS; r++) l->keys[r] = wgpt_splitmix64_next(&st);
 }
 
 // A bijection of [0, 4^half_bits); cycle-walking restricts it to a bijection of
@@ -76,7 +68,7 @@ static uint64_t permute_(const wgpt_loader *l, uint64_t i) {
     do {
         uint64_t left = i >> h, right = i & mask;
         for (int r = 0; r < FEISTEL_ROUNDS; r++) {
-            uint64_t f = mix64_(right ^ l->keys[r]) & mask;
+            uint64_t f = wgpt_mix64(right ^ l->keys[r]) & mask;
             uint64_t nl = right;
             right = left ^ f;
             left = nl;

@@ -7,12 +7,6 @@ typedef struct ce_params {
     float dloss;
 } ce_params;
 
-// bytes [off, off + bytes) of v; 0 if v (when sized) is too small for them.
-static int view_part(wgpt_view v, uint64_t off, uint64_t bytes, wgpt_view *out) {
-    if (!v.buf || (v.size && off + bytes > v.size)) return 0;
-    *out = (wgpt_view){v.buf, v.offset + off, bytes};
-    return 1;
-}
 
 int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
                               wgpt_view logits, wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp) {
@@ -20,12 +14,12 @@ int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_v
     uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);  // rows per logits binding
     if (!chunk) return -1;
     wgpt_view v[5];
-    if (!view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
-        !view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
+    if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
+        !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
         return wgpt_gpu_fail(g, "crossentropy_forward: a view is missing or smaller than its tensor");
     for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
         uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
-        if (!view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]))
+        if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]))
             return wgpt_gpu_fail(g, "crossentropy_forward: logits are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, 0.0f};
         if (!wgpt_op_add1d(g, op, "crossentropy_forward", v, 5, &p, sizeof p, rows)) return -1;
@@ -39,11 +33,11 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
     uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);
     if (!chunk) return -1;
     wgpt_view v[3];
-    if (!view_part(lse, 0, (uint64_t)BT * 4, &v[1]) || !view_part(targets, 0, (uint64_t)BT * 4, &v[2]))
+    if (!wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[2]))
         return wgpt_gpu_fail(g, "crossentropy_backward: lse or targets is missing or smaller than (%u)", BT);
     for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
         uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
-        if (!view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[0]))
+        if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[0]))
             return wgpt_gpu_fail(g, "crossentropy_backward: logits are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
         if (!wgpt_op_add1d(g, op, "crossentropy_backward", v, 3, &p, sizeof p, rows)) return -1;
@@ -54,7 +48,7 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
 int wgpt_loss_mean(wgpt_gpu *g, wgpt_op *op, wgpt_view out1, wgpt_view losses, uint32_t BT) {
     if (!BT) return wgpt_gpu_fail(g, "loss_mean: no positions");
     wgpt_view v[2];
-    if (!view_part(out1, 0, 4, &v[0]) || !view_part(losses, 0, (uint64_t)BT * 4, &v[1]))
+    if (!wgpt_view_part(out1, 0, 4, &v[0]) || !wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[1]))
         return wgpt_gpu_fail(g, "loss_mean: out or losses is missing or smaller than its tensor");
     ce_params p = {BT, 0, 0, 0, 0.0f};
     return wgpt_op_add(g, op, "crossentropy_loss_mean", v, 2, &p, sizeof p, 1, 1, 1) ? 0 : -1;

@@ -9,12 +9,6 @@ typedef struct enc_params {
     uint32_t N, T, C, V, v0, nv, first, pad;
 } enc_params;
 
-// bytes [off, off + bytes) of v; 0 if v (when sized) is too small for them.
-static int view_part(wgpt_view v, uint64_t off, uint64_t bytes, wgpt_view *out) {
-    if (!v.buf || (v.size && off + bytes > v.size)) return 0;
-    *out = (wgpt_view){v.buf, v.offset + off, bytes};
-    return 1;
-}
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -72,12 +66,12 @@ int wgpt_encoder_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view stat
     uint64_t chunk = wgpt_op_chunk_rows(g, Vp, C);  // wte rows per binding
     if (!chunk) return -1;
     wgpt_view v[5];
-    if (!view_part(out, 0, N * C * 4, &v[0]) || !view_part(tokens, 0, N * 4, &v[1]) ||
-        !view_part(wpe, 0, (uint64_t)T * C * 4, &v[3]) || !view_part(status, 0, WGPT_STATUS_BYTES, &v[4]))
+    if (!wgpt_view_part(out, 0, N * C * 4, &v[0]) || !wgpt_view_part(tokens, 0, N * 4, &v[1]) ||
+        !wgpt_view_part(wpe, 0, (uint64_t)T * C * 4, &v[3]) || !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[4]))
         return wgpt_gpu_fail(g, "encoder_forward: a view is missing or smaller than its tensor");
     for (uint64_t v0 = 0; v0 < Vp; v0 += chunk) {
         uint64_t nv = Vp - v0 < chunk ? Vp - v0 : chunk;
-        if (!view_part(wte, v0 * C * 4, nv * C * 4, &v[2]))
+        if (!wgpt_view_part(wte, v0 * C * 4, nv * C * 4, &v[2]))
             return wgpt_gpu_fail(g, "encoder_forward: wte is smaller than (%u, %u)", Vp, C);
         enc_params p = {(uint32_t)N, T, C, V, (uint32_t)v0, (uint32_t)nv, v0 == 0, 0};
         if (!wgpt_op_add1d(g, op, "encoder_forward", v, 5, &p, sizeof p, wgpt_groups(N * C))) return -1;
@@ -93,20 +87,20 @@ int wgpt_encoder_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dwte, wgpt_view dw
     uint64_t chunk = wgpt_op_chunk_rows(g, Vp, C);
     if (!chunk) return -1;
     wgpt_view v[3];
-    if (!view_part(dout, 0, N * C * 4, &v[1]) || !view_part(bucket, 0, wgpt_embedding_bucket_words((uint32_t)N) * 4, &v[2]))
+    if (!wgpt_view_part(dout, 0, N * C * 4, &v[1]) || !wgpt_view_part(bucket, 0, wgpt_embedding_bucket_words((uint32_t)N) * 4, &v[2]))
         return wgpt_gpu_fail(g, "encoder_backward: dout or bucket is missing or smaller than its tensor");
     // The grid covers the most distinct ids a step can have (N); the kernel
     // reads this step's count from the index, so the op never changes.
     uint64_t groups = N * ((C + WGPT_WG - 1) / WGPT_WG);
     for (uint64_t v0 = 0; v0 < Vp; v0 += chunk) {
         uint64_t nv = Vp - v0 < chunk ? Vp - v0 : chunk;
-        if (!view_part(dwte, v0 * C * 4, nv * C * 4, &v[0]))
+        if (!wgpt_view_part(dwte, v0 * C * 4, nv * C * 4, &v[0]))
             return wgpt_gpu_fail(g, "encoder_backward: dwte is smaller than (%u, %u)", Vp, C);
         enc_params p = {(uint32_t)N, T, C, Vp, (uint32_t)v0, (uint32_t)nv, 0, 0};
         if (!wgpt_op_add1d(g, op, "encoder_backward_wte", v, 3, &p, sizeof p, groups)) return -1;
     }
     wgpt_view w[2];
-    if (!view_part(dwpe, 0, (uint64_t)T * C * 4, &w[0]))
+    if (!wgpt_view_part(dwpe, 0, (uint64_t)T * C * 4, &w[0]))
         return wgpt_gpu_fail(g, "encoder_backward: dwpe is smaller than (%u, %u)", T, C);
     w[1] = v[1];
     enc_params p = {(uint32_t)N, T, C, Vp, 0, 0, 0, 0};

@@ -5,17 +5,11 @@
 #include <stdint.h>
 
 #include "model/gpt2.h"
+#include "util/splitmix64.h"
 
-// splitmix64: tiny, seedable, good enough for weights.
-static uint64_t next_(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static double normal_(uint64_t *s) {
-    double u1 = ((next_(s) >> 11) + 1) * 0x1p-53, u2 = (next_(s) >> 11) * 0x1p-53;
+    double u1 = ((wgpt_splitmix64_next(s) >> 11) + 1) * 0x1p-53, u2 = (wgpt_splitmix64_next(s) >> 11) * 0x1p-53;
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 

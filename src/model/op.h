@@ -25,6 +25,14 @@ wgpt_bind *wgpt_op_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_
 // The same for a 1D grid of `groups` workgroups (2D past 65535; see flat_id).
 wgpt_bind *wgpt_op_add1d(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews,
                          const void *params, size_t params_size, uint64_t groups);
+// Bytes [off, off + bytes) of v as a view of their own; 0 if v has no buffer
+// or (when sized) is too small for them.
+static inline int wgpt_view_part(wgpt_view v, uint64_t off, uint64_t bytes, wgpt_view *out) {
+    if (!v.buf || (v.size && off + bytes > v.size)) return 0;
+    *out = (wgpt_view){v.buf, v.offset + off, bytes};
+    return 1;
+}
+
 // Records every step, in order, into the current batch.
 int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op);
 

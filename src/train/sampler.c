@@ -4,12 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-static uint64_t next_(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+#include "util/splitmix64.h"
+
 
 void wgpt_sampler_init(wgpt_sampler *s, float temperature, uint32_t top_k, uint64_t seed) {
     s->temperature = temperature;
@@ -44,7 +40,7 @@ uint32_t wgpt_sampler_pick(wgpt_sampler *s, const float *logits, size_t n, float
         p[i] = (float)exp(((double)logits[idx[i]] - mx) / s->temperature);
         sum += p[i];
     }
-    double u = (next_(&s->rng) >> 11) * 0x1p-53 * sum, acc = 0;
+    double u = (wgpt_splitmix64_next(&s->rng) >> 11) * 0x1p-53 * sum, acc = 0;
     for (size_t i = 0; i < k; i++) {
         acc += p[i];
         if (u < acc) return idx[i];
