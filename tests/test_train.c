@@ -315,14 +315,23 @@ static void sigkill_never_loses_a_run(void **st) {
     snprintf(a, sizeof a, "%s/kill_straight", dir);
     snprintf(b, sizeof b, "%s/kill_resumed", dir);
     int status;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     pid_t pid = spawn_train_(wgpt, a, "12");
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    // Kill moments are fractions of how long a whole run takes on this
+    // machine, so the test kills on fast and slow machines alike; the first
+    // one lands at 40% of a run that starts from nothing, before it can end.
+    double run_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     srand((unsigned)time(NULL));
     int kills = 0;
     for (int round = 0; round < 30; round++) {
         pid = spawn_train_(wgpt, b, "12");
-        struct timespec ts = {0, (long)(100 + rand() % 600) * 1000000L};
+        double frac = round == 0 ? 0.4 : 0.05 + 0.85 * (double)rand() / RAND_MAX;
+        double wait_s = frac * run_s;
+        struct timespec ts = {(time_t)wait_s, (long)((wait_s - (double)(time_t)wait_s) * 1e9)};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);
         assert_int_equal(waitpid(pid, &status, 0), pid);
