@@ -2,6 +2,12 @@
 // backward, element-wise over n floats (as tests/ref ref_gelu_*).
 // ABI: storage buffers at bindings 0..k-1, then `p: GeluParams` at binding k.
 // Dispatch: ceil(n / WG) workgroups through dispatch1d (2D past 65535).
+// vec4 twins (gelu_forward_vec4, gelu_backward_vec4): the same bindings and
+// params with the arrays bound as array<vec4<f32>>; n % 4 == 0, view offsets
+// multiples of 16 bytes; each thread takes V4_PER_THREAD vec4s, workgroup w
+// the vec4s [w * WG * V4_PER_THREAD, (w + 1) * WG * V4_PER_THREAD) at stride WG;
+// ceil(n / (4 * V4_PER_THREAD * WG)) workgroups. The host picks them
+// (src/model/elementwise.c). Same per-element arithmetic: same results.
 // See docs/kernels/05_gelu.md.
 
 struct GeluParams {
@@ -16,6 +22,12 @@ const GELU_A: f32 = 0.044715;
 // that x^3 cannot overflow (u reaches 10 at x = 5.42).
 const GELU_U_MAX: f32 = 10.0;
 const GELU_X_MAX: f32 = 10.0;
+const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of the vec4 twins
+
+// Index of this thread's first vec4 (1D grid or the host's 2D fallback).
+fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
+}
 
 // The tanh argument sqrt(2/pi) * (x + 0.044715 x^3), clamped to +-GELU_U_MAX.
 fn gelu_arg(xc: f32) -> f32 {
@@ -25,6 +37,22 @@ fn gelu_arg(xc: f32) -> f32 {
 // tanh(u) for a clamped u: exactly +-1 at the clamp, so that 1 - th^2 is 0.
 fn gelu_tanh(u: f32) -> f32 {
     return select(tanh(u), sign(u), abs(u) >= GELU_U_MAX);
+}
+
+// gelu(x), as gelu_forward computes it.
+fn gelu_value(x: f32) -> f32 {
+    let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
+    return 0.5 * x * (1.0 + th);
+}
+
+// d gelu / dx at x, as gelu_backward computes it. Past the clamp 1 - th^2 is
+// exactly 0; using xc there keeps the product finite (x * 0 would be NaN for
+// x = inf) and is exact everywhere else.
+fn gelu_grad(x: f32) -> f32 {
+    let xc = clamp(x, -GELU_X_MAX, GELU_X_MAX);
+    let th = gelu_tanh(gelu_arg(xc));
+    let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
+    return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
 }
 
 // --- KERNEL: gelu_forward ---
@@ -37,9 +65,7 @@ fn gelu_tanh(u: f32) -> f32 {
 fn gelu_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
     if (i >= p.n) { return; }
-    let x = inp[i];
-    let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
-    out[i] = 0.5 * x * (1.0 + th);
+    out[i] = gelu_value(inp[i]);
 }
 
 // --- KERNEL: gelu_backward ---
@@ -54,11 +80,55 @@ fn gelu_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
 fn gelu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
     if (i >= p.n) { return; }
-    // Past the clamp 1 - th^2 is exactly 0; using xc there keeps the product
-    // finite (x * 0 would be NaN for x = inf) and is exact everywhere else.
-    let xc = clamp(inp[i], -GELU_X_MAX, GELU_X_MAX);
-    let th = gelu_tanh(gelu_arg(xc));
-    let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
-    let local = 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
-    dinp[i] = local * dout[i];
+    dinp[i] = gelu_grad(inp[i]) * dout[i];
+}
+
+// --- KERNEL: gelu_forward_vec4 ---
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (n / 4)
+@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;        // (n / 4)
+@group(0) @binding(2) var<uniform> p: GeluParams;
+
+@compute @workgroup_size(WG)
+fn gelu_forward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) tid: u32) {
+    let n4 = p.n / 4u;
+    let i0 = v4_first(wid, nwg, tid);
+    var x = array<vec4<f32>, V4_PER_THREAD>();
+    for (var k = 0u; k < V4_PER_THREAD; k++) {
+        let i = i0 + k * WG;
+        if (i < n4) { x[k] = inp[i]; }
+    }
+    for (var k = 0u; k < V4_PER_THREAD; k++) {
+        let i = i0 + k * WG;
+        let v = x[k];
+        if (i < n4) { out[i] = vec4<f32>(gelu_value(v.x), gelu_value(v.y), gelu_value(v.z), gelu_value(v.w)); }
+    }
+}
+
+// --- KERNEL: gelu_backward_vec4 ---
+@group(0) @binding(0) var<storage, read_write> dinp: array<vec4<f32>>;  // (n / 4)
+@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;         // (n / 4)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (n / 4)
+@group(0) @binding(3) var<uniform> p: GeluParams;
+
+@compute @workgroup_size(WG)
+fn gelu_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) tid: u32) {
+    let n4 = p.n / 4u;
+    let i0 = v4_first(wid, nwg, tid);
+    var x = array<vec4<f32>, V4_PER_THREAD>();
+    var d = array<vec4<f32>, V4_PER_THREAD>();
+    for (var k = 0u; k < V4_PER_THREAD; k++) {
+        let i = i0 + k * WG;
+        if (i < n4) {
+            x[k] = inp[i];
+            d[k] = dout[i];
+        }
+    }
+    for (var k = 0u; k < V4_PER_THREAD; k++) {
+        let i = i0 + k * WG;
+        let v = x[k];
+        let local = vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
+        if (i < n4) { dinp[i] = local * d[k]; }
+    }
 }

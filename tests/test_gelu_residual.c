@@ -4,7 +4,9 @@
 // past the tanh clamp, up to +-3e38 (results must stay finite and right);
 // dinp overwritten, not accumulated; views with offsets; flat ranges split over
 // bindings (a device with a 64 KiB binding limit); the 2D grid past 65535
-// workgroups; buffer tails beyond n left alone.
+// workgroups; buffer tails beyond n left alone. Sizes that are multiples of 4
+// (256, 14208, 1000, 50000; 20 of the large inputs) run the vec4 twins, the others the
+// scalar kernels (the wrapper picks).
 //
 // Tolerance. residual_forward is one f32 add per element, as in C: exact.
 // GELU: WGSL's tanh is only as accurate as sinh/cosh built from exp, whose
@@ -141,12 +143,16 @@ static void gelu_large_inputs(void **st) {
     static const float X[] = {0.0f,   -0.0f,   1e-30f,  -1e-30f, 5.5f,    -5.5f,   5.4f,   -5.4f, 9.99f,
                               -9.99f, 10.0f,   -10.0f,  11.0f,   -11.0f,  1e3f,    -1e3f,  1e13f,  -1e13f,
                               1e20f,  -1e20f,  3e38f,   -3e38f};
-    const size_t n = sizeof X / sizeof X[0];
+    const size_t nx = sizeof X / sizeof X[0];
     float dout[sizeof X / sizeof X[0]], want[sizeof X / sizeof X[0]];
-    for (size_t i = 0; i < n; i++) dout[i] = i % 2 ? -0.75f : 1.25f;
-    for (int kind = GELU_FWD; kind <= GELU_BWD; kind++) {
-        ref_(kind, want, X, dout, n);
-        float *got = run_(G, kind, X, kind == GELU_BWD ? dout : NULL, 1e30f, n, 0);
+    for (size_t i = 0; i < nx; i++) dout[i] = i % 2 ? -0.75f : 1.25f;
+    // All 22 inputs (scalar kernels), then the last 20 (vec4 twins).
+    for (int run = 0; run < 4; run++) {
+        int kind = run % 2 ? GELU_BWD : GELU_FWD;
+        size_t n = run < 2 ? nx : 20;
+        const float *x = X + (nx - n), *dy = dout + (nx - n);
+        ref_(kind, want, x, dy, n);
+        float *got = run_(G, kind, x, kind == GELU_BWD ? dy : NULL, 1e30f, n, 0);
         for (size_t i = 0; i < n; i++) {
             // Exact past the clamp (x or -0; 1.25 or 0); inside it the bounds
             // above with |x| <= 10 (u' <= 11.6) and |dout| <= 1.25.
@@ -154,7 +160,7 @@ static void gelu_large_inputs(void **st) {
                                          : 1.25f * (0.5f + 10.0f * 11.6f) * TANH_E;
             if (!isfinite(got[i]) || fabsf(got[i] - want[i]) > tol)
                 fail_msg("%s(%g): %.9g, expected %.9g", kind == GELU_FWD ? "gelu_forward" : "gelu_backward",
-                         (double)X[i], (double)got[i], (double)want[i]);
+                         (double)x[i], (double)got[i], (double)want[i]);
         }
         free(got);
     }
@@ -185,14 +191,15 @@ static void past_65535_workgroups(void **st) {
     check_(G, GELU_FWD, n, 0);
 }
 
-// The kernels' own bounds checks, bypassing the wrapper's exact views (which
-// would hide a missing check behind robust buffer access): every binding holds
-// n + 64 floats, params say n, the grid has threads past n; the 64 tail floats
-// must keep their sentinel.
+// The kernels' own bounds checks (scalar kernels and vec4 twins), bypassing
+// the wrapper's exact views (which would hide a missing check behind robust
+// buffer access): every binding holds n + 64 floats, params say n, the grid
+// has threads past n; the 64 tail floats must keep their sentinel.
 static void kernels_stop_at_n(void **st) {
     (void)st;
-    static const char *const NAMES[] = {"gelu_forward", "gelu_backward", "residual_forward"};
-    static const int NVIEWS[] = {2, 3, 3};
+    static const char *const NAMES[] = {"gelu_forward",      "gelu_backward",      "residual_forward",
+                                        "gelu_forward_vec4", "gelu_backward_vec4", "residual_forward_vec4"};
+    static const int NVIEWS[] = {2, 3, 3, 2, 3, 3};
     const uint32_t n = 1000, len = n + 64;
     // Outputs (binding 0) end in sentinels, inputs in 1.0: a kernel that ran
     // on must change the tail (gelu(SENTINEL) would be SENTINEL).
@@ -201,7 +208,7 @@ static void kernels_stop_at_n(void **st) {
         h[i] = i < n ? tu_randf(-1.0f, 1.0f) : SENTINEL;
         hin[i] = i < n ? h[i] : 1.0f;
     }
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 6; k++) {
         wgpt_view v[3];
         for (int i = 0; i < NVIEWS[k]; i++) {
             wgpt_buf *b = wgpt_buf_create(G, len * 4, "buf");

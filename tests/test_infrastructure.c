@@ -8,6 +8,8 @@
 // result, so rtol 2^-23 * 2 plus a tiny atol for results near zero.
 #include "test_util.h"
 
+#include "model/elementwise.h"
+
 static wgpt_gpu *G;
 
 static const uint32_t SIZES[] = {1, 7, 255, 256, 257, 1027, 65536 + 3, 300001};
@@ -25,10 +27,14 @@ static int group_teardown(void **state) {
     return 0;
 }
 
+// How run_ dispatches: `name` itself with wgpt_groups(n) (WAY_SCALAR) or
+// wgpt_ew_vec4_groups(n) (WAY_VEC4), or wgpt_infra_add choosing (WAY_HOST).
+enum { WAY_SCALAR, WAY_VEC4, WAY_HOST };
+
 // Runs kernel `name` over n elements: dst (and src if given) uploaded, c as
 // the constant; returns the downloaded dst. Buffers are one element larger
 // than n, with a sentinel there that no kernel may touch.
-static float *run_(const char *name, uint32_t n, const float *dst0, const float *src0, float c) {
+static float *run_way_(const char *name, int way, uint32_t n, const float *dst0, const float *src0, float c) {
     const float SENTINEL = 12345.5f;
     wgpt_kernel *k = wgpt_kernel_get(G, name);
     TU_NONNULL(G, k);
@@ -50,32 +56,64 @@ static float *run_(const char *name, uint32_t n, const float *dst0, const float 
         nv = 2;
     }
     tu_scalar p = {n, c};
-    wgpt_bind *b = wgpt_bind_create(G, k, views, nv, &p, sizeof p);
-    TU_NONNULL(G, b);
-    TU_OK(G, wgpt_dispatch1d(G, b, wgpt_groups(n)));
+    // The binds live until the download has submitted their dispatches.
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_bind *b = NULL;
+    if (way == WAY_HOST) {
+        TU_OK(G, wgpt_infra_add(G, &op, name, views, nv, n, c));
+        TU_OK(G, wgpt_op_record(G, &op));
+    } else {
+        b = wgpt_bind_create(G, k, views, nv, &p, sizeof p);
+        TU_NONNULL(G, b);
+        TU_OK(G, wgpt_dispatch1d(G, b, way == WAY_VEC4 ? wgpt_ew_vec4_groups(n) : wgpt_groups(n)));
+    }
     TU_OK(G, wgpt_buf_download(G, dst, 0, host, ((uint64_t)n + 1) * 4));
     if (host[n] != SENTINEL) fail_msg("%s with n=%u wrote past the end", name, n);
+    wgpt_op_free(&op);
     wgpt_bind_free(b);
     wgpt_buf_free(dst);
     wgpt_buf_free(src);
     return host;
 }
 
-static void check_each_size_(const char *name, int with_src, float c, void (*ref)(float *, const float *, size_t, float),
-                             float atol, float rtol) {
-    for (size_t s = 0; s < NSIZES; s++) {
-        uint32_t n = SIZES[s];
+typedef void (*ref_fn)(float *, const float *, size_t, float);
+
+// Sizes for the vec4 twins: multiples of 4 around a workgroup's 4096 floats
+// (4 vec4s x 256 threads) and its 1024 vec4s, partial vec4 rounds included.
+static const uint32_t SIZES4[] = {4, 252, 1024, 1028, 4096, 4100, 8192 - 4, 65536 + 4, 300004};
+#define NSIZES4 (sizeof SIZES4 / sizeof SIZES4[0])
+// wgpt_infra_add at multiples of 4 and not: it must pick a kernel that fits.
+static const uint32_t SIZES_HOST[] = {3, 4, 1027, 4100, 65539};
+#define NSIZES_HOST (sizeof SIZES_HOST / sizeof SIZES_HOST[0])
+
+static void check_sizes_(const char *name, int way, const uint32_t *sizes, size_t nsizes, int with_src, float c,
+                         ref_fn ref, float atol, float rtol) {
+    for (size_t s = 0; s < nsizes; s++) {
+        uint32_t n = sizes[s];
         float *dst = malloc(n * sizeof *dst), *src = malloc(n * sizeof *src), *want = malloc(n * sizeof *want);
         tu_fill(dst, n, -3.0f, 3.0f);
         tu_fill(src, n, -3.0f, 3.0f);
         memcpy(want, dst, n * sizeof *want);
         ref(want, src, n, c);
-        float *got = run_(name, n, dst, with_src ? src : NULL, c);
+        float *got = run_way_(name, way, n, dst, with_src ? src : NULL, c);
         char what[64];
-        snprintf(what, sizeof what, "%s n=%u", name, n);
+        snprintf(what, sizeof what, "%s%s n=%u", name, way == WAY_HOST ? " (wgpt_infra_add)" : "", n);
         tu_assert_close(what, got, want, n, atol, rtol);
         free(got), free(dst), free(src), free(want);
     }
+}
+
+static void check_each_size_(const char *name, int with_src, float c, ref_fn ref, float atol, float rtol) {
+    check_sizes_(name, WAY_SCALAR, SIZES, NSIZES, with_src, c, ref, atol, rtol);
+}
+
+// The vec4 twin `name`_vec4 at SIZES4, and `name` through wgpt_infra_add.
+static void check_vec4_(const char *name, int with_src, float c, ref_fn ref, float atol, float rtol) {
+    char v4[32];
+    snprintf(v4, sizeof v4, "%s_vec4", name);
+    check_sizes_(v4, WAY_VEC4, SIZES4, NSIZES4, with_src, c, ref, atol, rtol);
+    check_sizes_(name, WAY_HOST, SIZES_HOST, NSIZES_HOST, with_src, c, ref, atol, rtol);
 }
 
 static void ref_fill_zero(float *d, const float *s, size_t n, float c) {
@@ -108,6 +146,52 @@ static void scale_matches_c(void **st) { (void)st; check_each_size_("scale", 0, 
 static void axpy_matches_c(void **st) { (void)st; check_each_size_("axpy", 1, -1.73f, ref_axpy, 1e-6f, RTOL); }
 static void copy_matches_c(void **st) { (void)st; check_each_size_("copy", 1, 0, ref_copy, 0, 0); }
 static void clamp_matches_c(void **st) { (void)st; check_each_size_("clamp_inplace", 0, 1.25f, ref_clamp, 0, 0); }
+static void fill_zero_vec4_matches_c(void **st) { (void)st; check_vec4_("fill_zero", 0, 0, ref_fill_zero, 0, 0); }
+static void fill_const_vec4_matches_c(void **st) { (void)st; check_vec4_("fill_const", 0, -0.625f, ref_fill_const, 0, 0); }
+static void scale_vec4_matches_c(void **st) { (void)st; check_vec4_("scale", 0, 0.37f, ref_scale, ATOL, RTOL); }
+static void axpy_vec4_matches_c(void **st) { (void)st; check_vec4_("axpy", 1, -1.73f, ref_axpy, 1e-6f, RTOL); }
+static void copy_vec4_matches_c(void **st) { (void)st; check_vec4_("copy", 1, 0, ref_copy, 0, 0); }
+
+// The vec4 twins on a 2D grid (3, 2): the host's fallback past 65535
+// workgroups, too big to allocate here, linearises the same way. Every element
+// of n = 6 workgroups' worth minus one vec4 is copied once; the tail is kept.
+static void vec4_on_a_2d_grid(void **st) {
+    (void)st;
+    const uint32_t per_wg = 4 * WGPT_EW_V4_PER_THREAD * WGPT_WG, n = 6 * per_wg - 4, len = 6 * per_wg + 64;
+    float *src = malloc(len * sizeof *src), *got = malloc(len * sizeof *got);
+    for (uint32_t i = 0; i < len; i++) src[i] = (float)i;
+    wgpt_buf *d = wgpt_buf_create(G, len * 4, "2d dst"), *s = wgpt_buf_create(G, len * 4, "2d src");
+    TU_NONNULL(G, d);
+    TU_NONNULL(G, s);
+    TU_OK(G, wgpt_buf_upload(G, s, 0, src, len * 4));
+    TU_OK(G, wgpt_buf_zero(G, d, 0, len * 4));
+    wgpt_view v[2] = {{d, 0, 0}, {s, 0, 0}};  // longer than n: the kernel's own bounds check
+    tu_scalar p = {n, 0};
+    wgpt_bind *b = wgpt_bind_create(G, wgpt_kernel_get(G, "copy_vec4"), v, 2, &p, sizeof p);
+    TU_NONNULL(G, b);
+    TU_OK(G, wgpt_dispatch(G, b, 3, 2, 1));
+    TU_OK(G, wgpt_buf_download(G, d, 0, got, len * 4));
+    for (uint32_t i = 0; i < len; i++)
+        if (got[i] != (i < n ? src[i] : 0.0f)) fail_msg("element %u: %g, expected %g", i, got[i], i < n ? src[i] : 0.0f);
+    wgpt_bind_free(b), wgpt_buf_free(d), wgpt_buf_free(s);
+    free(src), free(got);
+}
+
+// wgpt_infra_add refuses kernels it does not know and wrong view counts.
+static void infra_add_refuses_bad_calls(void **st) {
+    (void)st;
+    wgpt_buf *d = wgpt_buf_create(G, 64, "d");
+    wgpt_view v[2] = {{d, 0, 0}, {d, 0, 0}};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    assert_int_equal(wgpt_infra_add(G, &op, "clamp_inplace", v, 1, 16, 1.0f), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "clamp_inplace"));
+    assert_int_equal(wgpt_infra_add(G, &op, "copy", v, 1, 16, 0.0f), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "copy"));
+    assert_int_equal(op.n, 0);
+    wgpt_op_free(&op);
+    wgpt_buf_free(d);
+}
 
 // Several dispatches in one submission, with params changed between them:
 // each dispatch must see its own constant, in order (x -> 2x -> 2x+1 -> 3*(2x+1)).
@@ -217,6 +301,13 @@ int main(void) {
         cmocka_unit_test(axpy_matches_c),
         cmocka_unit_test(copy_matches_c),
         cmocka_unit_test(clamp_matches_c),
+        cmocka_unit_test(fill_zero_vec4_matches_c),
+        cmocka_unit_test(fill_const_vec4_matches_c),
+        cmocka_unit_test(scale_vec4_matches_c),
+        cmocka_unit_test(axpy_vec4_matches_c),
+        cmocka_unit_test(copy_vec4_matches_c),
+        cmocka_unit_test(vec4_on_a_2d_grid),
+        cmocka_unit_test(infra_add_refuses_bad_calls),
         cmocka_unit_test(many_dispatches_one_submission),
         cmocka_unit_test(dispatch_past_65535_workgroups),
         cmocka_unit_test(binding_with_offset),

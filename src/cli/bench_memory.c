@@ -1,6 +1,7 @@
-// bench_memory.c: the memory-bound rows of `wgpt bench --micro`: a plain
-// copy (00_infrastructure's `copy`) as the reference bandwidth, then axpy,
-// GELU, the residual add, LayerNorm, AdamW and the cross-entropy forward.
+// bench_memory.c: the memory-bound rows of `wgpt bench --micro`: a copy
+// (00_infrastructure's `copy`, as its vec4 twin copy_vec4) as the reference
+// bandwidth, then axpy, GELU, the residual add, LayerNorm, AdamW and the
+// cross-entropy forward.
 // GB/s counts each byte a kernel must read or write once (its compulsory
 // traffic), over the median time; re-reads that hit a cache are not counted.
 #include <stdio.h>
@@ -13,12 +14,6 @@
 #include "model/optimizer.h"
 #include "train/microbench.h"
 
-// Scalar of 00_infrastructure.wgsl.
-typedef struct scalar_params {
-    uint32_t n;
-    float c;
-} scalar_params;
-
 typedef struct mem_arrays {
     uint64_t n;       // floats in each of a, b, c, d
     wgpt_buf *a, *b;  // random inputs
@@ -26,18 +21,11 @@ typedef struct mem_arrays {
     double copy_gbs;  // the reference, once measured
 } mem_arrays;
 
-// Appends a 00_infrastructure kernel over n floats of views (2 of them: dst,
-// src), in chunks that fit one binding (multiples of 64 floats: aligned offsets).
+// Appends a 00_infrastructure kernel over n floats: dst, src (its vec4 twin
+// where the sizes allow: wgpt_infra_add).
 static int flat_(wgpt_gpu *g, wgpt_op *op, const char *kernel, wgpt_buf *dst, wgpt_buf *src, uint64_t n, float c) {
-    uint64_t chunk = wgpt_gpu_get_info(g)->max_storage_binding / 4 / 64 * 64;
-    if (chunk > (1ull << 30)) chunk = 1ull << 30;
-    for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
-        uint64_t k = n - i0 < chunk ? n - i0 : chunk;
-        wgpt_view v[2] = {{dst, i0 * 4, k * 4}, {src, i0 * 4, k * 4}};
-        scalar_params p = {(uint32_t)k, c};
-        if (!wgpt_op_add1d(g, op, kernel, v, 2, &p, sizeof p, wgpt_groups(k))) return -1;
-    }
-    return 0;
+    wgpt_view v[2] = {{dst, 0, n * 4}, {src, 0, n * 4}};
+    return wgpt_infra_add(g, op, kernel, v, 2, n, c);
 }
 
 // Times op (prepared: prep_rc 0), prints its row and frees it. bytes: read + written.

@@ -1,13 +1,20 @@
-// elementwise.c: host side of kernels/05_gelu.wgsl and 05_residual.wgsl
-// (see elementwise.h).
+// elementwise.c: host side of kernels/05_gelu.wgsl, 05_residual.wgsl and the
+// flat kernels of 00_infrastructure.wgsl (see elementwise.h).
 #include "model/elementwise.h"
 
-// The kernels' GeluParams / ResidualParams.
+#include <stdio.h>
+#include <string.h>
+
+// The kernels' GeluParams / ResidualParams take n only; 00_infrastructure's
+// Scalar takes n and c. Both start with n, so one struct serves, bound with
+// the size its kernel declares.
 typedef struct ew_params {
     uint32_t n;
+    float c;
 } ew_params;
 
 #define EW_MAX_VIEWS 3
+#define EW_KERNEL_NAME 40
 
 // Floats per dispatch: all n if a binding of n floats fits the device, else
 // the largest multiple of 64 floats that does (256 bytes: chunk offsets stay
@@ -21,36 +28,65 @@ static uint64_t ew_chunk(wgpt_gpu *g, uint64_t n) {
     return c ? c : n;  // 0: the bind below fails and says why
 }
 
-// Appends `kernel` over n floats: views[0..nviews) all hold n floats.
-static int ew_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews, uint64_t n) {
+int wgpt_ew_vec4_ok(const wgpt_view *views, int nviews, uint64_t n) {
+    if (n % 4) return 0;
+    for (int i = 0; i < nviews; i++)
+        if (views[i].offset % 16) return 0;
+    return 1;
+}
+
+// Appends `kernel` (or its _vec4 twin where wgpt_ew_vec4_ok) over n floats:
+// views[0..nviews) all hold n floats. params_size: 4 (n) or 8 (n, c).
+static int ew_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews, uint64_t n,
+                  float c, size_t params_size) {
     if (n == 0) return 0;
     for (int i = 0; i < nviews; i++)
         if (!views[i].buf || (views[i].size != 0 && views[i].size < n * 4))
             return wgpt_gpu_fail(g, "%s: binding %d %s; it needs %llu floats", kernel, i,
                                  views[i].buf ? "is smaller than its tensor" : "has no buffer",
                                  (unsigned long long)n);
+    // Chunks are multiples of 64 floats, so every chunk of a vec4 range is too.
+    int vec4 = wgpt_ew_vec4_ok(views, nviews, n);
+    char name[EW_KERNEL_NAME];
+    if (vec4 && strlen(kernel) + 6 > sizeof name) vec4 = 0;
+    if (vec4) snprintf(name, sizeof name, "%s_vec4", kernel);
     uint64_t chunk = ew_chunk(g, n);
     for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
         uint64_t cnt = n - i0 < chunk ? n - i0 : chunk;
         wgpt_view v[EW_MAX_VIEWS];
         for (int i = 0; i < nviews; i++) v[i] = (wgpt_view){views[i].buf, views[i].offset + i0 * 4, cnt * 4};
-        ew_params p = {(uint32_t)cnt};
-        if (!wgpt_op_add1d(g, op, kernel, v, nviews, &p, sizeof p, wgpt_groups(cnt))) return -1;
+        ew_params p = {(uint32_t)cnt, c};
+        if (!wgpt_op_add1d(g, op, vec4 ? name : kernel, v, nviews, &p, params_size,
+                           vec4 ? wgpt_ew_vec4_groups(cnt) : wgpt_groups(cnt)))
+            return -1;
     }
     return 0;
 }
 
 int wgpt_gelu_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, uint64_t n) {
     wgpt_view v[2] = {out, inp};
-    return ew_add(g, op, "gelu_forward", v, 2, n);
+    return ew_add(g, op, "gelu_forward", v, 2, n, 0.0f, sizeof(uint32_t));
 }
 
 int wgpt_gelu_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view inp, wgpt_view dout, uint64_t n) {
     wgpt_view v[3] = {dinp, inp, dout};
-    return ew_add(g, op, "gelu_backward", v, 3, n);
+    return ew_add(g, op, "gelu_backward", v, 3, n, 0.0f, sizeof(uint32_t));
 }
 
 int wgpt_residual_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view a, wgpt_view b, uint64_t n) {
     wgpt_view v[3] = {out, a, b};
-    return ew_add(g, op, "residual_forward", v, 3, n);
+    return ew_add(g, op, "residual_forward", v, 3, n, 0.0f, sizeof(uint32_t));
+}
+
+int wgpt_infra_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews, uint64_t n,
+                   float c) {
+    static const char *const VEC4[] = {"fill_zero", "fill_const", "scale", "axpy", "copy"};
+    static const int NVIEWS[] = {1, 1, 1, 2, 2};
+    for (int k = 0; k < 5; k++)
+        if (!strcmp(kernel, VEC4[k])) {
+            if (nviews != NVIEWS[k])
+                return wgpt_gpu_fail(g, "%s: %d views given; it binds %d", kernel, nviews, NVIEWS[k]);
+            return ew_add(g, op, kernel, views, nviews, n, c, sizeof(ew_params));
+        }
+    return wgpt_gpu_fail(g, "wgpt_infra_add: %s is not one of fill_zero, fill_const, scale, axpy, copy", kernel);
 }
