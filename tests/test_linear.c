@@ -172,7 +172,9 @@ typedef struct lresult {
     int fwd_steps, bwd_steps;
 } lresult;
 
-static lresult run_gpu_(wgpt_gpu *g, const lcase *c) {
+// scratch_bytes: the split-partials scratch handed to the wrappers (0: none,
+// so the 64 x 64 tiled kernels serve).
+static lresult run_gpu_(wgpt_gpu *g, const lcase *c, uint64_t scratch_bytes) {
     size_t nc = (size_t)c->N * c->C, oc = (size_t)c->OC * c->C, no = (size_t)c->N * c->OC;
     lresult r = {malloc(no * 4), malloc(nc * 4), malloc(oc * 4), malloc((size_t)c->OC * 4), 0, 0};
     float *zeros = calloc(no, sizeof(float));
@@ -180,13 +182,16 @@ static lresult run_gpu_(wgpt_gpu *g, const lcase *c) {
     dtensor out = dt_upload_(g, zeros, no), dout = dt_upload_(g, c->dout, no);
     dtensor dinp = dt_upload_(g, c->dinp0, nc), dw = dt_upload_(g, c->dw0, oc), db = dt_upload_(g, c->db0, c->OC);
     wgpt_view none = {NULL, 0, 0};
+    float *zs = calloc(scratch_bytes / 4 + 1, 4);
+    dtensor scratch = {0};
+    if (scratch_bytes) scratch = dt_upload_(g, zs, scratch_bytes / 4);
 
     wgpt_op fwd, bwd;
     wgpt_op_init(&fwd), wgpt_op_init(&bwd);
     TU_OK(g, wgpt_linear_forward(g, &fwd, out.view, inp.view, w.view, c->has_bias ? b.view : none, c->N, c->C,
-                                 c->OC));
+                                 c->OC, scratch.view));
     TU_OK(g, wgpt_linear_backward(g, &bwd, dinp.view, dw.view, c->has_bias ? db.view : none, dout.view, inp.view,
-                                  w.view, c->N, c->C, c->OC, c->accumulate));
+                                  w.view, c->N, c->C, c->OC, c->accumulate, scratch.view));
     TU_OK(g, wgpt_op_record(g, &fwd));
     TU_OK(g, wgpt_op_record(g, &bwd));
     dt_download_(g, &out, r.out), dt_download_(g, &dinp, r.dinp), dt_download_(g, &dw, r.dw);
@@ -197,9 +202,13 @@ static lresult run_gpu_(wgpt_gpu *g, const lcase *c) {
     free(same);
     r.fwd_steps = fwd.n, r.bwd_steps = bwd.n;
     wgpt_op_free(&fwd), wgpt_op_free(&bwd);
+    if (scratch_bytes) {  // the scratch's frame is checked too
+        dt_download_(g, &scratch, zs);
+        dt_free_(&scratch);
+    }
     dtensor *all[] = {&inp, &w, &b, &out, &dout, &dinp, &dw, &db};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dt_free_(all[i]);
-    free(zeros);
+    free(zeros), free(zs);
     return r;
 }
 
@@ -228,7 +237,7 @@ static void matches_reference_at_odd_sizes(void **st) {
         for (int v = 0; v < 2; v++) {
             lcase c;
             lcase_init_(&c, SHAPES[s][0], SHAPES[s][1], SHAPES[s][2], v == 0, v == 1);
-            lresult r = run_gpu_(G, &c);
+            lresult r = run_gpu_(G, &c, 0);
             check_case_("default device", &c, &r);
             if (r.fwd_steps != 1) fail_msg("forward split on the default device (%d dispatches)", r.fwd_steps);
             lresult_free_(&r), lcase_free_(&c);
@@ -253,7 +262,7 @@ static void matches_reference_when_split(void **st) {
         for (int v = 0; v < 2; v++) {
             lcase c;
             lcase_init_(&c, shapes[s][0], shapes[s][1], shapes[s][2], 1, v);
-            lresult r = run_gpu_(GS, &c);
+            lresult r = run_gpu_(GS, &c, 0);
             check_case_("96 KiB bindings", &c, &r);
             if (r.fwd_steps != shapes[s][3] || r.bwd_steps != shapes[s][4])
                 fail_msg("N=%d C=%d OC=%d: %d + %d dispatches, expected %d + %d", c.N, c.C, c.OC, r.fwd_steps,
@@ -270,7 +279,7 @@ static void results_are_deterministic(void **st) {
     for (int d = 0; d < 2; d++) {
         lcase c;
         lcase_init_(&c, 130, 200, 260, 1, 0);
-        lresult a = run_gpu_(devs[d], &c), b = run_gpu_(devs[d], &c);
+        lresult a = run_gpu_(devs[d], &c, 0), b = run_gpu_(devs[d], &c, 0);
         assert_memory_equal(a.out, b.out, (size_t)c.N * c.OC * 4);
         assert_memory_equal(a.dinp, b.dinp, (size_t)c.N * c.C * 4);
         assert_memory_equal(a.dw, b.dw, (size_t)c.OC * c.C * 4);
@@ -299,7 +308,7 @@ static void gpt2_logits_shape(void **st) {
     wgpt_op op;
     wgpt_op_init(&op);
     TU_OK(G, wgpt_buf_zero(G, dout.buf, PAD * 4, no * 4));
-    TU_OK(G, wgpt_linear_forward(G, &op, dout.view, dx.view, dw.view, none, N, C, OC));
+    TU_OK(G, wgpt_linear_forward(G, &op, dout.view, dx.view, dw.view, none, N, C, OC, none));
     TU_OK(G, wgpt_op_record(G, &op));
     dt_download_(G, &dout, got);
     check_bound_("logits", got, want, S, no, C);
@@ -323,17 +332,17 @@ static void bad_arguments_are_refused(void **st) {
     wgpt_op op;
     wgpt_op_init(&op);
     // out needs 8 * 16 floats, the view holds 64
-    assert_int_equal(wgpt_linear_forward(G, &op, o.view, a.view, b.view, none, 8, 4, 16), -1);
+    assert_int_equal(wgpt_linear_forward(G, &op, o.view, a.view, b.view, none, 8, 4, 16, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "out"));
-    assert_int_equal(wgpt_linear_forward(G, &op, o.view, a.view, b.view, none, 0, 4, 4), -1);
+    assert_int_equal(wgpt_linear_forward(G, &op, o.view, a.view, b.view, none, 0, 4, 4, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "> 0"));
-    assert_int_equal(wgpt_linear_backward(G, &op, o.view, b.view, none, a.view, none, b.view, 4, 4, 4, 0), -1);
+    assert_int_equal(wgpt_linear_backward(G, &op, o.view, b.view, none, a.view, none, b.view, 4, 4, 4, 0, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "inp has no buffer"));
     // 64 rows of 2000 floats (512000 bytes) exceed 96 KiB, and 100 rows must split
     wgpt_buf *big = wgpt_buf_create(GS, 100 * 2000 * 4, "too wide");
     TU_NONNULL(GS, big);
     wgpt_view whole = {big, 0, 0};
-    assert_int_equal(wgpt_linear_forward(GS, &op, whole, whole, whole, none, 100, 2000, 1), -1);
+    assert_int_equal(wgpt_linear_forward(GS, &op, whole, whole, whole, none, 100, 2000, 1, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(GS), "binding limit"));
     wgpt_buf_free(big);
     assert_int_equal(op.n, 0);
@@ -378,7 +387,7 @@ static void cpu_twins_fall_back_past_their_grid(void **st) {
         wgpt_op op;
         wgpt_op_init(&op);
         TU_OK(G, wgpt_linear_forward(G, &op, (wgpt_view){y, 0, 0}, (wgpt_view){x, 0, 0}, (wgpt_view){w, 0, 0}, none,
-                                     (uint32_t)N, 1, 1));
+                                     (uint32_t)N, 1, 1, none));
         assert_int_equal(op.n, 1);
         uint32_t want = cpu && N <= 1048560 ? (uint32_t)(N + 15) / 16 : (uint32_t)(N + 63) / 64;
         if (op.steps[0].x != 1 || op.steps[0].y != want)
@@ -388,6 +397,47 @@ static void cpu_twins_fall_back_past_their_grid(void **st) {
     }
 }
 
+// The vec4 kernels (03_linear_vec4.wgsl): taken with a scratch on the GPU
+// variant when C and OC are multiples of 4. Rows any number; k not a multiple
+// of the 16-wide stage; outputs smaller and larger than a 128 x 128 tile; and
+// shapes whose sums over k are split (a partial per split in the scratch,
+// then the in-order reduce): dispatch counts show which path ran.
+//   {N, C, OC, forward dispatches, backward dispatches with bias}
+//   (100, 64, 1024): bwd_input k = 1024 on 1 tile -> 4 splits (+1 reduce).
+//   (600, 36, 20): bwd_weight k = 600 -> 2 splits (+ weight and bias reduces).
+//   (37, 520, 8): forward k = 520 -> 2 splits (+ reduce, which adds the bias).
+static void vec4_kernels_match_reference(void **st) {
+    (void)st;
+    static const int shapes[][5] = {
+        {74, 48, 144, 1, 2}, {130, 200, 260, 1, 2}, {37, 20, 4, 1, 2}, {257, 132, 64, 1, 2},
+        {100, 64, 1024, 1, 3}, {600, 36, 20, 1, 4}, {37, 520, 8, 2, 2},
+    };
+    int cpu = wgpt_kernel_variant_cpu(G);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int v = 0; v < 3; v++) {
+            lcase c;
+            int bias = v != 1, acc = v != 0;
+            lcase_init_(&c, shapes[s][0], shapes[s][1], shapes[s][2], bias, acc);
+            uint64_t bytes = wgpt_linear_scratch_bytes((uint32_t)c.N, (uint32_t)c.C, (uint32_t)c.OC);
+            lresult r = run_gpu_(G, &c, bytes);
+            check_case_("default device, vec4", &c, &r);
+            // the CPU twins ignore the scratch: one dispatch a pass, plus dbias
+            int fwd = cpu ? 1 : shapes[s][3], bwd = cpu ? 2 + bias : shapes[s][4] - (!bias && shapes[s][4] == 4);
+            if (r.fwd_steps != fwd || r.bwd_steps != bwd)
+                fail_msg("%s N=%d C=%d OC=%d bias=%d: %d + %d dispatches, expected %d + %d", VARIANT, c.N, c.C, c.OC,
+                         bias, r.fwd_steps, r.bwd_steps, fwd, bwd);
+            lresult_free_(&r), lcase_free_(&c);
+        }
+    // Split or not, two runs agree bit for bit.
+    lcase c;
+    lcase_init_(&c, 600, 36, 20, 1, 1);
+    uint64_t bytes = wgpt_linear_scratch_bytes(600, 36, 20);
+    lresult a = run_gpu_(G, &c, bytes), b = run_gpu_(G, &c, bytes);
+    assert_memory_equal(a.dw, b.dw, (size_t)c.OC * c.C * 4);
+    assert_memory_equal(a.db, b.db, (size_t)c.OC * 4);
+    lresult_free_(&a), lresult_free_(&b), lcase_free_(&c);
+}
+
 // Each test twice: with the tiled GPU kernels, then with their CPU twins.
 #define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
 
@@ -395,6 +445,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(variant_choice),
         BOTH(matches_reference_at_odd_sizes),
+        BOTH(vec4_kernels_match_reference),
         BOTH(matches_reference_when_split),
         BOTH(results_are_deterministic),
         BOTH(gpt2_logits_shape),

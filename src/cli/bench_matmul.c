@@ -41,19 +41,26 @@ static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
     wgpt_buf *out = bias ? wgpt_buf_create(g, N * OC * 4, "matmul out") : NULL;
     wgpt_buf *dinp = s->backward ? wgpt_buf_create(g, N * C * 4, "matmul dinp") : NULL;
     wgpt_buf *dw = s->backward ? wgpt_buf_create(g, OC * C * 4, "matmul dweight") : NULL;
-    wgpt_op fwd, bwd;
-    wgpt_op_init(&fwd), wgpt_op_init(&bwd);
+    wgpt_buf *db = s->backward ? wgpt_buf_create(g, OC * 4, "matmul dbias") : NULL;
+    wgpt_buf *scratch = wgpt_buf_create(g, wgpt_linear_scratch_bytes(N, s->C, s->OC), "matmul split partials");
+    wgpt_op fwd, bwd_in, bwd_w;
+    wgpt_op_init(&fwd), wgpt_op_init(&bwd_in), wgpt_op_init(&bwd_w);
     int rc = -1;
     if (!bias || (s->backward && !dout)) goto done;  // the fill printed why
-    if (!out || (s->backward && (!dinp || !dw))) {
+    if (!out || !scratch || (s->backward && (!dinp || !dw || !db))) {
         fprintf(stderr, "wgpt bench: matmul %s buffers: %s\n", s->name, wgpt_gpu_error(g));
         goto done;
     }
     wgpt_view none = {NULL, 0, 0}, vinp = {inp, 0, 0}, vw = {w, 0, 0}, vb = {bias, 0, 0}, vout = {out, 0, 0};
-    wgpt_view vdinp = {dinp, 0, 0}, vdw = {dw, 0, 0}, vdout = {dout, 0, 0};
-    if (wgpt_linear_forward(g, &fwd, vout, vinp, vw, s->bias ? vb : none, N, s->C, s->OC) < 0 ||
-        (s->backward &&
-         wgpt_linear_backward(g, &bwd, vdinp, vdw, none, vdout, vinp, vw, N, s->C, s->OC, 0) < 0)) {
+    wgpt_view vdinp = {dinp, 0, 0}, vdw = {dw, 0, 0}, vdout = {dout, 0, 0}, vdb = {db, 0, 0};
+    wgpt_view vs = {scratch, 0, 0}, vdbias = s->bias ? vdb : none;
+    // Each pass as the model runs it: with the split-k reduce where it
+    // splits, the weight pass with the bias gradient where the layer has one.
+    if (wgpt_linear_forward(g, &fwd, vout, vinp, vw, s->bias ? vb : none, N, s->C, s->OC, vs) < 0 ||
+        (s->backward && (wgpt_linear_backward_passes(g, &bwd_in, vdinp, vdw, vdbias, vdout, vinp, vw, N, s->C, s->OC,
+                                                     0, vs, WGPT_LINEAR_PASS_INPUT) < 0 ||
+                         wgpt_linear_backward_passes(g, &bwd_w, vdinp, vdw, vdbias, vdout, vinp, vw, N, s->C, s->OC,
+                                                     0, vs, WGPT_LINEAR_PASS_WEIGHT) < 0))) {
         fprintf(stderr, "wgpt bench: preparing matmul %s: %s\n", s->name, wgpt_gpu_error(g));
         goto done;
     }
@@ -61,22 +68,17 @@ static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
     if (time_(b, &fwd, s->name, &r) < 0) goto done;
     row_(s->name, N, s->C, s->OC, "forward", r.ms, 1);
     if (s->backward) {
-        if (time_(b, &bwd, s->name, &r) < 0) goto done;
-        double in_ms = wgpt_microbench_kernel_ms(&r, "backward_input");
-        double w_ms = wgpt_microbench_kernel_ms(&r, "backward_weight");
-        if (in_ms > 0 && w_ms > 0) {
-            row_(s->name, N, s->C, s->OC, "bwd_input", in_ms, 1);
-            row_(s->name, N, s->C, s->OC, "bwd_weight", w_ms, 1);
-        } else {  // wall clock, or kernels renamed: the two passes together
-            row_(s->name, N, s->C, s->OC, "backward", r.ms, 2);
-        }
+        if (time_(b, &bwd_in, s->name, &r) < 0) goto done;
+        row_(s->name, N, s->C, s->OC, "bwd_input", r.ms, 1);
+        if (time_(b, &bwd_w, s->name, &r) < 0) goto done;
+        row_(s->name, N, s->C, s->OC, "bwd_weight", r.ms, 1);
     }
     fflush(stdout);
     rc = 0;
 done:
-    wgpt_op_free(&fwd), wgpt_op_free(&bwd);
+    wgpt_op_free(&fwd), wgpt_op_free(&bwd_in), wgpt_op_free(&bwd_w);
     wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(bias), wgpt_buf_free(dout);
-    wgpt_buf_free(out), wgpt_buf_free(dinp), wgpt_buf_free(dw);
+    wgpt_buf_free(out), wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(db), wgpt_buf_free(scratch);
     return rc;
 }
 

@@ -58,6 +58,18 @@ static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n) {
     return 0;
 }
 
+// The matmuls' split partials: enough for the largest need of the model's linears.
+static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
+    uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
+    uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    uint64_t most = 0;
+    for (int i = 0; i < 5; i++) {
+        uint64_t b = wgpt_linear_scratch_bytes(BT, shapes[i][0], shapes[i][1]);
+        if (b > most) most = b;
+    }
+    return (most + 3) / 4;
+}
+
 static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
     uint64_t Vp = m->c.padded_vocab_size;
@@ -75,6 +87,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
         {&m->tokens, "tokens", 1, BT},            {&m->targets, "targets", 1, BT},
+        {&m->mm_scratch, "matmul split partials", 1, linear_scratch_floats_(m)},
     };
     const act_spec_ backward[] = {
         {&m->dres, "d residual", 1, BT * C},      {&m->dln, "d ln", 1, BT * C},
@@ -105,23 +118,23 @@ static int build_forward_(wgpt_gpt2 *m) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
-        GPU_OK(m, wgpt_linear_forward(g, op, A(qkv, l), A(ln1, l), P(WGPT_QKVW, l), P(WGPT_QKVB, l), BT, C, 3 * C));
+        GPU_OK(m, wgpt_linear_forward(g, op, A(qkv, l), A(ln1, l), P(WGPT_QKVW, l), P(WGPT_QKVB, l), BT, C, 3 * C, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
         GPU_OK(m, wgpt_linear_forward(g, op, A(attproj, l), A(atty, l), P(WGPT_ATTPROJW, l), P(WGPT_ATTPROJB, l),
-                                      BT, C, C));
+                                      BT, C, C, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
-        GPU_OK(m, wgpt_linear_forward(g, op, A(fch, l), A(ln2, l), P(WGPT_FCW, l), P(WGPT_FCB, l), BT, C, 4 * C));
+        GPU_OK(m, wgpt_linear_forward(g, op, A(fch, l), A(ln2, l), P(WGPT_FCW, l), P(WGPT_FCB, l), BT, C, 4 * C, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
         GPU_OK(m, wgpt_linear_forward(g, op, A(fcproj, l), A(fch_gelu, l), P(WGPT_FCPROJW, l), P(WGPT_FCPROJB, l),
-                                      BT, 4 * C, C));
+                                      BT, 4 * C, C, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
     }
     uint32_t last = m->c.num_layers - 1;
     GPU_OK(m, wgpt_layernorm_forward(g, op, A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(res3, last),
                                      P(WGPT_LNFW, 0), P(WGPT_LNFB, 0), BT, C));
-    GPU_OK(m, wgpt_linear_forward(g, op, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0), none, BT, C, Vp));
+    GPU_OK(m, wgpt_linear_forward(g, op, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0), none, BT, C, Vp, A(mm_scratch, 0)));
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
@@ -139,7 +152,7 @@ static int build_backward_(wgpt_gpt2 *m) {
     GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
                                          1.0f / (float)BT));
     GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_WTE, 0), none, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0),
-                                   BT, C, Vp, 0));
+                                   BT, C, Vp, 0, A(mm_scratch, 0)));
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C));
@@ -148,19 +161,19 @@ static int build_backward_(wgpt_gpt2 *m) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         // res3 = res2 + fcproj: d fcproj = dres
         GPU_OK(m, wgpt_linear_backward(g, op, A(dfch_gelu, 0), D(WGPT_FCPROJW, l), D(WGPT_FCPROJB, l), A(dres, 0),
-                                       A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, 0));
+                                       A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
         GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_FCW, l), D(WGPT_FCB, l), A(dfch, 0), A(ln2, l),
-                                       P(WGPT_FCW, l), BT, C, 4 * C, 0));
+                                       P(WGPT_FCW, l), BT, C, 4 * C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),
                                           P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C));
         // res2 = residual + attproj: d attproj = dres (now d res2)
         GPU_OK(m, wgpt_linear_backward(g, op, A(datty, 0), D(WGPT_ATTPROJW, l), D(WGPT_ATTPROJB, l), A(dres, 0),
-                                       A(atty, l), P(WGPT_ATTPROJW, l), BT, C, C, 0));
+                                       A(atty, l), P(WGPT_ATTPROJW, l), BT, C, C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
                                           A(att_lse, l), B, T, C, NH));
         GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_QKVW, l), D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l),
-                                       P(WGPT_QKVW, l), BT, C, 3 * C, 0));
+                                       P(WGPT_QKVW, l), BT, C, 3 * C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN1W, l), D(WGPT_LN1B, l), A(dln, 0), residual,
                                           P(WGPT_LN1W, l), A(ln1_mean, l), A(ln1_rstd, l), BT, C));
     }
@@ -254,7 +267,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->attproj, &m->res2, &m->ln2, &m->ln2_mean, &m->ln2_rstd, &m->fch, &m->fch_gelu,
                              &m->fcproj, &m->res3, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits, &m->losses,
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
-                             &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch,
+                             &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
                              &m->opt_state};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);

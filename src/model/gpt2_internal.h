@@ -47,6 +47,7 @@ struct wgpt_gpt2 {
     wgpt_gpt2_act logits;                         // (B,T,Vp), dlogits in place
     wgpt_gpt2_act losses, ce_lse, loss;           // (B,T), (B,T), (1)
     wgpt_gpt2_act status;                         // u32 flags from the kernels
+    wgpt_gpt2_act mm_scratch;                     // the matmuls' split partials (linear.h)
     // backward scratch (1 slice each)
     wgpt_gpt2_act dres, dln, datty, dqkv, dfch, dfch_gelu, att_d;
     // inputs of a step

@@ -18,6 +18,9 @@ typedef struct linear_params {
     uint32_t m, n, k;  // output rows, output columns, reduction length
     uint32_t ld, off;  // row stride and first column of out / dout
     uint32_t flag;     // forward: has bias; backward_input: accumulate
+    // MatmulParams of 03_linear_vec4.wgsl only (its flag: bit 0 add, bit 1 bias):
+    uint32_t ks;     // k per split
+    uint32_t split;  // 1: partials to the scratch
 } linear_params;
 
 static uint32_t tiles_(uint64_t n, uint32_t tile) { return (uint32_t)((n + tile - 1) / tile); }
@@ -74,8 +77,132 @@ static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
     return 0;
 }
 
+// ---- The vec4 kernels (03_linear_vec4.wgsl): GPUs, whole-vec4 rows, one binding ----
+
+#define V4_TILE 128u
+#define V4_MK 16u
+// Split k until a matmul has about this many workgroups: a few per SM on
+// today's largest GPUs (132 SMs on an H200), so that small outputs (768 x 768
+// weights: 36 tiles) still fill the chip. Each split keeps >= V4_MIN_KS of k.
+#define V4_TARGET_WGS 512u
+#define V4_MIN_KS 256u
+#define V4_MAX_SPLITS 16u
+
+typedef struct v4_split {
+    uint32_t n, ks;  // splits, k per split
+} v4_split;
+
+static uint64_t align256_(uint64_t b) { return (b + 255) & ~(uint64_t)255; }
+
+// The split of a (m, n) output over k, within `scratch_bytes` (partials of
+// m x n floats, plus m floats each if with_bias).
+static v4_split v4_split_(uint64_t m, uint64_t n, uint32_t k, int with_bias, uint64_t scratch_bytes) {
+    uint64_t tiles = (uint64_t)tiles_(m, V4_TILE) * tiles_(n, V4_TILE);
+    uint64_t want = (V4_TARGET_WGS + tiles - 1) / tiles;
+    uint64_t most_k = k / V4_MIN_KS;
+    if (want > most_k) want = most_k;
+    if (want > V4_MAX_SPLITS) want = V4_MAX_SPLITS;
+    while (want > 1 && align256_(want * m * n * 4) + (with_bias ? want * m * 4 : 0) > scratch_bytes) want--;
+    if (want <= 1) return (v4_split){1, k};
+    uint32_t ks = (uint32_t)((k + want - 1) / want);
+    ks = (ks + V4_MK - 1) / V4_MK * V4_MK;
+    return (v4_split){(k + ks - 1) / ks, ks};
+}
+
+static uint64_t v4_split_bytes_(uint64_t m, uint64_t n, uint32_t k, int with_bias) {
+    v4_split sp = v4_split_(m, n, k, with_bias, UINT64_MAX);
+    if (sp.n <= 1) return 0;
+    return align256_((uint64_t)sp.n * m * n * 4) + (with_bias ? (uint64_t)sp.n * m * 4 : 0);
+}
+
+uint64_t wgpt_linear_scratch_bytes(uint32_t N, uint32_t C, uint32_t OC) {
+    uint64_t b = 256;  // the stand-in binding when nothing splits
+    uint64_t f = v4_split_bytes_(N, OC, C, 0), i = v4_split_bytes_(N, C, OC, 0), w = v4_split_bytes_(OC, C, N, 1);
+    if (f > b) b = f;
+    if (i > b) b = i;
+    if (w > b) b = w;
+    return b;
+}
+
+static uint64_t view_bytes_(wgpt_view v) {
+    uint64_t size = wgpt_buf_size(v.buf);
+    return v.size ? v.size : (v.offset < size ? size - v.offset : 0);
+}
+
+// The vec4 kernels take every row as whole vec4s (C, OC multiples of 4), the
+// tensors in one binding each (no row chunks), and a scratch of >= 256 bytes.
+static int v4_ok_(wgpt_gpu *g, wgpt_view scratch, uint32_t C, uint32_t OC, uint64_t rows_n, uint64_t rows_o,
+                  uint32_t N) {
+    if (wgpt_kernel_variant_cpu(g) || !scratch.buf || view_bytes_(scratch) < 256) return 0;
+    return C % 4 == 0 && OC % 4 == 0 && rows_n >= N && rows_o >= OC;
+}
+
+// Appends the reduce of `splits` partials (m, n) at part into dst (row stride
+// ld, first column off), adding bias (n) if bias.buf and dst's values if add.
+static int v4_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view part, wgpt_view bias, wgpt_view dst, uint32_t m, uint32_t n,
+                      uint32_t splits, uint32_t ld, uint32_t off, int add) {
+    wgpt_view v[3] = {part, bias.buf ? bias : part, dst};
+    linear_params p = {m, n, splits, ld, off, (add ? 1u : 0u) | (bias.buf ? 2u : 0u), 0, 0};
+    uint64_t threads = (uint64_t)m * (n / 4);
+    return wgpt_op_add1d(g, op, "matmul_split_reduce", v, 3, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
+}
+
+static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
+                       uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
+    v4_split sp = v4_split_(N, OC, C, 0, view_bytes_(scratch));
+    int split = sp.n > 1;
+    wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * OC * 4);
+    inp = sub_(inp, 0, (uint64_t)N * C * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
+    out = sub_(out, 0, (uint64_t)N * OC * 4);
+    if (bias.buf) bias = sub_(bias, 0, (uint64_t)OC * 4);
+    wgpt_view v[4] = {inp, weight, bias.buf ? bias : weight, split ? part : out};
+    linear_params p = {N, OC, C, OC, 0, bias.buf ? 2u : 0u, sp.ks, (uint32_t)split};
+    if (!wgpt_op_add(g, op, "matmul_forward_vec4", v, 4, &p, sizeof p, tiles_(OC, V4_TILE), tiles_(N, V4_TILE), sp.n))
+        return -1;
+    return split ? v4_reduce_(g, op, part, bias, out, N, OC, sp.n, OC, 0, 0) : 0;
+}
+
+static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout, wgpt_view weight, uint32_t N,
+                              uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch) {
+    v4_split sp = v4_split_(N, C, OC, 0, view_bytes_(scratch));
+    int split = sp.n > 1;
+    wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * C * 4), none = {0};
+    dout = sub_(dout, 0, (uint64_t)N * OC * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
+    dinp = sub_(dinp, 0, (uint64_t)N * C * 4);
+    wgpt_view v[3] = {dout, weight, split ? part : dinp};
+    linear_params p = {N, C, OC, OC, 0, accumulate ? 1u : 0u, sp.ks, (uint32_t)split};
+    if (!wgpt_op_add(g, op, "matmul_backward_input_vec4", v, 3, &p, sizeof p, tiles_(C, V4_TILE), tiles_(N, V4_TILE),
+                     sp.n))
+        return -1;
+    return split ? v4_reduce_(g, op, part, none, dinp, N, C, sp.n, C, 0, accumulate) : 0;
+}
+
+// dweight (and dbias, fused: its row sums of dout^T ride along).
+static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dbias, wgpt_view dout,
+                               wgpt_view inp, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
+    int with_bias = dbias.buf != NULL;
+    v4_split sp = v4_split_(OC, C, N, with_bias, view_bytes_(scratch));
+    int split = sp.n > 1;
+    uint64_t wbytes = align256_((uint64_t)sp.n * OC * C * 4);
+    wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * OC * C * 4);
+    wgpt_view bpart = sub_(scratch, split ? wbytes : 0, split ? (uint64_t)sp.n * OC * 4 : 256);
+    dout = sub_(dout, 0, (uint64_t)N * OC * 4), inp = sub_(inp, 0, (uint64_t)N * C * 4);
+    dweight = sub_(dweight, 0, (uint64_t)OC * C * 4);  // exact: dbias may share its buffer
+    if (with_bias) dbias = sub_(dbias, 0, (uint64_t)OC * 4);
+    // without a bias the kernel never writes binding 3: a scratch piece stands in
+    wgpt_view v[4] = {dout, inp, split ? part : dweight, split || !with_bias ? bpart : dbias};
+    linear_params p = {OC, C, N, OC, 0, with_bias ? 2u : 0u, sp.ks, (uint32_t)split};
+    if (!wgpt_op_add(g, op, "matmul_backward_weight_vec4", v, 4, &p, sizeof p, tiles_(C, V4_TILE),
+                     tiles_(OC, V4_TILE), sp.n))
+        return -1;
+    if (!split) return 0;
+    wgpt_view none = {0};
+    if (v4_reduce_(g, op, part, none, dweight, OC, C, sp.n, C, 0, 1) < 0) return -1;
+    return with_bias ? v4_reduce_(g, op, bpart, none, dbias, 1, OC, sp.n, OC, 0, 1) : 0;
+}
+
 int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
-                        uint32_t N, uint32_t C, uint32_t OC) {
+                        uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
     if (check_sizes_(g, N, C, OC) < 0 || check_view_(g, "out", out, (uint64_t)N * OC) < 0 ||
         check_view_(g, "inp", inp, (uint64_t)N * C) < 0 || check_view_(g, "weight", weight, (uint64_t)OC * C) < 0 ||
         (bias.buf && check_view_(g, "bias", bias, OC) < 0))
@@ -85,6 +212,7 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
     uint64_t rows_n = chunk_(g, "inp/out", N, C > OC ? C : OC);
     uint64_t rows_o = chunk_(g, "weight", OC, C);
     if (!rows_n || !rows_o) return -1;
+    if (v4_ok_(g, scratch, C, OC, rows_n, rows_o, N)) return v4_forward_(g, op, out, inp, weight, bias, N, C, OC, scratch);
     for (uint64_t n0 = 0; n0 < N; n0 += rows_n) {
         uint64_t nr = min_(rows_n, N - n0);
         for (uint64_t o0 = 0; o0 < OC; o0 += rows_o) {
@@ -97,7 +225,7 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
                 bias.buf ? sub_(bias, o0 * 4, orr * 4) : w,
                 sub_(out, n0 * OC * 4, nr * OC * 4),
             };
-            linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL};
+            linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL, 0, 0};
             mm_pick k = pick_(g, "matmul_forward", "matmul_forward_flat", nr, orr);
             if (!wgpt_op_add(g, op, k.kernel, v, 4, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
@@ -118,7 +246,7 @@ static int backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view d
                 sub_(weight, o0 * C * 4, orr * C * 4),
                 sub_(dinp, n0 * C * 4, nr * C * 4),
             };
-            linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate};
+            linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate, 0, 0};
             mm_pick k = pick_(g, "matmul_backward_input", "matmul_backward_input_flat", nr, C);
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
@@ -139,7 +267,7 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
                 sub_(inp, n0 * C * 4, nr * C * 4),
                 sub_(dweight, o0 * C * 4, orr * C * 4),
             };
-            linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0};
+            linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0, 0, 0};
             mm_pick k = pick_(g, "matmul_backward_weight", "matmul_backward_weight_flat", orr, C);
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
@@ -152,15 +280,15 @@ static int backward_bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view d
     for (uint64_t n0 = 0; n0 < N; n0 += rows_n) {
         uint64_t nr = min_(rows_n, N - n0);
         wgpt_view v[2] = {sub_(dout, n0 * OC * 4, nr * OC * 4), sub_(dbias, 0, (uint64_t)OC * 4)};
-        linear_params p = {0, OC, (uint32_t)nr, OC, 0, 0};
+        linear_params p = {0, OC, (uint32_t)nr, OC, 0, 0, 0, 0};
         if (!wgpt_op_add(g, op, "matmul_backward_bias", v, 2, &p, sizeof p, tiles_(OC, BB_COLS), 1, 1)) return -1;
     }
     return 0;
 }
 
-int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
-                         wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
-                         int accumulate_dinp) {
+int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
+                                wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
+                                int accumulate_dinp, wgpt_view scratch, unsigned passes) {
     if (check_sizes_(g, N, C, OC) < 0 || check_view_(g, "dinp", dinp, (uint64_t)N * C) < 0 ||
         check_view_(g, "dweight", dweight, (uint64_t)OC * C) < 0 ||
         (dbias.buf && check_view_(g, "dbias", dbias, OC) < 0) ||
@@ -170,8 +298,20 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
     uint64_t rows_n = chunk_(g, "dout/inp/dinp", N, C > OC ? C : OC);
     uint64_t rows_o = chunk_(g, "weight/dweight", OC, C);
     if (!rows_n || !rows_o) return -1;
-    if (backward_input_(g, op, dinp, dout, weight, N, C, OC, accumulate_dinp, rows_n, rows_o) < 0) return -1;
-    if (backward_weight_(g, op, dweight, dout, inp, N, C, OC, rows_n, rows_o) < 0) return -1;
-    if (dbias.buf && backward_bias_(g, op, dbias, dout, N, OC, rows_n) < 0) return -1;
+    int in = (passes & WGPT_LINEAR_PASS_INPUT) != 0, w = (passes & WGPT_LINEAR_PASS_WEIGHT) != 0;
+    if (v4_ok_(g, scratch, C, OC, rows_n, rows_o, N)) {
+        if (in && v4_backward_input_(g, op, dinp, dout, weight, N, C, OC, accumulate_dinp, scratch) < 0) return -1;
+        return w ? v4_backward_weight_(g, op, dweight, dbias, dout, inp, N, C, OC, scratch) : 0;
+    }
+    if (in && backward_input_(g, op, dinp, dout, weight, N, C, OC, accumulate_dinp, rows_n, rows_o) < 0) return -1;
+    if (w && backward_weight_(g, op, dweight, dout, inp, N, C, OC, rows_n, rows_o) < 0) return -1;
+    if (w && dbias.buf && backward_bias_(g, op, dbias, dout, N, OC, rows_n) < 0) return -1;
     return 0;
+}
+
+int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
+                         wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
+                         int accumulate_dinp, wgpt_view scratch) {
+    return wgpt_linear_backward_passes(g, op, dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp,
+                                       scratch, WGPT_LINEAR_PASS_INPUT | WGPT_LINEAR_PASS_WEIGHT);
 }

@@ -13,6 +13,13 @@
 // is computed from: WebGPU refuses a dispatch whose writable binding overlaps
 // another binding of the same buffer.
 //
+// scratch: a buffer range of wgpt_linear_scratch_bytes(N, C, OC) bytes that
+// only the layer's own dispatches use (no other binding may share its
+// buffer). With it, on GPUs, shapes whose C and OC are multiples of 4 take
+// the register-tiled vec4 kernels of 03_linear_vec4.wgsl, splitting the sum
+// over k where the output has few tiles; a smaller scratch splits less, and
+// without one (buf NULL) the 64 x 64 tiled kernels serve.
+//
 // Both functions append to op (see model/op.h) and return 0, or -1 with the
 // message in wgpt_gpu_error(g); after -1, op may hold some of the steps and
 // should be freed.
@@ -25,13 +32,25 @@
 
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + bias (OC). bias.buf NULL: no bias.
 int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
-                        uint32_t N, uint32_t C, uint32_t OC);
+                        uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
 
 // dinp (N, C) = dout (N, OC) @ weight (OC, C), or += when accumulate_dinp;
 // dweight (OC, C) += dout^T @ inp (N, C);
 // dbias (OC) += the column sums of dout; dbias.buf NULL: skipped.
 int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
                          wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
-                         int accumulate_dinp);
+                         int accumulate_dinp, wgpt_view scratch);
+
+// One or both passes of wgpt_linear_backward (for benchmarks): the input
+// pass (dinp), the weight pass (dweight and dbias).
+#define WGPT_LINEAR_PASS_INPUT 1u
+#define WGPT_LINEAR_PASS_WEIGHT 2u
+int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
+                                wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
+                                int accumulate_dinp, wgpt_view scratch, unsigned passes);
+
+// Bytes of scratch that let every pass of an (N, C, OC) layer split as much
+// as it wants to (at least 256).
+uint64_t wgpt_linear_scratch_bytes(uint32_t N, uint32_t C, uint32_t OC);
 
 #endif

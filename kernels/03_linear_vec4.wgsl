@@ -1,0 +1,358 @@
+// 03_linear_vec4.wgsl: the linear layer's three matmuls for GPUs, as
+// register-tiled products of vec4s (03_linear.wgsl's tiled kernels serve the
+// shapes these cannot take, its flat twins the CPU).
+//   matmul_forward_vec4         out[:, off:off+n] = inp (m, k) @ weight (n, k)^T (+ bias)
+//   matmul_backward_input_vec4  dinp (m, n) = (or +=) dout[:, off:off+k] @ weight (k, n)
+//   matmul_backward_weight_vec4 dweight (m, n) += dout[:, off:off+m]^T @ inp (k, n)
+//                               (+ dbias (m) += row sums of that dout^T, if flag bit 1)
+//   matmul_split_reduce         dst[:, off:off+n] = (or +=) sum of the split partials (+ bias)
+// Shapes: n, k, ld and off multiples of 4 (every row a whole number of vec4s);
+// m any. ABI: storage buffers at bindings 0..k-1, then `p: MatmulParams`.
+// Dispatch: the matmuls one workgroup of 256 threads per 128 x 128 output
+// tile and split: grid (ceil(n / 128), ceil(m / 128), splits); the reduce
+// one thread per output vec4 through dispatch1d.
+// Split-k: with p.split != 0, workgroup z sums k in [z * ks, (z + 1) * ks)
+// and writes its partial tile to part[z] (m x n floats each) instead of the
+// output; matmul_split_reduce then adds the partials in order of z:
+// deterministic. It keeps a GPU busy when the output has few tiles
+// (768 x 768 weights: 36 tiles for 132 SMs). See docs/kernels/03_linear_vec4.md.
+
+struct MatmulParams {
+    m: u32,      // output rows
+    n: u32,      // output columns
+    k: u32,      // reduction length (matmul_split_reduce: the number of partials)
+    ld: u32,     // row stride (floats) of the column-offset operand (out, dout; the reduce's dst)
+    off: u32,    // its first column
+    flag: u32,   // bit 0: add to the output (backward_input, reduce); bit 1: bias (forward, backward_weight, reduce)
+    ks: u32,     // k per split (a multiple of MK)
+    split: u32,  // 1: write partials to part[wg.z] (m x n floats each)
+}
+
+const MB: u32 = 128u;  // output tile edge, rows and columns
+const MK: u32 = 16u;   // k per stage
+const MV: u32 = 32u;   // vec4s per tile row: MB / 4
+const MT: u32 = 16u;   // threads per tile edge: 16 x 16 = WG
+
+// Stage tiles, k-major: mm_a[kk * MV + i] holds rows 4i..4i+3 of the A tile
+// at k0 + kk, mm_b[kk * MV + j] columns 4j..4j+3 of the B tile. 16 KiB.
+var<workgroup> mm_a: array<vec4<f32>, 512>;
+var<workgroup> mm_b: array<vec4<f32>, 512>;
+// This thread's 8 x 8 outputs: mm_acc[2 i + h] holds row mm_row(i), columns
+// mm_col(h) .. + 3. Rows ty*4..+3 and 64+ty*4..+3 (columns likewise with tx):
+// a warp's stage reads are broadcasts (A) or 256 consecutive bytes (B), and
+// its global stores 16 adjacent vec4s.
+var<private> mm_acc: array<vec4<f32>, 16>;
+// Row sums of the A tile (matmul_backward_weight_vec4's bias), rows as mm_acc's.
+var<private> mm_bsum: array<vec4<f32>, 2>;
+// The next stage's global loads, held while this stage computes.
+var<private> mm_pa: array<vec4<f32>, 2>;
+var<private> mm_pb: array<vec4<f32>, 2>;
+
+fn mm_row(ty: u32, i: u32) -> u32 { return ty * 4u + (i % 4u) + (i / 4u) * 64u; }
+fn mm_col(tx: u32, h: u32) -> u32 { return tx * 4u + h * 64u; }
+
+fn mm_zero() {
+    for (var i = 0u; i < 16u; i++) { mm_acc[i] = vec4<f32>(0.0); }
+    mm_bsum[0] = vec4<f32>(0.0);
+    mm_bsum[1] = vec4<f32>(0.0);
+}
+
+// Loads of an operand whose tile rows run along k (inp, weight of forward;
+// dout of backward_input): 128 rows x MK values = 512 vec4s, two a thread;
+// thread t takes row t % 128 so that the transposed stores of a warp hit 32
+// consecutive floats. Zero outside (rows, k).
+fn mm_load_rows(src_v: vec4<f32>, row: u32, kq: u32, rows: u32, k: u32, k0: u32) -> vec4<f32> {
+    if (row < rows && k0 + kq * 4u < k) { return src_v; }
+    return vec4<f32>(0.0);
+}
+
+// Stores a k-run vec4 (4 consecutive k of tile row r) transposed into a stage tile.
+fn mm_store_a_t(v: vec4<f32>, r: u32, kq: u32) {
+    let base = kq * 4u * MV + r / 4u;
+    let c = r % 4u;
+    mm_a[base][c] = v.x;
+    mm_a[base + MV][c] = v.y;
+    mm_a[base + 2u * MV][c] = v.z;
+    mm_a[base + 3u * MV][c] = v.w;
+}
+fn mm_store_b_t(v: vec4<f32>, r: u32, kq: u32) {
+    let base = kq * 4u * MV + r / 4u;
+    let c = r % 4u;
+    mm_b[base][c] = v.x;
+    mm_b[base + MV][c] = v.y;
+    mm_b[base + 2u * MV][c] = v.z;
+    mm_b[base + 3u * MV][c] = v.w;
+}
+
+// acc += A_tile^T B_tile over one stage: per k, 4 vec4 loads feed 64 FMAs.
+fn mm_stage(tx: u32, ty: u32) {
+    for (var kk = 0u; kk < MK; kk++) {
+        let a0 = mm_a[kk * MV + ty];
+        let a1 = mm_a[kk * MV + MT + ty];
+        let b0 = mm_b[kk * MV + tx];
+        let b1 = mm_b[kk * MV + MT + tx];
+        mm_acc[0] = fma(vec4<f32>(a0.x), b0, mm_acc[0]);
+        mm_acc[1] = fma(vec4<f32>(a0.x), b1, mm_acc[1]);
+        mm_acc[2] = fma(vec4<f32>(a0.y), b0, mm_acc[2]);
+        mm_acc[3] = fma(vec4<f32>(a0.y), b1, mm_acc[3]);
+        mm_acc[4] = fma(vec4<f32>(a0.z), b0, mm_acc[4]);
+        mm_acc[5] = fma(vec4<f32>(a0.z), b1, mm_acc[5]);
+        mm_acc[6] = fma(vec4<f32>(a0.w), b0, mm_acc[6]);
+        mm_acc[7] = fma(vec4<f32>(a0.w), b1, mm_acc[7]);
+        mm_acc[8] = fma(vec4<f32>(a1.x), b0, mm_acc[8]);
+        mm_acc[9] = fma(vec4<f32>(a1.x), b1, mm_acc[9]);
+        mm_acc[10] = fma(vec4<f32>(a1.y), b0, mm_acc[10]);
+        mm_acc[11] = fma(vec4<f32>(a1.y), b1, mm_acc[11]);
+        mm_acc[12] = fma(vec4<f32>(a1.z), b0, mm_acc[12]);
+        mm_acc[13] = fma(vec4<f32>(a1.z), b1, mm_acc[13]);
+        mm_acc[14] = fma(vec4<f32>(a1.w), b0, mm_acc[14]);
+        mm_acc[15] = fma(vec4<f32>(a1.w), b1, mm_acc[15]);
+    }
+}
+
+// The A tile's row sums over one stage (the bias gradient rides along).
+fn mm_stage_rowsum(ty: u32) {
+    for (var kk = 0u; kk < MK; kk++) {
+        mm_bsum[0] += mm_a[kk * MV + ty];
+        mm_bsum[1] += mm_a[kk * MV + MT + ty];
+    }
+}
+
+// The k range of workgroup z: [k_begin, k_end).
+fn mm_k_begin(z: u32, ks: u32, split: u32) -> u32 { return select(0u, z * ks, split != 0u); }
+fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k, (z + 1u) * ks), split != 0u); }
+
+// --- KERNEL: matmul_forward_vec4 ---
+// out[r, off + c] = sum_k inp[r, k] * weight[c, k] (+ bias[c]): both tiles
+// are loaded along k and stored transposed.
+@group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;         // (m, k)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;      // (n, k)
+@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;        // (n), read if flag bit 1 and not split
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;   // (m, ld), or the partials (split)
+@group(0) @binding(4) var<uniform> p: MatmulParams;
+
+fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
+    let k4 = p.k / 4u;
+    for (var q = 0u; q < 2u; q++) {
+        let idx = tid + WG * q;
+        let r = idx % MB;
+        let kq = idx / MB;
+        let kv = k0 / 4u + kq;
+        var va = vec4<f32>(0.0);
+        var vb = vec4<f32>(0.0);
+        if (row0 + r < p.m && kv < k4) { va = inp[(row0 + r) * k4 + kv]; }
+        if (col0 + r < p.n && kv < k4) { vb = weight[(col0 + r) * k4 + kv]; }
+        mm_pa[q] = va;
+        mm_pb[q] = vb;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let tx = tid % MT;
+    let ty = tid / MT;
+    let row0 = wg.y * MB;
+    let col0 = wg.x * MB;
+    let kb = mm_k_begin(wg.z, p.ks, p.split);
+    let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
+    mm_zero();
+    load_(kb, row0, col0, tid);
+    for (var k0 = kb; k0 < ke; k0 += MK) {
+        for (var q = 0u; q < 2u; q++) {
+            let idx = tid + WG * q;
+            mm_store_a_t(mm_pa[q], idx % MB, idx / MB);
+            mm_store_b_t(mm_pb[q], idx % MB, idx / MB);
+        }
+        workgroupBarrier();
+        if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }  // in flight during the stage
+        mm_stage(tx, ty);
+        workgroupBarrier();
+    }
+    let n4 = p.n / 4u;
+    for (var i = 0u; i < 8u; i++) {
+        let r = row0 + mm_row(ty, i);
+        if (r >= p.m) { continue; }
+        for (var h = 0u; h < 2u; h++) {
+            let c = col0 + mm_col(tx, h);
+            if (c >= p.n) { continue; }
+            var v = mm_acc[2u * i + h];
+            if (p.split != 0u) {
+                out[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
+            } else {
+                if ((p.flag & 2u) != 0u) { v += bias[c / 4u]; }
+                out[r * (p.ld / 4u) + (p.off + c) / 4u] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_input_vec4 ---
+// dinp[r, c] = (flag bit 0 ? dinp[r, c] : 0) + sum_k dout[r, off + k] * weight[k, c]:
+// dout's tile is loaded along k and stored transposed, weight's along c as it is.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;        // (m, ld)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;      // (k, n)
+@group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n), or the partials (split)
+@group(0) @binding(3) var<uniform> p: MatmulParams;
+
+fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
+    let ld4 = p.ld / 4u;
+    let n4 = p.n / 4u;
+    for (var q = 0u; q < 2u; q++) {
+        let idx = tid + WG * q;
+        let r = idx % MB;   // A: tile row, k run idx / MB
+        let kv = k0 / 4u + idx / MB;
+        var va = vec4<f32>(0.0);
+        if (row0 + r < p.m && kv < p.k / 4u) { va = dout[(row0 + r) * ld4 + p.off / 4u + kv]; }
+        mm_pa[q] = va;
+        let kr = idx / MV;  // B: k row of the tile, vec4 column idx % MV
+        let cv = col0 / 4u + idx % MV;
+        var vb = vec4<f32>(0.0);
+        if (k0 + kr < p.k && cv < n4) { vb = weight[(k0 + kr) * n4 + cv]; }
+        mm_pb[q] = vb;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let tx = tid % MT;
+    let ty = tid / MT;
+    let row0 = wg.y * MB;
+    let col0 = wg.x * MB;
+    let kb = mm_k_begin(wg.z, p.ks, p.split);
+    let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
+    mm_zero();
+    load_(kb, row0, col0, tid);
+    for (var k0 = kb; k0 < ke; k0 += MK) {
+        for (var q = 0u; q < 2u; q++) {
+            let idx = tid + WG * q;
+            mm_store_a_t(mm_pa[q], idx % MB, idx / MB);
+            mm_b[idx] = mm_pb[q];
+        }
+        workgroupBarrier();
+        if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }
+        mm_stage(tx, ty);
+        workgroupBarrier();
+    }
+    let n4 = p.n / 4u;
+    for (var i = 0u; i < 8u; i++) {
+        let r = row0 + mm_row(ty, i);
+        if (r >= p.m) { continue; }
+        for (var h = 0u; h < 2u; h++) {
+            let c = col0 + mm_col(tx, h);
+            if (c >= p.n) { continue; }
+            var v = mm_acc[2u * i + h];
+            if (p.split != 0u) {
+                dinp[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
+            } else {
+                let idx = r * n4 + c / 4u;
+                if ((p.flag & 1u) != 0u) { v += dinp[idx]; }
+                dinp[idx] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_weight_vec4 ---
+// dweight[r, c] += sum_k dout[k, off + r] * inp[k, c], and with flag bit 1
+// dbias[r] += sum_k dout[k, off + r]: the bias gradient is the A tile's row
+// sums, taken by the workgroups of the first column of tiles. Both tiles are
+// loaded along their output index, as they are. Split: the weight partials
+// go to part[z] (m x n floats each), the bias partials to bpart[z] (m each).
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (k, ld)
+@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;            // (k, n)
+@group(0) @binding(2) var<storage, read_write> dweight: array<vec4<f32>>;  // (m, n), or the partials (split)
+@group(0) @binding(3) var<storage, read_write> dbias: array<vec4<f32>>;    // (m), or its partials (split)
+@group(0) @binding(4) var<uniform> p: MatmulParams;
+
+fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
+    let ld4 = p.ld / 4u;
+    let n4 = p.n / 4u;
+    let m4 = p.m / 4u;
+    for (var q = 0u; q < 2u; q++) {
+        let idx = tid + WG * q;
+        let kr = idx / MV;
+        let v4 = idx % MV;
+        var va = vec4<f32>(0.0);
+        var vb = vec4<f32>(0.0);
+        if (k0 + kr < p.k && row0 / 4u + v4 < m4) { va = dout[(k0 + kr) * ld4 + (p.off + row0) / 4u + v4]; }
+        if (k0 + kr < p.k && col0 / 4u + v4 < n4) { vb = inp[(k0 + kr) * n4 + col0 / 4u + v4]; }
+        mm_pa[q] = va;
+        mm_pb[q] = vb;
+    }
+}
+
+@compute @workgroup_size(WG)
+fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let tx = tid % MT;
+    let ty = tid / MT;
+    let row0 = wg.y * MB;
+    let col0 = wg.x * MB;
+    let kb = mm_k_begin(wg.z, p.ks, p.split);
+    let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
+    let with_bias = (p.flag & 2u) != 0u && wg.x == 0u;  // uniform over the workgroup
+    mm_zero();
+    load_(kb, row0, col0, tid);
+    for (var k0 = kb; k0 < ke; k0 += MK) {
+        for (var q = 0u; q < 2u; q++) {
+            let idx = tid + WG * q;
+            mm_a[idx] = mm_pa[q];
+            mm_b[idx] = mm_pb[q];
+        }
+        workgroupBarrier();
+        if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }
+        mm_stage(tx, ty);
+        if (with_bias) { mm_stage_rowsum(ty); }
+        workgroupBarrier();
+    }
+    let n4 = p.n / 4u;
+    for (var i = 0u; i < 8u; i++) {
+        let r = row0 + mm_row(ty, i);
+        if (r >= p.m) { continue; }
+        for (var h = 0u; h < 2u; h++) {
+            let c = col0 + mm_col(tx, h);
+            if (c >= p.n) { continue; }
+            if (p.split != 0u) {
+                dweight[wg.z * p.m * n4 + r * n4 + c / 4u] = mm_acc[2u * i + h];
+            } else {
+                let idx = r * n4 + c / 4u;
+                dweight[idx] = dweight[idx] + mm_acc[2u * i + h];
+            }
+        }
+    }
+    if (with_bias && tx == 0u) {
+        let m4 = p.m / 4u;
+        for (var h = 0u; h < 2u; h++) {
+            let rv = row0 / 4u + ty + h * MT;  // rows mm_row(ty, 4h) .. + 3
+            if (rv >= m4) { continue; }
+            if (p.split != 0u) {
+                dbias[wg.z * m4 + rv] = mm_bsum[h];
+            } else {
+                dbias[rv] = dbias[rv] + mm_bsum[h];
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_split_reduce ---
+// dst[r, off + c] = (flag bit 0 ? dst[r, off + c] : 0) + sum over z < p.k of
+// part[z][r, c] (in order of z) (+ bias[c] if flag bit 1), a vec4 a thread.
+@group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;       // (p.k, m, n)
+@group(0) @binding(1) var<storage, read> bias: array<vec4<f32>>;       // (n), read if flag bit 1
+@group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;  // (m, ld)
+@group(0) @binding(3) var<uniform> p: MatmulParams;
+
+@compute @workgroup_size(WG)
+fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    let n4 = p.n / 4u;
+    let total = p.m * n4;
+    if (i >= total) { return; }
+    let r = i / n4;
+    let cv = i % n4;
+    var s = part[i];
+    for (var z = 1u; z < p.k; z++) { s += part[z * total + i]; }
+    if ((p.flag & 2u) != 0u) { s += bias[cv]; }
+    let d = r * (p.ld / 4u) + p.off / 4u + cv;
+    if ((p.flag & 1u) != 0u) { s += dst[d]; }
+    dst[d] = s;
+}
