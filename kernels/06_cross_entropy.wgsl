@@ -6,6 +6,11 @@
 //   crossentropy_forward    losses, lse, status, logits rows, targets   1 workgroup per row
 //   crossentropy_backward   logits rows (in place), lse, targets        1 workgroup per row
 //   crossentropy_loss_mean  out (1), losses                             1 workgroup
+// crossentropy_forward_vec4 and crossentropy_backward_vec4: the same bindings,
+// params and dispatch with the logits bound as array<vec4<f32>>; they need
+// Vp % 4 == 0 (rows start on 16-byte boundaries) and a logits view offset that
+// is a multiple of 16 bytes; the host picks them (src/model/cross_entropy.c).
+// The forward reads each logit once (an online softmax: running max and sum).
 // The logits may exceed maxStorageBufferBindingSize: the host binds them in
 // row chunks [row0, row0 + rows) and dispatches once per chunk.
 // See docs/kernels/06_cross_entropy.md.
@@ -25,6 +30,22 @@ const STATUS_BAD_TARGET: u32 = 2u;
 // One workgroup per row: the flat workgroup index (2D past 65535 rows).
 fn ce_row(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.x + wg.y * nwg.x;
+}
+
+// vec4s a thread of crossentropy_forward_vec4 loads before it folds them in:
+// 64 bytes in flight per thread, one rescale of the running sum per round.
+const CE_V4_ROUND: u32 = 4u;
+
+// The largest of the four lanes.
+fn max4(x: vec4<f32>) -> f32 {
+    return max(max(x.x, x.y), max(x.z, x.w));
+}
+
+// The quiet NaN of a bad target's loss, built at run time (a NaN constant is a
+// compile error).
+fn ce_nan() -> f32 {
+    var bits = 0x7fc00000u;
+    return bitcast<f32>(bits);
 }
 
 // --- KERNEL: crossentropy_forward ---
@@ -57,9 +78,67 @@ fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workg
         if (tgt < p.V) {
             losses[row] = l - logits[base + tgt];
         } else {
-            // A quiet NaN built at run time (a NaN constant is a compile error).
-            var bits = 0x7fc00000u;
-            losses[row] = bitcast<f32>(bits);
+            losses[row] = ce_nan();
+            atomicOr(&status[0], STATUS_BAD_TARGET);
+            atomicMax(&status[2], tgt);
+        }
+    }
+}
+
+// --- KERNEL: crossentropy_forward_vec4 ---
+// crossentropy_forward reading each logit once: thread t walks the row's
+// vec4s t, t + WG, ... in rounds of CE_V4_ROUND loads, keeping a running max m
+// and the sum s of exp(x - m) (rescaled by exp(m_old - m) when m grows); the
+// workgroup then takes M = max of the m and S = sum of s * exp(m - M). The
+// columns of the last vec4 past V (padding) are masked to NEG_INF: exp gives 0.
+@group(0) @binding(0) var<storage, read_write> losses: array<f32>;            // (BT)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;               // (BT)
+@group(0) @binding(2) var<storage, read_write> status: array<atomic<u32>>;    // (4)
+@group(0) @binding(3) var<storage, read> logits: array<vec4<f32>>;            // (rows, Vp / 4)
+@group(0) @binding(4) var<storage, read> targets: array<u32>;                 // (BT)
+@group(0) @binding(5) var<uniform> p: CeParams;
+
+@compute @workgroup_size(WG)
+fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }  // the whole workgroup: the reductions stay uniform
+    let base = r * (p.Vp / 4u);
+    let n4 = (p.V + 3u) / 4u;  // vec4s holding real columns; the last may be partial
+    var m = NEG_INF;
+    var s = 0.0;
+    for (var j0 = tid; j0 < n4; j0 += WG * CE_V4_ROUND) {
+        var x = array<vec4<f32>, CE_V4_ROUND>();
+        for (var k = 0u; k < CE_V4_ROUND; k++) {
+            let j = j0 + k * WG;
+            if (j < n4) {
+                let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
+                x[k] = select(vec4<f32>(NEG_INF), logits[base + j], col < vec4<u32>(p.V));
+            } else {
+                x[k] = vec4<f32>(NEG_INF);
+            }
+        }
+        var mr = m;
+        for (var k = 0u; k < CE_V4_ROUND; k++) { mr = max(mr, max4(x[k])); }
+        // exp(m - mr) is exactly 1 when the max did not grow.
+        var sr = s * select(exp(m - mr), 1.0, mr == m);
+        for (var k = 0u; k < CE_V4_ROUND; k++) {
+            let e = exp(x[k] - mr);
+            sr += (e.x + e.y) + (e.z + e.w);
+        }
+        m = mr;
+        s = sr;
+    }
+    let mx = wg_reduce_max(tid, sg, m);
+    let l = mx + log(wg_reduce_sum(tid, sg, s * exp(m - mx)));
+    if (tid == 0u) {
+        let row = p.row0 + r;
+        lse[row] = l;
+        let tgt = targets[row];
+        if (tgt < p.V) {
+            losses[row] = l - logits[base + tgt / 4u][tgt % 4u];
+        } else {
+            losses[row] = ce_nan();
             atomicOr(&status[0], STATUS_BAD_TARGET);
             atomicMax(&status[2], tgt);
         }
@@ -90,6 +169,37 @@ fn crossentropy_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_work
             d = (prob - select(0.0, 1.0, i == tgt)) * p.dloss;
         }
         logits[base + i] = d;
+    }
+}
+
+// --- KERNEL: crossentropy_backward_vec4 ---
+// crossentropy_backward over vec4s: thread t rewrites the row's vec4s t,
+// t + WG, ..., each read and written by that thread alone.
+@group(0) @binding(0) var<storage, read_write> logits: array<vec4<f32>>;   // (rows, Vp / 4)
+@group(0) @binding(1) var<storage, read> lse: array<f32>;                  // (BT)
+@group(0) @binding(2) var<storage, read> targets: array<u32>;              // (BT)
+@group(0) @binding(3) var<uniform> p: CeParams;
+
+@compute @workgroup_size(WG)
+fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                              @builtin(local_invocation_index) tid: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }
+    let row = p.row0 + r;
+    let l = lse[row];
+    let tgt = targets[row];  // >= V (flagged by the forward): no column matches
+    let base = r * (p.Vp / 4u);
+    let n4 = p.Vp / 4u;
+    let real4 = (p.V + 3u) / 4u;  // vec4s with a real column; those past it are all padding
+    for (var j = tid; j < n4; j += WG) {
+        var d = vec4<f32>(0.0);
+        if (j < real4) {
+            let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
+            let prob = exp(logits[base + j] - l);
+            let g = (prob - select(vec4<f32>(0.0), vec4<f32>(1.0), col == vec4<u32>(tgt))) * p.dloss;
+            d = select(vec4<f32>(0.0), g, col < vec4<u32>(p.V));
+        }
+        logits[base + j] = d;
     }
 }
 
