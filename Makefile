@@ -23,7 +23,7 @@ LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_e
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 .PHONY: all setup run test sanitize valgrind clean fuzz fuzz-build fuzz-corpus
-all: $(BUILD)/wgpt $(TESTS)
+all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step
 
 setup:
 	@scripts/setup.sh
@@ -87,6 +87,10 @@ $(BUILD)/libref.a: $(REF_OBJ)
 
 $(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(wildcard src/cli/*.c) $(BUILD)/libwgpt.a $(BUILD)/libref.a
 	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
+
+# wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
+$(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
 
 $(DAWN_DIR)/libwebgpu_wrapper.so:
 	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1

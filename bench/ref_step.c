@@ -1,0 +1,147 @@
+// ref_step.c: `wgpt bench`'s training step in the plain C reference (tests/ref),
+// on the CPU, single-threaded: the peer that bench/cpu_compare.sh sets beside
+// wgpt on lavapipe. Same options and defaults as `wgpt bench`, the same
+// parameters (wgpt_gpt2_init_params, seed 1337), the same random tokens and
+// the same step: forward, cross-entropy, backward, global-norm clipping at 1.0,
+// AdamW (lr 6e-4, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on the 2D weights,
+// the step number for bias correction). Prints its lines in wgpt bench's format.
+//
+// Built by `make` as build/bench_ref_step from libref.a (compiled with the
+// flags it prints) and src/model/gpt2_init.c; no GPU code, no Dawn.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/gpt2.h"    // defines: wgpt_gpt2_config, wgpt_gpt2_init_params (gpt2_init.c)
+#include "ref/gpt2_ref.h"  // defines: ref_gpt2_*, ref_adamw_update
+
+#ifndef REF_STEP_CFLAGS
+#define REF_STEP_CFLAGS "(unknown)"
+#endif
+
+// gpt2_init.c asks for the tensor sizes through the GPU model's layout file,
+// which would pull in Dawn; the reference's layout is the same (test_gpt2
+// checks the counts agree), so it answers here.
+void wgpt_gpt2_param_sizes(const wgpt_gpt2_config *c, size_t sizes[WGPT_GPT2_NUM_TENSORS]) {
+    ref_gpt2_config rc = {(int)c->max_seq_len, (int)c->vocab_size, (int)c->padded_vocab_size,
+                          (int)c->num_layers,  (int)c->num_heads,  (int)c->channels};
+    ref_gpt2_param_sizes(&rc, sizes);
+}
+
+static double now_(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int arg_u32_(const char *s, uint32_t *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end || v <= 0 || v > 1 << 30) return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static void usage_(FILE *f) {
+    fprintf(f,
+            "usage: bench_ref_step [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
+            "                      [--vocab V]\n\n"
+            "Times `wgpt bench`'s training step (same options, defaults, parameters and tokens)\n"
+            "in the plain C reference of tests/ref on one CPU thread: 2 warm-up steps, then the\n"
+            "mean of N timed steps (default 10).\n");
+}
+
+int main(int argc, char **argv) {
+    wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
+                          .num_layers = 12, .num_heads = 12, .channels = 768};
+    uint32_t B = 4, T = 1024, steps = 10;
+    for (int i = 1; i < argc; i++) {
+        uint32_t *dst = NULL;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage_(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--batch") == 0) dst = &B;
+        else if (strcmp(argv[i], "--seq") == 0) dst = &T;
+        else if (strcmp(argv[i], "--steps") == 0) dst = &steps;
+        else if (strcmp(argv[i], "--layers") == 0) dst = &c.num_layers;
+        else if (strcmp(argv[i], "--heads") == 0) dst = &c.num_heads;
+        else if (strcmp(argv[i], "--channels") == 0) dst = &c.channels;
+        else if (strcmp(argv[i], "--vocab") == 0) dst = &c.vocab_size;
+        if (!dst || i + 1 >= argc || arg_u32_(argv[i + 1], dst) < 0) {
+            fprintf(stderr, "bench_ref_step: bad option '%s'%s\n", argv[i], dst ? " (needs a positive number)" : "");
+            usage_(stderr);
+            return 2;
+        }
+        i++;
+    }
+    c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
+    if (T > c.max_seq_len) c.max_seq_len = T;
+
+    printf("device: CPU, the plain C reference (tests/ref), single-threaded\n");
+    printf("compiled with: %s\n", REF_STEP_CFLAGS);
+    ref_gpt2_config rc = {(int)c.max_seq_len, (int)c.vocab_size, (int)c.padded_vocab_size,
+                          (int)c.num_layers,  (int)c.num_heads,  (int)c.channels};
+    ref_gpt2 m;
+    if (ref_gpt2_init(&m, &rc, (int)B, (int)T) < 0) {
+        fprintf(stderr, "bench_ref_step: bad config or out of memory\n");
+        return 1;
+    }
+    size_t np = m.num_params, bt = (size_t)B * T;
+    float *mm = calloc(np, sizeof *mm), *vv = calloc(np, sizeof *vv);
+    int *tok = malloc(bt * sizeof *tok), *tgt = malloc(bt * sizeof *tgt);
+    int rc_exit = 1;
+    if (!mm || !vv || !tok || !tgt) {
+        fprintf(stderr, "bench_ref_step: out of memory\n");
+        goto done;
+    }
+    wgpt_gpt2_init_params(&c, m.params, 1337);
+    uint64_t s = 42;  // wgpt bench's tokens
+    for (size_t i = 0; i < bt; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int)((s >> 33) % c.vocab_size);
+    }
+    for (size_t i = 0; i < bt; i++) tgt[i] = tok[(i + 1) % bt];
+    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens\n", c.num_layers,
+           c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T);
+    printf("host memory: %.1f MiB parameters+gradients+AdamW, %.1f MiB activations and their gradients\n",
+           4.0 * np * sizeof(float) / 1048576.0, 2.0 * m.num_acts * sizeof(float) / 1048576.0);
+
+    const float lr = 6e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, max_norm = 1.0f;
+    static const int decayed[] = {REF_WTE, REF_WPE, REF_QKVW, REF_ATTPROJW, REF_FCW, REF_FCPROJW};
+    double t0 = 0;
+    for (uint32_t step = 1; step <= steps + 2; step++) {
+        if (step == 3) t0 = now_();
+        double ts = now_();
+        float loss = ref_gpt2_forward(&m, tok, tgt);
+        ref_gpt2_zero_grad(&m);
+        if (ref_gpt2_backward(&m) < 0) {
+            fprintf(stderr, "bench_ref_step: step %u: backward refused (loss %g)\n", step, loss);
+            goto done;
+        }
+        float norm = ref_gpt2_clip_grads(&m, max_norm);
+        for (int k = 0; k < REF_NUM_PARAM_TENSORS; k++) {
+            float w = 0;
+            for (size_t i = 0; i < sizeof decayed / sizeof *decayed; i++)
+                if (decayed[i] == k) w = wd;
+            size_t off = (size_t)(m.param_ptr[k] - m.params);
+            ref_adamw_update(m.param_ptr[k], m.grad_ptr[k], mm + off, vv + off, m.param_sizes[k], lr, beta1, beta2,
+                             eps, w, (int)step);
+        }
+        printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms\n", step, step <= 2 ? " (warm-up)" : "", loss, norm,
+               (now_() - ts) * 1e3);
+        fflush(stdout);
+    }
+    double ms = (now_() - t0) * 1e3 / steps;
+    double tps = (double)bt / (ms * 1e-3);
+    // 6N + 6*L*C*T FLOPs per token, as wgpt bench counts them
+    double flops = 6.0 * np + 6.0 * c.num_layers * c.channels * T;
+    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s (batch %u, T %u)\n", ms, tps, flops * tps * 1e-12, B,
+           T);
+    rc_exit = 0;
+done:
+    free(mm), free(vv), free(tok), free(tgt);
+    ref_gpt2_free(&m);
+    return rc_exit;
+}
