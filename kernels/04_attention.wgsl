@@ -1,19 +1,24 @@
 // 04_attention.wgsl: causal multi-head self-attention, flash style: no T x T
 // matrix ever reaches global memory. The forward keeps an online softmax per
-// query over key blocks in workgroup memory and saves the log-sum-exp; the
-// backward recomputes the probabilities from it, without atomics.
+// query over key blocks and saves the log-sum-exp; the backward recomputes
+// the probabilities from it, without atomics.
 // Layout: qkv (B, T, 3C) = [q | k | v], head h at columns h*hs..(h+1)*hs of
 // each part; out, dout (B, T, C); lse, D (B, NH, T). hs = C / NH <= MAX_HS.
 // ABI: storage buffers at bindings 0..k-1, then `p: AttnParams` at binding k.
-// Dispatch: forward and backward_dq (ceil(T/BQ), NH, B), backward_dkdv
-// (ceil(T/BK), NH, B), backward_preprocess ceil(B*NH*T / WG) through
-// dispatch1d.
-// CPU twins (for llvmpipe; src/model/variant.h picks): attention_forward_flat,
-// attention_backward_dq_flat, attention_backward_dkdv_flat, same bindings and
-// params, no workgroup memory, no barriers: one invocation per query (key),
-// AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
-// the lanes of a group of AF_G = 8 with subgroupShuffle, so the subgroup size
-// must be a multiple of 8. See docs/kernels/04_attention.md.
+// Three sets of kernels with the same bindings and params (src/model/attention.c picks):
+// - fast (GPUs, hs <= FHS = 64 and hs % 4 == 0): attention_forward,
+//   attention_backward_dq, attention_backward_dkdv; blocks of FB = 64 queries
+//   and keys, 4x4 register tiles, qkv/out/dout/dqkv bound as vec4 arrays;
+//   grid (ceil(T/FB), NH, B);
+// - generic (GPUs, other head sizes up to MAX_HS): the *_generic kernels,
+//   blocks of BQ = BK = 32, head columns DC at a time; grid (ceil(T/BQ), NH, B);
+// - flat CPU twins (for llvmpipe; src/model/variant.h): the *_flat kernels,
+//   no workgroup memory, no barriers: one invocation per query (key),
+//   AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
+//   the lanes of a group of AF_G = 8 with subgroupShuffle, so the subgroup size
+//   must be a multiple of 8.
+// attention_backward_preprocess serves all three: ceil(B*NH*T / WG) through
+// dispatch1d. See docs/kernels/04_attention.md.
 
 struct AttnParams {
     B: u32,
@@ -24,7 +29,21 @@ struct AttnParams {
     scale: f32,  // 1 / sqrt(hs)
 }
 
-// Tiles: a block of BQ queries meets a block of BK keys; head columns pass
+// The fast kernels: 256 threads as a 16 x 16 grid, thread (ty, tx) =
+// (tid / FV, tid % FV) owns rows 4ty .. 4ty + 3 and columns 4tx .. 4tx + 3
+// of every 64 x 64 product. Tiles in workgroup memory are stored transposed
+// ([d][row], FV vec4 a line) so that each step of a product reads one vec4 of
+// each operand: 16 FMAs for two loads. Two tiles: 2 * FT * 16 = 32 KiB.
+const FB: u32 = 64u;     // queries (keys) per block
+const FHS: u32 = 64u;    // largest head size of the fast kernels
+const FV: u32 = 16u;     // vec4 per tile line: FB / 4 == FHS / 4; also threads per row group
+const FT: u32 = 1024u;   // vec4 per tile: FHS * FV
+const_assert FB == 4u * FV;
+const_assert FHS == FB;
+const_assert FV * FV == WG;
+const_assert FT == FHS * FV;
+
+// The generic kernels. Tiles: a block of BQ queries meets a block of BK keys; head columns pass
 // through workgroup memory DC at a time, so any hs <= MAX_HS fits in
 // 3 * BQ * PAD * 4 = 12,672 bytes (under WebGPU's default 16 KiB).
 const BQ: u32 = 32u;      // queries per block (rows of the workgroup)
@@ -61,6 +80,405 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
 }
 
 // --- KERNEL: attention_forward ---
+// The fast forward (hs <= FHS, hs % 4 == 0). One workgroup per (query block
+// of FB, head, batch), the longest rows (last block) first. Thread (ty, tx)
+// owns queries q0 + 4ty + i (i < 4) and, per key block, the scores against
+// keys k0 + 4tx + j and output columns 4tx + j. Q^T stays in tq; per key
+// block K^T goes to tk, S = Q K^T in registers, the row max over the 16
+// threads of a row (subgroup shuffles, or tk as scratch), then P^T replaces
+// K^T in tk and O += P V reads V from global memory.
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
+var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key], then P^T [key][query] (swizzled), or scratch
+
+@compute @workgroup_size(WG)
+fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+                     @builtin(subgroup_size) sg_size: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let h = wid.y;
+    let b = wid.z;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let C4 = p.C / 4u;
+    let hs4 = p.hs / 4u;
+    let rs = 3u * C4;                              // vec4 per row of qkv
+    let base = b * p.T * rs + h * hs4;             // q of (b, t = 0, head h); k at + C4, v at + 2 C4
+    let q0 = qb * FB;
+    let jv = min(tx, hs4 - 1u);                    // V column read (past hs: read, never stored)
+    for (var e = tid; e < FT; e += WG) {
+        let r = e % FB;                            // rows fastest: the transposed stores do not conflict
+        let j = e / FB;
+        var v = vec4<f32>();
+        if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
+        let o = 4u * j * FV + r / 4u;
+        tq[o][r % 4u] = v.x;
+        tq[o + FV][r % 4u] = v.y;
+        tq[o + 2u * FV][r % 4u] = v.z;
+        tq[o + 3u * FV][r % 4u] = v.w;
+    }
+
+    var m = vec4<f32>(NEG_INF);        // running max of rows 4ty + i
+    var l = vec4<f32>();               // this thread's part of the running sums (its keys)
+    var acc = array<vec4<f32>, 4>();   // out rows 4ty + i, columns 4tx .. 4tx + 3
+    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
+    for (var kb = 0u; kb <= qb; kb++) {
+        let k0 = kb * FB;
+        for (var e = tid; e < FT; e += WG) {
+            let r = e % FB;
+            let j = e / FB;
+            var v = vec4<f32>();
+            if (k0 + r < p.T && j < hs4) { v = qkv[base + C4 + (k0 + r) * rs + j]; }
+            let o = 4u * j * FV + r / 4u;
+            tk[o][r % 4u] = v.x;
+            tk[o + FV][r % 4u] = v.y;
+            tk[o + 2u * FV][r % 4u] = v.z;
+            tk[o + 3u * FV][r % 4u] = v.w;
+        }
+        workgroupBarrier();
+        var s = array<vec4<f32>, 4>();
+        for (var d = 0u; d < FHS; d++) {
+            let a = tq[d * FV + ty];
+            let kv = tk[d * FV + tx];
+            s[0] = fma(vec4<f32>(a.x), kv, s[0]);
+            s[1] = fma(vec4<f32>(a.y), kv, s[1]);
+            s[2] = fma(vec4<f32>(a.z), kv, s[2]);
+            s[3] = fma(vec4<f32>(a.w), kv, s[3]);
+        }
+        let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
+        var bm = vec4<f32>(NEG_INF);
+        for (var i = 0u; i < 4u; i++) {
+            let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+            s[i] = select(vec4<f32>(NEG_INF), s[i] * p.scale, ok);
+            bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+        }
+        // Row max over the 16 threads tx of row group ty (lanes 16ty .. 16ty + 15).
+        if (sg_size >= FV) {
+            bm = max(bm, subgroupShuffleXor(bm, 1u));
+            bm = max(bm, subgroupShuffleXor(bm, 2u));
+            bm = max(bm, subgroupShuffleXor(bm, 4u));
+            bm = max(bm, subgroupShuffleXor(bm, 8u));
+        } else {
+            workgroupBarrier();  // K^T is read
+            tk[tid] = bm;
+            workgroupBarrier();
+            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[ty * FV + t]); }
+        }
+        // Every row has a key in the block (k0 <= q0 < T), so bm is finite.
+        let m_new = max(m, bm);
+        let alpha = exp(m - m_new);  // rescales what was summed under the old max
+        m = m_new;
+        var pr = array<vec4<f32>, 4>();
+        for (var i = 0u; i < 4u; i++) {
+            let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+            pr[i] = select(vec4<f32>(), exp(s[i] - vec4<f32>(m_new[i])), ok);
+            l[i] = l[i] * alpha[i] + ((pr[i].x + pr[i].y) + (pr[i].z + pr[i].w));
+            acc[i] *= alpha[i];
+        }
+        workgroupBarrier();  // K^T (or the scratch) is read
+        // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
+        // spreads the 16 threads tx of one store over the banks.
+        for (var j = 0u; j < 4u; j++) {
+            tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+        }
+        workgroupBarrier();
+        let vbase = base + 2u * C4 + jv;
+        for (var k = 0u; k < FB; k++) {
+            let pv = tk[k * FV + (ty ^ (k / 4u))];
+            let vv = qkv[vbase + min(k0 + k, p.T - 1u) * rs];  // keys past T have P = 0
+            acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
+            acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
+            acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
+            acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+        }
+        workgroupBarrier();  // P^T is read before the next K^T
+    }
+    // The row sums: the 16 parts in tx order.
+    tk[tid] = l;
+    workgroupBarrier();
+    var lsum = vec4<f32>();
+    for (var t = 0u; t < FV; t++) { lsum += tk[ty * FV + t]; }
+    for (var i = 0u; i < 4u; i++) {
+        let t = qpos[i];
+        if (t < p.T) {
+            if (tx < hs4) { out[(b * p.T + t) * C4 + h * hs4 + tx] = acc[i] / lsum[i]; }
+            if (tx == 0u) { lse[(b * p.NH + h) * p.T + t] = m[i] + log(lsum[i]); }
+        }
+    }
+}
+
+// --- KERNEL: attention_backward_preprocess ---
+// D[b, h, t] = dout[b, t, head h] . out[b, t, head h]: one thread per row,
+// heads fastest (thread i reads floats i*hs .. (i+1)*hs - 1 of dout and
+// out: neighbours read neighbouring rows), summed in column order.
+@group(0) @binding(0) var<storage, read_write> delta: array<f32>;  // D (B, NH, T)
+@group(0) @binding(1) var<storage, read> dout: array<f32>;         // (B, T, C)
+@group(0) @binding(2) var<storage, read> out: array<f32>;          // (B, T, C)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(WG)
+fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
+                                 @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);  // (b * T + t) * NH + h
+    if (i >= p.B * p.T * p.NH) { return; }
+    let h = i % p.NH;
+    let bt = i / p.NH;
+    let t = bt % p.T;
+    let b = bt / p.T;
+    let base = i * p.hs;  // (b * T + t) * C + h * hs
+    var sum = 0.0;
+    for (var c = 0u; c < p.hs; c++) { sum += dout[base + c] * out[base + c]; }
+    delta[(b * p.NH + h) * p.T + t] = sum;
+}
+
+// --- KERNEL: attention_backward_dq ---
+// The fast dq (hs <= FHS, hs % 4 == 0). One workgroup per (query block,
+// head, batch), longest rows first; thread (ty, tx) owns queries
+// q0 + 4ty + i, keys k0 + 4tx + j of each block and dq columns 4tx + j.
+// Per key block: K^T to tk, V^T to tv; S = Q K^T and dP = dout V^T with Q
+// and dout rows read from global memory (4 rows x 4 columns a step);
+// dS = P * (dP - D) with P = exp(s - lse); dS^T replaces V^T in tv; then
+// dq += dS K with K rows from global memory. Writes the q part of dqkv.
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key]
+var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query] (swizzled)
+
+@compute @workgroup_size(WG)
+fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let h = wid.y;
+    let b = wid.z;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let C4 = p.C / 4u;
+    let hs4 = p.hs / 4u;
+    let rs = 3u * C4;
+    let base = b * p.T * rs + h * hs4;      // q of (b, 0, h) in qkv and dqkv
+    let obase = b * p.T * C4 + h * hs4;     // (b, 0, h) in dout
+    let q0 = qb * FB;
+    let jc = min(tx, hs4 - 1u);
+    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
+    let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
+    let lb = (b * p.NH + h) * p.T;
+    var lse_r = vec4<f32>();
+    var d_r = vec4<f32>();
+    for (var i = 0u; i < 4u; i++) {
+        lse_r[i] = lse[lb + qrow[i]];
+        d_r[i] = delta[lb + qrow[i]];
+    }
+    var acc = array<vec4<f32>, 4>();
+    for (var kb = 0u; kb <= qb; kb++) {
+        let k0 = kb * FB;
+        for (var e = tid; e < FT; e += WG) {
+            let r = e % FB;
+            let j = e / FB;
+            var kv = vec4<f32>();
+            var vv = vec4<f32>();
+            if (k0 + r < p.T && j < hs4) {
+                kv = qkv[base + C4 + (k0 + r) * rs + j];
+                vv = qkv[base + 2u * C4 + (k0 + r) * rs + j];
+            }
+            let o = 4u * j * FV + r / 4u;
+            tk[o][r % 4u] = kv.x;
+            tk[o + FV][r % 4u] = kv.y;
+            tk[o + 2u * FV][r % 4u] = kv.z;
+            tk[o + 3u * FV][r % 4u] = kv.w;
+            tv[o][r % 4u] = vv.x;
+            tv[o + FV][r % 4u] = vv.y;
+            tv[o + 2u * FV][r % 4u] = vv.z;
+            tv[o + 3u * FV][r % 4u] = vv.w;
+        }
+        workgroupBarrier();
+        // s = q . k as in the forward (same products, same order), dp = dout . v.
+        var s = array<vec4<f32>, 4>();
+        var dp = array<vec4<f32>, 4>();
+        for (var j = 0u; j < FV; j++) {
+            let live = j < hs4;
+            let jj = min(j, hs4 - 1u);
+            var qa = array<vec4<f32>, 4>();
+            var oa = array<vec4<f32>, 4>();
+            for (var i = 0u; i < 4u; i++) {
+                qa[i] = select(vec4<f32>(), qkv[base + qrow[i] * rs + jj], live);
+                oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
+            }
+            for (var c = 0u; c < 4u; c++) {
+                let kv = tk[(4u * j + c) * FV + tx];
+                let vv = tv[(4u * j + c) * FV + tx];
+                for (var i = 0u; i < 4u; i++) {
+                    s[i] = fma(vec4<f32>(qa[i][c]), kv, s[i]);
+                    dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
+                }
+            }
+        }
+        let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
+        var ds = array<vec4<f32>, 4>();
+        for (var i = 0u; i < 4u; i++) {
+            let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+            let pr = select(vec4<f32>(), exp(s[i] * p.scale - vec4<f32>(lse_r[i])), ok);
+            ds[i] = pr * (dp[i] - vec4<f32>(d_r[i]));
+        }
+        workgroupBarrier();  // V^T is read
+        for (var j = 0u; j < 4u; j++) {
+            tv[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+        }
+        workgroupBarrier();
+        let kbase = base + C4 + jc;
+        for (var k = 0u; k < FB; k++) {
+            let dv = tv[k * FV + (ty ^ (k / 4u))];
+            let kv = qkv[kbase + min(k0 + k, p.T - 1u) * rs];  // keys past T have dS = 0
+            acc[0] = fma(vec4<f32>(dv.x), kv, acc[0]);
+            acc[1] = fma(vec4<f32>(dv.y), kv, acc[1]);
+            acc[2] = fma(vec4<f32>(dv.z), kv, acc[2]);
+            acc[3] = fma(vec4<f32>(dv.w), kv, acc[3]);
+        }
+        workgroupBarrier();  // dS^T and K^T are read before the next block
+    }
+    if (tx < hs4) {
+        for (var i = 0u; i < 4u; i++) {
+            if (qpos[i] < p.T) { dqkv[base + qpos[i] * rs + tx] = p.scale * acc[i]; }
+        }
+    }
+}
+
+// --- KERNEL: attention_backward_dkdv ---
+// The fast dk, dv (hs <= FHS, hs % 4 == 0). One workgroup per (key block,
+// head, batch); thread (ty, tx) owns keys k0 + 4ty + i, queries q0 + 4tx + j
+// of each query block and dk, dv columns 4tx + j. Query blocks from the
+// diagonal on: Q^T to tq, dout^T to to; S^T = K Q^T and dP^T = V dout^T with
+// K and V rows from global memory; P and dS (as [query][key]) replace them;
+// dv += P^T dout and dk += dS^T Q with dout and Q rows from global memory.
+// Writes the k and v parts of dqkv.
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query], then P [query][key] (swizzled)
+var<workgroup> tdo: array<vec4<f32>, FT>;  // dout^T [d][query], then dS [query][key] (swizzled)
+
+@compute @workgroup_size(WG)
+fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let kb = wid.x;  // the first key blocks meet the most queries: they start first
+    let h = wid.y;
+    let b = wid.z;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let C4 = p.C / 4u;
+    let hs4 = p.hs / 4u;
+    let rs = 3u * C4;
+    let base = b * p.T * rs + h * hs4;
+    let obase = b * p.T * C4 + h * hs4;
+    let k0 = kb * FB;
+    let nqb = (p.T + FB - 1u) / FB;
+    let jc = min(tx, hs4 - 1u);
+    let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
+    let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
+    let lb = (b * p.NH + h) * p.T;
+    var dk = array<vec4<f32>, 4>();
+    var dv = array<vec4<f32>, 4>();
+    for (var qb = kb; qb < nqb; qb++) {
+        let q0 = qb * FB;
+        for (var e = tid; e < FT; e += WG) {
+            let r = e % FB;
+            let j = e / FB;
+            var qv = vec4<f32>();
+            var ov = vec4<f32>();
+            if (q0 + r < p.T && j < hs4) {
+                qv = qkv[base + (q0 + r) * rs + j];
+                ov = dout[obase + (q0 + r) * C4 + j];
+            }
+            let o = 4u * j * FV + r / 4u;
+            tq[o][r % 4u] = qv.x;
+            tq[o + FV][r % 4u] = qv.y;
+            tq[o + 2u * FV][r % 4u] = qv.z;
+            tq[o + 3u * FV][r % 4u] = qv.w;
+            tdo[o][r % 4u] = ov.x;
+            tdo[o + FV][r % 4u] = ov.y;
+            tdo[o + 2u * FV][r % 4u] = ov.z;
+            tdo[o + 3u * FV][r % 4u] = ov.w;
+        }
+        let qpos = vec4<u32>(q0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
+        let qrow = min(qpos, vec4<u32>(p.T - 1u));
+        let lse_c = vec4<f32>(lse[lb + qrow.x], lse[lb + qrow.y], lse[lb + qrow.z], lse[lb + qrow.w]);
+        let d_c = vec4<f32>(delta[lb + qrow.x], delta[lb + qrow.y], delta[lb + qrow.z], delta[lb + qrow.w]);
+        workgroupBarrier();
+        // s^T = k . q: the forward's products in the forward's order; dp^T = v . dout.
+        var s = array<vec4<f32>, 4>();
+        var dp = array<vec4<f32>, 4>();
+        for (var j = 0u; j < FV; j++) {
+            let live = j < hs4;
+            let jj = min(j, hs4 - 1u);
+            var ka = array<vec4<f32>, 4>();
+            var va = array<vec4<f32>, 4>();
+            for (var i = 0u; i < 4u; i++) {
+                ka[i] = select(vec4<f32>(), qkv[base + C4 + krow[i] * rs + jj], live);
+                va[i] = select(vec4<f32>(), qkv[base + 2u * C4 + krow[i] * rs + jj], live);
+            }
+            for (var c = 0u; c < 4u; c++) {
+                let qv = tq[(4u * j + c) * FV + tx];
+                let ov = tdo[(4u * j + c) * FV + tx];
+                for (var i = 0u; i < 4u; i++) {
+                    s[i] = fma(vec4<f32>(ka[i][c]), qv, s[i]);
+                    dp[i] = fma(vec4<f32>(va[i][c]), ov, dp[i]);
+                }
+            }
+        }
+        var pr = array<vec4<f32>, 4>();
+        var ds = array<vec4<f32>, 4>();
+        for (var i = 0u; i < 4u; i++) {
+            // kpos <= qpos < T also keeps keys past T out.
+            let ok = (vec4<u32>(kpos[i]) <= qpos) & (qpos < vec4<u32>(p.T));
+            pr[i] = select(vec4<f32>(), exp(s[i] * p.scale - lse_c), ok);
+            ds[i] = pr[i] * (dp[i] - d_c);
+        }
+        workgroupBarrier();  // Q^T and dout^T are read
+        for (var j = 0u; j < 4u; j++) {
+            let o = (4u * tx + j) * FV + (ty ^ tx);
+            tq[o] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+            tdo[o] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+        }
+        workgroupBarrier();
+        for (var q = 0u; q < FB; q++) {
+            let o = q * FV + (ty ^ (q / 4u));
+            let pv = tq[o];
+            let dsv = tdo[o];
+            let row = min(q0 + q, p.T - 1u);  // queries past T have P = dS = 0
+            let ov = dout[obase + row * C4 + jc];
+            let qv = qkv[base + row * rs + jc];
+            dv[0] = fma(vec4<f32>(pv.x), ov, dv[0]);
+            dv[1] = fma(vec4<f32>(pv.y), ov, dv[1]);
+            dv[2] = fma(vec4<f32>(pv.z), ov, dv[2]);
+            dv[3] = fma(vec4<f32>(pv.w), ov, dv[3]);
+            dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
+            dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
+            dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
+            dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
+        }
+        workgroupBarrier();  // P and dS are read before the next block
+    }
+    if (tx < hs4) {
+        for (var i = 0u; i < 4u; i++) {
+            if (kpos[i] < p.T) {
+                let o = base + kpos[i] * rs + tx;
+                dqkv[o + C4] = p.scale * dk[i];
+                dqkv[o + 2u * C4] = dv[i];
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_forward_generic ---
 // One workgroup per (query block, head, batch). Thread (row, lane) owns query
 // q0 + row: its scores against keys lane + j*TPR of each key block and its
 // output columns attn_col(ch, lane, u).
@@ -74,7 +492,7 @@ var<workgroup> tk: array<f32, TILE>;  // K chunk, then V chunk (BK x DC)
 var<workgroup> ts: array<f32, TILE>;  // scores, then probabilities (BQ x BK)
 
 @compute @workgroup_size(WG)
-fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
     let h = wid.y;
     let b = wid.z;
@@ -165,29 +583,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
 }
 
-// --- KERNEL: attention_backward_preprocess ---
-// D[b, h, t] = dout[b, t, head h] . out[b, t, head h]: one thread per row,
-// summed in column order.
-@group(0) @binding(0) var<storage, read_write> delta: array<f32>;  // D (B, NH, T)
-@group(0) @binding(1) var<storage, read> dout: array<f32>;         // (B, T, C)
-@group(0) @binding(2) var<storage, read> out: array<f32>;          // (B, T, C)
-@group(0) @binding(3) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(WG)
-fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
-                                 @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i >= p.B * p.NH * p.T) { return; }
-    let t = i % p.T;
-    let h = (i / p.T) % p.NH;
-    let b = i / (p.T * p.NH);
-    let base = (b * p.T + t) * p.C + h * p.hs;
-    var sum = 0.0;
-    for (var c = 0u; c < p.hs; c++) { sum += dout[base + c] * out[base + c]; }
-    delta[i] = sum;
-}
-
-// --- KERNEL: attention_backward_dq ---
+// --- KERNEL: attention_backward_dq_generic ---
 // One workgroup per (query block, head, batch), thread (row, lane) as in the
 // forward. Writes (overwrites) the q part of dqkv:
 // dq = scale * sum_j dS_j k_j, dS = P * (dP - D), P = exp(s - lse), dP = dout . v.
@@ -203,7 +599,7 @@ var<workgroup> tk: array<f32, TILE>;  // K chunk, V chunk, K chunk again (BK x D
 var<workgroup> ts: array<f32, TILE>;  // dS (BQ x BK)
 
 @compute @workgroup_size(WG)
-fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
     let h = wid.y;
     let b = wid.z;
@@ -303,7 +699,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     }
 }
 
-// --- KERNEL: attention_backward_dkdv ---
+// --- KERNEL: attention_backward_dkdv_generic ---
 // One workgroup per (key block, head, batch). Thread (row, lane) owns key
 // k0 + row: its scores against queries lane + j*TPR of each query block, and
 // its dk, dv columns attn_col(ch, lane, u). Only query blocks >= the key block
@@ -321,7 +717,7 @@ var<workgroup> tq: array<f32, TILE>;  // Q chunk, dout chunk, dout chunk, Q chun
 var<workgroup> ts: array<f32, TILE>;  // P^T, then dS^T (BK x BQ)
 
 @compute @workgroup_size(WG)
-fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;
     let h = wid.y;
     let b = wid.z;

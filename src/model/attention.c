@@ -14,21 +14,35 @@ typedef struct attn_params {
     float scale;
 } attn_params;
 
-// Query (and key) rows per workgroup: BQ == BK in the kernels; AF_WG in the
-// flat CPU twins.
+// Query (and key) rows per workgroup: the fast kernels (ATTN_FAST_BLOCK, head
+// sizes up to ATTN_FAST_MAX_HS that are multiples of 4: they read vec4s), the
+// generic ones (ATTN_BLOCK, any head size) and the flat CPU twins
+// (ATTN_FLAT_BLOCK). Must match FB, FHS, BQ and AF_WG in the kernels.
+#define ATTN_FAST_BLOCK 64u
+#define ATTN_FAST_MAX_HS 64u
 #define ATTN_BLOCK 32u
 #define ATTN_FLAT_BLOCK 16u
 
+typedef enum attn_set { ATTN_FAST, ATTN_GENERIC, ATTN_FLAT } attn_set;
+
 // The flat CPU twins (variant.h) pass rows between the lanes of groups of 8
 // with subgroup shuffles: they need subgroups of a multiple of 8 lanes.
-static int attn_flat(const wgpt_gpu *g) {
-    return wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
+static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs) {
+    if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8) return ATTN_FLAT;
+    return hs <= ATTN_FAST_MAX_HS && hs % 4 == 0 ? ATTN_FAST : ATTN_GENERIC;
 }
 
 // Workgroups along T: query (key) blocks of the kernels in use.
-static uint32_t attn_blocks(const wgpt_gpu *g, uint32_t T) {
-    uint32_t rows = attn_flat(g) ? ATTN_FLAT_BLOCK : ATTN_BLOCK;
+static uint32_t attn_blocks(attn_set set, uint32_t T) {
+    uint32_t rows = set == ATTN_FAST ? ATTN_FAST_BLOCK : set == ATTN_FLAT ? ATTN_FLAT_BLOCK : ATTN_BLOCK;
     return (T + rows - 1) / rows;
+}
+
+// The name of kernel `base` ("attention_forward", ...) in the set in use.
+static const char *attn_kernel(attn_set set, const char *base, char *buf, size_t n) {
+    static const char *const suffix[] = {"", "_generic", "_flat"};
+    snprintf(buf, n, "%s%s", base, suffix[set]);
+    return buf;
 }
 
 // Checks the shape and the grid the kernels need; fills the params.
@@ -39,7 +53,7 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
     if (hs > WGPT_ATTENTION_MAX_HS)
         return wgpt_gpu_fail(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
                               WGPT_ATTENTION_MAX_HS);
-    uint32_t blocks = attn_blocks(g, T);
+    uint32_t blocks = attn_blocks(attn_pick(g, hs), T);
     if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
                               WGPT_MAX_WG_DIM);
@@ -98,8 +112,11 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
         return -1;
     if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
     wgpt_view v[3] = {out, lse, qkv};
-    const char *k = attn_flat(g) ? "attention_forward_flat" : "attention_forward";
-    if (!wgpt_op_add(g, op, k, v, 3, &p, sizeof p, attn_blocks(g, T), NH, B)) return -1;
+    attn_set set = attn_pick(g, p.hs);
+    char k[64];
+    if (!wgpt_op_add(g, op, attn_kernel(set, "attention_forward", k, sizeof k), v, 3, &p, sizeof p,
+                     attn_blocks(set, T), NH, B))
+        return -1;
     return 0;
 }
 
@@ -120,17 +137,18 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
         attn_apart(g, fn, "dqkv", dqkv, "qkv", qkv) < 0 || attn_apart(g, fn, "dqkv", dqkv, "dout", dout) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "lse", lse) < 0 || attn_apart(g, fn, "dqkv", dqkv, "D", D) < 0)
         return -1;
-    uint32_t blocks = attn_blocks(g, T);
-    int flat = attn_flat(g);
+    attn_set set = attn_pick(g, p.hs);
+    uint32_t blocks = attn_blocks(set, T);
+    char kdq[64], kdkdv[64];
     int n0 = op->n;
     wgpt_view pre[3] = {D, dout, out};
     if (!wgpt_op_add1d(g, op, "attention_backward_preprocess", pre, 3, &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
-    if (!wgpt_op_add(g, op, flat ? "attention_backward_dq_flat" : "attention_backward_dq", grads, 5, &p, sizeof p,
+    if (!wgpt_op_add(g, op, attn_kernel(set, "attention_backward_dq", kdq, sizeof kdq), grads, 5, &p, sizeof p,
                      blocks, NH, B) ||
-        !wgpt_op_add(g, op, flat ? "attention_backward_dkdv_flat" : "attention_backward_dkdv", grads, 5, &p,
+        !wgpt_op_add(g, op, attn_kernel(set, "attention_backward_dkdv", kdkdv, sizeof kdkdv), grads, 5, &p,
                      sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
