@@ -8,6 +8,13 @@
 // and layernorm_backward_input_flat, same bindings and params, one invocation
 // per row, LN_FLAT_WG rows a workgroup, ceil(N / LN_FLAT_WG) workgroups
 // through dispatch1d; no barriers, no subgroups.
+// vec4 GPU kernels (for C % 4 == 0, C <= LN_V4_MAX_C, (N, C) and (C) views at
+// 16-byte aligned offsets; the host picks them): layernorm_forward_vec4 and
+// layernorm_backward_input_vec4, same bindings and params with the (N, C) and
+// (C) arrays bound as array<vec4<f32>>. LN_ROW_THREADS threads a row, each
+// holding up to LN_V4_REGS vec4s of it in registers, so a row is read from
+// memory once; LN_ROWS_PER_WG rows a workgroup, ceil(N / LN_ROWS_PER_WG)
+// workgroups through dispatch1d.
 // See docs/kernels/02_layernorm.md.
 
 struct LnParams {
@@ -22,6 +29,41 @@ const LN_LANES: u32 = 8u;   // LN_COLS * LN_LANES == WG
 
 // The flat kernels: rows per workgroup, one per invocation.
 const LN_FLAT_WG: u32 = 64u;
+
+// The vec4 kernels: threads a row, rows a workgroup, vec4s a thread holds.
+const LN_ROW_THREADS: u32 = 64u;
+const LN_ROWS_PER_WG: u32 = 4u;  // WG / LN_ROW_THREADS
+const LN_V4_REGS: u32 = 4u;      // C <= 4 * LN_ROW_THREADS * LN_V4_REGS = LN_V4_MAX_C
+const LN_V4_MAX_C: u32 = 1024u;
+
+var<workgroup> sh_ln: array<f32, WG>;
+
+// Sum of val over the LN_ROW_THREADS threads of one row (workgroup threads
+// [r * 64, r * 64 + 64)), returned to each of them. Call from uniform control
+// flow with every thread of the workgroup. Subgroups of up to 64 lanes lie
+// inside one row (sizes are powers of two, and subgroup i is threads
+// [i * sg, (i + 1) * sg) as wg_reduce_sum assumes): their sums are added in
+// order. Larger subgroups would span rows, so there the threads' own values
+// are added in order instead. Fixed order either way: deterministic.
+fn ln_row_sum(tid: u32, sg: u32, val: f32) -> f32 {
+    let partial = subgroupAdd(val);
+    let small = sg <= LN_ROW_THREADS;
+    sh_ln[tid] = select(val, partial, small);  // only lane 0's entries are read when small
+    workgroupBarrier();
+    let stride = select(1u, sg, small);
+    let first = tid - tid % LN_ROW_THREADS;
+    var s = 0.0;
+    for (var i = 0u; i < LN_ROW_THREADS; i += stride) { s += sh_ln[first + i]; }
+    // Trailing barrier: the next call must not overwrite sh_ln before every
+    // thread has read it.
+    workgroupBarrier();
+    return s;
+}
+
+// Sum of the four lanes.
+fn sum4(x: vec4<f32>) -> f32 {
+    return (x.x + x.y) + (x.z + x.w);
+}
 
 // One row per workgroup; the 2D fallback spreads rows over (x, y).
 fn ln_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -64,6 +106,58 @@ fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgro
     }
 }
 
+// --- KERNEL: layernorm_forward_vec4 ---
+// layernorm_forward reading each row once: lane l of the row's 64 threads
+// loads vec4s l, l + 64, ... into registers; the mean and then the centred
+// variance are summed from there (ln_row_sum), and the output written.
+// Rows past N (the last workgroup) take part in the sums with zeros.
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (N, C / 4)
+@group(0) @binding(1) var<storage, read_write> mean: array<f32>;       // (N)
+@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;       // (N)
+@group(0) @binding(3) var<storage, read> inp: array<vec4<f32>>;        // (N, C / 4)
+@group(0) @binding(4) var<storage, read> weight: array<vec4<f32>>;     // (C / 4)
+@group(0) @binding(5) var<storage, read> bias: array<vec4<f32>>;       // (C / 4)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(WG)
+fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                          @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
+    let row = ln_row(wid, nwg) * LN_ROWS_PER_WG + tid / LN_ROW_THREADS;
+    let lane = tid % LN_ROW_THREADS;
+    let live = row < p.N;
+    let c4 = p.C / 4u;
+    let base = row * c4;
+    var x = array<vec4<f32>, LN_V4_REGS>();
+    var s = 0.0;
+    for (var k = 0u; k < LN_V4_REGS; k++) {
+        let j = lane + k * LN_ROW_THREADS;
+        if (live && j < c4) {
+            x[k] = inp[base + j];
+            s += sum4(x[k]);
+        }
+    }
+    let inv_c = 1.0 / f32(p.C);
+    let m = ln_row_sum(tid, sg, s) * inv_c;
+    // Centred variance from the registers: no cancellation of E[x^2] - m^2.
+    var v = 0.0;
+    for (var k = 0u; k < LN_V4_REGS; k++) {
+        let j = lane + k * LN_ROW_THREADS;
+        if (live && j < c4) {
+            let d = x[k] - m;
+            v += sum4(d * d);
+        }
+    }
+    let r = 1.0 / sqrt(ln_row_sum(tid, sg, v) * inv_c + LN_EPS);
+    for (var k = 0u; k < LN_V4_REGS; k++) {
+        let j = lane + k * LN_ROW_THREADS;
+        if (live && j < c4) { out[base + j] = (x[k] - m) * r * weight[j] + bias[j]; }
+    }
+    if (live && lane == 0u) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
 // --- KERNEL: layernorm_backward_input ---
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * weight,
 // xhat = (inp - mean) * rstd, means over the row.
@@ -97,6 +191,53 @@ fn layernorm_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(
         let g = dout[base + c] * weight[c];
         let xhat = (inp[base + c] - m) * r;
         dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
+    }
+}
+
+// --- KERNEL: layernorm_backward_input_vec4 ---
+// layernorm_backward_input with the row's dout and inp held in registers
+// (LN_ROW_THREADS threads a row, as layernorm_forward_vec4): read once.
+@group(0) @binding(0) var<storage, read_write> dinp: array<vec4<f32>>;  // (N, C / 4)
+@group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;        // (N, C / 4)
+@group(0) @binding(2) var<storage, read> inp: array<vec4<f32>>;         // (N, C / 4)
+@group(0) @binding(3) var<storage, read> weight: array<vec4<f32>>;      // (C / 4)
+@group(0) @binding(4) var<storage, read> mean: array<f32>;              // (N)
+@group(0) @binding(5) var<storage, read> rstd: array<f32>;              // (N)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(WG)
+fn layernorm_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                                 @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
+    let row = ln_row(wid, nwg) * LN_ROWS_PER_WG + tid / LN_ROW_THREADS;
+    let lane = tid % LN_ROW_THREADS;
+    let live = row < p.N;
+    let c4 = p.C / 4u;
+    let base = row * c4;
+    var m = 0.0;
+    var r = 0.0;
+    if (live) {
+        m = mean[row];
+        r = rstd[row];
+    }
+    var gk = array<vec4<f32>, LN_V4_REGS>();  // g = dout * weight
+    var xh = array<vec4<f32>, LN_V4_REGS>();  // xhat
+    var sg_acc = 0.0;
+    var sgx_acc = 0.0;
+    for (var k = 0u; k < LN_V4_REGS; k++) {
+        let j = lane + k * LN_ROW_THREADS;
+        if (live && j < c4) {
+            gk[k] = dout[base + j] * weight[j];
+            xh[k] = (inp[base + j] - m) * r;
+            sg_acc += sum4(gk[k]);
+            sgx_acc += sum4(gk[k] * xh[k]);
+        }
+    }
+    let inv_c = 1.0 / f32(p.C);
+    let mean_g = ln_row_sum(tid, sg, sg_acc) * inv_c;
+    let mean_gx = ln_row_sum(tid, sg, sgx_acc) * inv_c;
+    for (var k = 0u; k < LN_V4_REGS; k++) {
+        let j = lane + k * LN_ROW_THREADS;
+        if (live && j < c4) { dinp[base + j] += r * (gk[k] - mean_g - xh[k] * mean_gx); }
     }
 }
 

@@ -9,7 +9,10 @@
 //
 // Tolerance (f32 on the GPU against double in tests/ref). The GPU kernels sum
 // a row of K terms as per-thread runs of ceil(K/256), then a tree of depth
-// log2(256) = 8; the CPU twins in one chain of K; a column of dweight/dbias
+// log2(256) = 8; their vec4 versions (C % 4 == 0, C <= 1024) as per-thread
+// runs of ceil(K/64), then the row's 64 / sg subgroup sums in order after a
+// subgroup tree (at most 16 + 2 more for subgroups of 4 to 64 lanes); the CPU
+// twins in one chain of K; a column of dweight/dbias
 // (one kernel for both) as runs of ceil(rows/8), then 8 lanes in order, then
 // one add per row chunk. A reordered f32 sum whose longest chain is K
 // additions errs by at most K * 2^-24 * sum|terms|. The row outputs
@@ -49,6 +52,10 @@ static int group_teardown(void **state) {
 
 // Per-test setups: which twin the wrappers pick (see BOTH in main).
 static int CPU;  // 1 while the CPU twins are in force
+
+// 1 if the GPU row kernels run as their vec4 versions for rows of C (the
+// views here all start at 16-byte multiples): LN_V4_MAX_C in the kernel file.
+static int VEC4_(uint32_t C) { return !CPU && C % 4 == 0 && C <= 1024; }
 static int use_gpu_kernels_(void **state) {
     (void)state;
     wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
@@ -139,8 +146,10 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     wgpt_op_init(&op);
     TU_OK(g, wgpt_layernorm_forward(g, &op, (wgpt_view){out, 0, 0}, vmean, vrstd, (wgpt_view){inp, 0, 0},
                                     (wgpt_view){w, 0, 0}, (wgpt_view){b, 0, 0}, N, C));
-    // The twin in force: a workgroup per row, or per 64 rows (first chunk).
-    uint64_t rows0 = wgpt_op_chunk_rows(g, N, C), groups = CPU ? (rows0 + 63) / 64 : rows0;
+    // The twin in force: a workgroup per row, per 4 rows (vec4 kernels) or
+    // per 64 rows (CPU twins; first chunk).
+    uint64_t rows0 = wgpt_op_chunk_rows(g, N, C);
+    uint64_t groups = CPU ? (rows0 + 63) / 64 : VEC4_(C) ? (rows0 + 3) / 4 : rows0;
     assert_int_equal(op.steps[0].x, groups < 65535 ? groups : 65535);
     wgpt_buf *dout = NULL, *dinp = NULL, *dw = NULL, *db = NULL;
     if (backward) {
@@ -168,7 +177,11 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
 }
 
 // Longest chain of additions in a row sum of K terms (see the top).
-static float row_chain_(uint32_t K) { return CPU ? (float)K : (float)((K + 255) / 256 + 8); }
+static float row_chain_(uint32_t K) {
+    if (CPU) return (float)K;
+    if (VEC4_(K)) return (float)((K + 63) / 64 + 18);
+    return (float)((K + 255) / 256 + 8);
+}
 
 // Like tu_assert_close over rows of `width`, with row n's atol scaled by
 // scale[n] (the row's error amplification).
@@ -232,6 +245,15 @@ static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
     free(a1), free(a2);
     got_free_(&r);
     case_free_(&k);
+}
+
+// GPT-2's rows of 768 and the widest rows the vec4 kernels hold (1024), then
+// one vec4 more (1028: the GPU kernels' scalar versions). GPU kernels only.
+static void gpt2_widths(void **st) {
+    (void)st;
+    check_(G, 9, 768, 1);
+    check_(G, 6, 1024, 1);
+    check_(G, 5, 1028, 1);
 }
 
 // B=2, T=37, C=48 (N=74): fewer channels than threads, rows not a multiple of anything.
@@ -352,6 +374,54 @@ static void kernels_stop_at_N_and_C(void **st) {
     free(rows), free(vec), free(sent_rows), free(sent_n), free(got);
 }
 
+// The vec4 kernels' own bounds checks and 2D row index: bindings 64 rows
+// longer than N, a (126, 2) grid of 4-row workgroups (1008 rows >= N, as the
+// host's 2D fallback would give); rows past N keep their sentinel, the means
+// and outputs of all N rows match the reference. GPU kernels only.
+static void vec4_kernels_stop_at_N(void **st) {
+    (void)st;
+    const float SENT = 12345.5f;
+    const uint32_t N = 1001, C = 8, NX = N + 64;
+    const size_t NC = (size_t)N * C, NXC = (size_t)NX * C;
+    float *rows = alloc_(NXC), *sent_rows = alloc_(NXC), *sent_n = alloc_(NX), *vec = alloc_(C);
+    for (size_t i = 0; i < NXC; i++) {
+        rows[i] = i < NC ? tu_randf(-1.0f, 1.0f) : 1.0f;
+        sent_rows[i] = i < NC ? 0.0f : SENT;
+    }
+    for (uint32_t i = 0; i < NX; i++) sent_n[i] = i < N ? 0.5f : SENT;  // rstd 0.5 for the backward
+    for (uint32_t i = 0; i < C; i++) vec[i] = tu_randf(0.5f, 1.5f);
+    wgpt_buf *x = upload_(G, rows, NXC, "x"), *v = upload_(G, vec, C, "v");
+    wgpt_buf *o = upload_(G, sent_rows, NXC, "o"), *o2 = upload_(G, sent_rows, NXC, "o2");
+    wgpt_buf *s1 = upload_(G, sent_n, NX, "s1"), *s2 = upload_(G, sent_n, NX, "s2");
+    struct { uint32_t N, C; } p = {N, C};  // LnParams
+    wgpt_view f[6] = {{o, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, {x, 0, 0}, {v, 0, 0}, {v, 0, 0}};
+    wgpt_view bi[6] = {{o2, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_forward_vec4", f, 6, &p, sizeof p, 126, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_input_vec4", bi, 6, &p, sizeof p, 126, 2, 1));
+    TU_OK(G, wgpt_op_record(G, &op));
+    float *got = alloc_(NXC);
+    wgpt_buf *outs[4] = {o, o2, s1, s2};
+    const uint64_t used[4] = {NC, NC, N, N}, len[4] = {NXC, NXC, NX, NX};
+    for (int b = 0; b < 4; b++) {
+        TU_OK(G, wgpt_buf_download(G, outs[b], 0, got, len[b] * 4));
+        for (uint64_t i = used[b]; i < len[b]; i++)
+            if (got[i] != SENT) fail_msg("output %d: element %llu written, past %llu", b, (unsigned long long)i,
+                                         (unsigned long long)used[b]);
+    }
+    float *want = alloc_(NC), *wmean = alloc_(N), *wrstd = alloc_(N);
+    ref_layernorm_forward(want, wmean, wrstd, rows, vec, vec, (int)N, (int)C);
+    TU_OK(G, wgpt_buf_download(G, s1, 0, got, (uint64_t)N * 4));
+    tu_assert_close("vec4 kernels: mean on the 2D grid", got, wmean, N, 1e-6f, RTOL);
+    TU_OK(G, wgpt_buf_download(G, o, 0, got, NC * 4));
+    tu_assert_close("vec4 kernels: out on the 2D grid", got, want, NC, 1e-4f, 1e-5f);
+    free(want), free(wmean), free(wrstd);
+    wgpt_op_free(&op);
+    wgpt_buf_free(x), wgpt_buf_free(v), wgpt_buf_free(o), wgpt_buf_free(o2), wgpt_buf_free(s1), wgpt_buf_free(s2);
+    free(rows), free(sent_rows), free(sent_n), free(vec), free(got);
+}
+
 // Two runs of the same inputs give the same bits: no atomics, fixed order.
 static void deterministic(void **st) {
     (void)st;
@@ -379,6 +449,11 @@ int main(void) {
         BOTH(rows_past_65535_workgroups),
         BOTH(kernels_stop_at_N_and_C),
         BOTH(deterministic),
+        // Last, so the inputs of the tests above stay as they were; the GPU
+        // kernels only (the vec4 choice; the CPU twins' dweight bound is not
+        // derived for rows this wide).
+        {"gpt2_widths [gpu kernels]", gpt2_widths, use_gpu_kernels_, NULL, NULL},
+        {"vec4_kernels_stop_at_N [gpu kernels]", vec4_kernels_stop_at_N, use_gpu_kernels_, NULL, NULL},
     };
     return cmocka_run_group_tests_name("layernorm", tests, group_setup, group_teardown);
 }

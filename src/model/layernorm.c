@@ -5,6 +5,10 @@
 
 // Rows per workgroup of the flat (CPU) twins: LN_FLAT_WG in the kernel file.
 #define LN_FLAT_WG 64u
+// The vec4 GPU kernels: rows per workgroup and widest row (LN_ROWS_PER_WG,
+// LN_V4_MAX_C in the kernel file).
+#define LN_ROWS_PER_WG 4u
+#define LN_V4_MAX_C 1024u
 
 // The kernels' LnParams.
 typedef struct ln_params {
@@ -28,8 +32,27 @@ static uint64_t ln_chunk(wgpt_gpu *g, uint32_t N, uint32_t C) {
     return rows ? rows : N;
 }
 
-// Workgroups of a row kernel: one per row, or one per LN_FLAT_WG rows (CPU twins).
-static uint64_t ln_groups(int cpu, uint64_t rows) { return cpu ? (rows + LN_FLAT_WG - 1) / LN_FLAT_WG : rows; }
+// Which row kernels a layer dispatches: the GPU ones (a workgroup per row),
+// their vec4 versions (LN_ROWS_PER_WG rows a workgroup) or the CPU twins.
+enum { LN_GPU, LN_GPU_VEC4, LN_CPU };
+
+// The vec4 kernels bind the (N, C) and (C) views as vec4s: C % 4 == 0 (row
+// chunks then start on 16 bytes too), offsets on 16 bytes, C held in registers.
+static int ln_pick(const wgpt_gpu *g, uint32_t C, const wgpt_view *vc, int nvc) {
+    if (wgpt_kernel_variant_cpu(g)) return LN_CPU;
+    if (C % 4 || C > LN_V4_MAX_C) return LN_GPU;
+    for (int i = 0; i < nvc; i++)
+        if (vc[i].offset % 16) return LN_GPU;
+    return LN_GPU_VEC4;
+}
+
+// Workgroups of a row kernel: one per row, per LN_ROWS_PER_WG rows (vec4) or
+// per LN_FLAT_WG rows (CPU twins).
+static uint64_t ln_groups(int kind, uint64_t rows) {
+    if (kind == LN_CPU) return (rows + LN_FLAT_WG - 1) / LN_FLAT_WG;
+    if (kind == LN_GPU_VEC4) return (rows + LN_ROWS_PER_WG - 1) / LN_ROWS_PER_WG;
+    return rows;
+}
 
 int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view inp,
                            wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C) {
@@ -39,7 +62,9 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
         !ln_covers(weight, C) || !ln_covers(bias, C))
         return wgpt_gpu_fail(g, "layernorm_forward: a view is missing or smaller than its tensor (N=%u, C=%u)", N, C);
     uint64_t chunk = ln_chunk(g, N, C);
-    int cpu = wgpt_kernel_variant_cpu(g);
+    const wgpt_view vc[4] = {out, inp, weight, bias};
+    int kind = ln_pick(g, C, vc, 4);
+    static const char *const NAME[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat"};
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         wgpt_view v[6] = {
@@ -47,10 +72,7 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
             ln_rows(inp, r0, rows, C),  ln_vec(weight, C),            ln_vec(bias, C),
         };
         ln_params p = {(uint32_t)rows, C};
-        // One workgroup per row; the CPU twin one invocation per row.
-        if (!wgpt_op_add1d(g, op, cpu ? "layernorm_forward_flat" : "layernorm_forward", v, 6, &p, sizeof p,
-                           ln_groups(cpu, rows)))
-            return -1;
+        if (!wgpt_op_add1d(g, op, NAME[kind], v, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
     }
     return 0;
 }
@@ -66,7 +88,10 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
     uint64_t chunk = ln_chunk(g, N, C);
     // 32 columns per workgroup: LN_COLS in the kernel file.
     uint64_t col_groups = ((uint64_t)C + 31) / 32;
-    int cpu = wgpt_kernel_variant_cpu(g);
+    const wgpt_view vc[4] = {dinp, dout, inp, weight};
+    int kind = ln_pick(g, C, vc, 4);
+    static const char *const NAME[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
+                                       "layernorm_backward_input_flat"};
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         ln_params p = {(uint32_t)rows, C};
@@ -74,9 +99,7 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
             ln_rows(dinp, r0, rows, C), ln_rows(dout, r0, rows, C),  ln_rows(inp, r0, rows, C),
             ln_vec(weight, C),          ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),
         };
-        if (!wgpt_op_add1d(g, op, cpu ? "layernorm_backward_input_flat" : "layernorm_backward_input", vi, 6, &p,
-                           sizeof p, ln_groups(cpu, rows)))
-            return -1;
+        if (!wgpt_op_add1d(g, op, NAME[kind], vi, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
         // Chunks add their column sums into dweight/dbias one after another: a
         // fixed order, so the result is still the same on every run.
         wgpt_view vp[6] = {
