@@ -218,7 +218,11 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
             adamw_params_step(p, hp->lr, hp->t);
             wgpt_view vs[5] = {opt_view(params, &chunks[c]), opt_view(grads, &chunks[c]), opt_view(m, &chunks[c]),
                                opt_view(v, &chunks[c]), st};
-            h->binds[h->n] = wgpt_op_add1d(g, op, "adamw_update", vs, 5, p, sizeof *p, wgpt_groups(chunks[c].n));
+            // The vec4 twin where the chunk's floats and the four arrays' views line up on vec4s.
+            int vec4 = p->n % 4 == 0 && p->start % 4 == 0;
+            for (int k = 0; k < 4; k++) vec4 = vec4 && vs[k].offset % 16 == 0;
+            h->binds[h->n] = wgpt_op_add1d(g, op, vec4 ? "adamw_update_vec4" : "adamw_update", vs, 5, p, sizeof *p,
+                                           wgpt_groups(vec4 ? chunks[c].n / 4 : chunks[c].n));
             if (!h->binds[h->n]) {
                 free(chunks);
                 goto done;
