@@ -12,14 +12,15 @@
 static void usage_(FILE *f) {
     fprintf(f,
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--adapter N|NAME] [--profile]\n"
+            "                  [--vocab V] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
             "kernel with GPU timestamps (one compute pass per dispatch: slower steps) and prints\n"
-            "where the time goes.\n\n"
+            "where the time goes. MFU is the achieved TFLOP/s over the chip's fp32 peak: P, or\n"
+            "the peak wgpt knows for the adapter (NVIDIA H200: 67); without either, no MFU.\n\n"
             "--micro times single kernels instead (median of R runs, default 10, after 2 warm-up\n"
             "runs; GPU timestamps where the device has them): the matmuls at GPT-2 124M's shapes\n"
             "for 4 x 1024 tokens (ms, TFLOP/s per pass) and the memory-bound kernels (GB/s, as a\n"
@@ -33,6 +34,19 @@ static double now_(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// fp32 (non-tensor) peaks of chips wgpt has been measured on, by a part of
+// the adapter's name: the vendor's figure (H200 SXM: 67 TFLOP/s).
+static const struct {
+    const char *name;
+    double tflops;
+} PEAKS_[] = {{"H200", 67.0}};
+
+static double known_peak_(const char *adapter) {
+    for (size_t i = 0; i < sizeof PEAKS_ / sizeof PEAKS_[0]; i++)
+        if (strstr(adapter, PEAKS_[i].name)) return PEAKS_[i].tflops;
+    return 0;
 }
 
 static int arg_u32_(const char *s, uint32_t *out) {
@@ -83,6 +97,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     int profile = 0, micro = 0;
     wgpt_bench_micro_opts mo = {.runs = 10};
     uint32_t micro_runs = 10;
+    double peak = 0;
     wgpt_gpu_options opt = {.adapter_index = -1};
     for (int i = 1; i < argc; i++) {
         uint32_t *dst = NULL;
@@ -105,6 +120,16 @@ int wgpt_cmd_bench(int argc, char **argv) {
             *d = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
             if (!end || end == argv[i + 1] || *end || !(*d > 0 && *d <= 16)) {
                 fprintf(stderr, "wgpt bench: %s needs a number in (0, 16], e.g. 0.0625\n", argv[i]);
+                return 2;
+            }
+            i++;
+            continue;
+        }
+        if (strcmp(argv[i], "--peak-tflops") == 0) {
+            char *end = NULL;
+            peak = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
+            if (!end || end == argv[i + 1] || *end || !(peak > 0 && peak < 1e6)) {
+                fprintf(stderr, "wgpt bench: --peak-tflops needs the chip's fp32 peak in TFLOP/s, e.g. 67\n");
                 return 2;
             }
             i++;
@@ -202,8 +227,11 @@ int wgpt_cmd_bench(int argc, char **argv) {
     double tps = (double)B * T / (ms * 1e-3);
     // 6N + 6*L*C*T FLOPs per token (forward and backward; attention's QK and AV)
     double flops = 6.0 * np + 6.0 * c.num_layers * c.channels * T;
-    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s (batch %u, T %u)\n", ms, tps, flops * tps * 1e-12, B,
-           T);
+    double tf = flops * tps * 1e-12;
+    if (!peak) peak = known_peak_(line);
+    char mfu[96] = "";
+    if (peak > 0) snprintf(mfu, sizeof mfu, ", MFU %.1f%% of %.0f TFLOP/s fp32", 100 * tf / peak, peak);
+    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u)\n", ms, tps, tf, mfu, B, T);
     rc = 0;
 done:
     free(params), free(tok), free(tgt);
