@@ -13,7 +13,7 @@
 # ref/wgpt = reference ms/step over wgpt ms/step (above 1: wgpt is faster). "cores" is
 # the process's CPU time over its wall time (warm-up and set-up included): lavapipe
 # uses every core, the reference one. "loss" is the last step's; the two must agree.
-# About 50 s on a 2-core machine. Raw outputs: --out (default runs/cpu-compare-DATE).
+# About 50 s on a 2-core machine. Raw outputs and this summary: --out (default runs/cpu-compare-DATE).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -40,6 +40,7 @@ for b in "$wgpt" "$ref"; do
 done
 out=${out:-runs/cpu-compare-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || exit 1
+exec > >(tee "$out/summary.txt") 2>&1  # what it prints, kept beside the raw outputs
 
 # --- what this is measured on ---------------------------------------------------------
 echo "== cpu_compare.sh, $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
