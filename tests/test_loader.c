@@ -431,6 +431,11 @@ static void large_corpus_is_not_copied(void **state) {
     while (wgpt_loader_next_val(l, in, tg) == 1) {
     }
     long grown = rss_anon_kb_() - before;
+#ifdef __SANITIZE_ADDRESS__
+    // AddressSanitizer's shadow of the mapped file (1 byte per 8) is anonymous
+    // memory that it touches as the loader reads: allow it, not a copy.
+    grown -= N * 2 / 8 / 1024;
+#endif
     if (grown > 1024) fail_msg("anonymous memory grew by %ld kB for a %d kB corpus", grown, N * 2 / 1024);
     assert_int_equal(wgpt_loader_train_windows(l), (N - N / 10 - 1) / T);
     wgpt_loader_free(l);
