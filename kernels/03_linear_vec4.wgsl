@@ -38,29 +38,29 @@ const MT: u32 = 16u;   // threads per tile edge: 16 x 16 = WG
 var<workgroup> mm_a: array<vec4<f32>, 512>;
 var<workgroup> mm_b: array<vec4<f32>, 512>;
 // This thread's 8 x 8 outputs: mm_acc[2 i + h] holds row mm_row(i), columns
-// mm_col(h) .. + 3. Rows ty*4..+3 and 64+ty*4..+3 (columns likewise with tx):
-// a warp's stage reads are broadcasts (A) or 256 consecutive bytes (B), and
-// its global stores 16 adjacent vec4s.
+// mm_col(h) .. + 3. Rows ty*4..+3 and 64+ty*4..+3 (columns likewise with tx);
+// a warp is 8 tx by 4 ty (mm_tx, mm_ty): its stage reads are 4 broadcasts (A)
+// and 128 consecutive bytes (B), its global stores 8 adjacent vec4s a row.
 var<private> mm_acc: array<vec4<f32>, 16>;
-// Row sums of the A tile (matmul_backward_weight_vec4's bias), rows as mm_acc's.
-var<private> mm_bsum: array<vec4<f32>, 2>;
 // The next stage's global loads, held while this stage computes.
 var<private> mm_pa: array<vec4<f32>, 2>;
 var<private> mm_pb: array<vec4<f32>, 2>;
 
+fn mm_tx(tid: u32) -> u32 { return (tid % 8u) + 8u * ((tid / 32u) % 2u); }
+fn mm_ty(tid: u32) -> u32 { return ((tid / 8u) % 4u) + 4u * (tid / 64u); }
 fn mm_row(ty: u32, i: u32) -> u32 { return ty * 4u + (i % 4u) + (i / 4u) * 64u; }
 fn mm_col(tx: u32, h: u32) -> u32 { return tx * 4u + h * 64u; }
 
 fn mm_zero() {
     for (var i = 0u; i < 16u; i++) { mm_acc[i] = vec4<f32>(0.0); }
-    mm_bsum[0] = vec4<f32>(0.0);
-    mm_bsum[1] = vec4<f32>(0.0);
 }
 
 // Loads of an operand whose tile rows run along k (inp, weight of forward;
 // dout of backward_input): 128 rows x MK values = 512 vec4s, two a thread;
-// thread t takes row t % 128 so that the transposed stores of a warp hit 32
-// consecutive floats. Zero outside (rows, k).
+// thread t takes row t / 4, k run t % 4, so a warp reads 8 rows of 64
+// contiguous bytes (their transposed stores then meet 4-way bank conflicts;
+// measured on the H200, coalesced loads win: docs/kernels/03_linear_vec4.md).
+// Zero outside (rows, k).
 fn mm_load_rows(src_v: vec4<f32>, row: u32, kq: u32, rows: u32, k: u32, k0: u32) -> vec4<f32> {
     if (row < rows && k0 + kq * 4u < k) { return src_v; }
     return vec4<f32>(0.0);
@@ -110,14 +110,6 @@ fn mm_stage(tx: u32, ty: u32) {
     }
 }
 
-// The A tile's row sums over one stage (the bias gradient rides along).
-fn mm_stage_rowsum(ty: u32) {
-    for (var kk = 0u; kk < MK; kk++) {
-        mm_bsum[0] += mm_a[kk * MV + ty];
-        mm_bsum[1] += mm_a[kk * MV + MT + ty];
-    }
-}
-
 // The k range of workgroup z: [k_begin, k_end).
 fn mm_k_begin(z: u32, ks: u32, split: u32) -> u32 { return select(0u, z * ks, split != 0u); }
 fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k, (z + 1u) * ks), split != 0u); }
@@ -135,8 +127,8 @@ fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
     let k4 = p.k / 4u;
     for (var q = 0u; q < 2u; q++) {
         let idx = tid + WG * q;
-        let r = idx % MB;
-        let kq = idx / MB;
+        let r = idx / 4u;
+        let kq = idx % 4u;
         let kv = k0 / 4u + kq;
         var va = vec4<f32>(0.0);
         var vb = vec4<f32>(0.0);
@@ -149,8 +141,8 @@ fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
 
 @compute @workgroup_size(WG)
 fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = tid % MT;
-    let ty = tid / MT;
+    let tx = mm_tx(tid);
+    let ty = mm_ty(tid);
     let row0 = wg.y * MB;
     let col0 = wg.x * MB;
     let kb = mm_k_begin(wg.z, p.ks, p.split);
@@ -160,8 +152,8 @@ fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workg
     for (var k0 = kb; k0 < ke; k0 += MK) {
         for (var q = 0u; q < 2u; q++) {
             let idx = tid + WG * q;
-            mm_store_a_t(mm_pa[q], idx % MB, idx / MB);
-            mm_store_b_t(mm_pb[q], idx % MB, idx / MB);
+            mm_store_a_t(mm_pa[q], idx / 4u, idx % 4u);
+            mm_store_b_t(mm_pb[q], idx / 4u, idx % 4u);
         }
         workgroupBarrier();
         if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }  // in flight during the stage
@@ -199,8 +191,8 @@ fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
     let n4 = p.n / 4u;
     for (var q = 0u; q < 2u; q++) {
         let idx = tid + WG * q;
-        let r = idx % MB;   // A: tile row, k run idx / MB
-        let kv = k0 / 4u + idx / MB;
+        let r = idx / 4u;   // A: tile row, k run idx % 4
+        let kv = k0 / 4u + idx % 4u;
         var va = vec4<f32>(0.0);
         if (row0 + r < p.m && kv < p.k / 4u) { va = dout[(row0 + r) * ld4 + p.off / 4u + kv]; }
         mm_pa[q] = va;
@@ -214,8 +206,8 @@ fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
 
 @compute @workgroup_size(WG)
 fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = tid % MT;
-    let ty = tid / MT;
+    let tx = mm_tx(tid);
+    let ty = mm_ty(tid);
     let row0 = wg.y * MB;
     let col0 = wg.x * MB;
     let kb = mm_k_begin(wg.z, p.ks, p.split);
@@ -225,7 +217,7 @@ fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builti
     for (var k0 = kb; k0 < ke; k0 += MK) {
         for (var q = 0u; q < 2u; q++) {
             let idx = tid + WG * q;
-            mm_store_a_t(mm_pa[q], idx % MB, idx / MB);
+            mm_store_a_t(mm_pa[q], idx / 4u, idx % 4u);
             mm_b[idx] = mm_pb[q];
         }
         workgroupBarrier();
@@ -254,8 +246,8 @@ fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builti
 
 // --- KERNEL: matmul_backward_weight_vec4 ---
 // dweight[r, c] += sum_k dout[k, off + r] * inp[k, c], and with flag bit 1
-// dbias[r] += sum_k dout[k, off + r]: the bias gradient is the A tile's row
-// sums, taken by the workgroups of the first column of tiles. Both tiles are
+// dbias[r] += sum_k dout[k, off + r]: the bias gradient, summed over the
+// workgroup's k range by the workgroups of the first column of tiles. Both tiles are
 // loaded along their output index, as they are. Split: the weight partials
 // go to part[z] (m x n floats each), the bias partials to bpart[z] (m each).
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (k, ld)
@@ -283,8 +275,8 @@ fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
 
 @compute @workgroup_size(WG)
 fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = tid % MT;
-    let ty = tid / MT;
+    let tx = mm_tx(tid);
+    let ty = mm_ty(tid);
     let row0 = wg.y * MB;
     let col0 = wg.x * MB;
     let kb = mm_k_begin(wg.z, p.ks, p.split);
@@ -301,7 +293,6 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
         workgroupBarrier();
         if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }
         mm_stage(tx, ty);
-        if (with_bias) { mm_stage_rowsum(ty); }
         workgroupBarrier();
     }
     let n4 = p.n / 4u;
@@ -319,15 +310,28 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
             }
         }
     }
-    if (with_bias && tx == 0u) {
+    // The bias: after the product, so the stage loop stays as lean as the
+    // other passes' (summing the A tile inside it cost the H200 a fifth of
+    // this kernel's speed even when no bias was asked for). 8 phases of k
+    // per vec4 column, folded in order through the now idle stage tile.
+    if (with_bias) {
         let m4 = p.m / 4u;
-        for (var h = 0u; h < 2u; h++) {
-            let rv = row0 / 4u + ty + h * MT;  // rows mm_row(ty, 4h) .. + 3
-            if (rv >= m4) { continue; }
+        let cv = tid % MV;
+        let ph = tid / MV;
+        let col = row0 / 4u + cv;
+        var s = vec4<f32>(0.0);
+        if (col < m4) {
+            for (var k = kb + ph; k < ke; k += WG / MV) { s += dout[k * (p.ld / 4u) + p.off / 4u + col]; }
+        }
+        mm_a[tid] = s;
+        workgroupBarrier();
+        if (ph == 0u && col < m4) {
+            var t = mm_a[cv];
+            for (var q = 1u; q < WG / MV; q++) { t += mm_a[q * MV + cv]; }
             if (p.split != 0u) {
-                dbias[wg.z * m4 + rv] = mm_bsum[h];
+                dbias[wg.z * m4 + col] = t;
             } else {
-                dbias[rv] = dbias[rv] + mm_bsum[h];
+                dbias[col] = dbias[col] + t;
             }
         }
     }
