@@ -53,6 +53,10 @@ void wgpt_buf_free(wgpt_buf *b) {
 
 uint64_t wgpt_buf_size(const wgpt_buf *b) { return b->size; }
 
+uint64_t wgpt_view_bytes(wgpt_view v) {
+    return v.size ? v.size : (v.offset < v.buf->size ? v.buf->size - v.offset : 0);
+}
+
 static int check_range_(wgpt_gpu *g, const wgpt_buf *b, uint64_t offset, uint64_t bytes, const char *op) {
     if (offset % 4 || bytes % 4)
         return wgpt_gpu_fail_(g, "%s of buffer '%s': offset %llu and size %llu must be multiples of 4", op, b->label,

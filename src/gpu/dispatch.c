@@ -22,7 +22,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
             wgpt_gpu_fail_(g, "kernel '%s': binding %d has no buffer", k->name, i);
             return NULL;
         }
-        uint64_t size = v->size ? v->size : (v->offset < v->buf->size ? v->buf->size - v->offset : 0);
+        uint64_t size = wgpt_view_bytes(*v);
         if (v->offset % g->info.storage_offset_align) {
             wgpt_gpu_fail_(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
                               "of %u (minStorageBufferOffsetAlignment)",

@@ -100,6 +100,9 @@ typedef struct wgpt_view {
     uint64_t offset, size;
 } wgpt_view;
 
+// Bytes a view covers: its size, or (size 0) from its offset to the buffer's end.
+uint64_t wgpt_view_bytes(wgpt_view v);
+
 // Binds views to bindings 0..nviews-1 of group 0 and, if params_size > 0, a
 // uniform holding a copy of params at binding nviews. Created once, reused by
 // every dispatch. Checks offsets and sizes against the device's limits.

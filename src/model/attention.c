@@ -70,8 +70,7 @@ static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *
                      uint64_t floats) {
     uint64_t need = floats * 4;
     if (!v->buf) return wgpt_gpu_fail(g, "%s: %s %s has no buffer", fn, name, shape);
-    uint64_t size = wgpt_buf_size(v->buf);
-    uint64_t have = v->size ? v->size : (v->offset < size ? size - v->offset : 0);
+    uint64_t have = wgpt_view_bytes(*v);
     if (have < need)
         return wgpt_gpu_fail(g, "%s: %s %s needs %llu bytes; the view has %llu", fn, name, shape,
                               (unsigned long long)need, (unsigned long long)have);

@@ -9,7 +9,7 @@ typedef struct ce_params {
 
 // The _vec4 twins bind the logits as vec4s: every row and the view must start
 // on a 16-byte boundary. (Row chunks start at multiples of 64 rows.)
-static int ce_vec4(wgpt_view logits, uint32_t Vp) { return Vp % 4 == 0 && logits.offset % 16 == 0; }
+static int ce_vec4(wgpt_view logits, uint32_t Vp) { return Vp % 4 == 0 && wgpt_views_vec4(&logits, 1); }
 
 int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
                               wgpt_view logits, wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp) {

@@ -29,10 +29,7 @@ static uint64_t ew_chunk(wgpt_gpu *g, uint64_t n) {
 }
 
 int wgpt_ew_vec4_ok(const wgpt_view *views, int nviews, uint64_t n) {
-    if (n % 4) return 0;
-    for (int i = 0; i < nviews; i++)
-        if (views[i].offset % 16) return 0;
-    return 1;
+    return n % 4 == 0 && wgpt_views_vec4(views, nviews);
 }
 
 // Appends `kernel` (or its _vec4 twin where wgpt_ew_vec4_ok) over n floats:

@@ -40,9 +40,7 @@ enum { LN_GPU, LN_GPU_VEC4, LN_CPU };
 // chunks then start on 16 bytes too), offsets on 16 bytes, C held in registers.
 static int ln_pick(const wgpt_gpu *g, uint32_t C, const wgpt_view *vc, int nvc) {
     if (wgpt_kernel_variant_cpu(g)) return LN_CPU;
-    if (C % 4 || C > LN_V4_MAX_C) return LN_GPU;
-    for (int i = 0; i < nvc; i++)
-        if (vc[i].offset % 16) return LN_GPU;
+    if (C % 4 || C > LN_V4_MAX_C || !wgpt_views_vec4(vc, nvc)) return LN_GPU;
     return LN_GPU_VEC4;
 }
 

@@ -34,8 +34,7 @@ static wgpt_view sub_(wgpt_view v, uint64_t at, uint64_t bytes) {
 // 0 if v holds at least `floats` floats, else -1 naming the argument.
 static int check_view_(wgpt_gpu *g, const char *what, wgpt_view v, uint64_t floats) {
     if (!v.buf) return wgpt_gpu_fail(g, "linear: %s has no buffer", what);
-    uint64_t size = wgpt_buf_size(v.buf);
-    uint64_t bytes = v.size ? v.size : (v.offset < size ? size - v.offset : 0);
+    uint64_t size = wgpt_buf_size(v.buf), bytes = wgpt_view_bytes(v);
     if (v.offset + bytes > size || bytes < floats * 4)
         return wgpt_gpu_fail(g, "linear: %s covers %llu bytes from byte %llu of a %llu-byte buffer; it needs %llu",
                               what, (unsigned long long)bytes, (unsigned long long)v.offset,
@@ -124,16 +123,11 @@ uint64_t wgpt_linear_scratch_bytes(uint32_t N, uint32_t C, uint32_t OC) {
     return b;
 }
 
-static uint64_t view_bytes_(wgpt_view v) {
-    uint64_t size = wgpt_buf_size(v.buf);
-    return v.size ? v.size : (v.offset < size ? size - v.offset : 0);
-}
-
 // The vec4 kernels take every row as whole vec4s (C, OC multiples of 4), the
 // tensors in one binding each (no row chunks), and a scratch of >= 256 bytes.
 static int v4_ok_(wgpt_gpu *g, wgpt_view scratch, uint32_t C, uint32_t OC, uint64_t rows_n, uint64_t rows_o,
                   uint32_t N) {
-    if (wgpt_kernel_variant_cpu(g) || !scratch.buf || view_bytes_(scratch) < 256) return 0;
+    if (wgpt_kernel_variant_cpu(g) || !scratch.buf || wgpt_view_bytes(scratch) < 256) return 0;
     return C % 4 == 0 && OC % 4 == 0 && rows_n >= N && rows_o >= OC;
 }
 
@@ -149,7 +143,7 @@ static int v4_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view part, wgpt_view bias, 
 
 static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
                        uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
-    v4_split sp = v4_split_(N, OC, C, 0, view_bytes_(scratch));
+    v4_split sp = v4_split_(N, OC, C, 0, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * OC * 4);
     inp = sub_(inp, 0, (uint64_t)N * C * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
@@ -164,7 +158,7 @@ static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, w
 
 static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout, wgpt_view weight, uint32_t N,
                               uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch) {
-    v4_split sp = v4_split_(N, C, OC, 0, view_bytes_(scratch));
+    v4_split sp = v4_split_(N, C, OC, 0, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * C * 4), none = {0};
     dout = sub_(dout, 0, (uint64_t)N * OC * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
@@ -181,7 +175,7 @@ static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_vie
 static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dbias, wgpt_view dout,
                                wgpt_view inp, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
     int with_bias = dbias.buf != NULL;
-    v4_split sp = v4_split_(OC, C, N, with_bias, view_bytes_(scratch));
+    v4_split sp = v4_split_(OC, C, N, with_bias, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     uint64_t wbytes = align256_((uint64_t)sp.n * OC * C * 4);
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * OC * C * 4);

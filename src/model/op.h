@@ -33,6 +33,14 @@ static inline int wgpt_view_part(wgpt_view v, uint64_t off, uint64_t bytes, wgpt
     return 1;
 }
 
+// 1 if every view starts on a 16-byte boundary, as kernels that bind their
+// arrays as vec4s need (the *_vec4 twins).
+static inline int wgpt_views_vec4(const wgpt_view *views, int nviews) {
+    for (int i = 0; i < nviews; i++)
+        if (views[i].offset % 16) return 0;
+    return 1;
+}
+
 // Records every step, in order, into the current batch.
 int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op);
 

@@ -72,8 +72,7 @@ static wgpt_view opt_view(wgpt_view base, const opt_chunk *c) {
 // The base view holds at least `floats` floats.
 static int opt_covers(wgpt_view v, uint64_t floats) {
     if (!v.buf) return 0;
-    uint64_t size = v.size ? v.size : (v.offset < wgpt_buf_size(v.buf) ? wgpt_buf_size(v.buf) - v.offset : 0);
-    return size >= floats * 4;
+    return wgpt_view_bytes(v) >= floats * 4;
 }
 
 static uint64_t opt_ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -219,8 +218,7 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
             wgpt_view vs[5] = {opt_view(params, &chunks[c]), opt_view(grads, &chunks[c]), opt_view(m, &chunks[c]),
                                opt_view(v, &chunks[c]), st};
             // The vec4 twin where the chunk's floats and the four arrays' views line up on vec4s.
-            int vec4 = p->n % 4 == 0 && p->start % 4 == 0;
-            for (int k = 0; k < 4; k++) vec4 = vec4 && vs[k].offset % 16 == 0;
+            int vec4 = p->n % 4 == 0 && p->start % 4 == 0 && wgpt_views_vec4(vs, 4);
             h->binds[h->n] = wgpt_op_add1d(g, op, vec4 ? "adamw_update_vec4" : "adamw_update", vs, 5, p, sizeof *p,
                                            wgpt_groups(vec4 ? chunks[c].n / 4 : chunks[c].n));
             if (!h->binds[h->n]) {
