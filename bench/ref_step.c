@@ -97,12 +97,7 @@ int main(int argc, char **argv) {
         goto done;
     }
     wgpt_gpt2_init_params(&c, m.params, 1337);
-    uint64_t s = 42;  // wgpt bench's tokens
-    for (size_t i = 0; i < bt; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        tok[i] = (int)((s >> 33) % c.vocab_size);
-    }
-    for (size_t i = 0; i < bt; i++) tgt[i] = tok[(i + 1) % bt];
+    wgpt_gpt2_bench_tokens(&c, tok, tgt, bt);  // wgpt bench's tokens
     printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens\n", c.num_layers,
            c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T);
     printf("host memory: %.1f MiB parameters+gradients+AdamW, %.1f MiB activations and their gradients\n",
@@ -135,8 +130,7 @@ int main(int argc, char **argv) {
     }
     double ms = (now_() - t0) * 1e3 / steps;
     double tps = (double)bt / (ms * 1e-3);
-    // 6N + 6*L*C*T FLOPs per token, as wgpt bench counts them
-    double flops = 6.0 * np + 6.0 * c.num_layers * c.channels * T;
+    double flops = wgpt_gpt2_flops_per_token(&c, T);
     printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s (batch %u, T %u)\n", ms, tps, flops * tps * 1e-12, B,
            T);
     rc_exit = 0;

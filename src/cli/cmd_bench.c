@@ -187,12 +187,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         goto done;
     }
     wgpt_gpt2_init_params(&c, params, 1337);
-    uint64_t s = 42;
-    for (size_t i = 0; i < (size_t)B * T; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        tok[i] = (int)((s >> 33) % c.vocab_size);
-    }
-    for (size_t i = 0; i < (size_t)B * T; i++) tgt[i] = tok[(i + 1) % ((size_t)B * T)];
+    wgpt_gpt2_bench_tokens(&c, tok, tgt, (size_t)B * T);
     if (wgpt_gpt2_set_params(m, params) < 0) {
         fprintf(stderr, "wgpt bench: %s\n", wgpt_gpt2_error(m));
         goto done;
@@ -225,8 +220,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     double ms = (now_() - t0) * 1e3 / steps;
     if (profile) print_profile_(g);
     double tps = (double)B * T / (ms * 1e-3);
-    // 6N + 6*L*C*T FLOPs per token (forward and backward; attention's QK and AV)
-    double flops = 6.0 * np + 6.0 * c.num_layers * c.channels * T;
+    double flops = wgpt_gpt2_flops_per_token(&c, T);
     double tf = flops * tps * 1e-12;
     if (!peak) peak = known_peak_(line);
     char mfu[96] = "";

@@ -51,6 +51,15 @@ void wgpt_gpt2_param_sizes(const wgpt_gpt2_config *c, size_t sizes[WGPT_GPT2_NUM
 // weights 1, biases 0, padded vocabulary rows 0.
 void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t seed);
 
+// The benchmarks' synthetic batch (`wgpt bench`, bench/ref_step.c): n
+// pseudo-random token ids below the vocabulary size, the same for every run,
+// and as targets the next token (wrapping round).
+void wgpt_gpt2_bench_tokens(const wgpt_gpt2_config *c, int *tokens, int *targets, size_t n);
+
+// Training FLOPs per token, as the benchmarks count them: 6N for the
+// parameters' forward and backward, plus 6 L C T for attention's QK^T and AV.
+double wgpt_gpt2_flops_per_token(const wgpt_gpt2_config *c, uint32_t T);
+
 // Allocates everything for batches of B sequences of T tokens (T <= maxT) and
 // prepares every op. Returns NULL with err filled (names the limit that fails).
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,

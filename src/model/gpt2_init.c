@@ -30,3 +30,19 @@ void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t se
         p += sizes[t];
     }
 }
+
+void wgpt_gpt2_bench_tokens(const wgpt_gpt2_config *c, int *tokens, int *targets, size_t n) {
+    uint64_t s = 42;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[i] = (int)((s >> 33) % c->vocab_size);
+    }
+    for (size_t i = 0; i < n; i++) targets[i] = tokens[(i + 1) % n];
+}
+
+double wgpt_gpt2_flops_per_token(const wgpt_gpt2_config *c, uint32_t T) {
+    size_t sizes[WGPT_GPT2_NUM_TENSORS], n = 0;
+    wgpt_gpt2_param_sizes(c, sizes);
+    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) n += sizes[t];
+    return 6.0 * (double)n + 6.0 * c->num_layers * c->channels * T;
+}
