@@ -10,9 +10,9 @@
 // flags it prints) and src/model/gpt2_init.c; no GPU code, no Dawn.
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
+#include "cli/options.h"
 #include "model/gpt2.h"    // defines: wgpt_gpt2_config, wgpt_gpt2_init_params (gpt2_init.c)
 #include "ref/gpt2_ref.h"  // defines: ref_gpt2_*, ref_adamw_update
 
@@ -35,47 +35,34 @@ static double now_(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int arg_u32_(const char *s, uint32_t *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v <= 0 || v > 1 << 30) return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static void usage_(FILE *f) {
-    fprintf(f,
-            "usage: bench_ref_step [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                      [--vocab V]\n\n"
-            "Times `wgpt bench`'s training step (same options, defaults, parameters and tokens)\n"
-            "in the plain C reference of tests/ref on one CPU thread: 2 warm-up steps, then the\n"
-            "mean of N timed steps (default 10).\n");
-}
+static const char USAGE_[] =
+    "usage: bench_ref_step [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
+    "                      [--vocab V]\n\n"
+    "Times `wgpt bench`'s training step (same options, defaults, parameters and tokens)\n"
+    "in the plain C reference of tests/ref on one CPU thread: 2 warm-up steps, then the\n"
+    "mean of N timed steps (default 10).\n";
 
 int main(int argc, char **argv) {
     wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
                           .num_layers = 12, .num_heads = 12, .channels = 768};
     uint32_t B = 4, T = 1024, steps = 10;
-    for (int i = 1; i < argc; i++) {
-        uint32_t *dst = NULL;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage_(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--batch") == 0) dst = &B;
-        else if (strcmp(argv[i], "--seq") == 0) dst = &T;
-        else if (strcmp(argv[i], "--steps") == 0) dst = &steps;
-        else if (strcmp(argv[i], "--layers") == 0) dst = &c.num_layers;
-        else if (strcmp(argv[i], "--heads") == 0) dst = &c.num_heads;
-        else if (strcmp(argv[i], "--channels") == 0) dst = &c.channels;
-        else if (strcmp(argv[i], "--vocab") == 0) dst = &c.vocab_size;
-        if (!dst || i + 1 >= argc || arg_u32_(argv[i + 1], dst) < 0) {
-            fprintf(stderr, "bench_ref_step: bad option '%s'%s\n", argv[i], dst ? " (needs a positive number)" : "");
-            usage_(stderr);
+    const wgpt_opt opts[] = {
+        {"batch", WGPT_OPT_U32, &B, "sequences a step"},
+        {"seq", WGPT_OPT_U32, &T, "tokens a sequence"},
+        {"steps", WGPT_OPT_U32, &steps, "timed steps"},
+        {"layers", WGPT_OPT_U32, &c.num_layers, "transformer blocks"},
+        {"heads", WGPT_OPT_U32, &c.num_heads, "attention heads"},
+        {"channels", WGPT_OPT_U32, &c.channels, "width"},
+        {"vocab", WGPT_OPT_U32, &c.vocab_size, "vocabulary size"},
+    };
+    int nopts = (int)(sizeof opts / sizeof opts[0]), npos = 0;
+    int prc = wgpt_opts_parse(argc, argv, opts, nopts, USAGE_, NULL, 0, &npos);
+    if (prc) return prc == 1 ? 0 : 2;
+    for (int i = 0; i < nopts; i++)
+        if (*(uint32_t *)opts[i].dst == 0) {
+            fprintf(stderr, "bench_ref_step: --%s needs a positive number\n", opts[i].name);
             return 2;
         }
-        i++;
-    }
     c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
     if (T > c.max_seq_len) c.max_seq_len = T;
 
