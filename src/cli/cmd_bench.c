@@ -6,11 +6,12 @@
 
 #include "cli/bench_micro.h"  // wgpt_bench_micro_run
 #include "cli/commands.h"
+#include "cli/gpu_args.h"
+#include "cli/options.h"
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
 
-static void usage_(FILE *f) {
-    fprintf(f,
+static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
             "                  [--vocab V] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
@@ -27,8 +28,7 @@ static void usage_(FILE *f) {
             "percentage of a plain copy). F scales the sizes (matmul rows 4096, 256 MiB arrays),\n"
             "W the matmuls' C and OC; both default to 1, or 1/16 on a CPU adapter (lavapipe).\n"
             "--micro-wall times with the wall clock around each submission even where the\n"
-            "device has timestamps.\n");
-}
+            "device has timestamps.\n";
 
 static double now_(void) {
     struct timespec ts;
@@ -46,14 +46,6 @@ static const struct {
 static double known_peak_(const char *adapter) {
     for (size_t i = 0; i < sizeof PEAKS_ / sizeof PEAKS_[0]; i++)
         if (strstr(adapter, PEAKS_[i].name)) return PEAKS_[i].tflops;
-    return 0;
-}
-
-static int arg_u32_(const char *s, uint32_t *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*end || v <= 0 || v > 1 << 30) return -1;
-    *out = (uint32_t)v;
     return 0;
 }
 
@@ -93,70 +85,49 @@ static void print_profile_(wgpt_gpu *g) {
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
                           .num_layers = 12, .num_heads = 12, .channels = 768};
-    uint32_t B = 4, T = 1024, steps = 10;
-    int profile = 0, micro = 0;
-    wgpt_bench_micro_opts mo = {.runs = 10};
-    uint32_t micro_runs = 10;
-    double peak = 0;
-    wgpt_gpu_options opt = {.adapter_index = -1};
-    for (int i = 1; i < argc; i++) {
-        uint32_t *dst = NULL;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage_(stdout);
-            return 0;
-        }
-        if (strcmp(argv[i], "--profile") == 0) {
-            profile = opt.profile = 1;
-            continue;
-        }
-        if (strcmp(argv[i], "--micro") == 0 || strcmp(argv[i], "--micro-wall") == 0) {
-            micro = 1;
-            mo.wall_clock |= strcmp(argv[i], "--micro-wall") == 0;
-            continue;
-        }
-        if (strcmp(argv[i], "--micro-scale") == 0 || strcmp(argv[i], "--micro-width") == 0) {
-            double *d = strcmp(argv[i], "--micro-scale") == 0 ? &mo.scale : &mo.width;
-            char *end = NULL;
-            *d = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
-            if (!end || end == argv[i + 1] || *end || !(*d > 0 && *d <= 16)) {
-                fprintf(stderr, "wgpt bench: %s needs a number in (0, 16], e.g. 0.0625\n", argv[i]);
-                return 2;
-            }
-            i++;
-            continue;
-        }
-        if (strcmp(argv[i], "--peak-tflops") == 0) {
-            char *end = NULL;
-            peak = i + 1 < argc ? strtod(argv[i + 1], &end) : 0;
-            if (!end || end == argv[i + 1] || *end || !(peak > 0 && peak < 1e6)) {
-                fprintf(stderr, "wgpt bench: --peak-tflops needs the chip's fp32 peak in TFLOP/s, e.g. 67\n");
-                return 2;
-            }
-            i++;
-            continue;
-        }
-        if (strcmp(argv[i], "--adapter") == 0 && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end == 0 && v >= 0) opt.adapter_index = (int)v;
-            else opt.adapter_name = argv[i];
-            continue;
-        }
-        if (strcmp(argv[i], "--batch") == 0) dst = &B;
-        else if (strcmp(argv[i], "--seq") == 0) dst = &T;
-        else if (strcmp(argv[i], "--steps") == 0) dst = &steps;
-        else if (strcmp(argv[i], "--layers") == 0) dst = &c.num_layers;
-        else if (strcmp(argv[i], "--heads") == 0) dst = &c.num_heads;
-        else if (strcmp(argv[i], "--channels") == 0) dst = &c.channels;
-        else if (strcmp(argv[i], "--vocab") == 0) dst = &c.vocab_size;
-        else if (strcmp(argv[i], "--micro-runs") == 0) dst = &micro_runs;
-        if (!dst || i + 1 >= argc || arg_u32_(argv[i + 1], dst) < 0) {
-            fprintf(stderr, "wgpt bench: bad option '%s'%s\n", argv[i], dst ? " (needs a positive number)" : "");
-            usage_(stderr);
+    uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10;
+    int profile = 0, micro = 0, micro_wall = 0;
+    float scale = 0, width = 0, peak = 0;
+    const char *adapter = NULL;
+    const wgpt_opt opts[] = {
+        {"batch", WGPT_OPT_U32, &B, "sequences a step"},
+        {"seq", WGPT_OPT_U32, &T, "tokens a sequence"},
+        {"steps", WGPT_OPT_U32, &steps, "timed steps"},
+        {"layers", WGPT_OPT_U32, &c.num_layers, "transformer blocks"},
+        {"heads", WGPT_OPT_U32, &c.num_heads, "attention heads"},
+        {"channels", WGPT_OPT_U32, &c.channels, "width"},
+        {"vocab", WGPT_OPT_U32, &c.vocab_size, "vocabulary size (padded to a multiple of 128)"},
+        {"profile", WGPT_OPT_FLAG, &profile, "GPU time per kernel"},
+        {"peak-tflops", WGPT_OPT_F32, &peak, "the chip's fp32 peak for MFU (0: the known figure, if any)"},
+        {"micro", WGPT_OPT_FLAG, &micro, "time single kernels instead"},
+        {"micro-scale", WGPT_OPT_F32, &scale, "--micro sizes, in (0, 16] (0: 1, or 1/16 on a CPU)"},
+        {"micro-width", WGPT_OPT_F32, &width, "--micro matmul C and OC, in (0, 16] (0: as --micro-scale's)"},
+        {"micro-runs", WGPT_OPT_U32, &micro_runs, "--micro runs behind each median"},
+        {"micro-wall", WGPT_OPT_FLAG, &micro_wall, "--micro with the wall clock (implies --micro)"},
+        {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
+    };
+    int npos = 0;
+    int prc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), USAGE_, NULL, 0, &npos);
+    if (prc) return prc == 1 ? 0 : 2;
+    uint32_t *counts[] = {&B, &T, &steps, &c.num_layers, &c.num_heads, &c.channels, &c.vocab_size, &micro_runs};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+        if (*counts[i] == 0 || *counts[i] > 1u << 30) {
+            fprintf(stderr, "wgpt bench: every count (batch, seq, steps, layers, heads, channels, vocab, "
+                            "micro-runs) must be in 1..2^30\n");
             return 2;
         }
-        i++;
+    if (!(scale >= 0 && scale <= 16) || !(width >= 0 && width <= 16)) {
+        fprintf(stderr, "wgpt bench: --micro-scale and --micro-width need a number in (0, 16], e.g. 0.0625\n");
+        return 2;
     }
+    if (!(peak >= 0 && peak < 1e6)) {
+        fprintf(stderr, "wgpt bench: --peak-tflops needs the chip's fp32 peak in TFLOP/s, e.g. 67\n");
+        return 2;
+    }
+    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile};
+    wgpt_gpu_args_apply(&opt, adapter);
+    wgpt_bench_micro_opts mo = {.scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall};
+    micro |= micro_wall;
     if (micro) {
         mo.runs = (int)micro_runs;
         return wgpt_bench_micro_run(&opt, &mo);
