@@ -55,17 +55,12 @@ fn mm_zero() {
     for (var i = 0u; i < 16u; i++) { mm_acc[i] = vec4<f32>(0.0); }
 }
 
-// Loads of an operand whose tile rows run along k (inp, weight of forward;
-// dout of backward_input): 128 rows x MK values = 512 vec4s, two a thread;
-// thread t takes row t / 4, k run t % 4, so a warp reads 8 rows of 64
-// contiguous bytes (their transposed stores then meet 4-way bank conflicts;
-// measured on the H200, coalesced loads win: docs/kernels/03_linear_vec4.md).
-// Zero outside (rows, k).
-fn mm_load_rows(src_v: vec4<f32>, row: u32, kq: u32, rows: u32, k: u32, k0: u32) -> vec4<f32> {
-    if (row < rows && k0 + kq * 4u < k) { return src_v; }
-    return vec4<f32>(0.0);
-}
-
+// Operands whose tile rows run along k (inp, weight of forward; dout of
+// backward_input) come as 128 rows x MK values = 512 vec4s, two a thread
+// (each kernel's load_, zero outside the matrices): thread t takes row t / 4,
+// k run t % 4, so a warp reads 8 rows of 64 contiguous bytes (their
+// transposed stores below then meet 4-way bank conflicts; measured on the
+// H200, coalesced loads win: docs/kernels/03_linear_vec4.md).
 // Stores a k-run vec4 (4 consecutive k of tile row r) transposed into a stage tile.
 fn mm_store_a_t(v: vec4<f32>, r: u32, kq: u32) {
     let base = kq * 4u * MV + r / 4u;
