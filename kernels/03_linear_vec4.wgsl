@@ -24,7 +24,7 @@ struct MatmulParams {
     ld: u32,     // row stride (floats) of the column-offset operand (out, dout; the reduce's dst)
     off: u32,    // its first column
     flag: u32,   // bit 0: add to the output (backward_input, reduce); bit 1: bias (forward, backward_weight, reduce)
-    ks: u32,     // k per split (a multiple of MK)
+    ks: u32,     // k per split (a multiple of 4)
     split: u32,  // 1: write partials to part[wg.z] (m x n floats each)
 }
 
@@ -32,19 +32,23 @@ const MB: u32 = 128u;  // output tile edge, rows and columns
 const MK: u32 = 16u;   // k per stage
 const MV: u32 = 32u;   // vec4s per tile row: MB / 4
 const MT: u32 = 16u;   // threads per tile edge: 16 x 16 = WG
+const MKQ: u32 = 4u;   // vec4s per k run of a tile row: MK / 4
+const MQ: u32 = 2u;    // vec4s a thread loads per operand and stage: MK * MV / WG
+const MS: u32 = 512u;  // vec4s per stage tile: MK * MV
+const MD: u32 = 1u;    // stage tiles in workgroup memory: 2 overlaps a stage's stores with the previous stage's reads
 
 // Stage tiles, k-major: mm_a[kk * MV + i] holds rows 4i..4i+3 of the A tile
 // at k0 + kk, mm_b[kk * MV + j] columns 4j..4j+3 of the B tile. 16 KiB.
-var<workgroup> mm_a: array<vec4<f32>, 512>;
-var<workgroup> mm_b: array<vec4<f32>, 512>;
+var<workgroup> mm_a: array<vec4<f32>, MS * MD>;
+var<workgroup> mm_b: array<vec4<f32>, MS * MD>;
 // This thread's 8 x 8 outputs: mm_acc[2 i + h] holds row mm_row(i), columns
 // mm_col(h) .. + 3. Rows ty*4..+3 and 64+ty*4..+3 (columns likewise with tx);
 // a warp is 8 tx by 4 ty (mm_tx, mm_ty): its stage reads are 4 broadcasts (A)
 // and 128 consecutive bytes (B), its global stores 8 adjacent vec4s a row.
 var<private> mm_acc: array<vec4<f32>, 16>;
 // The next stage's global loads, held while this stage computes.
-var<private> mm_pa: array<vec4<f32>, 2>;
-var<private> mm_pb: array<vec4<f32>, 2>;
+var<private> mm_pa: array<vec4<f32>, MQ>;
+var<private> mm_pb: array<vec4<f32>, MQ>;
 
 fn mm_tx(tid: u32) -> u32 { return (tid % 8u) + 8u * ((tid / 32u) % 2u); }
 fn mm_ty(tid: u32) -> u32 { return ((tid / 8u) % 4u) + 4u * (tid / 64u); }
@@ -62,16 +66,16 @@ fn mm_zero() {
 // transposed stores below then meet 4-way bank conflicts; measured on the
 // H200, coalesced loads win: docs/kernels/03_linear_vec4.md).
 // Stores a k-run vec4 (4 consecutive k of tile row r) transposed into a stage tile.
-fn mm_store_a_t(v: vec4<f32>, r: u32, kq: u32) {
-    let base = kq * 4u * MV + r / 4u;
+fn mm_store_a_t(v: vec4<f32>, r: u32, kq: u32, sb: u32) {
+    let base = sb + kq * 4u * MV + r / 4u;
     let c = r % 4u;
     mm_a[base][c] = v.x;
     mm_a[base + MV][c] = v.y;
     mm_a[base + 2u * MV][c] = v.z;
     mm_a[base + 3u * MV][c] = v.w;
 }
-fn mm_store_b_t(v: vec4<f32>, r: u32, kq: u32) {
-    let base = kq * 4u * MV + r / 4u;
+fn mm_store_b_t(v: vec4<f32>, r: u32, kq: u32, sb: u32) {
+    let base = sb + kq * 4u * MV + r / 4u;
     let c = r % 4u;
     mm_b[base][c] = v.x;
     mm_b[base + MV][c] = v.y;
@@ -80,12 +84,12 @@ fn mm_store_b_t(v: vec4<f32>, r: u32, kq: u32) {
 }
 
 // acc += A_tile^T B_tile over one stage: per k, 4 vec4 loads feed 64 FMAs.
-fn mm_stage(tx: u32, ty: u32) {
+fn mm_stage(tx: u32, ty: u32, sb: u32) {
     for (var kk = 0u; kk < MK; kk++) {
-        let a0 = mm_a[kk * MV + ty];
-        let a1 = mm_a[kk * MV + MT + ty];
-        let b0 = mm_b[kk * MV + tx];
-        let b1 = mm_b[kk * MV + MT + tx];
+        let a0 = mm_a[sb + kk * MV + ty];
+        let a1 = mm_a[sb + kk * MV + MT + ty];
+        let b0 = mm_b[sb + kk * MV + tx];
+        let b1 = mm_b[sb + kk * MV + MT + tx];
         mm_acc[0] = fma(vec4<f32>(a0.x), b0, mm_acc[0]);
         mm_acc[1] = fma(vec4<f32>(a0.x), b1, mm_acc[1]);
         mm_acc[2] = fma(vec4<f32>(a0.y), b0, mm_acc[2]);
@@ -118,17 +122,17 @@ fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k
 @group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;   // (m, ld), or the partials (split)
 @group(0) @binding(4) var<uniform> p: MatmulParams;
 
-fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
+fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let k4 = p.k / 4u;
-    for (var q = 0u; q < 2u; q++) {
+    for (var q = 0u; q < MQ; q++) {
         let idx = tid + WG * q;
-        let r = idx / 4u;
-        let kq = idx % 4u;
+        let r = idx / MKQ;
+        let kq = idx % MKQ;
         let kv = k0 / 4u + kq;
         var va = vec4<f32>(0.0);
         var vb = vec4<f32>(0.0);
-        if (row0 + r < p.m && kv < k4) { va = inp[(row0 + r) * k4 + kv]; }
-        if (col0 + r < p.n && kv < k4) { vb = weight[(col0 + r) * k4 + kv]; }
+        if (row0 + r < p.m && kv < ke / 4u) { va = inp[(row0 + r) * k4 + kv]; }
+        if (col0 + r < p.n && kv < ke / 4u) { vb = weight[(col0 + r) * k4 + kv]; }
         mm_pa[q] = va;
         mm_pb[q] = vb;
     }
@@ -143,17 +147,19 @@ fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workg
     let kb = mm_k_begin(wg.z, p.ks, p.split);
     let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
     mm_zero();
-    load_(kb, row0, col0, tid);
+    load_(kb, ke, row0, col0, tid);
+    var sb = 0u;  // the stage tile this stage fills
     for (var k0 = kb; k0 < ke; k0 += MK) {
-        for (var q = 0u; q < 2u; q++) {
+        for (var q = 0u; q < MQ; q++) {
             let idx = tid + WG * q;
-            mm_store_a_t(mm_pa[q], idx / 4u, idx % 4u);
-            mm_store_b_t(mm_pb[q], idx / 4u, idx % 4u);
+            mm_store_a_t(mm_pa[q], idx / MKQ, idx % MKQ, sb);
+            mm_store_b_t(mm_pb[q], idx / MKQ, idx % MKQ, sb);
         }
         workgroupBarrier();
-        if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }  // in flight during the stage
-        mm_stage(tx, ty);
-        workgroupBarrier();
+        if (k0 + MK < ke) { load_(k0 + MK, ke, row0, col0, tid); }  // in flight during the stage
+        mm_stage(tx, ty, sb);
+        if (MD == 1u) { workgroupBarrier(); }  // else the next stage fills the other tile
+        sb = (sb + MS) % (MS * MD);
     }
     let n4 = p.n / 4u;
     for (var i = 0u; i < 8u; i++) {
@@ -181,20 +187,20 @@ fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workg
 @group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n), or the partials (split)
 @group(0) @binding(3) var<uniform> p: MatmulParams;
 
-fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
+fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let ld4 = p.ld / 4u;
     let n4 = p.n / 4u;
-    for (var q = 0u; q < 2u; q++) {
+    for (var q = 0u; q < MQ; q++) {
         let idx = tid + WG * q;
-        let r = idx / 4u;   // A: tile row, k run idx % 4
-        let kv = k0 / 4u + idx % 4u;
+        let r = idx / MKQ;  // A: tile row, k run idx % MKQ
+        let kv = k0 / 4u + idx % MKQ;
         var va = vec4<f32>(0.0);
-        if (row0 + r < p.m && kv < p.k / 4u) { va = dout[(row0 + r) * ld4 + p.off / 4u + kv]; }
+        if (row0 + r < p.m && kv < ke / 4u) { va = dout[(row0 + r) * ld4 + p.off / 4u + kv]; }
         mm_pa[q] = va;
         let kr = idx / MV;  // B: k row of the tile, vec4 column idx % MV
         let cv = col0 / 4u + idx % MV;
         var vb = vec4<f32>(0.0);
-        if (k0 + kr < p.k && cv < n4) { vb = weight[(k0 + kr) * n4 + cv]; }
+        if (k0 + kr < ke && cv < n4) { vb = weight[(k0 + kr) * n4 + cv]; }
         mm_pb[q] = vb;
     }
 }
@@ -208,17 +214,19 @@ fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builti
     let kb = mm_k_begin(wg.z, p.ks, p.split);
     let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
     mm_zero();
-    load_(kb, row0, col0, tid);
+    load_(kb, ke, row0, col0, tid);
+    var sb = 0u;  // the stage tile this stage fills
     for (var k0 = kb; k0 < ke; k0 += MK) {
-        for (var q = 0u; q < 2u; q++) {
+        for (var q = 0u; q < MQ; q++) {
             let idx = tid + WG * q;
-            mm_store_a_t(mm_pa[q], idx / 4u, idx % 4u);
-            mm_b[idx] = mm_pb[q];
+            mm_store_a_t(mm_pa[q], idx / MKQ, idx % MKQ, sb);
+            mm_b[sb + idx] = mm_pb[q];
         }
         workgroupBarrier();
-        if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }
-        mm_stage(tx, ty);
-        workgroupBarrier();
+        if (k0 + MK < ke) { load_(k0 + MK, ke, row0, col0, tid); }
+        mm_stage(tx, ty, sb);
+        if (MD == 1u) { workgroupBarrier(); }  // else the next stage fills the other tile
+        sb = (sb + MS) % (MS * MD);
     }
     let n4 = p.n / 4u;
     for (var i = 0u; i < 8u; i++) {
@@ -251,18 +259,18 @@ fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builti
 @group(0) @binding(3) var<storage, read_write> dbias: array<vec4<f32>>;    // (m), or its partials (split)
 @group(0) @binding(4) var<uniform> p: MatmulParams;
 
-fn load_(k0: u32, row0: u32, col0: u32, tid: u32) {
+fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let ld4 = p.ld / 4u;
     let n4 = p.n / 4u;
     let m4 = p.m / 4u;
-    for (var q = 0u; q < 2u; q++) {
+    for (var q = 0u; q < MQ; q++) {
         let idx = tid + WG * q;
         let kr = idx / MV;
         let v4 = idx % MV;
         var va = vec4<f32>(0.0);
         var vb = vec4<f32>(0.0);
-        if (k0 + kr < p.k && row0 / 4u + v4 < m4) { va = dout[(k0 + kr) * ld4 + (p.off + row0) / 4u + v4]; }
-        if (k0 + kr < p.k && col0 / 4u + v4 < n4) { vb = inp[(k0 + kr) * n4 + col0 / 4u + v4]; }
+        if (k0 + kr < ke && row0 / 4u + v4 < m4) { va = dout[(k0 + kr) * ld4 + (p.off + row0) / 4u + v4]; }
+        if (k0 + kr < ke && col0 / 4u + v4 < n4) { vb = inp[(k0 + kr) * n4 + col0 / 4u + v4]; }
         mm_pa[q] = va;
         mm_pb[q] = vb;
     }
@@ -278,17 +286,19 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
     let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
     let with_bias = (p.flag & 2u) != 0u && wg.x == 0u;  // uniform over the workgroup
     mm_zero();
-    load_(kb, row0, col0, tid);
+    load_(kb, ke, row0, col0, tid);
+    var sb = 0u;  // the stage tile this stage fills
     for (var k0 = kb; k0 < ke; k0 += MK) {
-        for (var q = 0u; q < 2u; q++) {
+        for (var q = 0u; q < MQ; q++) {
             let idx = tid + WG * q;
-            mm_a[idx] = mm_pa[q];
-            mm_b[idx] = mm_pb[q];
+            mm_a[sb + idx] = mm_pa[q];
+            mm_b[sb + idx] = mm_pb[q];
         }
         workgroupBarrier();
-        if (k0 + MK < ke) { load_(k0 + MK, row0, col0, tid); }
-        mm_stage(tx, ty);
-        workgroupBarrier();
+        if (k0 + MK < ke) { load_(k0 + MK, ke, row0, col0, tid); }
+        mm_stage(tx, ty, sb);
+        if (MD == 1u) { workgroupBarrier(); }  // else the next stage fills the other tile
+        sb = (sb + MS) % (MS * MD);
     }
     let n4 = p.n / 4u;
     for (var i = 0u; i < 8u; i++) {
@@ -310,6 +320,7 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
     // this kernel's speed even when no bias was asked for). 8 phases of k
     // per vec4 column, folded in order through the now idle stage tile.
     if (with_bias) {
+        workgroupBarrier();  // every thread is done with the stage tiles
         let m4 = p.m / 4u;
         let cv = tid % MV;
         let ph = tid / MV;

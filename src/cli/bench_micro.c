@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/gpt2.h"
+#include "model/linear.h"
 
 #define FILL_PIECE (1u << 20)  // floats generated and uploaded at a time (4 MiB)
 
@@ -111,6 +112,8 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
            wgpt_bench_micro_scaled(64u << 20, b.scale, 1024) * 4 / 1048576.0, b.width,
            cpu && (scale <= 0 || width <= 0) ? "; a CPU adapter: 1/16 by default" : "");
     print_step_memory_(b.g);
+    if (mo->splits) printf("splits: every matmul's k in %u parts (--micro-splits)\n", mo->splits);
+    wgpt_linear_force_splits(mo->splits);
     fflush(stdout);
     int rc = wgpt_bench_micro_matmul(&b) < 0 || wgpt_bench_micro_memory(&b) < 0;
     wgpt_gpu_close(b.g);

@@ -15,7 +15,7 @@ static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
             "                  [--vocab V] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
-            "                  [--adapter N|NAME]\n\n"
+            "                  [--micro-splits S] [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
@@ -28,7 +28,8 @@ static const char USAGE_[] =
             "percentage of a plain copy). F scales the sizes (matmul rows 4096, 256 MiB arrays),\n"
             "W the matmuls' C and OC; both default to 1, or 1/16 on a CPU adapter (lavapipe).\n"
             "--micro-wall times with the wall clock around each submission even where the\n"
-            "device has timestamps.\n";
+            "device has timestamps. --micro-splits S splits every matmul's sum over k in S parts\n"
+            "(S = 1: none) instead of the count wgpt picks for the shape: for finding the best.\n";
 
 static double now_(void) {
     struct timespec ts;
@@ -85,7 +86,7 @@ static void print_profile_(wgpt_gpu *g) {
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
                           .num_layers = 12, .num_heads = 12, .channels = 768};
-    uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10;
+    uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, micro = 0, micro_wall = 0;
     float scale = 0, width = 0, peak = 0;
     const char *adapter = NULL;
@@ -104,6 +105,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"micro-width", WGPT_OPT_F32, &width, "--micro matmul C and OC, in (0, 16] (0: as --micro-scale's)"},
         {"micro-runs", WGPT_OPT_U32, &micro_runs, "--micro runs behind each median"},
         {"micro-wall", WGPT_OPT_FLAG, &micro_wall, "--micro with the wall clock (implies --micro)"},
+        {"micro-splits", WGPT_OPT_U32, &micro_splits, "--micro: split every matmul's k in S parts (0: the default)"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
     };
     int npos = 0;
@@ -126,7 +128,12 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile};
     wgpt_gpu_args_apply(&opt, adapter);
-    wgpt_bench_micro_opts mo = {.scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall};
+    if (micro_splits > 64) {
+        fprintf(stderr, "wgpt bench: --micro-splits must be in 0..64, got %u\n", micro_splits);
+        return 2;
+    }
+    wgpt_bench_micro_opts mo = {
+        .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
     micro |= micro_wall;
     if (micro) {
         mo.runs = (int)micro_runs;

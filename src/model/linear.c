@@ -93,6 +93,11 @@ typedef struct v4_split {
 
 static uint64_t align256_(uint64_t b) { return (b + 255) & ~(uint64_t)255; }
 
+// wgpt_linear_force_splits: 0, or the split count every vec4 matmul asks for.
+static uint32_t forced_splits_;
+
+void wgpt_linear_force_splits(uint32_t splits) { forced_splits_ = splits; }
+
 // The split of a (m, n) output over k, within `scratch_bytes` (partials of
 // m x n floats, plus m floats each if with_bias).
 static v4_split v4_split_(uint64_t m, uint64_t n, uint32_t k, int with_bias, uint64_t scratch_bytes) {
@@ -101,6 +106,7 @@ static v4_split v4_split_(uint64_t m, uint64_t n, uint32_t k, int with_bias, uin
     uint64_t most_k = k / V4_MIN_KS;
     if (want > most_k) want = most_k;
     if (want > V4_MAX_SPLITS) want = V4_MAX_SPLITS;
+    if (forced_splits_) want = forced_splits_ < k / V4_MK ? forced_splits_ : k / V4_MK;
     while (want > 1 && align256_(want * m * n * 4) + (with_bias ? want * m * 4 : 0) > scratch_bytes) want--;
     if (want <= 1) return (v4_split){1, k};
     uint32_t ks = (uint32_t)((k + want - 1) / want);
