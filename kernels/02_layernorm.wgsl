@@ -4,6 +4,14 @@
 // Dispatch: the row kernels take one workgroup of WG threads per row, N
 // workgroups through dispatch1d (2D past 65535); layernorm_backward_params
 // takes one workgroup per LN_COLS columns, ceil(C / LN_COLS) workgroups.
+// Its two-phase replacement on GPUs (the host picks it when given a
+// scratch): layernorm_params_part (or layernorm_params_part_vec4, for
+// C % 4 == 0 and 16-byte aligned views) sums blocks of LN_PART_ROWS rows into
+// the scratch `part`, ceil(C / LN_COLS) (vec4: ceil(C / 4 / LN_COLS)) column
+// groups x ceil(N / LN_PART_ROWS) blocks of workgroups through dispatch1d;
+// then layernorm_params_reduce adds the blocks' partials in block order into
+// dweight/dbias, ceil(C / LN_COLS) workgroups. Deterministic: every order of
+// additions is fixed by (N, C).
 // CPU twins (for llvmpipe; src/model/variant.h picks): layernorm_forward_flat
 // and layernorm_backward_input_flat, same bindings and params, one invocation
 // per row, LN_FLAT_WG rows a workgroup, ceil(N / LN_FLAT_WG) workgroups
@@ -23,9 +31,12 @@ struct LnParams {
 }
 
 const LN_EPS: f32 = 1e-5;
-// layernorm_backward_params: a workgroup is LN_COLS columns x LN_LANES row lanes.
+// layernorm_backward_params (and the two-phase kernels): a workgroup is
+// LN_COLS columns (vec4 columns in _part_vec4) x LN_LANES row lanes.
 const LN_COLS: u32 = 32u;
 const LN_LANES: u32 = 8u;   // LN_COLS * LN_LANES == WG
+// The two-phase kernels: rows of a block (LN_PART_ROWS / LN_LANES = 8 a lane).
+const LN_PART_ROWS: u32 = 64u;
 
 // The flat kernels: rows per workgroup, one per invocation.
 const LN_FLAT_WG: u32 = 64u;
@@ -68,6 +79,11 @@ fn sum4(x: vec4<f32>) -> f32 {
 // One row per workgroup; the 2D fallback spreads rows over (x, y).
 fn ln_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
+}
+
+// Row blocks of the two-phase kernels in a dispatch of n rows.
+fn ln_part_blocks(n: u32) -> u32 {
+    return (n + LN_PART_ROWS - 1u) / LN_PART_ROWS;
 }
 
 // --- KERNEL: layernorm_forward ---
@@ -270,6 +286,161 @@ fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin
             let d = dout[n * p.C + c];
             dw += d * (inp[n * p.C + c] - mean[n]) * rstd[n];
             db += d;
+        }
+    }
+    sh_dw[tid] = dw;
+    sh_db[tid] = db;
+    workgroupBarrier();
+    if (lane == 0u && c < p.C) {
+        var tw = 0.0;
+        var tb = 0.0;
+        for (var l = 0u; l < LN_LANES; l++) {
+            tw += sh_dw[l * LN_COLS + col];
+            tb += sh_db[l * LN_COLS + col];
+        }
+        dweight[c] += tw;
+        dbias[c] += tb;
+    }
+}
+
+// --- KERNEL: layernorm_params_part ---
+// Phase 1 of the two-phase dweight/dbias (then layernorm_params_reduce).
+// Workgroup w (a flat index: 2D past 65535) takes the LN_COLS columns of
+// column group w % ceil(C / LN_COLS) in row block blk = w / ceil(C / LN_COLS):
+// rows [blk * LN_PART_ROWS, + LN_PART_ROWS) of this dispatch. Lane l sums
+// rows l, l + 8, ... of the block in order, lane 0 folds the 8 lanes in order
+// and writes the block's partials: part[blk * C + c] = sum of dout * xhat,
+// part[(nblk + blk) * C + c] = sum of dout (nblk = ceil(N / LN_PART_ROWS)).
+// Workgroups past the last block (the 2D grid's tail) leave at once.
+@group(0) @binding(0) var<storage, read_write> part: array<f32>;  // (2, nblk, C)
+@group(0) @binding(1) var<storage, read> dout: array<f32>;        // (N, C)
+@group(0) @binding(2) var<storage, read> inp: array<f32>;         // (N, C)
+@group(0) @binding(3) var<storage, read> mean: array<f32>;        // (N)
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;        // (N)
+@group(0) @binding(5) var<uniform> p: LnParams;
+
+var<workgroup> sh_dw: array<f32, WG>;
+var<workgroup> sh_db: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn layernorm_params_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                         @builtin(num_workgroups) nwg: vec3<u32>) {
+    let col = tid % LN_COLS;
+    let lane = tid / LN_COLS;
+    let groups = (p.C + LN_COLS - 1u) / LN_COLS;
+    let w = wid.x + wid.y * nwg.x;
+    let blk = w / groups;
+    let nblk = ln_part_blocks(p.N);
+    if (blk >= nblk) { return; }  // uniform: the whole workgroup leaves
+    let c = (w % groups) * LN_COLS + col;
+    var dw = 0.0;
+    var db = 0.0;
+    if (c < p.C) {
+        for (var i = 0u; i < LN_PART_ROWS / LN_LANES; i++) {
+            let n = blk * LN_PART_ROWS + lane + i * LN_LANES;
+            if (n < p.N) {
+                let d = dout[n * p.C + c];
+                dw += d * (inp[n * p.C + c] - mean[n]) * rstd[n];
+                db += d;
+            }
+        }
+    }
+    sh_dw[tid] = dw;
+    sh_db[tid] = db;
+    workgroupBarrier();
+    if (lane == 0u && c < p.C) {
+        var tw = 0.0;
+        var tb = 0.0;
+        for (var l = 0u; l < LN_LANES; l++) {
+            tw += sh_dw[l * LN_COLS + col];
+            tb += sh_db[l * LN_COLS + col];
+        }
+        part[blk * p.C + c] = tw;
+        part[(nblk + blk) * p.C + c] = tb;
+    }
+}
+
+// --- KERNEL: layernorm_params_part_vec4 ---
+// layernorm_params_part on vec4 columns (C % 4 == 0; dout, inp and
+// part bound as vec4s at 16-byte aligned offsets): a workgroup takes LN_COLS
+// vec4 columns (4 * LN_COLS floats), ceil(C / 4 / LN_COLS) column groups.
+// Same partials, same per-column order of additions.
+@group(0) @binding(0) var<storage, read_write> part: array<vec4<f32>>;  // (2, nblk, C / 4)
+@group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;        // (N, C / 4)
+@group(0) @binding(2) var<storage, read> inp: array<vec4<f32>>;         // (N, C / 4)
+@group(0) @binding(3) var<storage, read> mean: array<f32>;              // (N)
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;              // (N)
+@group(0) @binding(5) var<uniform> p: LnParams;
+
+var<workgroup> sh_dw: array<vec4<f32>, WG>;
+var<workgroup> sh_db: array<vec4<f32>, WG>;
+
+@compute @workgroup_size(WG)
+fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                              @builtin(num_workgroups) nwg: vec3<u32>) {
+    let col = tid % LN_COLS;
+    let lane = tid / LN_COLS;
+    let c4 = p.C / 4u;
+    let groups = (c4 + LN_COLS - 1u) / LN_COLS;
+    let w = wid.x + wid.y * nwg.x;
+    let blk = w / groups;
+    let nblk = ln_part_blocks(p.N);
+    if (blk >= nblk) { return; }
+    let j = (w % groups) * LN_COLS + col;
+    var dw = vec4<f32>(0.0);
+    var db = vec4<f32>(0.0);
+    if (j < c4) {
+        for (var i = 0u; i < LN_PART_ROWS / LN_LANES; i++) {
+            let n = blk * LN_PART_ROWS + lane + i * LN_LANES;
+            if (n < p.N) {
+                let d = dout[n * c4 + j];
+                dw += d * (inp[n * c4 + j] - mean[n]) * rstd[n];
+                db += d;
+            }
+        }
+    }
+    sh_dw[tid] = dw;
+    sh_db[tid] = db;
+    workgroupBarrier();
+    if (lane == 0u && j < c4) {
+        var tw = vec4<f32>(0.0);
+        var tb = vec4<f32>(0.0);
+        for (var l = 0u; l < LN_LANES; l++) {
+            tw += sh_dw[l * LN_COLS + col];
+            tb += sh_db[l * LN_COLS + col];
+        }
+        part[blk * c4 + j] = tw;
+        part[(nblk + blk) * c4 + j] = tb;
+    }
+}
+
+// --- KERNEL: layernorm_params_reduce ---
+// Phase 2: dweight[c] += the sum of the nblk partials part[b * C + c],
+// dbias[c] += that of part[(nblk + b) * C + c] (from either part kernel), a
+// workgroup per LN_COLS columns: lane l adds blocks l, l + 8, ... in order,
+// lane 0 folds the 8 lanes in order and adds the total once. N is the
+// dispatch's rows (nblk = ceil(N / LN_PART_ROWS)), as in phase 1.
+@group(0) @binding(0) var<storage, read_write> dweight: array<f32>;  // (C)
+@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;    // (C)
+@group(0) @binding(2) var<storage, read> part: array<f32>;           // (2, nblk, C)
+@group(0) @binding(3) var<uniform> p: LnParams;
+
+var<workgroup> sh_dw: array<f32, WG>;
+var<workgroup> sh_db: array<f32, WG>;
+
+@compute @workgroup_size(WG)
+fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                           @builtin(num_workgroups) nwg: vec3<u32>) {
+    let col = tid % LN_COLS;
+    let lane = tid / LN_COLS;
+    let c = (wid.x + wid.y * nwg.x) * LN_COLS + col;
+    let nblk = ln_part_blocks(p.N);
+    var dw = 0.0;
+    var db = 0.0;
+    if (c < p.C) {
+        for (var b = lane; b < nblk; b += LN_LANES) {
+            dw += part[b * p.C + c];
+            db += part[(nblk + b) * p.C + c];
         }
     }
     sh_dw[tid] = dw;

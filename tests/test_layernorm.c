@@ -4,26 +4,35 @@
 // are multiples of nothing, gradients pre-filled to check that they accumulate,
 // rows split over bindings (a device with a 64 KiB binding limit), the 2D grid
 // past 65535 rows, and bit-identical results run to run. Every case runs
-// twice: with the GPU row kernels (a workgroup per row) and with their flat
-// CPU twins (an invocation per row; model/variant.h), same reference.
+// twice: with the GPU kernels (a workgroup per row; dweight/dbias in two
+// phases through a scratch: row blocks, then the blocks in order) and with
+// their flat CPU twins (an invocation per row; model/variant.h; dweight/dbias
+// by the one-pass column kernel), same reference. The one-pass kernel is
+// also run with the GPU kernels, without a scratch or with one too small.
 //
 // Tolerance (f32 on the GPU against double in tests/ref). The GPU kernels sum
 // a row of K terms as per-thread runs of ceil(K/256), then a tree of depth
 // log2(256) = 8; their vec4 versions (C % 4 == 0, C <= 1024) as per-thread
 // runs of ceil(K/64), then the row's 64 / sg subgroup sums in order after a
 // subgroup tree (at most 16 + 2 more for subgroups of 4 to 64 lanes); the CPU
-// twins in one chain of K; a column of dweight/dbias
-// (one kernel for both) as runs of ceil(rows/8), then 8 lanes in order, then
-// one add per row chunk. A reordered f32 sum whose longest chain is K
-// additions errs by at most K * 2^-24 * sum|terms|. The row outputs
+// twins in one chain of K; a column of dweight/dbias by the one-pass kernel
+// as runs of ceil(rows/8), then 8 lanes in order, then one add per row chunk;
+// by the two-phase kernels as runs of 64/8 = 8 rows, 8 lanes, then runs of
+// ceil(blocks/8) block partials (blocks of 64 rows in a chunk), 8 lanes, then
+// one add per row chunk: a shorter chain for N past ~200. A reordered f32 sum
+// whose longest chain is K additions errs by at most K * 2^-24 * sum|terms|
+// (first order; terms rounded themselves count in the 4 below). The row outputs
 // inherit the mean's error (|x| <= 5) times rstd (xhat = (x - mean) * rstd), so
 // each row's atol is chain * 2^-24 * 5 * 4 * (1 + rstd), squared for dinp (its
 // formula multiplies xhat by rstd again); each column's atol is 4 * 2^-24 *
-// (chain * sum|terms| + sum over rows of |dout| * 5 * rstd). 4 covers the few
+// (chain * sum|terms| + row chain * sum over rows of |dout| * (5 * rstd +
+// |xhat|)), the second term each term's xhat error. 4 covers the few
 // roundings around each sum; rtol 8 ulp the element-wise arithmetic. Observed
-// errors are 3x to 30x below these bounds; the tests fail on a wrong eps
+// errors are 3x to 30x below these bounds (30x to 100x for the two-phase
+// column sums, whose xhat term dominates); the tests fail on a wrong eps
 // (1e-6), a one-pass variance, a lane left out of the column fold, the 2D row
-// index, dinp or dweight overwritten instead of accumulated.
+// index, dinp or dweight overwritten instead of accumulated, a row block or
+// a block partial left out of the two-phase sums.
 #include "test_util.h"
 
 #include "model/layernorm.h"
@@ -53,6 +62,11 @@ static int group_teardown(void **state) {
 // Per-test setups: which twin the wrappers pick (see BOTH in main).
 static int CPU;  // 1 while the CPU twins are in force
 
+// The scratch run_ gives the backward: wgpt_layernorm_scratch_bytes (the
+// default), none, or 256 bytes (too small for the cases that use it).
+enum { SCRATCH_FULL, SCRATCH_NONE, SCRATCH_SHORT };
+static int SCRATCH = SCRATCH_FULL;
+
 // 1 if the GPU row kernels run as their vec4 versions for rows of C (the
 // views here all start at 16-byte multiples): LN_V4_MAX_C in the kernel file.
 static int VEC4_(uint32_t C) { return !CPU && C % 4 == 0 && C <= 1024; }
@@ -60,12 +74,14 @@ static int use_gpu_kernels_(void **state) {
     (void)state;
     wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
     CPU = 0;
+    SCRATCH = SCRATCH_FULL;
     return 0;
 }
 static int use_cpu_kernels_(void **state) {
     (void)state;
     wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
     CPU = 1;
+    SCRATCH = SCRATCH_FULL;
     return 0;
 }
 
@@ -121,9 +137,11 @@ static void case_free_(ln_case *k) {
     free(k->out), free(k->mean), free(k->rstd), free(k->dinp), free(k->dw), free(k->db);
 }
 
-// GPU results of one forward + backward.
+// GPU results of one forward + backward, and how dweight/dbias were summed.
 typedef struct ln_got {
     float *out, *mean, *rstd, *dinp, *dw, *db;
+    int two_phase;   // 1: the two-phase kernels (else the one-pass kernel)
+    uint64_t chunk;  // rows per dispatch
 } ln_got;
 
 static void got_free_(ln_got *r) {
@@ -151,16 +169,39 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     uint64_t rows0 = wgpt_op_chunk_rows(g, N, C);
     uint64_t groups = CPU ? (rows0 + 63) / 64 : VEC4_(C) ? (rows0 + 3) / 4 : rows0;
     assert_int_equal(op.steps[0].x, groups < 65535 ? groups : 65535);
-    wgpt_buf *dout = NULL, *dinp = NULL, *dw = NULL, *db = NULL;
+    wgpt_buf *dout = NULL, *dinp = NULL, *dw = NULL, *db = NULL, *scratch = NULL;
+    // Blocks of 64 rows (LN_PART_ROWS) in the first chunk: two partials of C
+    // floats each.
+    uint64_t chunks = (N + rows0 - 1) / rows0, blocks0 = (rows0 + 63) / 64;
+    int two_phase = !CPU && SCRATCH == SCRATCH_FULL;
     if (backward) {
         dout = upload_(g, k->dout, NC, "dout"), dinp = upload_(g, k->dinp0, NC, "dinp");
         dw = upload_(g, k->dw0, C, "dweight"), db = upload_(g, k->db0, C, "dbias");
+        // The scratch at a 256-byte offset, every float 1e30 beforehand: a
+        // partial left unwritten would show in dweight/dbias.
+        uint64_t sbytes = SCRATCH == SCRATCH_SHORT ? 256 : wgpt_layernorm_scratch_bytes(N, C);
+        assert_true(sbytes >= 2 * blocks0 * C * 4 || SCRATCH == SCRATCH_SHORT);
+        assert_true(SCRATCH != SCRATCH_SHORT || 2 * blocks0 * C * 4 > sbytes);
+        float *junk = alloc_((256 + sbytes) / 4);
+        for (uint64_t i = 0; i < (256 + sbytes) / 4; i++) junk[i] = 1e30f;
+        scratch = upload_(g, junk, (256 + sbytes) / 4, "ln scratch");
+        free(junk);
+        wgpt_view vs = {SCRATCH == SCRATCH_NONE ? NULL : scratch, 256, sbytes};
+        int before = op.n;
         TU_OK(g, wgpt_layernorm_backward(g, &op, (wgpt_view){dinp, 0, 0}, (wgpt_view){dw, 0, 0},
                                          (wgpt_view){db, 0, 0}, (wgpt_view){dout, 0, 0}, (wgpt_view){inp, 0, 0},
-                                         (wgpt_view){w, 0, 0}, vmean, vrstd, N, C));
+                                         (wgpt_view){w, 0, 0}, vmean, vrstd, N, C, vs));
+        // The column sums in force: per chunk the input kernel, then the
+        // two-phase pair (phase 1 on ceil(cols / 32) x blocks workgroups,
+        // cols the vec4 columns when C % 4 == 0) or the one-pass kernel.
+        assert_int_equal(op.n - before, (int)chunks * (two_phase ? 3 : 2));
+        if (two_phase) {
+            uint64_t cols = C % 4 == 0 ? C / 4 : C, groups1 = (cols + 31) / 32 * blocks0;
+            assert_int_equal(op.steps[before + 1].x, groups1 < 65535 ? groups1 : 65535);
+        }
     }
     TU_OK(g, wgpt_op_record(g, &op));
-    ln_got r = {alloc_(NC), alloc_(N), alloc_(N), NULL, NULL, NULL};
+    ln_got r = {alloc_(NC), alloc_(N), alloc_(N), NULL, NULL, NULL, two_phase, rows0};
     TU_OK(g, wgpt_buf_download(g, out, 0, r.out, NC * 4));
     TU_OK(g, wgpt_buf_download(g, stats, 0, r.mean, (uint64_t)N * 4));
     TU_OK(g, wgpt_buf_download(g, stats, rstd_off, r.rstd, (uint64_t)N * 4));
@@ -172,7 +213,7 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     }
     wgpt_op_free(&op);
     wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(b), wgpt_buf_free(out), wgpt_buf_free(stats);
-    wgpt_buf_free(dout), wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(db);
+    wgpt_buf_free(dout), wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(db), wgpt_buf_free(scratch);
     return r;
 }
 
@@ -219,14 +260,17 @@ static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
         // Row sums of g = dout*w (<= 1.5) and g*xhat (<= 1.5 |xhat|).
         snprintf(what, sizeof what, "%s: backward dinp N=%u C=%u", v, N, C);
         assert_rows_close_(what, r.dinp, k.dinp, N, C, row_tol * 1.5f * 4.0f, a2);
-        // Column sums over N rows of dout*xhat and dout, in runs of
-        // ceil(rows/8) per chunk, then 8 lanes, then one add per chunk: chain
-        // ccol. Bound per column: ccol * 2^-24 * sum|terms|, plus each term's
-        // own xhat error, times 4: the row's mean and rstd come from sums of
+        // Column sums over N rows of dout*xhat and dout: chain ccol (one
+        // pass: runs of ceil(rows/8) per chunk, then 8 lanes, then one add
+        // per chunk; two phases: 8 rows, 8 lanes, ceil(blocks/8) partials, 8
+        // lanes, one add per chunk). Bound per column: ccol * 2^-24 *
+        // sum|terms|, plus each term's own xhat error, times 4: the row's
+        // mean and rstd come from sums of
         // row_chain additions, so xhat errs by row_chain * 2^-24 * (5 * rstd
         // + |xhat|) (the mean's error times rstd, rstd's relative error
         // times xhat); for the CPU twins' chains of C that term dominates.
-        float ccol = (float)((N + 7) / 8 + 8 + 8);
+        uint64_t chunks = (N + r.chunk - 1) / r.chunk, blocks = (r.chunk + 63) / 64;
+        float ccol = r.two_phase ? (float)(8 + 8 + (blocks + 7) / 8 + 8 + chunks) : (float)((N + 7) / 8 + 8 + 8);
         float *tw = alloc_(C), *tb = alloc_(C);
         for (uint32_t c = 0; c < C; c++) {
             double sw = 0, sb = 0, ex = 0;
@@ -271,6 +315,7 @@ static void gpt_like_shape(void **st) {
 static void odd_shapes(void **st) {
     (void)st;
     check_(G, 5, 771, 1);
+    check_(G, 200, 771, 1);  // 4 blocks of 64 rows (the last of 8) x 25 column groups (the last of 3)
     check_(G, 9, 256, 1);
     check_(G, 13, 1, 1);
     check_(G, 1, 300, 1);
@@ -426,6 +471,101 @@ static void vec4_kernels_stop_at_N(void **st) {
     free(rows), free(sent_rows), free(sent_n), free(vec), free(got);
 }
 
+// The one-pass column kernel with the GPU kernels: without a scratch, and
+// with one too small for the partials (256 bytes; (74, 48) needs 768); the
+// chunked shape too. run_ checks which kernels ran. GPU kernels only.
+static void one_pass_without_scratch(void **st) {
+    (void)st;
+    SCRATCH = SCRATCH_NONE;
+    check_(G, 74, 48, 1);
+    check_(G, 5, 771, 1);
+    check_(SPLIT, 300, 100, 1);
+    SCRATCH = SCRATCH_SHORT;
+    check_(G, 74, 48, 1);
+    SCRATCH = SCRATCH_FULL;
+}
+
+// The two-phase kernels' own bounds checks, bound directly (not through the
+// wrapper's exact views): N = 1001 rows (16 blocks of 64, the last of 41),
+// C = 8 (one column group, 24 idle columns; 2 vec4 columns, 30 idle);
+// inputs 64 rows longer than N (rows past N hold 1.0, mean 0, rstd 1: they
+// would add to every sum); phase 1 on a (5, 4) grid (16 blocks: 4 idle
+// workgroups), phase 2 on a (2, 2) grid (columns 8..127 idle). The partials
+// and dweight/dbias bindings are 64 floats longer, holding a sentinel that
+// must stay; the sums of both phase-1 kernels, reduced, match the N rows'.
+static void two_phase_kernels_stop_at_N_and_C(void **st) {
+    (void)st;
+    const float SENT = 12345.5f;
+    const uint32_t N = 1001, C = 8, NX = N + 64, NB = 16, NP = 2 * NB * C + 64, CX = C + 64;
+    const size_t NC = (size_t)N * C, NXC = (size_t)NX * C;
+    float *x = alloc_(NXC), *d = alloc_(NXC), *m = alloc_(NX), *r = alloc_(NX), *sp = alloc_(NP);
+    float *w0 = alloc_(CX), *b0 = alloc_(CX);
+    for (size_t i = 0; i < NXC; i++) {
+        x[i] = i < NC ? tu_randf(-1.0f, 1.0f) : 1.0f;
+        d[i] = i < NC ? tu_randf(-1.0f, 1.0f) : 1.0f;
+    }
+    for (uint32_t n = 0; n < NX; n++) {
+        m[n] = n < N ? tu_randf(-0.5f, 0.5f) : 0.0f;
+        r[n] = n < N ? tu_randf(0.5f, 1.5f) : 1.0f;
+    }
+    for (uint32_t i = 0; i < NP; i++) sp[i] = SENT;
+    for (uint32_t i = 0; i < CX; i++) {
+        w0[i] = i < C ? tu_randf(-1.0f, 1.0f) : SENT;
+        b0[i] = i < C ? tu_randf(-1.0f, 1.0f) : SENT;
+    }
+    wgpt_buf *bx = upload_(G, x, NXC, "x"), *bd = upload_(G, d, NXC, "dout"), *bm = upload_(G, m, NX, "mean");
+    wgpt_buf *br = upload_(G, r, NX, "rstd"), *p1 = upload_(G, sp, NP, "part"), *p4 = upload_(G, sp, NP, "part4");
+    wgpt_buf *dw1 = upload_(G, w0, CX, "dw1"), *db1 = upload_(G, b0, CX, "db1");
+    wgpt_buf *dw4 = upload_(G, w0, CX, "dw4"), *db4 = upload_(G, b0, CX, "db4");
+    struct { uint32_t N, C; } p = {N, C};  // LnParams
+    wgpt_view v1[5] = {{p1, 0, 0}, {bd, 0, 0}, {bx, 0, 0}, {bm, 0, 0}, {br, 0, 0}};
+    wgpt_view v4[5] = {{p4, 0, 0}, {bd, 0, 0}, {bx, 0, 0}, {bm, 0, 0}, {br, 0, 0}};
+    wgpt_view r1[3] = {{dw1, 0, 0}, {db1, 0, 0}, {p1, 0, 0}}, r4[3] = {{dw4, 0, 0}, {db4, 0, 0}, {p4, 0, 0}};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_part", v1, 5, &p, sizeof p, 5, 4, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_part_vec4", v4, 5, &p, sizeof p, 5, 4, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", r1, 3, &p, sizeof p, 2, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", r4, 3, &p, sizeof p, 2, 2, 1));
+    TU_OK(G, wgpt_op_record(G, &op));
+    // The reference in double, and each column's sum of |terms| for the bound.
+    float *ww = alloc_(C), *wb = alloc_(C), *tw = alloc_(C), *tb = alloc_(C), *got = alloc_(NP);
+    for (uint32_t c = 0; c < C; c++) {
+        double sw = 0, sb = 0, aw = 0, ab = 0;
+        for (uint32_t n = 0; n < N; n++) {
+            double dd = d[(size_t)n * C + c], t = dd * ((double)x[(size_t)n * C + c] - m[n]) * r[n];
+            sw += t, sb += dd, aw += fabs(t), ab += fabs(dd);
+        }
+        ww[c] = (float)(w0[c] + sw), wb[c] = (float)(b0[c] + sb);
+        // chain 8 + 8 + ceil(16 / 8) + 8 + 1 (see the top)
+        tw[c] = (float)(4.0 * EPS32 * 27 * (aw + fabs(w0[c])));
+        tb[c] = (float)(4.0 * EPS32 * 27 * (ab + fabs(b0[c])));
+    }
+    wgpt_buf *parts[2] = {p1, p4}, *dws[2] = {dw1, dw4}, *dbs[2] = {db1, db4};
+    for (int k = 0; k < 2; k++) {
+        const char *name = k ? "part_vec4" : "part";
+        char what[96];
+        TU_OK(G, wgpt_buf_download(G, parts[k], 0, got, (uint64_t)NP * 4));
+        for (uint32_t i = 2 * NB * C; i < NP; i++)
+            if (got[i] != SENT) fail_msg("%s: partial %u written, past %u", name, i, 2 * NB * C);
+        TU_OK(G, wgpt_buf_download(G, dws[k], 0, got, (uint64_t)CX * 4));
+        for (uint32_t i = C; i < CX; i++)
+            if (got[i] != SENT) fail_msg("%s: dweight %u written, past %u", name, i, C);
+        snprintf(what, sizeof what, "%s + reduce: dweight", name);
+        assert_rows_close_(what, got, ww, C, 1, 1.0f, tw);
+        TU_OK(G, wgpt_buf_download(G, dbs[k], 0, got, (uint64_t)CX * 4));
+        for (uint32_t i = C; i < CX; i++)
+            if (got[i] != SENT) fail_msg("%s: dbias %u written, past %u", name, i, C);
+        snprintf(what, sizeof what, "%s + reduce: dbias", name);
+        assert_rows_close_(what, got, wb, C, 1, 1.0f, tb);
+    }
+    wgpt_op_free(&op);
+    wgpt_buf_free(bx), wgpt_buf_free(bd), wgpt_buf_free(bm), wgpt_buf_free(br), wgpt_buf_free(p1);
+    wgpt_buf_free(p4), wgpt_buf_free(dw1), wgpt_buf_free(db1), wgpt_buf_free(dw4), wgpt_buf_free(db4);
+    free(x), free(d), free(m), free(r), free(sp), free(w0), free(b0);
+    free(ww), free(wb), free(tw), free(tb), free(got);
+}
+
 // Two runs of the same inputs give the same bits: no atomics, fixed order.
 static void deterministic(void **st) {
     (void)st;
@@ -455,6 +595,9 @@ int main(void) {
         BOTH(deterministic),
         BOTH(gpt2_widths),
         {"vec4_kernels_stop_at_N [gpu kernels]", vec4_kernels_stop_at_N, use_gpu_kernels_, NULL, NULL},
+        {"one_pass_without_scratch [gpu kernels]", one_pass_without_scratch, use_gpu_kernels_, NULL, NULL},
+        {"two_phase_kernels_stop_at_N_and_C [gpu kernels]", two_phase_kernels_stop_at_N_and_C, use_gpu_kernels_,
+         NULL, NULL},
     };
     return cmocka_run_group_tests_name("layernorm", tests, group_setup, group_teardown);
 }

@@ -97,6 +97,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->bucket, "embedding bucket", 1, wgpt_embedding_bucket_words((uint32_t)BT)},
         {&m->norm_scratch, "norm partials", 1, (wgpt_grad_norm_scratch_bytes(m->g, m->padded_params) + 3) / 4},
         {&m->opt_state, "optimizer state", 1, 4},
+        {&m->ln_scratch, "layernorm partials", 1, wgpt_layernorm_scratch_bytes(BT, C) / 4},
     };
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
     return m->training ? alloc_list_(m, backward, sizeof backward / sizeof backward[0]) : 0;
@@ -155,7 +156,8 @@ static int build_backward_(wgpt_gpt2 *m) {
                                    BT, C, Vp, 0, A(mm_scratch, 0)));
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
-                                      P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C));
+                                      P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
+                                      A(ln_scratch, 0)));
     for (int li = (int)last; li >= 0; li--) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
@@ -166,7 +168,8 @@ static int build_backward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_FCW, l), D(WGPT_FCB, l), A(dfch, 0), A(ln2, l),
                                        P(WGPT_FCW, l), BT, C, 4 * C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),
-                                          P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C));
+                                          P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C,
+                                          A(ln_scratch, 0)));
         // res2 = residual + attproj: d attproj = dres (now d res2)
         GPU_OK(m, wgpt_linear_backward(g, op, A(datty, 0), D(WGPT_ATTPROJW, l), D(WGPT_ATTPROJB, l), A(dres, 0),
                                        A(atty, l), P(WGPT_ATTPROJW, l), BT, C, C, 0, A(mm_scratch, 0)));
@@ -175,7 +178,8 @@ static int build_backward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_QKVW, l), D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l),
                                        P(WGPT_QKVW, l), BT, C, 3 * C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN1W, l), D(WGPT_LN1B, l), A(dln, 0), residual,
-                                          P(WGPT_LN1W, l), A(ln1_mean, l), A(ln1_rstd, l), BT, C));
+                                          P(WGPT_LN1W, l), A(ln1_mean, l), A(ln1_rstd, l), BT, C,
+                                          A(ln_scratch, 0)));
     }
     GPU_OK(m, wgpt_encoder_backward(g, op, D(WGPT_WTE, 0), D(WGPT_WPE, 0), A(dres, 0), A(bucket, 0), B, T, C, Vp));
     return 0;
@@ -268,7 +272,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->fcproj, &m->res3, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits, &m->losses,
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
                              &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
-                             &m->opt_state};
+                             &m->opt_state, &m->ln_scratch};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);
 }

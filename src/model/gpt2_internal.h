@@ -54,6 +54,7 @@ struct wgpt_gpt2 {
     wgpt_gpt2_act tokens, targets;                // u32 (B,T)
     wgpt_gpt2_act bucket;                         // embedding-backward index (see embedding.h)
     wgpt_gpt2_act norm_scratch, opt_state;        // gradient-norm partials; wgpt_optim_state
+    wgpt_gpt2_act ln_scratch;                     // the layernorms' dweight/dbias partials (layernorm.h)
 
     int training;  // grads, AdamW state and the backward exist
     int shared;    // params belong to another model (an inference instance)

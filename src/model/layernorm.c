@@ -9,6 +9,10 @@
 // LN_V4_MAX_C in the kernel file).
 #define LN_ROWS_PER_WG 4u
 #define LN_V4_MAX_C 1024u
+// The params kernels: columns (or vec4 columns) per workgroup, and rows per
+// block of the two-phase kernels (LN_COLS, LN_PART_ROWS in the kernel file).
+#define LN_COLS 32u
+#define LN_PART_ROWS 64u
 
 // The kernels' LnParams.
 typedef struct ln_params {
@@ -75,19 +79,43 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
     return 0;
 }
 
+// Bytes of the two-phase partials of `rows` rows: (2, blocks, C) floats.
+static uint64_t ln_part_bytes(uint64_t rows, uint32_t C) {
+    return 2 * ((rows + LN_PART_ROWS - 1) / LN_PART_ROWS) * C * 4;
+}
+
+uint64_t wgpt_layernorm_scratch_bytes(uint32_t N, uint32_t C) {
+    uint64_t b = (ln_part_bytes(N, C) + 255) / 256 * 256;
+    return b < 256 ? 256 : b;
+}
+
+// The column sums of a chunk: the two-phase kernels (into scratch, then into
+// dweight/dbias) on GPUs with a scratch that holds a chunk's partials, else
+// the one-pass kernel.
+static int ln_two_phase(wgpt_gpu *g, wgpt_view scratch, uint64_t chunk, uint32_t C) {
+    if (wgpt_kernel_variant_cpu(g) || !scratch.buf) return 0;
+    uint64_t need = ln_part_bytes(chunk, C);
+    return wgpt_view_bytes(scratch) >= need && need <= wgpt_gpu_get_info(g)->max_storage_binding;
+}
+
 int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
                             wgpt_view dout, wgpt_view inp, wgpt_view weight, wgpt_view mean, wgpt_view rstd,
-                            uint32_t N, uint32_t C) {
+                            uint32_t N, uint32_t C, wgpt_view scratch) {
     uint64_t NC = (uint64_t)N * C;
     if (N == 0 || C == 0) return 0;
     if (!ln_covers(dinp, NC) || !ln_covers(dout, NC) || !ln_covers(inp, NC) || !ln_covers(dweight, C) ||
         !ln_covers(dbias, C) || !ln_covers(weight, C) || !ln_covers(mean, N) || !ln_covers(rstd, N))
         return wgpt_gpu_fail(g, "layernorm_backward: a view is missing or smaller than its tensor (N=%u, C=%u)", N, C);
     uint64_t chunk = ln_chunk(g, N, C);
-    // 32 columns per workgroup: LN_COLS in the kernel file.
-    uint64_t col_groups = ((uint64_t)C + 31) / 32;
+    uint64_t col_groups = ((uint64_t)C + LN_COLS - 1) / LN_COLS;
     const wgpt_view vc[4] = {dinp, dout, inp, weight};
     int kind = ln_pick(g, C, vc, 4);
+    int two_phase = ln_two_phase(g, scratch, chunk, C);
+    // The vec4 phase 1 binds dout, inp and the partials as vec4s (row chunks
+    // then start on 16 bytes too).
+    const wgpt_view vp4[3] = {dout, inp, scratch};
+    int part_vec4 = two_phase && C % 4 == 0 && wgpt_views_vec4(vp4, 3);
+    uint64_t part_cols = part_vec4 ? C / 4 : C;
     static const char *const NAME[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
                                        "layernorm_backward_input_flat"};
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
@@ -100,6 +128,22 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
         if (!wgpt_op_add1d(g, op, NAME[kind], vi, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
         // Chunks add their column sums into dweight/dbias one after another: a
         // fixed order, so the result is still the same on every run.
+        if (two_phase) {
+            // Phase 1: (column groups) x (row blocks) workgroups write the
+            // blocks' partials; phase 2 adds them in block order. The next
+            // chunk's phase 1 reuses the scratch after this phase 2 (the
+            // dispatches of a pass run in order).
+            wgpt_view part = {scratch.buf, scratch.offset, ln_part_bytes(rows, C)};
+            wgpt_view v1[5] = {part, ln_rows(dout, r0, rows, C), ln_rows(inp, r0, rows, C),
+                               ln_rows(mean, r0, rows, 1), ln_rows(rstd, r0, rows, 1)};
+            uint64_t blocks = (rows + LN_PART_ROWS - 1) / LN_PART_ROWS;
+            uint64_t groups1 = (part_cols + LN_COLS - 1) / LN_COLS * blocks;
+            const char *k1 = part_vec4 ? "layernorm_params_part_vec4" : "layernorm_params_part";
+            if (!wgpt_op_add1d(g, op, k1, v1, 5, &p, sizeof p, groups1)) return -1;
+            wgpt_view v2[3] = {ln_vec(dweight, C), ln_vec(dbias, C), part};
+            if (!wgpt_op_add1d(g, op, "layernorm_params_reduce", v2, 3, &p, sizeof p, col_groups)) return -1;
+            continue;
+        }
         wgpt_view vp[6] = {
             ln_vec(dweight, C),         ln_vec(dbias, C),            ln_rows(dout, r0, rows, C),
             ln_rows(inp, r0, rows, C),  ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),

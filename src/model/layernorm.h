@@ -18,8 +18,19 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
 // dinp += the input gradient; dweight += sum over rows of dout * xhat;
 // dbias += sum over rows of dout. Deterministic (no atomics).
 // dinp, dout, inp (N, C); dweight, dbias, weight (C); mean, rstd (N) from the forward
+// scratch: a buffer range of wgpt_layernorm_scratch_bytes(N, C) bytes that
+// only this call's dispatches use (no other binding may share its buffer).
+// With it, on GPUs, dweight/dbias are summed in two phases (blocks of rows
+// into the scratch, then the blocks in order): the whole GPU works on them.
+// Without one (buf NULL), with a smaller one, or with the CPU twins
+// (model/variant.h), one kernel walks every row of its 32 columns.
 int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
                             wgpt_view dout, wgpt_view inp, wgpt_view weight, wgpt_view mean, wgpt_view rstd,
-                            uint32_t N, uint32_t C);
+                            uint32_t N, uint32_t C, wgpt_view scratch);
+
+// Bytes of scratch for the two-phase dweight/dbias of an (N, C) layernorm
+// (a multiple of 256, at least 256): two partials of C floats per block of
+// 64 rows.
+uint64_t wgpt_layernorm_scratch_bytes(uint32_t N, uint32_t C);
 
 #endif
