@@ -28,17 +28,21 @@ struct MatmulParams {
     split: u32,  // 1: write partials to part[wg.z] (m x n floats each)
 }
 
+// The stage shape was measured on the H200 (docs/kernels/03_linear_vec4.md):
+// k 8 per stage beat 16 (28.6 -> 35.8 TFLOP/s at 4096^3) and 32, and a
+// second stage tile (MD 2) lost at both; fewer live registers a thread is
+// the likely reason (two workgroups an SM instead of one).
 const MB: u32 = 128u;  // output tile edge, rows and columns
-const MK: u32 = 16u;   // k per stage
+const MK: u32 = 8u;    // k per stage
 const MV: u32 = 32u;   // vec4s per tile row: MB / 4
 const MT: u32 = 16u;   // threads per tile edge: 16 x 16 = WG
-const MKQ: u32 = 4u;   // vec4s per k run of a tile row: MK / 4
-const MQ: u32 = 2u;    // vec4s a thread loads per operand and stage: MK * MV / WG
-const MS: u32 = 512u;  // vec4s per stage tile: MK * MV
+const MKQ: u32 = 2u;   // vec4s per k run of a tile row: MK / 4
+const MQ: u32 = 1u;    // vec4s a thread loads per operand and stage: MK * MV / WG
+const MS: u32 = 256u;  // vec4s per stage tile: MK * MV
 const MD: u32 = 1u;    // stage tiles in workgroup memory: 2 overlaps a stage's stores with the previous stage's reads
 
 // Stage tiles, k-major: mm_a[kk * MV + i] holds rows 4i..4i+3 of the A tile
-// at k0 + kk, mm_b[kk * MV + j] columns 4j..4j+3 of the B tile. 16 KiB.
+// at k0 + kk, mm_b[kk * MV + j] columns 4j..4j+3 of the B tile. 8 KiB (MD 1).
 var<workgroup> mm_a: array<vec4<f32>, MS * MD>;
 var<workgroup> mm_b: array<vec4<f32>, MS * MD>;
 // This thread's 8 x 8 outputs: mm_acc[2 i + h] holds row mm_row(i), columns
@@ -60,10 +64,10 @@ fn mm_zero() {
 }
 
 // Operands whose tile rows run along k (inp, weight of forward; dout of
-// backward_input) come as 128 rows x MK values = 512 vec4s, two a thread
-// (each kernel's load_, zero outside the matrices): thread t takes row t / 4,
-// k run t % 4, so a warp reads 8 rows of 64 contiguous bytes (their
-// transposed stores below then meet 4-way bank conflicts; measured on the
+// backward_input) come as 128 rows x MK values = 256 vec4s, one a thread
+// (each kernel's load_, zero outside the matrices): thread t takes row
+// t / MKQ, k run t % MKQ, so a warp reads 16 rows of 32 contiguous bytes
+// (their transposed stores below then meet bank conflicts; measured on the
 // H200, coalesced loads win: docs/kernels/03_linear_vec4.md).
 // Stores a k-run vec4 (4 consecutive k of tile row r) transposed into a stage tile.
 fn mm_store_a_t(v: vec4<f32>, r: u32, kq: u32, sb: u32) {

@@ -399,7 +399,7 @@ static void cpu_twins_fall_back_past_their_grid(void **st) {
 
 // The vec4 kernels (03_linear_vec4.wgsl): taken with a scratch on the GPU
 // variant when C and OC are multiples of 4. Rows any number; k not a multiple
-// of the 16-wide stage; outputs smaller and larger than a 128 x 128 tile; and
+// of the 8-wide stage; outputs smaller and larger than a 128 x 128 tile; and
 // shapes whose sums over k are split (a partial per split in the scratch,
 // then the in-order reduce): dispatch counts show which path ran.
 //   {N, C, OC, forward dispatches, backward dispatches with bias}
@@ -418,7 +418,7 @@ static void vec4_kernels_match_reference(void **st) {
             lcase c;
             int bias = v != 1, acc = v != 0;
             lcase_init_(&c, shapes[s][0], shapes[s][1], shapes[s][2], bias, acc);
-            uint64_t bytes = wgpt_linear_scratch_bytes((uint32_t)c.N, (uint32_t)c.C, (uint32_t)c.OC);
+            uint64_t bytes = wgpt_linear_scratch_bytes(G, (uint32_t)c.N, (uint32_t)c.C, (uint32_t)c.OC);
             lresult r = run_gpu_(G, &c, bytes);
             check_case_("default device, vec4", &c, &r);
             // the CPU twins ignore the scratch: one dispatch a pass, plus dbias
@@ -431,7 +431,7 @@ static void vec4_kernels_match_reference(void **st) {
     // Split or not, two runs agree bit for bit.
     lcase c;
     lcase_init_(&c, 600, 36, 20, 1, 1);
-    uint64_t bytes = wgpt_linear_scratch_bytes(600, 36, 20);
+    uint64_t bytes = wgpt_linear_scratch_bytes(G, 600, 36, 20);
     lresult a = run_gpu_(G, &c, bytes), b = run_gpu_(G, &c, bytes);
     assert_memory_equal(a.dw, b.dw, (size_t)c.OC * c.C * 4);
     assert_memory_equal(a.db, b.db, (size_t)c.OC * 4);

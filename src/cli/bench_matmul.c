@@ -42,7 +42,7 @@ static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
     wgpt_buf *dinp = s->backward ? wgpt_buf_create(g, N * C * 4, "matmul dinp") : NULL;
     wgpt_buf *dw = s->backward ? wgpt_buf_create(g, OC * C * 4, "matmul dweight") : NULL;
     wgpt_buf *db = s->backward ? wgpt_buf_create(g, OC * 4, "matmul dbias") : NULL;
-    wgpt_buf *scratch = wgpt_buf_create(g, wgpt_linear_scratch_bytes(N, s->C, s->OC), "matmul split partials");
+    wgpt_buf *scratch = wgpt_buf_create(g, wgpt_linear_scratch_bytes(g, N, s->C, s->OC), "matmul split partials");
     wgpt_op fwd, bwd_in, bwd_w;
     wgpt_op_init(&fwd), wgpt_op_init(&bwd_in), wgpt_op_init(&bwd_w);
     int rc = -1;
@@ -82,6 +82,49 @@ done:
     return rc;
 }
 
+// How many matmul workgroups the device runs at once: W workgroups of the
+// same work (a (128 W, 1024) x (1024, 128) forward, one 128 x 128 tile each)
+// take about as long as one until W passes what the device holds, then
+// step up. Prints the time per W and the W before the first step of > 30%.
+static int waves_(wgpt_bench_ctx *b) {
+    wgpt_gpu *g = b->g;
+    const uint32_t K = 1024, OC = 128, STEP = 33, MOST = 16;  // W = 33, 66, ..., 528
+    uint64_t rows = (uint64_t)STEP * MOST * 128;
+    wgpt_buf *inp = wgpt_bench_micro_buffer(b, rows * K, -1, 1, "waves inp");
+    wgpt_buf *w = inp ? wgpt_bench_micro_buffer(b, (uint64_t)OC * K, -0.05f, 0.05f, "waves weight") : NULL;
+    wgpt_buf *out = w ? wgpt_buf_create(g, rows * OC * 4, "waves out") : NULL;
+    wgpt_buf *scratch = out ? wgpt_buf_create(g, 256, "waves scratch") : NULL;
+    int rc = -1;
+    if (w && (!out || !scratch)) fprintf(stderr, "wgpt bench: waves buffers: %s\n", wgpt_gpu_error(g));
+    double first = 0, prev = 0;
+    uint32_t held = 0;
+    printf("# waves: W workgroups of one 128 x 128 x %u tile each (forward, no split)\n", K);
+    for (uint32_t i = 1; scratch && i <= MOST; i++) {
+        uint32_t W = STEP * i;
+        wgpt_view none = {NULL, 0, 0}, vi = {inp, 0, 0}, vw = {w, 0, 0}, vo = {out, 0, 0}, vs = {scratch, 0, 0};
+        wgpt_op op;
+        wgpt_op_init(&op);
+        wgpt_microbench r;
+        int prepared = wgpt_linear_forward(g, &op, vo, vi, vw, none, W * 128, K, OC, vs) == 0;
+        if (!prepared) fprintf(stderr, "wgpt bench: preparing waves W=%u: %s\n", W, wgpt_gpu_error(g));
+        int ok = prepared && time_(b, &op, "waves", &r) == 0;  // time_ prints its error
+        wgpt_op_free(&op);
+        if (!ok) break;
+        printf("waves %4u %10.3f\n", W, r.ms);
+        if (i == 1) first = r.ms;
+        if (!held && i > 1 && r.ms > prev * 1.3 && prev < first * 1.3) held = W - STEP;
+        prev = r.ms;
+        if (i == MOST) rc = 0;
+    }
+    if (rc == 0) {
+        if (held) printf("# waves: about %u workgroups at once (time steps up past W = %u)\n", held, held);
+        else printf("# waves: no step up to W = %u\n", STEP * MOST);
+    }
+    fflush(stdout);
+    wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(out), wgpt_buf_free(scratch);
+    return rc;
+}
+
 int wgpt_bench_micro_matmul(wgpt_bench_ctx *b) {
     uint32_t N = wgpt_bench_micro_scaled(4096, b->scale, 64);
     uint32_t C = wgpt_bench_micro_scaled(768, b->width, 64), C3 = wgpt_bench_micro_scaled(2304, b->width, 64);
@@ -94,5 +137,5 @@ int wgpt_bench_micro_matmul(wgpt_bench_ctx *b) {
            "backward = input + weight passes, 4*N*C*OC)\n");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (shape_(b, &shapes[i], N) < 0) return -1;
-    return 0;
+    return b->scale < 1 ? 0 : waves_(b);  // a GPU's figure (on a CPU: one tile at a time)
 }

@@ -37,19 +37,6 @@ static double now_(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// fp32 (non-tensor) peaks of chips wgpt has been measured on, by a part of
-// the adapter's name: the vendor's figure (H200 SXM: 67 TFLOP/s).
-static const struct {
-    const char *name;
-    double tflops;
-} PEAKS_[] = {{"H200", 67.0}};
-
-static double known_peak_(const char *adapter) {
-    for (size_t i = 0; i < sizeof PEAKS_ / sizeof PEAKS_[0]; i++)
-        if (strstr(adapter, PEAKS_[i].name)) return PEAKS_[i].tflops;
-    return 0;
-}
-
 // Sums the GPU time of the last step's dispatches per kernel, largest first.
 static void print_profile_(wgpt_gpu *g) {
     enum { MAXT = 2048, MAXK = 64 };
@@ -200,7 +187,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     double tps = (double)B * T / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);
     double tf = flops * tps * 1e-12;
-    if (!peak) peak = known_peak_(line);
+    if (!peak) peak = wgpt_gpu_get_info(g)->fp32_peak_tflops;
     char mfu[96] = "";
     if (peak > 0) snprintf(mfu, sizeof mfu, ", MFU %.1f%% of %.0f TFLOP/s fp32", 100 * tf / peak, peak);
     printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u)\n", ms, tps, tf, mfu, B, T);

@@ -442,6 +442,10 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.storage_offset_align = g->limits.minStorageBufferOffsetAlignment;
     if (opt->max_binding && opt->max_binding < g->info.max_storage_binding) g->info.max_storage_binding = opt->max_binding;
     g->batch = 1;
+    if (wgpt_chip_fill_(&g->info, err, errlen) < 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
 
     const char *dir = opt->kernel_dir ? opt->kernel_dir : getenv("WGPT_KERNEL_DIR");
     if (dir && !*dir) dir = NULL;

@@ -45,6 +45,10 @@ typedef struct wgpt_gpu_info {
     uint32_t max_invocations;
     uint32_t max_workgroups_per_dim;
     uint32_t storage_offset_align;  // a binding's offset must be a multiple of this
+    // Not in WebGPU: from a table of known chips by name (src/gpu/chips.c),
+    // 0 where unknown; WGPT_COMPUTE_UNITS=N sets the first.
+    uint32_t compute_units;   // SMs (NVIDIA), CUs (AMD): what can run workgroups side by side
+    double fp32_peak_tflops;  // the vendor's fp32 peak without tensor cores
 } wgpt_gpu_info;
 
 // Lists the adapters Dawn offers (one per power preference and backend, deduplicated).

@@ -64,7 +64,7 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
     uint64_t most = 0;
     for (int i = 0; i < 5; i++) {
-        uint64_t b = wgpt_linear_scratch_bytes(BT, shapes[i][0], shapes[i][1]);
+        uint64_t b = wgpt_linear_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
         if (b > most) most = b;
     }
     return (most + 3) / 4;

@@ -2,6 +2,7 @@
 // chunks where a tensor exceeds the device's binding limit.
 #include "model/linear.h"
 
+#include "model/linear_split.h"
 #include "model/variant.h"
 
 // The kernels' tile edges (kernels/03_linear.wgsl: TILE, BB_COLS).
@@ -78,53 +79,27 @@ static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
 
 // ---- The vec4 kernels (03_linear_vec4.wgsl): GPUs, whole-vec4 rows, one binding ----
 
-#define V4_TILE 128u
-#define V4_MK 16u
-// Split k until a matmul has about this many workgroups: a few per SM on
-// today's largest GPUs (132 SMs on an H200), so that small outputs (768 x 768
-// weights: 36 tiles) still fill the chip. Each split keeps >= V4_MIN_KS of k.
-#define V4_TARGET_WGS 512u
-#define V4_MIN_KS 256u
-#define V4_MAX_SPLITS 16u
-
-typedef struct v4_split {
-    uint32_t n, ks;  // splits, k per split
-} v4_split;
-
-static uint64_t align256_(uint64_t b) { return (b + 255) & ~(uint64_t)255; }
+#define V4_TILE WGPT_V4_TILE
 
 // wgpt_linear_force_splits: 0, or the split count every vec4 matmul asks for.
 static uint32_t forced_splits_;
 
 void wgpt_linear_force_splits(uint32_t splits) { forced_splits_ = splits; }
 
-// The split of a (m, n) output over k, within `scratch_bytes` (partials of
-// m x n floats, plus m floats each if with_bias).
-static v4_split v4_split_(uint64_t m, uint64_t n, uint32_t k, int with_bias, uint64_t scratch_bytes) {
-    uint64_t tiles = (uint64_t)tiles_(m, V4_TILE) * tiles_(n, V4_TILE);
-    uint64_t want = (V4_TARGET_WGS + tiles - 1) / tiles;
-    uint64_t most_k = k / V4_MIN_KS;
-    if (want > most_k) want = most_k;
-    if (want > V4_MAX_SPLITS) want = V4_MAX_SPLITS;
-    if (forced_splits_) want = forced_splits_ < k / V4_MK ? forced_splits_ : k / V4_MK;
-    while (want > 1 && align256_(want * m * n * 4) + (with_bias ? want * m * 4 : 0) > scratch_bytes) want--;
-    if (want <= 1) return (v4_split){1, k};
-    uint32_t ks = (uint32_t)((k + want - 1) / want);
-    ks = (ks + V4_MK - 1) / V4_MK * V4_MK;
-    return (v4_split){(k + ks - 1) / ks, ks};
+static uint64_t align256_(uint64_t b) { return (b + 255) & ~(uint64_t)255; }
+
+// The split of an (m, n) output's sum over k (linear_split.h) on g's device.
+static wgpt_split v4_split_(wgpt_gpu *g, uint64_t m, uint64_t n, uint32_t k, int with_bias, uint64_t scratch_bytes) {
+    return wgpt_split_pick(wgpt_gpu_get_info(g)->compute_units, m, n, k, with_bias, scratch_bytes, forced_splits_);
 }
 
-static uint64_t v4_split_bytes_(uint64_t m, uint64_t n, uint32_t k, int with_bias) {
-    v4_split sp = v4_split_(m, n, k, with_bias, UINT64_MAX);
-    if (sp.n <= 1) return 0;
-    return align256_((uint64_t)sp.n * m * n * 4) + (with_bias ? (uint64_t)sp.n * m * 4 : 0);
-}
-
-uint64_t wgpt_linear_scratch_bytes(uint32_t N, uint32_t C, uint32_t OC) {
+uint64_t wgpt_linear_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
+    uint32_t u = wgpt_gpu_get_info(g)->compute_units, f = forced_splits_;
     uint64_t b = 256;  // the stand-in binding when nothing splits
-    uint64_t f = v4_split_bytes_(N, OC, C, 0), i = v4_split_bytes_(N, C, OC, 0), w = v4_split_bytes_(OC, C, N, 1);
-    if (f > b) b = f;
-    if (i > b) b = i;
+    uint64_t fw = wgpt_split_bytes(u, N, OC, C, 0, f), in = wgpt_split_bytes(u, N, C, OC, 0, f);
+    uint64_t w = wgpt_split_bytes(u, OC, C, N, 1, f);
+    if (fw > b) b = fw;
+    if (in > b) b = in;
     if (w > b) b = w;
     return b;
 }
@@ -149,7 +124,7 @@ static int v4_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view part, wgpt_view bias, 
 
 static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
                        uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
-    v4_split sp = v4_split_(N, OC, C, 0, wgpt_view_bytes(scratch));
+    wgpt_split sp = v4_split_(g, N, OC, C, 0, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * OC * 4);
     inp = sub_(inp, 0, (uint64_t)N * C * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
@@ -164,7 +139,7 @@ static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, w
 
 static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout, wgpt_view weight, uint32_t N,
                               uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch) {
-    v4_split sp = v4_split_(N, C, OC, 0, wgpt_view_bytes(scratch));
+    wgpt_split sp = v4_split_(g, N, C, OC, 0, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * C * 4), none = {0};
     dout = sub_(dout, 0, (uint64_t)N * OC * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
@@ -181,7 +156,7 @@ static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_vie
 static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dbias, wgpt_view dout,
                                wgpt_view inp, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
     int with_bias = dbias.buf != NULL;
-    v4_split sp = v4_split_(OC, C, N, with_bias, wgpt_view_bytes(scratch));
+    wgpt_split sp = v4_split_(g, OC, C, N, with_bias, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     uint64_t wbytes = align256_((uint64_t)sp.n * OC * C * 4);
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * OC * C * 4);

@@ -13,7 +13,7 @@
 // is computed from: WebGPU refuses a dispatch whose writable binding overlaps
 // another binding of the same buffer.
 //
-// scratch: a buffer range of wgpt_linear_scratch_bytes(N, C, OC) bytes that
+// scratch: a buffer range of wgpt_linear_scratch_bytes(g, N, C, OC) bytes that
 // only the layer's own dispatches use (no other binding may share its
 // buffer). With it, on GPUs, shapes whose C and OC are multiples of 4 take
 // the register-tiled vec4 kernels of 03_linear_vec4.wgsl, splitting the sum
@@ -56,7 +56,7 @@ int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_v
 void wgpt_linear_force_splits(uint32_t splits);
 
 // Bytes of scratch that let every pass of an (N, C, OC) layer split as much
-// as it wants to (at least 256).
-uint64_t wgpt_linear_scratch_bytes(uint32_t N, uint32_t C, uint32_t OC);
+// as it wants to on g's device (at least 256).
+uint64_t wgpt_linear_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
 
 #endif

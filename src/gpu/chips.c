@@ -1,0 +1,43 @@
+// chips.c: what WebGPU does not say about a GPU but wgpt's heuristics want:
+// its compute units (SMs, CUs) and fp32 peak, for the chips named below.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/internal.h"
+
+// By a part of the adapter's name, most specific first: the vendors'
+// figures (SMs; fp32 TFLOP/s without tensor cores, at boost clock).
+static const struct {
+    const char *name;
+    uint32_t units;
+    double tflops;
+} CHIPS_[] = {
+    {"H200", 132, 67.0},
+    {"H100 PCIe", 114, 51.2},
+    {"H100", 132, 67.0},
+    {"A100", 108, 19.5},
+};
+
+int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen) {
+    info->compute_units = 0;
+    info->fp32_peak_tflops = 0;
+    for (size_t i = 0; i < sizeof CHIPS_ / sizeof CHIPS_[0]; i++)
+        if (strstr(info->name, CHIPS_[i].name)) {
+            info->compute_units = CHIPS_[i].units;
+            info->fp32_peak_tflops = CHIPS_[i].tflops;
+            break;
+        }
+    // A chip not in the table, or a part with fewer units enabled.
+    const char *s = getenv("WGPT_COMPUTE_UNITS");
+    if (s && *s) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (*end != 0 || v == 0 || v >= 100000) {
+            snprintf(err, errlen, "WGPT_COMPUTE_UNITS='%s' is not a count of compute units (SMs, CUs) such as 132", s);
+            return -1;
+        }
+        info->compute_units = (uint32_t)v;
+    }
+    return 0;
+}
