@@ -86,14 +86,25 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
 // keys k0 + 4tx + j and output columns 4tx + j. Q^T stays in tq; per key
 // block K^T goes to tk, S = Q K^T in registers, the row max over the 16
 // threads of a row (subgroup shuffles, or tk as scratch), then P^T replaces
-// K^T in tk and O += P V reads V from global memory.
+// K^T in tk and O += P V.
+// Prefetch: each thread's 4 vec4 of the next block's K are loaded into
+// registers (kn) just before P V, where S is dead, and stored to tk at the top
+// of the next block, so their latency hides behind P V. Only the diagonal
+// block (kb == qb) holds keys past a query or past T: the others skip the mask.
+// V through workgroup memory within 32 KiB: P V runs in two halves of 32
+// keys; for each, tk holds P^T of those keys (rows 0 .. 31) and their V rows
+// ([key][vec4 column], rows at TH + ...). V of the block is loaded into
+// registers (vr) at the block's top, so its latency hides behind S = Q K^T.
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
 @group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C)
 @group(0) @binding(3) var<uniform> p: AttnParams;
 
 var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
-var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key], then P^T [key][query] (swizzled), or scratch
+// K^T [d][key]; then, per half block, P^T [key][query] (swizzled) | V [key][d]; or scratch
+var<workgroup> tk: array<vec4<f32>, FT>;
+const TH: u32 = 512u;  // vec4 of P^T (or V) for half a block: FB / 2 * FV
+const_assert 2u * TH == FT;
 
 @compute @workgroup_size(WG)
 fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
@@ -108,9 +119,19 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let rs = 3u * C4;                              // vec4 per row of qkv
     let base = b * p.T * rs + h * hs4;             // q of (b, t = 0, head h); k at + C4, v at + 2 C4
     let q0 = qb * FB;
-    let jv = min(tx, hs4 - 1u);                    // V column read (past hs: read, never stored)
+    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
+    // transposed stores do not conflict), vec4 column e / FB.
+    var kn = array<vec4<f32>, 4>();                // K of the next key block (block 0 first)
+    for (var u = 0u; u < 4u; u++) {
+        let e = tid + u * WG;
+        let r = e % FB;
+        let j = e / FB;
+        var v = vec4<f32>();
+        if (r < p.T && j < hs4) { v = qkv[base + C4 + r * rs + j]; }
+        kn[u] = v;
+    }
     for (var e = tid; e < FT; e += WG) {
-        let r = e % FB;                            // rows fastest: the transposed stores do not conflict
+        let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
         if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
@@ -127,16 +148,27 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * FB;
-        for (var e = tid; e < FT; e += WG) {
+        let diag = kb == qb;
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
             let r = e % FB;
-            let j = e / FB;
-            var v = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) { v = qkv[base + C4 + (k0 + r) * rs + j]; }
-            let o = 4u * j * FV + r / 4u;
+            let o = 4u * (e / FB) * FV + r / 4u;
+            let v = kn[u];
             tk[o][r % 4u] = v.x;
             tk[o + FV][r % 4u] = v.y;
             tk[o + 2u * FV][r % 4u] = v.z;
             tk[o + 3u * FV][r % 4u] = v.w;
+        }
+        // V of this block, element e = tid + u * WG: row e / FV, vec4 column e % FV
+        // (u < 2: the first half of the keys).
+        var vr = array<vec4<f32>, 4>();
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
+            let r = e / FV;
+            let j = e % FV;
+            var v = vec4<f32>();
+            if (k0 + r < p.T && j < hs4) { v = qkv[base + 2u * C4 + (k0 + r) * rs + j]; }
+            vr[u] = v;
         }
         workgroupBarrier();
         var s = array<vec4<f32>, 4>();
@@ -150,10 +182,17 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         }
         let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
         var bm = vec4<f32>(NEG_INF);
-        for (var i = 0u; i < 4u; i++) {
-            let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
-            s[i] = select(vec4<f32>(NEG_INF), s[i] * p.scale, ok);
-            bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+        if (diag) {
+            for (var i = 0u; i < 4u; i++) {
+                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+                s[i] = select(vec4<f32>(NEG_INF), s[i] * p.scale, ok);
+                bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+            }
+        } else {
+            for (var i = 0u; i < 4u; i++) {
+                s[i] = s[i] * p.scale;
+                bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+            }
         }
         // Row max over the 16 threads tx of row group ty (lanes 16ty .. 16ty + 15).
         if (sg_size >= FV) {
@@ -173,28 +212,51 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         m = m_new;
         var pr = array<vec4<f32>, 4>();
         for (var i = 0u; i < 4u; i++) {
-            let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
-            pr[i] = select(vec4<f32>(), exp(s[i] - vec4<f32>(m_new[i])), ok);
+            var e4 = exp(s[i] - vec4<f32>(m_new[i]));
+            if (diag) {
+                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+                e4 = select(vec4<f32>(), e4, ok);
+            }
+            pr[i] = e4;
             l[i] = l[i] * alpha[i] + ((pr[i].x + pr[i].y) + (pr[i].z + pr[i].w));
             acc[i] *= alpha[i];
         }
-        workgroupBarrier();  // K^T (or the scratch) is read
-        // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
-        // spreads the 16 threads tx of one store over the banks.
-        for (var j = 0u; j < 4u; j++) {
-            tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+        // The next block's K: in flight during P V.
+        if (!diag) {
+            let k1 = k0 + FB;
+            for (var u = 0u; u < 4u; u++) {
+                let e = tid + u * WG;
+                let r = e % FB;
+                let j = e / FB;
+                var v = vec4<f32>();
+                if (k1 + r < p.T && j < hs4) { v = qkv[base + C4 + (k1 + r) * rs + j]; }
+                kn[u] = v;
+            }
         }
-        workgroupBarrier();
-        let vbase = base + 2u * C4 + jv;
-        for (var k = 0u; k < FB; k++) {
-            let pv = tk[k * FV + (ty ^ (k / 4u))];
-            let vv = qkv[vbase + min(k0 + k, p.T - 1u) * rs];  // keys past T have P = 0
-            acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
-            acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
-            acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
-            acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+        // P V in two halves of 32 keys (threads tx < 8 own the first half's P).
+        for (var hf = 0u; hf < 2u; hf++) {
+            workgroupBarrier();  // K^T, the scratch or the last half is read
+            // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
+            // spreads the 16 threads tx of one store over the banks.
+            if (tx / 8u == hf) {
+                for (var j = 0u; j < 4u; j++) {
+                    tk[(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
+                        vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+                }
+            }
+            tk[TH + tid] = vr[2u * hf];
+            tk[TH + WG + tid] = vr[2u * hf + 1u];
+            workgroupBarrier();
+            for (var k = 0u; k < FB / 2u; k++) {
+                let pv = tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))];
+                let vv = tk[TH + k * FV + tx];  // keys past T: V = 0 and P = 0
+                acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
+                acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
+                acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
+                acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+            }
         }
-        workgroupBarrier();  // P^T is read before the next K^T
+        workgroupBarrier();  // P^T and V are read before the next K^T
     }
     // The row sums: the 16 parts in tx order.
     tk[tid] = l;
@@ -242,6 +304,9 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 // and dout rows read from global memory (4 rows x 4 columns a step);
 // dS = P * (dP - D) with P = exp(s - lse); dS^T replaces V^T in tv; then
 // dq += dS K with K rows from global memory. Writes the q part of dqkv.
+// Prefetch: the next block's K and V (4 + 4 vec4 a thread) are loaded into
+// registers before dq += dS K, where S and dP are dead, and stored at the top
+// of the next block. Only the diagonal block needs the causal mask.
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
@@ -269,6 +334,22 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
     let lb = (b * p.NH + h) * p.T;
+    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
+    var kn = array<vec4<f32>, 4>();  // K and V of the next key block (block 0 first)
+    var vn = array<vec4<f32>, 4>();
+    for (var u = 0u; u < 4u; u++) {
+        let e = tid + u * WG;
+        let r = e % FB;
+        let j = e / FB;
+        var kv = vec4<f32>();
+        var vv = vec4<f32>();
+        if (r < p.T && j < hs4) {
+            kv = qkv[base + C4 + r * rs + j];
+            vv = qkv[base + 2u * C4 + r * rs + j];
+        }
+        kn[u] = kv;
+        vn[u] = vv;
+    }
     var lse_r = vec4<f32>();
     var d_r = vec4<f32>();
     for (var i = 0u; i < 4u; i++) {
@@ -278,16 +359,13 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     var acc = array<vec4<f32>, 4>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * FB;
-        for (var e = tid; e < FT; e += WG) {
+        let diag = kb == qb;
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
             let r = e % FB;
-            let j = e / FB;
-            var kv = vec4<f32>();
-            var vv = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) {
-                kv = qkv[base + C4 + (k0 + r) * rs + j];
-                vv = qkv[base + 2u * C4 + (k0 + r) * rs + j];
-            }
-            let o = 4u * j * FV + r / 4u;
+            let o = 4u * (e / FB) * FV + r / 4u;
+            let kv = kn[u];
+            let vv = vn[u];
             tk[o][r % 4u] = kv.x;
             tk[o + FV][r % 4u] = kv.y;
             tk[o + 2u * FV][r % 4u] = kv.z;
@@ -322,13 +400,33 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
         var ds = array<vec4<f32>, 4>();
         for (var i = 0u; i < 4u; i++) {
-            let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
-            let pr = select(vec4<f32>(), exp(s[i] * p.scale - vec4<f32>(lse_r[i])), ok);
+            var pr = exp(s[i] * p.scale - vec4<f32>(lse_r[i]));
+            if (diag) {
+                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+                pr = select(vec4<f32>(), pr, ok);
+            }
             ds[i] = pr * (dp[i] - vec4<f32>(d_r[i]));
         }
         workgroupBarrier();  // V^T is read
         for (var j = 0u; j < 4u; j++) {
             tv[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+        }
+        // The next block's K and V: in flight during dS K.
+        if (!diag) {
+            let k1 = k0 + FB;
+            for (var u = 0u; u < 4u; u++) {
+                let e = tid + u * WG;
+                let r = e % FB;
+                let j = e / FB;
+                var kv = vec4<f32>();
+                var vv = vec4<f32>();
+                if (k1 + r < p.T && j < hs4) {
+                    kv = qkv[base + C4 + (k1 + r) * rs + j];
+                    vv = qkv[base + 2u * C4 + (k1 + r) * rs + j];
+                }
+                kn[u] = kv;
+                vn[u] = vv;
+            }
         }
         workgroupBarrier();
         let kbase = base + C4 + jc;
@@ -357,6 +455,10 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // K and V rows from global memory; P and dS (as [query][key]) replace them;
 // dv += P^T dout and dk += dS^T Q with dout and Q rows from global memory.
 // Writes the k and v parts of dqkv.
+// Prefetch: the next query block's Q and dout (4 + 4 vec4 a thread) and its
+// lse and D are loaded into registers before the dv, dk products, where S
+// and dP are dead, and stored at the top of the next block. Only the diagonal
+// block and the last one (rows past T) need the mask.
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
@@ -385,20 +487,41 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
     let lb = (b * p.NH + h) * p.T;
-    var dk = array<vec4<f32>, 4>();
-    var dv = array<vec4<f32>, 4>();
-    for (var qb = kb; qb < nqb; qb++) {
-        let q0 = qb * FB;
-        for (var e = tid; e < FT; e += WG) {
+    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
+    // Q, dout, lse and D of the next query block (the diagonal one first).
+    var qn = array<vec4<f32>, 4>();
+    var on = array<vec4<f32>, 4>();
+    var lse_n = vec4<f32>();
+    var d_n = vec4<f32>();
+    {
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
             let r = e % FB;
             let j = e / FB;
             var qv = vec4<f32>();
             var ov = vec4<f32>();
-            if (q0 + r < p.T && j < hs4) {
-                qv = qkv[base + (q0 + r) * rs + j];
-                ov = dout[obase + (q0 + r) * C4 + j];
+            if (k0 + r < p.T && j < hs4) {
+                qv = qkv[base + (k0 + r) * rs + j];
+                ov = dout[obase + (k0 + r) * C4 + j];
             }
-            let o = 4u * j * FV + r / 4u;
+            qn[u] = qv;
+            on[u] = ov;
+        }
+        let qr = min(vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
+        lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
+        d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
+    }
+    var dk = array<vec4<f32>, 4>();
+    var dv = array<vec4<f32>, 4>();
+    for (var qb = kb; qb < nqb; qb++) {
+        let q0 = qb * FB;
+        let edge = qb == kb || qb + 1u == nqb;  // keys past a query, or queries past T
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
+            let r = e % FB;
+            let o = 4u * (e / FB) * FV + r / 4u;
+            let qv = qn[u];
+            let ov = on[u];
             tq[o][r % 4u] = qv.x;
             tq[o + FV][r % 4u] = qv.y;
             tq[o + 2u * FV][r % 4u] = qv.z;
@@ -409,9 +532,8 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             tdo[o + 3u * FV][r % 4u] = ov.w;
         }
         let qpos = vec4<u32>(q0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
-        let qrow = min(qpos, vec4<u32>(p.T - 1u));
-        let lse_c = vec4<f32>(lse[lb + qrow.x], lse[lb + qrow.y], lse[lb + qrow.z], lse[lb + qrow.w]);
-        let d_c = vec4<f32>(delta[lb + qrow.x], delta[lb + qrow.y], delta[lb + qrow.z], delta[lb + qrow.w]);
+        let lse_c = lse_n;
+        let d_c = d_n;
         workgroupBarrier();
         // s^T = k . q: the forward's products in the forward's order; dp^T = v . dout.
         var s = array<vec4<f32>, 4>();
@@ -437,9 +559,13 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         var pr = array<vec4<f32>, 4>();
         var ds = array<vec4<f32>, 4>();
         for (var i = 0u; i < 4u; i++) {
-            // kpos <= qpos < T also keeps keys past T out.
-            let ok = (vec4<u32>(kpos[i]) <= qpos) & (qpos < vec4<u32>(p.T));
-            pr[i] = select(vec4<f32>(), exp(s[i] * p.scale - lse_c), ok);
+            var e4 = exp(s[i] * p.scale - lse_c);
+            if (edge) {
+                // kpos <= qpos < T also keeps keys past T out.
+                let ok = (vec4<u32>(kpos[i]) <= qpos) & (qpos < vec4<u32>(p.T));
+                e4 = select(vec4<f32>(), e4, ok);
+            }
+            pr[i] = e4;
             ds[i] = pr[i] * (dp[i] - d_c);
         }
         workgroupBarrier();  // Q^T and dout^T are read
@@ -447,6 +573,26 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             let o = (4u * tx + j) * FV + (ty ^ tx);
             tq[o] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
             tdo[o] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+        }
+        // The next query block: in flight during the dv, dk products.
+        if (qb + 1u < nqb) {
+            let q1 = q0 + FB;
+            for (var u = 0u; u < 4u; u++) {
+                let e = tid + u * WG;
+                let r = e % FB;
+                let j = e / FB;
+                var qv = vec4<f32>();
+                var ov = vec4<f32>();
+                if (q1 + r < p.T && j < hs4) {
+                    qv = qkv[base + (q1 + r) * rs + j];
+                    ov = dout[obase + (q1 + r) * C4 + j];
+                }
+                qn[u] = qv;
+                on[u] = ov;
+            }
+            let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
+            lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
+            d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
         }
         workgroupBarrier();
         for (var q = 0u; q < FB; q++) {

@@ -52,12 +52,17 @@ static void adapter_info_and_limits(void **st) {
         assert_int_equal(i->max_storage_binding, 128u << 20);
         assert_int_equal(i->max_workgroup_storage, 32768);
         assert_int_equal(i->max_invocations, 1024);
+        assert_true(i->robust);  // a CPU adapter keeps Dawn's robustness (gpu.h)
+        assert_int_equal(i->compute_units, 0);
     }
     if (is_nvidia_(i)) {
         assert_string_equal(i->backend, "Vulkan");
         assert_int_equal(i->subgroup_min, 32);
         assert_true(i->max_storage_binding >= (4095ull << 20));
         assert_int_equal(i->max_workgroup_storage, 49152);
+        const char *rs = getenv("WGPT_ROBUST");
+        assert_int_equal(i->robust, rs && strcmp(rs, "1") == 0);
+        if (strstr(i->name, "H200")) assert_int_equal(i->compute_units, 132);
     }
 }
 

@@ -82,10 +82,11 @@ done:
     return rc;
 }
 
-// How many matmul workgroups the device runs at once: W workgroups of the
-// same work (a (128 W, 1024) x (1024, 128) forward, one 128 x 128 tile each)
-// take about as long as one until W passes what the device holds, then
-// step up. Prints the time per W and the W before the first step of > 30%.
+// How many compute units the device has (WebGPU does not say): W
+// workgroups of the same work (a (128 W, 1024) x (1024, 128) forward, one
+// 128 x 128 tile each) take about as long as one while each has a unit to
+// itself, then step up. Prints the time per W and the W before the first
+// step of > 30% (the H200: 132; compare wgpt info's compute units).
 static int waves_(wgpt_bench_ctx *b) {
     wgpt_gpu *g = b->g;
     const uint32_t K = 1024, OC = 128, STEP = 33, MOST = 16;  // W = 33, 66, ..., 528
@@ -117,7 +118,7 @@ static int waves_(wgpt_bench_ctx *b) {
         if (i == MOST) rc = 0;
     }
     if (rc == 0) {
-        if (held) printf("# waves: about %u workgroups at once (time steps up past W = %u)\n", held, held);
+        if (held) printf("# waves: time steps up past W = %u: about %u compute units\n", held, held);
         else printf("# waves: no step up to W = %u\n", STEP * MOST);
     }
     fflush(stdout);

@@ -82,6 +82,11 @@ int wgpt_cmd_info(int argc, char **argv) {
            (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
            in->max_workgroup_storage >> 10, in->max_invocations, in->max_workgroups_per_dim,
            in->storage_offset_align);
+    if (in->compute_units) {  // src/gpu/chips.c, or WGPT_COMPUTE_UNITS
+        printf("compute units: %u", in->compute_units);
+        if (in->fp32_peak_tflops > 0) printf(", fp32 peak %.1f TFLOP/s", in->fp32_peak_tflops);
+        printf("\n");
+    }
     wgpt_gpu_close(g);
     return 0;
 }

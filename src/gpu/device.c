@@ -194,6 +194,7 @@ static const char *type_name_(WGPUAdapterType t) {
 
 static void fill_info_(WGPUAdapter a, wgpt_gpu_info *out, WGPUBackendType *backend) {
     memset(out, 0, sizeof *out);
+    out->robust = 1;  // until wgpt_gpu_open decides
     WGPUAdapterInfo ai;
     memset(&ai, 0, sizeof ai);
     if (wgpuAdapterGetInfo(a, &ai) == WGPUStatus_Success) {
@@ -405,9 +406,15 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     // Timestamps are quantised by default; profiling wants them as measured.
     const char *on[16], *off[16];
     char onbuf[512], offbuf[512];
-    int non = env_toggles_("WGPT_DAWN_TOGGLES", onbuf, sizeof onbuf, on, 15);
+    int non = env_toggles_("WGPT_DAWN_TOGGLES", onbuf, sizeof onbuf, on, 13);
     int noff = env_toggles_("WGPT_DAWN_TOGGLES_OFF", offbuf, sizeof offbuf, off, 15);
     off[noff++] = "timestamp_quantization";
+    const char *rs = getenv("WGPT_ROBUST");
+    g->info.robust = opt->robust || (rs && strcmp(rs, "1") == 0) || strcmp(g->info.type, "CPU") == 0;
+    if (!g->info.robust) {  // see gpu.h
+        on[non++] = "allow_unsafe_apis";
+        on[non++] = "disable_robustness";
+    }
     WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, (size_t)non, on, (size_t)noff, off};
 
     WGPUDeviceDescriptor dd;
@@ -498,6 +505,6 @@ void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
     char sg[32];
     if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);
     else snprintf(sg, sizeof sg, "%u-%u", i->subgroup_min, i->subgroup_max);
-    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | timestamps %s", i->name, i->backend, i->type, sg,
-             i->has_f16 ? "yes" : "no", i->has_timestamps ? "yes" : "no");
+    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | timestamps %s%s", i->name, i->backend, i->type, sg,
+             i->has_f16 ? "yes" : "no", i->has_timestamps ? "yes" : "no", i->robust ? "" : " | robustness off");
 }

@@ -27,6 +27,7 @@ typedef struct wgpt_gpu_options {
     int profile;               // record GPU timestamps for every dispatch (if supported)
     uint64_t max_binding;      // 0: the device's maxStorageBufferBindingSize; else the
                                // smaller of the two (tests of code that splits bindings)
+    int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too; also WGPT_ROBUST=1
 } wgpt_gpu_options;
 
 typedef struct wgpt_gpu_info {
@@ -39,6 +40,7 @@ typedef struct wgpt_gpu_info {
     uint32_t subgroup_min, subgroup_max;
     int has_f16;          // shader-f16 enabled on this device
     int has_timestamps;   // timestamp queries enabled
+    int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
     uint32_t max_workgroup_storage;
@@ -57,6 +59,12 @@ int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
 
 // Opens a device on the chosen adapter with the adapter's limits, shader-f16
 // where available, subgroups (required) and timestamp queries where available.
+// On GPUs, Dawn's robustness (a clamp on every array index of every kernel, for
+// untrusted web shaders) is turned off unless opt->robust or WGPT_ROBUST=1:
+// wgpt's kernels check their own bounds (tested against the C reference), the
+// clamps cost the H200 14% of its matmul speed, and a stray access on a GPU
+// ends as a lost device, which wgpt reports. On CPU adapters (lavapipe) it
+// stays on: there a stray access would reach the process's own memory.
 // Returns NULL with err filled if no real adapter is found (Dawn's Null backend
 // is never used), or if the kernel files are malformed.
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen);
