@@ -179,6 +179,10 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
     if (timed) wgpt_batch_end_pass_(g);
     b->used_in_batch = g->batch;
     g->recorded++;
+    // Hand long recordings (a training step: ~500 dispatches) to the GPU in
+    // pieces, so that it works while the rest is still being recorded rather
+    // than waiting for the whole step.
+    if (g->recorded >= WGPT_SUBMIT_EVERY && !g->profile) return wgpt_gpu_submit(g);
     return 0;
 }
 

@@ -126,8 +126,9 @@ int wgpt_bind_set_params(wgpt_gpu *gpu, wgpt_bind *b, const void *params, size_t
 void wgpt_bind_free(wgpt_bind *b);
 
 // --- recording and submission ---------------------------------------------------
-// Dispatches are recorded into one command buffer until wgpt_gpu_submit: no
-// CPU round trip per kernel.
+// Dispatches are recorded into a command buffer and submitted by
+// wgpt_gpu_submit, or every 64 dispatches on their own (so the GPU starts on a
+// long recording while the rest is recorded): no CPU round trip per kernel.
 int wgpt_dispatch(wgpt_gpu *gpu, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z);
 // n_workgroups in one dimension; past 65535, the seeds' 2D fallback
 // (65535, ceil(n/65535), 1): kernels linearise with flat_id() and bounds-check.

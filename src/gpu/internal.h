@@ -69,6 +69,10 @@ struct wgpt_gpu {
     const char **query_names;
 };
 
+// Dispatches recorded before wgpt_dispatch submits them on its own (not
+// while profiling).
+#define WGPT_SUBMIT_EVERY 64
+
 // Fills info's compute_units and fp32_peak_tflops from the table of known
 // chips (chips.c) and WGPT_COMPUTE_UNITS; -1 with err filled if that is malformed.
 int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
