@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "model/linear.h"
+#include "model/linear_split.h"
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
 
@@ -353,6 +354,37 @@ static void bad_arguments_are_refused(void **st) {
 // The choice of twin: WGPT_KERNELS (read once, at the first choice in the
 // process: this test runs first) overrides the device type, and a forced
 // variant overrides both. On lavapipe (type "CPU") auto picks the CPU twins.
+// The split-k choice (linear_split.c): whatever it picks covers k exactly
+// in whole stages and fits the scratch; outputs with enough tiles for every
+// unit are not split; small outputs with a long k are; with no unit count,
+// the target-workgroups rule; a forced count is obeyed within k / 8.
+static void split_choice(void **st) {
+    (void)st;
+    const uint32_t units[] = {0, 8, 132, 1000};
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+        for (uint64_t m = 64; m <= 8192; m *= 4)
+            for (uint64_t n = 64; n <= 8192; n *= 4)
+                for (uint32_t k = 4; k <= 65536; k *= 8) {
+                    wgpt_split sp = wgpt_split_pick(units[u], m, n, k, 1, UINT64_MAX, 0);
+                    assert_true(sp.n >= 1 && sp.n <= 16);
+                    assert_true((uint64_t)sp.n * sp.ks >= k && (uint64_t)(sp.n - 1) * sp.ks < k);
+                    if (sp.n > 1) assert_int_equal(sp.ks % WGPT_V4_MK, 0);
+                    if (sp.n > 1) assert_true(sp.ks >= 256);
+                    uint64_t need = wgpt_split_bytes(units[u], m, n, k, 1, 0);
+                    assert_true(sp.n > 1 ? need >= sp.n * m * n * 4 : need == 0);
+                    wgpt_split small = wgpt_split_pick(units[u], m, n, k, 1, need / 2, 0);  // half the room
+                    assert_true(small.n == 1 || (uint64_t)small.n * m * n * 4 + small.n * m * 4 <= need / 2);
+                }
+    // 4096 x 50304 logits (12,576 tiles) never split; 768 x 768 over k = 4096 (36 tiles) does.
+    assert_int_equal(wgpt_split_pick(132, 4096, 50304, 768, 0, UINT64_MAX, 0).n, 1);
+    assert_int_equal(wgpt_split_pick(0, 4096, 50304, 768, 0, UINT64_MAX, 0).n, 1);
+    assert_true(wgpt_split_pick(132, 768, 768, 4096, 1, UINT64_MAX, 0).n > 1);
+    assert_int_equal(wgpt_split_pick(0, 768, 768, 4096, 1, UINT64_MAX, 0).n, 15);  // 512 / 36 workgroups
+    // forced
+    assert_int_equal(wgpt_split_pick(132, 4096, 50304, 768, 0, UINT64_MAX, 3).n, 3);
+    assert_int_equal(wgpt_split_pick(132, 64, 64, 16, 0, UINT64_MAX, 5).n, 2);  // k / 8
+}
+
 static void variant_choice(void **st) {
     (void)st;
     assert_int_equal(setenv("WGPT_KERNELS", "gpu", 1), 0);
@@ -443,6 +475,7 @@ static void vec4_kernels_match_reference(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(split_choice),
         cmocka_unit_test(variant_choice),
         BOTH(matches_reference_at_odd_sizes),
         BOTH(vec4_kernels_match_reference),
