@@ -1,6 +1,7 @@
 # wgpt: GPT training in C on WebGPU (Dawn).
 #   make run    fetch pinned dependencies, build, check the GPU driver, run the main job
 #   make test   the same setup, then every test
+#   make bench  the same setup, then wgpt beside PyTorch on this machine's GPU (bench/compare.sh)
 #   make        build only (needs `scripts/setup.sh` once)
 CC ?= cc
 OPT ?= -O2 -g
@@ -22,7 +23,7 @@ TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-.PHONY: all setup run test sanitize valgrind clean fuzz fuzz-build fuzz-corpus
+.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus
 all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step
 
 setup:
@@ -32,6 +33,11 @@ run: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/demo.sh $(ARGS)
+
+bench: setup
+	@$(MAKE) --no-print-directory all
+	@scripts/ensure-driver.sh $(BUILD)/wgpt
+	@bench/compare.sh --wgpt $(BUILD)/wgpt $(ARGS)
 
 test: setup
 	@$(MAKE) --no-print-directory all
