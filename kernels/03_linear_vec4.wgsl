@@ -363,8 +363,18 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     if (i >= total) { return; }
     let r = i / n4;
     let cv = i % n4;
+    // In order of z; four loads issued before their four adds, so that a
+    // thread waits for memory once per four partials, not once for each.
     var s = part[i];
-    for (var z = 1u; z < p.k; z++) { s += part[z * total + i]; }
+    var z = 1u;
+    for (; z + 3u < p.k; z += 4u) {
+        let a = part[z * total + i];
+        let b = part[(z + 1u) * total + i];
+        let c = part[(z + 2u) * total + i];
+        let d = part[(z + 3u) * total + i];
+        s = (((s + a) + b) + c) + d;
+    }
+    for (; z < p.k; z++) { s += part[z * total + i]; }
     if ((p.flag & 2u) != 0u) { s += bias[cv]; }
     let d = r * (p.ld / 4u) + p.off / 4u + cv;
     if ((p.flag & 1u) != 0u) { s += dst[d]; }

@@ -460,6 +460,18 @@ static void vec4_kernels_match_reference(void **st) {
                          bias, r.fwd_steps, r.bwd_steps, fwd, bwd);
             lresult_free_(&r), lcase_free_(&c);
         }
+    // Many parts (forced): the reduce's four-at-a-time loop and its tail.
+    wgpt_linear_force_splits(7);
+    {
+        lcase c;
+        lcase_init_(&c, 70, 40, 64, 1, 1);  // forward 5 parts (k 40), input 7 (k 64), weight 7 (k 70)
+        lresult r = run_gpu_(G, &c, wgpt_linear_scratch_bytes(G, 70, 40, 64));
+        check_case_("default device, vec4, 7 parts", &c, &r);
+        if (!cpu && (r.fwd_steps != 2 || r.bwd_steps != 5))
+            fail_msg("%s forced 7 parts: %d + %d dispatches, expected 2 + 5", VARIANT, r.fwd_steps, r.bwd_steps);
+        lresult_free_(&r), lcase_free_(&c);
+    }
+    wgpt_linear_force_splits(0);
     // Split or not, two runs agree bit for bit.
     lcase c;
     lcase_init_(&c, 600, 36, 20, 1, 1);

@@ -71,7 +71,9 @@ struct wgpt_gpu {
 
 // Dispatches recorded before wgpt_dispatch submits them on its own (not
 // while profiling).
+#ifndef WGPT_SUBMIT_EVERY
 #define WGPT_SUBMIT_EVERY 64
+#endif
 
 // Fills info's compute_units and fp32_peak_tflops from the table of known
 // chips (chips.c) and WGPT_COMPUTE_UNITS; -1 with err filled if that is malformed.
