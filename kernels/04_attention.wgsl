@@ -17,10 +17,10 @@
 //   AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
 //   the lanes of a group of AF_G = 8 with subgroupShuffle, so the subgroup size
 //   must be a multiple of 8.
-// The fast dq and dkdv have 48 KiB twins, attention_backward_dq_48k and
-// attention_backward_dkdv_48k (one more 16 KiB tile; same bindings, params
-// and grid), which attention.c picks where maxComputeWorkgroupStorageSize
-// allows (the H200; not lavapipe's 32 KiB).
+// The fast kernels have 48 KiB twins, attention_forward_48k,
+// attention_backward_dq_48k and attention_backward_dkdv_48k (one more 16 KiB
+// tile; same bindings, params and grid), which attention.c picks where
+// maxComputeWorkgroupStorageSize allows (the H200; not lavapipe's 32 KiB).
 // attention_backward_preprocess serves all three: ceil(B*NH*T / WG) through
 // dispatch1d. See docs/kernels/04_attention.md.
 
@@ -645,6 +645,194 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
                 dqkv[o + C4] = p.scale * dk[i];
                 dqkv[o + 2u * C4] = dv[i];
             }
+        }
+    }
+}
+
+// --- KERNEL: attention_forward_48k ---
+// The fast forward (hs <= FHS, hs % 4 == 0). One workgroup per (query block
+// of FB, head, batch), the longest rows (last block) first. Thread (ty, tx)
+// owns queries q0 + 4ty + i (i < 4) and, per key block, the scores against
+// keys k0 + 4tx + j and output columns 4tx + j. Q^T stays in tq; per key
+// block K^T goes to tk, S = Q K^T in registers, the row max over the 16
+// threads of a row (subgroup shuffles, or tk as scratch), then P^T replaces
+// K^T in tk and O += P V.
+// Prefetch: each thread's 4 vec4 of the next block's K are loaded into
+// registers (kn) just before P V, where S is dead, and stored to tk at the top
+// of the next block, so their latency hides behind P V. Only the diagonal
+// block (kb == qb) holds keys past a query or past T: the others skip the mask.
+// The 48 KiB twin of attention_forward (same bindings, params and grid;
+// attention.c picks it where maxComputeWorkgroupStorageSize >= 48 KiB): V has
+// a third tile, tv ([key][vec4 column]), so P V runs over the whole block at
+// once, P^T of all 64 keys in tk: 4 barriers a block instead of 6 (with
+// subgroups of 16 or more; 2 more for the row max otherwise). V of the block
+// is loaded into registers (vr) at the block's top, so its latency hides
+// behind S = Q K^T, and stored to tv after S. Same order of summation as
+// attention_forward (keys 0 .. 63 in order): the same results.
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
+var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key]; then P^T [key][query] (swizzled); or scratch
+var<workgroup> tv: array<vec4<f32>, FT>;  // V [key][vec4 column]
+
+@compute @workgroup_size(WG)
+fn attention_forward_48k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+                         @builtin(subgroup_size) sg_size: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let h = wid.y;
+    let b = wid.z;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let C4 = p.C / 4u;
+    let hs4 = p.hs / 4u;
+    let rs = 3u * C4;                              // vec4 per row of qkv
+    let base = b * p.T * rs + h * hs4;             // q of (b, t = 0, head h); k at + C4, v at + 2 C4
+    let q0 = qb * FB;
+    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
+    // transposed stores do not conflict), vec4 column e / FB.
+    var kn = array<vec4<f32>, 4>();                // K of the next key block (block 0 first)
+    for (var u = 0u; u < 4u; u++) {
+        let e = tid + u * WG;
+        let r = e % FB;
+        let j = e / FB;
+        var v = vec4<f32>();
+        if (r < p.T && j < hs4) { v = qkv[base + C4 + r * rs + j]; }
+        kn[u] = v;
+    }
+    for (var e = tid; e < FT; e += WG) {
+        let r = e % FB;
+        let j = e / FB;
+        var v = vec4<f32>();
+        if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
+        let o = 4u * j * FV + r / 4u;
+        tq[o][r % 4u] = v.x;
+        tq[o + FV][r % 4u] = v.y;
+        tq[o + 2u * FV][r % 4u] = v.z;
+        tq[o + 3u * FV][r % 4u] = v.w;
+    }
+
+    var m = vec4<f32>(NEG_INF);        // running max of rows 4ty + i
+    var l = vec4<f32>();               // this thread's part of the running sums (its keys)
+    var acc = array<vec4<f32>, 4>();   // out rows 4ty + i, columns 4tx .. 4tx + 3
+    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
+    for (var kb = 0u; kb <= qb; kb++) {
+        let k0 = kb * FB;
+        let diag = kb == qb;
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
+            let r = e % FB;
+            let o = 4u * (e / FB) * FV + r / 4u;
+            let v = kn[u];
+            tk[o][r % 4u] = v.x;
+            tk[o + FV][r % 4u] = v.y;
+            tk[o + 2u * FV][r % 4u] = v.z;
+            tk[o + 3u * FV][r % 4u] = v.w;
+        }
+        // V of this block, element e = tid + u * WG: row e / FV, vec4 column e % FV
+        // (stored to tv at e after S: tv was last read before the last block's end barrier).
+        var vr = array<vec4<f32>, 4>();
+        for (var u = 0u; u < 4u; u++) {
+            let e = tid + u * WG;
+            let r = e / FV;
+            let j = e % FV;
+            var v = vec4<f32>();
+            if (k0 + r < p.T && j < hs4) { v = qkv[base + 2u * C4 + (k0 + r) * rs + j]; }
+            vr[u] = v;
+        }
+        workgroupBarrier();
+        var s = array<vec4<f32>, 4>();
+        for (var d = 0u; d < FHS; d++) {
+            let a = tq[d * FV + ty];
+            let kv = tk[d * FV + tx];
+            s[0] = fma(vec4<f32>(a.x), kv, s[0]);
+            s[1] = fma(vec4<f32>(a.y), kv, s[1]);
+            s[2] = fma(vec4<f32>(a.z), kv, s[2]);
+            s[3] = fma(vec4<f32>(a.w), kv, s[3]);
+        }
+        let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
+        var bm = vec4<f32>(NEG_INF);
+        if (diag) {
+            for (var i = 0u; i < 4u; i++) {
+                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+                s[i] = select(vec4<f32>(NEG_INF), s[i] * p.scale, ok);
+                bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+            }
+        } else {
+            for (var i = 0u; i < 4u; i++) {
+                s[i] = s[i] * p.scale;
+                bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+            }
+        }
+        // Row max over the 16 threads tx of row group ty (lanes 16ty .. 16ty + 15).
+        if (sg_size >= FV) {
+            bm = max(bm, subgroupShuffleXor(bm, 1u));
+            bm = max(bm, subgroupShuffleXor(bm, 2u));
+            bm = max(bm, subgroupShuffleXor(bm, 4u));
+            bm = max(bm, subgroupShuffleXor(bm, 8u));
+        } else {
+            workgroupBarrier();  // K^T is read
+            tk[tid] = bm;
+            workgroupBarrier();
+            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[ty * FV + t]); }
+        }
+        // Every row has a key in the block (k0 <= q0 < T), so bm is finite.
+        let m_new = max(m, bm);
+        let alpha = exp(m - m_new);  // rescales what was summed under the old max
+        m = m_new;
+        var pr = array<vec4<f32>, 4>();
+        for (var i = 0u; i < 4u; i++) {
+            var e4 = exp(s[i] - vec4<f32>(m_new[i]));
+            if (diag) {
+                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
+                e4 = select(vec4<f32>(), e4, ok);
+            }
+            pr[i] = e4;
+            l[i] = l[i] * alpha[i] + ((pr[i].x + pr[i].y) + (pr[i].z + pr[i].w));
+            acc[i] *= alpha[i];
+        }
+        // The next block's K: in flight during P V.
+        if (!diag) {
+            let k1 = k0 + FB;
+            for (var u = 0u; u < 4u; u++) {
+                let e = tid + u * WG;
+                let r = e % FB;
+                let j = e / FB;
+                var v = vec4<f32>();
+                if (k1 + r < p.T && j < hs4) { v = qkv[base + C4 + (k1 + r) * rs + j]; }
+                kn[u] = v;
+            }
+        }
+        for (var u = 0u; u < 4u; u++) { tv[tid + u * WG] = vr[u]; }
+        workgroupBarrier();  // K^T or the scratch is read
+        // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
+        // spreads the 16 threads tx of one store over the banks.
+        for (var j = 0u; j < 4u; j++) {
+            tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+        }
+        workgroupBarrier();
+        for (var k = 0u; k < FB; k++) {
+            let pv = tk[k * FV + (ty ^ (k / 4u))];
+            let vv = tv[k * FV + tx];  // keys past T: V = 0 and P = 0
+            acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
+            acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
+            acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
+            acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+        }
+        workgroupBarrier();  // P^T and V are read before the next K^T and V
+    }
+    // The row sums: the 16 parts in tx order.
+    tk[tid] = l;
+    workgroupBarrier();
+    var lsum = vec4<f32>();
+    for (var t = 0u; t < FV; t++) { lsum += tk[ty * FV + t]; }
+    for (var i = 0u; i < 4u; i++) {
+        let t = qpos[i];
+        if (t < p.T) {
+            if (tx < hs4) { out[(b * p.T + t) * C4 + h * hs4 + tx] = acc[i] / lsum[i]; }
+            if (tx == 0u) { lse[(b * p.NH + h) * p.T + t] = m[i] + log(lsum[i]); }
         }
     }
 }

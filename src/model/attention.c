@@ -45,12 +45,13 @@ static const char *attn_kernel(attn_set set, const char *base, char *buf, size_t
     return buf;
 }
 
-// Workgroup memory the *_48k twins of the fast dq and dk/dv kernels use (three 16 KiB tiles);
-// WebGPU guarantees only 16 KiB, lavapipe offers 32 KiB, the H200 48 KiB.
+// Workgroup memory the *_48k twins of the fast forward, dq and dk/dv kernels use (three 16 KiB
+// tiles); WebGPU guarantees only 16 KiB, lavapipe offers 32 KiB, the H200 48 KiB.
 #define ATTN_48K_STORAGE 49152u
 
-// The fast backward kernel `base`: its 48 KiB twin (base + "_48k") where the device allows it.
-static const char *attn_bwd_kernel(const wgpt_gpu *g, attn_set set, const char *base, char *buf, size_t n) {
+// Kernel `base` ("attention_forward", ...) in the set in use; for the fast set, its 48 KiB twin
+// (base + "_48k") where the device allows it.
+static const char *attn_kernel_for(const wgpt_gpu *g, attn_set set, const char *base, char *buf, size_t n) {
     if (set == ATTN_FAST && wgpt_gpu_get_info(g)->max_workgroup_storage >= ATTN_48K_STORAGE) {
         snprintf(buf, n, "%s_48k", base);
         return buf;
@@ -126,7 +127,7 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
     wgpt_view v[3] = {out, lse, qkv};
     attn_set set = attn_pick(g, p.hs);
     char k[64];
-    if (!wgpt_op_add(g, op, attn_kernel(set, "attention_forward", k, sizeof k), v, 3, &p, sizeof p,
+    if (!wgpt_op_add(g, op, attn_kernel_for(g, set, "attention_forward", k, sizeof k), v, 3, &p, sizeof p,
                      attn_blocks(set, T), NH, B))
         return -1;
     return 0;
@@ -158,9 +159,9 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
-    if (!wgpt_op_add(g, op, attn_bwd_kernel(g, set, "attention_backward_dq", kdq, sizeof kdq), grads, 5, &p,
+    if (!wgpt_op_add(g, op, attn_kernel_for(g, set, "attention_backward_dq", kdq, sizeof kdq), grads, 5, &p,
                      sizeof p, blocks, NH, B) ||
-        !wgpt_op_add(g, op, attn_bwd_kernel(g, set, "attention_backward_dkdv", kdkdv, sizeof kdkdv), grads, 5,
+        !wgpt_op_add(g, op, attn_kernel_for(g, set, "attention_backward_dkdv", kdkdv, sizeof kdkdv), grads, 5,
                      &p, sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
