@@ -3,10 +3,9 @@
 // shapes these cannot take, its flat twins the CPU).
 //   matmul_forward_vec4         out[:, off:off+n] = inp (m, k) @ weight (n, k)^T (+ bias)
 //   matmul_backward_input_vec4  dinp (m, n) = (or +=) dout[:, off:off+k] @ weight (k, n)
-//                               (times gelu'(pre) elementwise, if flag bit 2: GELU's backward fused)
 //   matmul_backward_weight_vec4 dweight (m, n) += dout[:, off:off+m]^T @ inp (k, n)
 //                               (+ dbias (m) += row sums of that dout^T, if flag bit 1)
-//   matmul_split_reduce         dst[:, off:off+n] = (or +=) sum of the split partials (+ bias) (times gelu'(pre))
+//   matmul_split_reduce         dst[:, off:off+n] = (or +=) sum of the split partials (+ bias)
 // Shapes: n, k, ld and off multiples of 4 (every row a whole number of vec4s);
 // m any. ABI: storage buffers at bindings 0..k-1, then `p: MatmulParams`.
 // Dispatch: the matmuls one workgroup of 256 threads per 128 x 128 output
@@ -24,8 +23,7 @@ struct MatmulParams {
     k: u32,      // reduction length (matmul_split_reduce: the number of partials)
     ld: u32,     // row stride (floats) of the column-offset operand (out, dout; the reduce's dst)
     off: u32,    // its first column
-    flag: u32,   // bit 0: add to the output (backward_input, reduce); bit 1: bias (forward, backward_weight, reduce);
-                 // bit 2: times gelu'(pre) (backward_input, reduce)
+    flag: u32,   // bit 0: add to the output (backward_input, reduce); bit 1: bias (forward, backward_weight, reduce)
     ks: u32,     // k per split (a multiple of 4)
     split: u32,  // 1: write partials to part[wg.z] (m x n floats each)
 }
@@ -186,15 +184,12 @@ fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workg
 }
 
 // --- KERNEL: matmul_backward_input_vec4 ---
-// dinp[r, c] = (flag bit 0 ? dinp[r, c] : 0) + g * sum_k dout[r, off + k] * weight[k, c],
-// g = gelu'(pre[r, c]) with flag bit 2 (the backward of out = gelu(pre) fused
-// in: dinp is then d pre), else 1. dout's tile is loaded along k and stored
-// transposed, weight's along c as it is. A split leaves g to the reduce.
+// dinp[r, c] = (flag bit 0 ? dinp[r, c] : 0) + sum_k dout[r, off + k] * weight[k, c]:
+// dout's tile is loaded along k and stored transposed, weight's along c as it is.
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;        // (m, ld)
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;      // (k, n)
 @group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n), or the partials (split)
-@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;         // (m, n), read if flag bit 2
-@group(0) @binding(4) var<uniform> p: MatmulParams;
+@group(0) @binding(3) var<uniform> p: MatmulParams;
 
 fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let ld4 = p.ld / 4u;
@@ -249,7 +244,6 @@ fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builti
                 dinp[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
             } else {
                 let idx = r * n4 + c / 4u;
-                if ((p.flag & 4u) != 0u) { v = gelu_grad4(pre[idx]) * v; }
                 if ((p.flag & 1u) != 0u) { v += dinp[idx]; }
                 dinp[idx] = v;
             }
@@ -354,14 +348,12 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
 }
 
 // --- KERNEL: matmul_split_reduce ---
-// dst[r, off + c] = (flag bit 0 ? dst[r, off + c] : 0) + g * (sum over z < p.k of
-// part[z][r, c] (in order of z) (+ bias[c] if flag bit 1)), g = gelu'(pre[r, c])
-// with flag bit 2, else 1; a vec4 a thread.
+// dst[r, off + c] = (flag bit 0 ? dst[r, off + c] : 0) + sum over z < p.k of
+// part[z][r, c] (in order of z) (+ bias[c] if flag bit 1), a vec4 a thread.
 @group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;       // (p.k, m, n)
 @group(0) @binding(1) var<storage, read> bias: array<vec4<f32>>;       // (n), read if flag bit 1
 @group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;  // (m, ld)
-@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;        // (m, n), read if flag bit 2
-@group(0) @binding(4) var<uniform> p: MatmulParams;
+@group(0) @binding(3) var<uniform> p: MatmulParams;
 
 @compute @workgroup_size(WG)
 fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -384,7 +376,6 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     }
     for (; z < p.k; z++) { s += part[z * total + i]; }
     if ((p.flag & 2u) != 0u) { s += bias[cv]; }
-    if ((p.flag & 4u) != 0u) { s = gelu_grad4(pre[i]) * s; }
     let d = r * (p.ld / 4u) + p.off / 4u + cv;
     if ((p.flag & 1u) != 0u) { s += dst[d]; }
     dst[d] = s;

@@ -14,11 +14,45 @@ struct GeluParams {
     n: u32,  // elements in this dispatch (a chunk of the tensor)
 }
 
+const GELU_K: f32 = 0.7978845608028654;  // sqrt(2/pi)
+const GELU_A: f32 = 0.044715;
+// tanh(10) = 1 - 4e-9 rounds to 1.0 in f32, so clamping the tanh argument to
+// +-10 changes no result, while a tanh built from exp (sinh/cosh) of a big
+// argument overflows to inf/inf = NaN on some GPUs. x is clamped first so
+// that x^3 cannot overflow (u reaches 10 at x = 5.42).
+const GELU_U_MAX: f32 = 10.0;
+const GELU_X_MAX: f32 = 10.0;
 const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of the vec4 twins
 
 // Index of this thread's first vec4 (1D grid or the host's 2D fallback).
 fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
+}
+
+// The tanh argument sqrt(2/pi) * (x + 0.044715 x^3), clamped to +-GELU_U_MAX.
+fn gelu_arg(xc: f32) -> f32 {
+    return clamp(GELU_K * (xc + GELU_A * xc * xc * xc), -GELU_U_MAX, GELU_U_MAX);
+}
+
+// tanh(u) for a clamped u: exactly +-1 at the clamp, so that 1 - th^2 is 0.
+fn gelu_tanh(u: f32) -> f32 {
+    return select(tanh(u), sign(u), abs(u) >= GELU_U_MAX);
+}
+
+// gelu(x), as gelu_forward computes it.
+fn gelu_value(x: f32) -> f32 {
+    let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
+    return 0.5 * x * (1.0 + th);
+}
+
+// d gelu / dx at x, as gelu_backward computes it. Past the clamp 1 - th^2 is
+// exactly 0; using xc there keeps the product finite (x * 0 would be NaN for
+// x = inf) and is exact everywhere else.
+fn gelu_grad(x: f32) -> f32 {
+    let xc = clamp(x, -GELU_X_MAX, GELU_X_MAX);
+    let th = gelu_tanh(gelu_arg(xc));
+    let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
+    return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
 }
 
 // --- KERNEL: gelu_forward ---
@@ -94,6 +128,7 @@ fn gelu_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     for (var k = 0u; k < V4_PER_THREAD; k++) {
         let i = i0 + k * WG;
         let v = x[k];
-        if (i < n4) { dinp[i] = gelu_grad4(v) * d[k]; }
+        let local = vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
+        if (i < n4) { dinp[i] = local * d[k]; }
     }
 }

@@ -21,7 +21,6 @@
 
 #include <stdlib.h>
 
-#include "model/elementwise.h"
 #include "model/linear.h"
 #include "model/linear_split.h"
 #include "model/variant.h"
@@ -483,66 +482,6 @@ static void vec4_kernels_match_reference(void **st) {
     lresult_free_(&a), lresult_free_(&b), lcase_free_(&c);
 }
 
-// GELU's backward fused into the input pass (wgpt_linear_backward_gelu) gives
-// the same bits as the input pass followed by wgpt_gelu_backward (the same
-// products in the same order, tested against the reference above and in
-// test_gelu_residual), split or not; the weight pass is unchanged. Where the
-// vec4 kernels do not apply (the CPU twins, C not a multiple of 4), the fusion
-// is refused with a message and wgpt_linear_fuses_gelu says 0.
-static void gelu_backward_fuses_into_the_input_pass(void **st) {
-    (void)st;
-    static const int shapes[][4] = {{74, 48, 144, 0}, {100, 64, 1024, 0}, {70, 40, 64, 7}};  // N, C, OC, forced parts
-    int cpu = wgpt_kernel_variant_cpu(G);
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        int N = shapes[s][0], C = shapes[s][1], OC = shapes[s][2];
-        wgpt_linear_force_splits((uint32_t)shapes[s][3]);
-        size_t nc = (size_t)N * C, oc = (size_t)OC * C, no = (size_t)N * OC;
-        float *inp = randv_(nc), *w = randv_(oc), *dout = randv_(no), *pre = randv_(nc), *z = calloc(nc + oc + 1, 4);
-        for (size_t i = 0; i < nc; i++) pre[i] *= 4;  // GELU's curved part and both tails
-        dtensor ti = dt_upload_(G, inp, nc), tw = dt_upload_(G, w, oc), td = dt_upload_(G, dout, no);
-        dtensor tp = dt_upload_(G, pre, nc), tmp = dt_upload_(G, z, nc);
-        dtensor da = dt_upload_(G, z, nc), dwa = dt_upload_(G, z, oc), dba = dt_upload_(G, z, OC);
-        dtensor db_ = dt_upload_(G, z, nc), dwb = dt_upload_(G, z, oc), dbb = dt_upload_(G, z, OC);
-        uint64_t sb = wgpt_linear_scratch_bytes(G, (uint32_t)N, (uint32_t)C, (uint32_t)OC);
-        float *zs = calloc(sb / 4 + 1, 4);
-        dtensor sc = dt_upload_(G, zs, sb / 4);
-        int fuses = wgpt_linear_fuses_gelu(G, sc.view, (uint32_t)N, (uint32_t)C, (uint32_t)OC);
-        assert_int_equal(fuses, !cpu);
-        wgpt_op a, b;
-        wgpt_op_init(&a), wgpt_op_init(&b);
-        int rc = wgpt_linear_backward_gelu(G, &a, da.view, dwa.view, dba.view, td.view, ti.view, tw.view, (uint32_t)N,
-                                           (uint32_t)C, (uint32_t)OC, sc.view, tp.view);
-        if (!fuses) {
-            assert_int_equal(rc, -1);
-            assert_non_null(strstr(wgpt_gpu_error(G), "wgpt_linear_fuses_gelu"));
-        } else {
-            TU_OK(G, rc);
-            TU_OK(G, wgpt_linear_backward(G, &b, tmp.view, dwb.view, dbb.view, td.view, ti.view, tw.view,
-                                          (uint32_t)N, (uint32_t)C, (uint32_t)OC, 0, sc.view));
-            TU_OK(G, wgpt_gelu_backward(G, &b, db_.view, tp.view, tmp.view, nc));
-            TU_OK(G, wgpt_op_record(G, &a));
-            TU_OK(G, wgpt_op_record(G, &b));
-            float *x = malloc((nc + oc) * 4), *y = malloc((nc + oc) * 4);
-            dt_download_(G, &da, x), dt_download_(G, &db_, y);
-            assert_memory_equal(x, y, nc * 4);
-            dt_download_(G, &dwa, x), dt_download_(G, &dwb, y);
-            assert_memory_equal(x, y, oc * 4);
-            dt_download_(G, &dba, x), dt_download_(G, &dbb, y);
-            assert_memory_equal(x, y, (size_t)OC * 4);
-            int nonzero = 0;  // and it computed something
-            dt_download_(G, &da, x);
-            for (size_t i = 0; i < nc; i++) nonzero += x[i] != 0;
-            assert_true(nonzero > (int)nc / 2);
-            free(x), free(y);
-        }
-        wgpt_op_free(&a), wgpt_op_free(&b);
-        dtensor *all[] = {&ti, &tw, &td, &tp, &tmp, &da, &dwa, &dba, &db_, &dwb, &dbb, &sc};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dt_free_(all[i]);
-        free(inp), free(w), free(dout), free(pre), free(z), free(zs);
-    }
-    wgpt_linear_force_splits(0);
-}
-
 // Each test twice: with the tiled GPU kernels, then with their CPU twins.
 #define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
 
@@ -552,7 +491,6 @@ int main(void) {
         cmocka_unit_test(variant_choice),
         BOTH(matches_reference_at_odd_sizes),
         BOTH(vec4_kernels_match_reference),
-        BOTH(gelu_backward_fuses_into_the_input_pass),
         BOTH(matches_reference_when_split),
         BOTH(results_are_deterministic),
         BOTH(gpt2_logits_shape),

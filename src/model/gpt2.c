@@ -162,15 +162,9 @@ static int build_backward_(wgpt_gpt2 *m) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         // res3 = res2 + fcproj: d fcproj = dres
-        if (wgpt_linear_fuses_gelu(g, A(mm_scratch, 0), BT, 4 * C, C)) {  // and GELU's backward with it
-            GPU_OK(m, wgpt_linear_backward_gelu(g, op, A(dfch, 0), D(WGPT_FCPROJW, l), D(WGPT_FCPROJB, l), A(dres, 0),
-                                                A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, A(mm_scratch, 0),
-                                                A(fch, l)));
-        } else {
-            GPU_OK(m, wgpt_linear_backward(g, op, A(dfch_gelu, 0), D(WGPT_FCPROJW, l), D(WGPT_FCPROJB, l), A(dres, 0),
-                                           A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, 0, A(mm_scratch, 0)));
-            GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
-        }
+        GPU_OK(m, wgpt_linear_backward(g, op, A(dfch_gelu, 0), D(WGPT_FCPROJW, l), D(WGPT_FCPROJB, l), A(dres, 0),
+                                       A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, 0, A(mm_scratch, 0)));
+        GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
         GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_FCW, l), D(WGPT_FCB, l), A(dfch, 0), A(ln2, l),
                                        P(WGPT_FCW, l), BT, C, 4 * C, 0, A(mm_scratch, 0)));
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),

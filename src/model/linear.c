@@ -114,13 +114,12 @@ static int v4_ok_(wgpt_gpu *g, wgpt_view scratch, uint32_t C, uint32_t OC, uint6
 
 // Appends the reduce of `splits` partials (m, n) at part into dst (row stride
 // ld, first column off), adding bias (n) if bias.buf and dst's values if add.
-// ... times gelu'(pre) (m, n) elementwise if pre.buf.
 static int v4_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view part, wgpt_view bias, wgpt_view dst, uint32_t m, uint32_t n,
-                      uint32_t splits, uint32_t ld, uint32_t off, int add, wgpt_view pre) {
-    wgpt_view v[4] = {part, bias.buf ? bias : part, dst, pre.buf ? pre : part};
-    linear_params p = {m, n, splits, ld, off, (add ? 1u : 0u) | (bias.buf ? 2u : 0u) | (pre.buf ? 4u : 0u), 0, 0};
+                      uint32_t splits, uint32_t ld, uint32_t off, int add) {
+    wgpt_view v[3] = {part, bias.buf ? bias : part, dst};
+    linear_params p = {m, n, splits, ld, off, (add ? 1u : 0u) | (bias.buf ? 2u : 0u), 0, 0};
     uint64_t threads = (uint64_t)m * (n / 4);
-    return wgpt_op_add1d(g, op, "matmul_split_reduce", v, 4, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
+    return wgpt_op_add1d(g, op, "matmul_split_reduce", v, 3, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
 }
 
 static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
@@ -135,27 +134,22 @@ static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, w
     linear_params p = {N, OC, C, OC, 0, bias.buf ? 2u : 0u, sp.ks, (uint32_t)split};
     if (!wgpt_op_add(g, op, "matmul_forward_vec4", v, 4, &p, sizeof p, tiles_(OC, V4_TILE), tiles_(N, V4_TILE), sp.n))
         return -1;
-    wgpt_view none = {0};
-    return split ? v4_reduce_(g, op, part, bias, out, N, OC, sp.n, OC, 0, 0, none) : 0;
+    return split ? v4_reduce_(g, op, part, bias, out, N, OC, sp.n, OC, 0, 0) : 0;
 }
 
-// dinp (times gelu'(pre) if pre.buf: GELU's backward fused).
 static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout, wgpt_view weight, uint32_t N,
-                              uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch, wgpt_view pre) {
+                              uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch) {
     wgpt_split sp = v4_split_(g, N, C, OC, 0, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * N * C * 4), none = {0};
     dout = sub_(dout, 0, (uint64_t)N * OC * 4), weight = sub_(weight, 0, (uint64_t)OC * C * 4);
     dinp = sub_(dinp, 0, (uint64_t)N * C * 4);
-    if (pre.buf) pre = sub_(pre, 0, (uint64_t)N * C * 4);
-    // without pre the kernel never reads binding 3: weight stands in
-    wgpt_view v[4] = {dout, weight, split ? part : dinp, pre.buf ? pre : weight};
-    uint32_t flag = (accumulate ? 1u : 0u) | (pre.buf && !split ? 4u : 0u);
-    linear_params p = {N, C, OC, OC, 0, flag, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_backward_input_vec4", v, 4, &p, sizeof p, tiles_(C, V4_TILE), tiles_(N, V4_TILE),
+    wgpt_view v[3] = {dout, weight, split ? part : dinp};
+    linear_params p = {N, C, OC, OC, 0, accumulate ? 1u : 0u, sp.ks, (uint32_t)split};
+    if (!wgpt_op_add(g, op, "matmul_backward_input_vec4", v, 3, &p, sizeof p, tiles_(C, V4_TILE), tiles_(N, V4_TILE),
                      sp.n))
         return -1;
-    return split ? v4_reduce_(g, op, part, none, dinp, N, C, sp.n, C, 0, accumulate, pre) : 0;
+    return split ? v4_reduce_(g, op, part, none, dinp, N, C, sp.n, C, 0, accumulate) : 0;
 }
 
 // dweight (and dbias, fused: its row sums of dout^T ride along).
@@ -178,8 +172,8 @@ static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt
         return -1;
     if (!split) return 0;
     wgpt_view none = {0};
-    if (v4_reduce_(g, op, part, none, dweight, OC, C, sp.n, C, 0, 1, none) < 0) return -1;
-    return with_bias ? v4_reduce_(g, op, bpart, none, dbias, 1, OC, sp.n, OC, 0, 1, none) : 0;
+    if (v4_reduce_(g, op, part, none, dweight, OC, C, sp.n, C, 0, 1) < 0) return -1;
+    return with_bias ? v4_reduce_(g, op, bpart, none, dbias, 1, OC, sp.n, OC, 0, 1) : 0;
 }
 
 int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
@@ -267,10 +261,9 @@ static int backward_bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view d
     return 0;
 }
 
-// The backward passes; gelu_pre.buf: dinp = gelu'(gelu_pre) * (dout @ weight), vec4 path only.
-static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias, wgpt_view dout,
-                     wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC, int accumulate_dinp,
-                     wgpt_view scratch, unsigned passes, wgpt_view gelu_pre) {
+int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
+                                wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
+                                int accumulate_dinp, wgpt_view scratch, unsigned passes) {
     if (check_sizes_(g, N, C, OC) < 0 || check_view_(g, "dinp", dinp, (uint64_t)N * C) < 0 ||
         check_view_(g, "dweight", dweight, (uint64_t)OC * C) < 0 ||
         (dbias.buf && check_view_(g, "dbias", dbias, OC) < 0) ||
@@ -282,40 +275,13 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight
     if (!rows_n || !rows_o) return -1;
     int in = (passes & WGPT_LINEAR_PASS_INPUT) != 0, w = (passes & WGPT_LINEAR_PASS_WEIGHT) != 0;
     if (v4_ok_(g, scratch, C, OC, rows_n, rows_o, N)) {
-        if (in && v4_backward_input_(g, op, dinp, dout, weight, N, C, OC, accumulate_dinp, scratch, gelu_pre) < 0)
-            return -1;
+        if (in && v4_backward_input_(g, op, dinp, dout, weight, N, C, OC, accumulate_dinp, scratch) < 0) return -1;
         return w ? v4_backward_weight_(g, op, dweight, dbias, dout, inp, N, C, OC, scratch) : 0;
     }
-    if (gelu_pre.buf)
-        return wgpt_gpu_fail(g, "linear: GELU's backward fuses only into the vec4 kernels (N=%u, C=%u, OC=%u: "
-                                "see wgpt_linear_fuses_gelu)", N, C, OC);
     if (in && backward_input_(g, op, dinp, dout, weight, N, C, OC, accumulate_dinp, rows_n, rows_o) < 0) return -1;
     if (w && backward_weight_(g, op, dweight, dout, inp, N, C, OC, rows_n, rows_o) < 0) return -1;
     if (w && dbias.buf && backward_bias_(g, op, dbias, dout, N, OC, rows_n) < 0) return -1;
     return 0;
-}
-
-int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
-                                wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
-                                int accumulate_dinp, wgpt_view scratch, unsigned passes) {
-    wgpt_view none = {0};
-    return backward_(g, op, dinp, dweight, dbias, dout, inp, weight, N, C, OC, accumulate_dinp, scratch, passes,
-                     none);
-}
-
-int wgpt_linear_fuses_gelu(wgpt_gpu *g, wgpt_view scratch, uint32_t N, uint32_t C, uint32_t OC) {
-    if (!N || !C || !OC) return 0;
-    uint64_t rows_n = wgpt_op_chunk_rows(g, N, C > OC ? C : OC), rows_o = wgpt_op_chunk_rows(g, OC, C);
-    return rows_n && rows_o && v4_ok_(g, scratch, C, OC, rows_n, rows_o, N);
-}
-
-int wgpt_linear_backward_gelu(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
-                              wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
-                              wgpt_view scratch, wgpt_view gelu_pre) {
-    if (!gelu_pre.buf) return wgpt_gpu_fail(g, "linear: the GELU backward needs its pre-activation (gelu_pre)");
-    if (check_view_(g, "gelu_pre", gelu_pre, (uint64_t)N * C) < 0) return -1;
-    return backward_(g, op, dinp, dweight, dbias, dout, inp, weight, N, C, OC, 0, scratch,
-                     WGPT_LINEAR_PASS_INPUT | WGPT_LINEAR_PASS_WEIGHT, gelu_pre);
 }
 
 int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,

@@ -41,17 +41,6 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
                          wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
                          int accumulate_dinp, wgpt_view scratch);
 
-// wgpt_linear_backward with GELU's backward fused into the input pass, for a
-// layer whose input is inp = gelu(gelu_pre): dinp (N, C) = gelu'(gelu_pre) *
-// (dout @ weight), elementwise, overwritten (d gelu_pre, with no separate
-// pass over d inp); dweight and dbias as wgpt_linear_backward. Only where
-// wgpt_linear_fuses_gelu says so (the vec4 kernels), else -1 with a message.
-int wgpt_linear_backward_gelu(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
-                              wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
-                              wgpt_view scratch, wgpt_view gelu_pre);
-// 1 if wgpt_linear_backward_gelu can run for this shape and scratch on g.
-int wgpt_linear_fuses_gelu(wgpt_gpu *g, wgpt_view scratch, uint32_t N, uint32_t C, uint32_t OC);
-
 // One or both passes of wgpt_linear_backward (for benchmarks): the input
 // pass (dinp), the weight pass (dweight and dbias).
 #define WGPT_LINEAR_PASS_INPUT 1u
