@@ -43,8 +43,7 @@ static const char USAGE_[] =
     "mean of N timed steps (default 10).\n";
 
 int main(int argc, char **argv) {
-    wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
-                          .num_layers = 12, .num_heads = 12, .channels = 768};
+    wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10;
     const wgpt_opt opts[] = {
         {"batch", WGPT_OPT_U32, &B, "sequences a step"},

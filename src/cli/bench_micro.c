@@ -53,8 +53,7 @@ wgpt_buf *wgpt_bench_micro_buffer(wgpt_bench_ctx *b, uint64_t floats, float lo, 
 
 // The GPU memory the plain `wgpt bench` allocates (GPT-2 124M, batch 4 x 1024).
 static void print_step_memory_(wgpt_gpu *g) {
-    wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
-                          .num_layers = 12, .num_heads = 12, .channels = 768};
+    wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     char err[1024];
     wgpt_gpt2 *m = wgpt_gpt2_create(g, &c, 4, 1024, err, sizeof err);
     if (!m) {

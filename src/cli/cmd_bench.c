@@ -71,8 +71,7 @@ static void print_profile_(wgpt_gpu *g) {
 }
 
 int wgpt_cmd_bench(int argc, char **argv) {
-    wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
-                          .num_layers = 12, .num_heads = 12, .channels = 768};
+    wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, micro = 0, micro_wall = 0;
     float scale = 0, width = 0, peak = 0;

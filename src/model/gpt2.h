@@ -51,6 +51,10 @@ void wgpt_gpt2_param_sizes(const wgpt_gpt2_config *c, size_t sizes[WGPT_GPT2_NUM
 // weights 1, biases 0, padded vocabulary rows 0.
 void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t seed);
 
+// GPT-2 124M (12 layers, 12 heads, C 768, T 1024, vocabulary 50257 padded to
+// 50304): the benchmarks' model.
+wgpt_gpt2_config wgpt_gpt2_124m_config(void);
+
 // The benchmarks' synthetic batch (`wgpt bench`, bench/ref_step.c): n
 // pseudo-random token ids below the vocabulary size, the same for every run,
 // and as targets the next token (wrapping round).

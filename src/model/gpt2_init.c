@@ -31,6 +31,11 @@ void wgpt_gpt2_init_params(const wgpt_gpt2_config *c, float *params, uint64_t se
     }
 }
 
+wgpt_gpt2_config wgpt_gpt2_124m_config(void) {
+    return (wgpt_gpt2_config){.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304,
+                              .num_layers = 12, .num_heads = 12, .channels = 768};
+}
+
 void wgpt_gpt2_bench_tokens(const wgpt_gpt2_config *c, int *tokens, int *targets, size_t n) {
     uint64_t s = 42;
     for (size_t i = 0; i < n; i++) {
