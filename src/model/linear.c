@@ -79,14 +79,10 @@ static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
 
 // ---- The vec4 kernels (03_linear_vec4.wgsl): GPUs, whole-vec4 rows, one binding ----
 
-#define V4_TILE WGPT_V4_TILE
-
 // wgpt_linear_force_splits: 0, or the split count every vec4 matmul asks for.
 static uint32_t forced_splits_;
 
 void wgpt_linear_force_splits(uint32_t splits) { forced_splits_ = splits; }
-
-static uint64_t align256_(uint64_t b) { return (b + 255) & ~(uint64_t)255; }
 
 // The split of an (m, n) output's sum over k (linear_split.h) on g's device.
 static wgpt_split v4_split_(wgpt_gpu *g, uint64_t m, uint64_t n, uint32_t k, int with_bias, uint64_t scratch_bytes) {
@@ -132,7 +128,8 @@ static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, w
     if (bias.buf) bias = sub_(bias, 0, (uint64_t)OC * 4);
     wgpt_view v[4] = {inp, weight, bias.buf ? bias : weight, split ? part : out};
     linear_params p = {N, OC, C, OC, 0, bias.buf ? 2u : 0u, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_forward_vec4", v, 4, &p, sizeof p, tiles_(OC, V4_TILE), tiles_(N, V4_TILE), sp.n))
+    if (!wgpt_op_add(g, op, "matmul_forward_vec4", v, 4, &p, sizeof p, tiles_(OC, WGPT_V4_TILE),
+                     tiles_(N, WGPT_V4_TILE), sp.n))
         return -1;
     return split ? v4_reduce_(g, op, part, bias, out, N, OC, sp.n, OC, 0, 0) : 0;
 }
@@ -146,8 +143,8 @@ static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_vie
     dinp = sub_(dinp, 0, (uint64_t)N * C * 4);
     wgpt_view v[3] = {dout, weight, split ? part : dinp};
     linear_params p = {N, C, OC, OC, 0, accumulate ? 1u : 0u, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_backward_input_vec4", v, 3, &p, sizeof p, tiles_(C, V4_TILE), tiles_(N, V4_TILE),
-                     sp.n))
+    if (!wgpt_op_add(g, op, "matmul_backward_input_vec4", v, 3, &p, sizeof p, tiles_(C, WGPT_V4_TILE),
+                     tiles_(N, WGPT_V4_TILE), sp.n))
         return -1;
     return split ? v4_reduce_(g, op, part, none, dinp, N, C, sp.n, C, 0, accumulate) : 0;
 }
@@ -158,7 +155,7 @@ static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt
     int with_bias = dbias.buf != NULL;
     wgpt_split sp = v4_split_(g, OC, C, N, with_bias, wgpt_view_bytes(scratch));
     int split = sp.n > 1;
-    uint64_t wbytes = align256_((uint64_t)sp.n * OC * C * 4);
+    uint64_t wbytes = wgpt_split_weight_bytes(sp.n, OC, C);
     wgpt_view part = sub_(scratch, 0, (uint64_t)sp.n * OC * C * 4);
     wgpt_view bpart = sub_(scratch, split ? wbytes : 0, split ? (uint64_t)sp.n * OC * 4 : 256);
     dout = sub_(dout, 0, (uint64_t)N * OC * 4), inp = sub_(inp, 0, (uint64_t)N * C * 4);
@@ -167,8 +164,8 @@ static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt
     // without a bias the kernel never writes binding 3: a scratch piece stands in
     wgpt_view v[4] = {dout, inp, split ? part : dweight, split || !with_bias ? bpart : dbias};
     linear_params p = {OC, C, N, OC, 0, with_bias ? 2u : 0u, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_backward_weight_vec4", v, 4, &p, sizeof p, tiles_(C, V4_TILE),
-                     tiles_(OC, V4_TILE), sp.n))
+    if (!wgpt_op_add(g, op, "matmul_backward_weight_vec4", v, 4, &p, sizeof p, tiles_(C, WGPT_V4_TILE),
+                     tiles_(OC, WGPT_V4_TILE), sp.n))
         return -1;
     if (!split) return 0;
     wgpt_view none = {0};

@@ -22,11 +22,14 @@
 #define V4_MIN_KS 256u        // k a part keeps at least
 #define V4_MAX_SPLITS 16u
 
-static uint64_t align256_(uint64_t b) { return (b + 255) & ~(uint64_t)255; }
 static uint64_t tiles_(uint64_t n) { return (n + WGPT_V4_TILE - 1) / WGPT_V4_TILE; }
 
+uint64_t wgpt_split_weight_bytes(uint32_t parts, uint64_t m, uint64_t n) {
+    return ((uint64_t)parts * m * n * 4 + 255) & ~(uint64_t)255;
+}
+
 static uint64_t part_bytes_(uint32_t s, uint64_t m, uint64_t n, int with_bias) {
-    return align256_((uint64_t)s * m * n * 4) + (with_bias ? (uint64_t)s * m * 4 : 0);
+    return wgpt_split_weight_bytes(s, m, n) + (with_bias ? (uint64_t)s * m * 4 : 0);
 }
 
 // Estimated time of s parts, in stage times of a full unit.

@@ -19,6 +19,10 @@ typedef struct wgpt_split {
 wgpt_split wgpt_split_pick(uint32_t units, uint64_t m, uint64_t n, uint32_t k, int with_bias,
                            uint64_t scratch_bytes, uint32_t forced);
 
+// The scratch of a split's partials: `parts` (m, n) weight partials, then,
+// at this byte offset (256-aligned), the bias partials (m floats each).
+uint64_t wgpt_split_weight_bytes(uint32_t parts, uint64_t m, uint64_t n);
+
 // Bytes of partials wgpt_split_pick may want for that output (0: no split).
 uint64_t wgpt_split_bytes(uint32_t units, uint64_t m, uint64_t n, uint32_t k, int with_bias, uint32_t forced);
 
