@@ -71,6 +71,51 @@ fn ln_row_sum(tid: u32, sg: u32, val: f32) -> f32 {
     return s;
 }
 
+// The parameter-gradient kernels (layernorm_backward_params and the two
+// phases): each of the LN_LANES lanes of a column holds part of its dweight
+// and dbias sums. ln_fold_store puts every thread's part in workgroup memory
+// (call from uniform control flow with the whole workgroup); then
+// ln_fold_sum(col) adds the lanes of column col in lane order
+// (deterministic): x the dweight sum, y the dbias sum. The vec4 forms serve
+// the vec4 kernel (four columns a thread).
+var<workgroup> ln_fold_w: array<f32, WG>;
+var<workgroup> ln_fold_b: array<f32, WG>;
+var<workgroup> ln_fold_w4: array<vec4<f32>, WG>;
+var<workgroup> ln_fold_b4: array<vec4<f32>, WG>;
+
+fn ln_fold_store(tid: u32, dw: f32, db: f32) {
+    ln_fold_w[tid] = dw;
+    ln_fold_b[tid] = db;
+    workgroupBarrier();
+}
+
+fn ln_fold_sum(col: u32) -> vec2<f32> {
+    var tw = 0.0;
+    var tb = 0.0;
+    for (var l = 0u; l < LN_LANES; l++) {
+        tw += ln_fold_w[l * LN_COLS + col];
+        tb += ln_fold_b[l * LN_COLS + col];
+    }
+    return vec2<f32>(tw, tb);
+}
+
+fn ln_fold_store4(tid: u32, dw: vec4<f32>, db: vec4<f32>) {
+    ln_fold_w4[tid] = dw;
+    ln_fold_b4[tid] = db;
+    workgroupBarrier();
+}
+
+// The dweight sums of column group col, then (index 1) the dbias sums.
+fn ln_fold_sum4(col: u32) -> array<vec4<f32>, 2> {
+    var tw = vec4<f32>(0.0);
+    var tb = vec4<f32>(0.0);
+    for (var l = 0u; l < LN_LANES; l++) {
+        tw += ln_fold_w4[l * LN_COLS + col];
+        tb += ln_fold_b4[l * LN_COLS + col];
+    }
+    return array<vec4<f32>, 2>(tw, tb);
+}
+
 // Sum of the four lanes.
 fn sum4(x: vec4<f32>) -> f32 {
     return (x.x + x.y) + (x.z + x.w);
@@ -270,9 +315,6 @@ fn layernorm_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @bui
 @group(0) @binding(5) var<storage, read> rstd: array<f32>;           // (N)
 @group(0) @binding(6) var<uniform> p: LnParams;
 
-var<workgroup> sh_dw: array<f32, WG>;
-var<workgroup> sh_db: array<f32, WG>;
-
 @compute @workgroup_size(WG)
 fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
                              @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -288,18 +330,11 @@ fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin
             db += d;
         }
     }
-    sh_dw[tid] = dw;
-    sh_db[tid] = db;
-    workgroupBarrier();
+    ln_fold_store(tid, dw, db);
     if (lane == 0u && c < p.C) {
-        var tw = 0.0;
-        var tb = 0.0;
-        for (var l = 0u; l < LN_LANES; l++) {
-            tw += sh_dw[l * LN_COLS + col];
-            tb += sh_db[l * LN_COLS + col];
-        }
-        dweight[c] += tw;
-        dbias[c] += tb;
+        let t = ln_fold_sum(col);
+        dweight[c] += t.x;
+        dbias[c] += t.y;
     }
 }
 
@@ -318,9 +353,6 @@ fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin
 @group(0) @binding(3) var<storage, read> mean: array<f32>;        // (N)
 @group(0) @binding(4) var<storage, read> rstd: array<f32>;        // (N)
 @group(0) @binding(5) var<uniform> p: LnParams;
-
-var<workgroup> sh_dw: array<f32, WG>;
-var<workgroup> sh_db: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn layernorm_params_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -345,18 +377,11 @@ fn layernorm_params_part(@builtin(local_invocation_index) tid: u32, @builtin(wor
             }
         }
     }
-    sh_dw[tid] = dw;
-    sh_db[tid] = db;
-    workgroupBarrier();
+    ln_fold_store(tid, dw, db);
     if (lane == 0u && c < p.C) {
-        var tw = 0.0;
-        var tb = 0.0;
-        for (var l = 0u; l < LN_LANES; l++) {
-            tw += sh_dw[l * LN_COLS + col];
-            tb += sh_db[l * LN_COLS + col];
-        }
-        part[blk * p.C + c] = tw;
-        part[(nblk + blk) * p.C + c] = tb;
+        let t = ln_fold_sum(col);
+        part[blk * p.C + c] = t.x;
+        part[(nblk + blk) * p.C + c] = t.y;
     }
 }
 
@@ -371,9 +396,6 @@ fn layernorm_params_part(@builtin(local_invocation_index) tid: u32, @builtin(wor
 @group(0) @binding(3) var<storage, read> mean: array<f32>;              // (N)
 @group(0) @binding(4) var<storage, read> rstd: array<f32>;              // (N)
 @group(0) @binding(5) var<uniform> p: LnParams;
-
-var<workgroup> sh_dw: array<vec4<f32>, WG>;
-var<workgroup> sh_db: array<vec4<f32>, WG>;
 
 @compute @workgroup_size(WG)
 fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -399,18 +421,11 @@ fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builti
             }
         }
     }
-    sh_dw[tid] = dw;
-    sh_db[tid] = db;
-    workgroupBarrier();
+    ln_fold_store4(tid, dw, db);
     if (lane == 0u && j < c4) {
-        var tw = vec4<f32>(0.0);
-        var tb = vec4<f32>(0.0);
-        for (var l = 0u; l < LN_LANES; l++) {
-            tw += sh_dw[l * LN_COLS + col];
-            tb += sh_db[l * LN_COLS + col];
-        }
-        part[blk * c4 + j] = tw;
-        part[(nblk + blk) * c4 + j] = tb;
+        let t = ln_fold_sum4(col);
+        part[blk * c4 + j] = t[0];
+        part[(nblk + blk) * c4 + j] = t[1];
     }
 }
 
@@ -424,9 +439,6 @@ fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builti
 @group(0) @binding(1) var<storage, read_write> dbias: array<f32>;    // (C)
 @group(0) @binding(2) var<storage, read> part: array<f32>;           // (2, nblk, C)
 @group(0) @binding(3) var<uniform> p: LnParams;
-
-var<workgroup> sh_dw: array<f32, WG>;
-var<workgroup> sh_db: array<f32, WG>;
 
 @compute @workgroup_size(WG)
 fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -443,18 +455,11 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
             db += part[(nblk + b) * p.C + c];
         }
     }
-    sh_dw[tid] = dw;
-    sh_db[tid] = db;
-    workgroupBarrier();
+    ln_fold_store(tid, dw, db);
     if (lane == 0u && c < p.C) {
-        var tw = 0.0;
-        var tb = 0.0;
-        for (var l = 0u; l < LN_LANES; l++) {
-            tw += sh_dw[l * LN_COLS + col];
-            tb += sh_db[l * LN_COLS + col];
-        }
-        dweight[c] += tw;
-        dbias[c] += tb;
+        let t = ln_fold_sum(col);
+        dweight[c] += t.x;
+        dbias[c] += t.y;
     }
 }
 
