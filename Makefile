@@ -8,8 +8,11 @@ OPT ?= -O2 -g
 CFLAGS_ALL = -std=c11 $(OPT) -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc $(EXTRA_CFLAGS)
 BUILD ?= build
 DAWN_DIR = third_party/dawn
-# Binaries find Dawn next to the tree, wherever the tree is: no LD_LIBRARY_PATH.
-LDLIBS_DAWN = -L$(DAWN_DIR) -lwebgpu_wrapper -Wl,-rpath,'$$ORIGIN/../$(DAWN_DIR)' -lpcre2-8 -lcjson -lz -lm
+# Dawn is not linked: src/gpu/dawn_loader.c loads $(DAWN_DIR)/dawn.node (found
+# relative to the executable) at run time. The addon's napi_* imports are bound
+# to stubs that every executable exports; libcrypto hashes the file against its pin.
+LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm
+DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 
 LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
@@ -63,9 +66,13 @@ valgrind: all
 	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 	  scripts/run-tests.sh $(VALGRIND_TESTS)
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h) | $(DAWN_DIR)/libwebgpu_wrapper.so
+$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj/gpu/dawn_loader.o: scripts/pins.sh
+$(BUILD)/obj/gpu/dawn_loader.o $(BUILD)/test_dawn_loader: CFLAGS_ALL += -DWGPT_DAWN_NODE_SHA256='"$(DAWN_NODE_SHA256)"'
+$(BUILD)/test_dawn_loader: scripts/pins.sh
 
 $(BUILD)/embed_kernels: tools/embed_kernels.c
 	@mkdir -p $(BUILD)
@@ -97,9 +104,6 @@ $(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(wi
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
 $(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
 	$(CC) $(CFLAGS_ALL) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
-
-$(DAWN_DIR)/libwebgpu_wrapper.so:
-	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

@@ -10,12 +10,12 @@ fi
 # The libraries wgpt links, into a private folder (unpacking them into / could
 # replace the machine's own copies).
 _wgpt_need=0
-for _l in libcmocka.so.0 libcjson.so.1 libpcre2-8.so.0; do
+for _l in libcmocka.so.0 libcjson.so.1 libpcre2-8.so.0 libcrypto.so.3; do
   ldconfig -p | grep -q "$_l " || _wgpt_need=1
 done
 if [ $_wgpt_need = 1 ]; then
   mkdir -p /tmp/wgpt-libs
-  for f in "$_wgpt_rt"/lib{cmocka0,cjson1,pcre2-8-0}_*.deb; do dpkg -x "$f" /tmp/wgpt-libs; done
+  for f in "$_wgpt_rt"/lib{cmocka0,cjson1,pcre2-8-0,ssl3}_*.deb; do dpkg -x "$f" /tmp/wgpt-libs; done
   export LD_LIBRARY_PATH="/tmp/wgpt-libs/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 unset _wgpt_need _l

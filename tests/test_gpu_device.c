@@ -47,8 +47,11 @@ static void adapter_info_and_limits(void **st) {
         assert_string_equal(i->type, "CPU");
         assert_int_equal(i->subgroup_min, 8);
         assert_int_equal(i->subgroup_max, 8);
-        assert_true(i->has_f16);         // WGPUFeatureName_ShaderF16 = 0x0A
-        assert_true(i->has_timestamps);  // WGPUFeatureName_TimestampQuery = 0x03
+        assert_true(i->has_f16);         // WGPUFeatureName_ShaderF16 = 0x0B
+        assert_true(i->has_timestamps);  // WGPUFeatureName_TimestampQuery = 0x09
+        assert_true(i->has_subgroup_size_control);  // 0x17
+        assert_false(i->has_subgroup_matrix);       // no VK_KHR_cooperative_matrix in lavapipe 25.0
+        assert_int_equal(i->n_matrix_configs, 0);
         assert_int_equal(i->max_storage_binding, 128u << 20);
         assert_int_equal(i->max_workgroup_storage, 32768);
         assert_int_equal(i->max_invocations, 1024);
@@ -58,7 +61,14 @@ static void adapter_info_and_limits(void **st) {
     if (is_nvidia_(i)) {
         assert_string_equal(i->backend, "Vulkan");
         assert_int_equal(i->subgroup_min, 32);
-        assert_true(i->max_storage_binding >= (4095ull << 20));
+        assert_true(i->max_storage_binding >= (2047ull << 20));  // 2 GiB - 4 in this Dawn
+        // vulkan_enable_f16_on_nvidia and use_vulkan_memory_model took effect
+        assert_true(i->has_f16);
+        assert_true(i->has_subgroup_matrix);
+        int f16_f32 = 0;
+        for (int c = 0; c < i->n_matrix_configs; c++)
+            f16_f32 += i->matrix_configs[c].input == WGPT_MATRIX_F16 && i->matrix_configs[c].result == WGPT_MATRIX_F32;
+        assert_true(f16_f32 >= 1);
         assert_int_equal(i->max_workgroup_storage, 49152);
         const char *rs = getenv("WGPT_ROBUST");
         assert_int_equal(i->robust, rs && strcmp(rs, "1") == 0);
@@ -92,8 +102,8 @@ static void adapter_list_and_selection_errors(void **st) {
 }
 
 // enable f16 is written only where the device has shader-f16: with it the
-// f16 kernel compiles and runs; without it (NVIDIA, or disable_f16) the same
-// kernel fails with an error naming its file.
+// f16 kernel compiles and runs; without it (disable_f16) the same kernel
+// fails with an error naming its file.
 static void f16_only_where_available(void **st) {
     (void)st;
     char *text = tu_read_source("tests/kernels/test_f16.wgsl");
@@ -133,6 +143,104 @@ static void f16_only_where_available(void **st) {
     TU_NONNULL(gno, wgpt_kernel_get(gno, "axpy"));
     wgpt_gpu_close(gno);
     free(text);
+}
+
+// Every configuration the adapter reports, read through our 28-byte
+// WGPUSubgroupMatrixConfig: plausible fields, subgroup sizes inside the
+// adapter's range (a misread stride would give garbage past the first entry).
+static void subgroup_matrix_configs_are_sane(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    if (!i->has_subgroup_matrix) {
+        printf("skipped: '%s' has no subgroup matrices\n", i->name);
+        return;
+    }
+    assert_true(i->n_matrix_configs >= 1);
+    for (int c = 0; c < i->n_matrix_configs; c++) {
+        const wgpt_matrix_config *m = &i->matrix_configs[c];
+        printf("config %d: %s -> %s %ux%ux%u subgroup %u-%u\n", c, wgpt_matrix_type_name(m->input),
+               wgpt_matrix_type_name(m->result), m->m, m->n, m->k, m->sg_min, m->sg_max);
+        assert_true(m->m % 8 == 0 && m->n % 8 == 0 && m->k % 8 == 0);
+        assert_true(m->sg_min >= i->subgroup_min && m->sg_max <= i->subgroup_max);
+        assert_string_not_equal(wgpt_matrix_type_name(m->input), "?");
+        assert_string_not_equal(wgpt_matrix_type_name(m->result), "?");
+    }
+}
+
+static uint16_t f16_of_small_int_(int v) {  // exact for |v| <= 2048
+    if (v == 0) return 0;
+    uint16_t sign = v < 0 ? 0x8000 : 0;
+    unsigned a = (unsigned)(v < 0 ? -v : v), e = 0;
+    while ((a >> e) > 1) e++;
+    return (uint16_t)(sign | ((e + 15) << 10) | ((a << (10 - e)) & 0x3ff));
+}
+
+// A tiled C = A x B on subgroup matrices (tensor cores on NVIDIA) for every f16 -> f32
+// configuration the adapter reports, against a plain C matmul. Inputs are small
+// integers, exact in f16, and every partial sum is an integer below 2^24, exact in
+// f32 in any order: the result must match exactly (tolerance 0).
+static void subgroup_matrix_matmul_is_exact(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    if (!i->has_subgroup_matrix) {
+        printf("skipped: '%s' has no subgroup matrices (the H200 runs this test)\n", i->name);
+        return;
+    }
+    int tested = 0;
+    for (int c = 0; c < i->n_matrix_configs; c++) {
+        const wgpt_matrix_config *m = &i->matrix_configs[c];
+        if (m->input != WGPT_MATRIX_F16 || m->result != WGPT_MATRIX_F32) continue;
+        uint32_t R = 2 * m->m, C = 3 * m->n, K = 4 * m->k;  // 2 x 3 tiles, 4 steps of k
+        char name[64], text[4096];
+        snprintf(name, sizeof name, "test_sgmat_%ux%ux%u", m->m, m->n, m->k);
+        snprintf(text, sizeof text,
+                 "// --- KERNEL: %s ---\n"
+                 "@group(0) @binding(0) var<storage, read> A : array<f16>;  // R x K, row-major\n"
+                 "@group(0) @binding(1) var<storage, read> B : array<f16>;  // K x C\n"
+                 "@group(0) @binding(2) var<storage, read_write> Cm : array<f32>;  // R x C\n"
+                 "@group(0) @binding(3) var<uniform> dims : vec4<u32>;  // R, C, K\n"
+                 "@compute @workgroup_size(%u)\n"
+                 "fn %s(@builtin(workgroup_id) wid : vec3<u32>) {\n"
+                 "  let row0 = wid.y * %uu;\n"
+                 "  let col0 = wid.x * %uu;\n"
+                 "  var acc = subgroup_matrix_result<f32, %u, %u>();\n"
+                 "  for (var k = 0u; k < dims.z; k += %uu) {\n"
+                 "    let a = subgroupMatrixLoad<subgroup_matrix_left<f16, %u, %u>, row_major>(&A, row0 * dims.z + k, dims.z);\n"
+                 "    let b = subgroupMatrixLoad<subgroup_matrix_right<f16, %u, %u>, row_major>(&B, k * dims.y + col0, dims.y);\n"
+                 "    acc = subgroupMatrixMultiplyAccumulate(a, b, acc);\n"
+                 "  }\n"
+                 "  subgroupMatrixStore<row_major>(&Cm, row0 * dims.y + col0, acc, dims.y);\n"
+                 "}\n",
+                 name, m->sg_max, name, m->m, m->n, m->n, m->m, m->k, m->k, m->m, m->n, m->k);
+        TU_OK(G, wgpt_gpu_add_kernel_file(G, name, text));
+        wgpt_kernel *k = wgpt_kernel_get(G, name);
+        TU_NONNULL(G, k);
+        uint16_t *a = malloc(R * K * 2), *b = malloc(K * C * 2);
+        int *ai = malloc(R * K * sizeof(int)), *bi = malloc(K * C * sizeof(int));
+        float *want = calloc(R * C, 4), *got = malloc(R * C * 4);
+        for (uint32_t x = 0; x < R * K; x++) ai[x] = (int)((x * 7 + 3) % 9) - 4, a[x] = f16_of_small_int_(ai[x]);
+        for (uint32_t x = 0; x < K * C; x++) bi[x] = (int)((x * 5 + 1) % 7) - 3, b[x] = f16_of_small_int_(bi[x]);
+        for (uint32_t r = 0; r < R; r++)
+            for (uint32_t col = 0; col < C; col++)
+                for (uint32_t kk = 0; kk < K; kk++) want[r * C + col] += (float)(ai[r * K + kk] * bi[kk * C + col]);
+        wgpt_buf *ba = wgpt_buf_create(G, R * K * 2, "A"), *bb = wgpt_buf_create(G, K * C * 2, "B"),
+                 *bc = wgpt_buf_create(G, R * C * 4, "C");
+        TU_OK(G, wgpt_buf_upload(G, ba, 0, a, R * K * 2));
+        TU_OK(G, wgpt_buf_upload(G, bb, 0, b, K * C * 2));
+        wgpt_view v[3] = {{ba, 0, 0}, {bb, 0, 0}, {bc, 0, 0}};
+        uint32_t dims[4] = {R, C, K, 0};
+        wgpt_bind *bd = wgpt_bind_create(G, k, v, 3, dims, sizeof dims);
+        TU_NONNULL(G, bd);
+        TU_OK(G, wgpt_dispatch(G, bd, C / m->n, R / m->m, 1));
+        TU_OK(G, wgpt_buf_download(G, bc, 0, got, R * C * 4));
+        tu_assert_close(name, got, want, R * C, 0.0f, 0.0f);
+        printf("%s: %ux%u = %ux%u x %ux%u exact\n", name, R, C, R, K, K, C);
+        tested++;
+        wgpt_bind_free(bd);
+        wgpt_buf_free(ba), wgpt_buf_free(bb), wgpt_buf_free(bc);
+        free(a), free(b), free(ai), free(bi), free(want), free(got);
+    }
+    assert_true(tested >= 1);
 }
 
 static void compile_error_names_file_and_line(void **st) {
@@ -337,6 +445,8 @@ int main(void) {
         cmocka_unit_test(adapter_info_and_limits),
         cmocka_unit_test(adapter_list_and_selection_errors),
         cmocka_unit_test(f16_only_where_available),
+        cmocka_unit_test(subgroup_matrix_configs_are_sane),
+        cmocka_unit_test(subgroup_matrix_matmul_is_exact),
         cmocka_unit_test(compile_error_names_file_and_line),
         cmocka_unit_test(kernel_lookup_errors),
         cmocka_unit_test(kernel_folder_rules),

@@ -82,6 +82,16 @@ int wgpt_cmd_info(int argc, char **argv) {
            (unsigned long long)(in->max_storage_binding >> 20), (unsigned long long)(in->max_buffer >> 20),
            in->max_workgroup_storage >> 10, in->max_invocations, in->max_workgroups_per_dim,
            in->storage_offset_align);
+    printf("dawn: %s\n", wgpt_gpu_dawn());
+    printf("features: f16 %s, subgroup-size-control %s, subgroup matrices %s, timestamps %s\n",
+           in->has_f16 ? "yes" : "no", in->has_subgroup_size_control ? "yes" : "no",
+           in->has_subgroup_matrix ? "yes" : "no", in->has_timestamps ? "yes" : "no");
+    for (int i = 0; i < in->n_matrix_configs; i++) {
+        const wgpt_matrix_config *c = &in->matrix_configs[i];
+        printf("subgroup matrix %d: %s x %s -> %s, M %u x N %u x K %u, subgroup %u-%u\n", i,
+               wgpt_matrix_type_name(c->input), wgpt_matrix_type_name(c->input), wgpt_matrix_type_name(c->result),
+               c->m, c->n, c->k, c->sg_min, c->sg_max);
+    }
     if (in->compute_units) {  // src/gpu/chips.c, or WGPT_COMPUTE_UNITS
         printf("compute units: %u", in->compute_units);
         if (in->fp32_peak_tflops > 0) printf(", fp32 peak %.1f TFLOP/s", in->fp32_peak_tflops);

@@ -1,9 +1,10 @@
 // dawn_api.h: our own declarations of the part of Dawn's C API that wgpt uses,
-// matching the pinned build (npm bun-webgpu-linux-x64@0.1.7, Dawn of early
-// 2026). Its enum values differ from today's webgpu-headers file, so every
-// value here was checked against that build; tests/test_gpu_device.c proves the
-// ones wgpt depends on (features, limits, backend) on each device.
-// Only src/gpu/*.c include this file.
+// matching the pinned build: the Dawn inside npm webgpu@0.6.2's dawn.node
+// (Dawn commit 77f9a9aa5f71, 2026). Enum values move between Dawn versions, so
+// every value here was read off that build, and src/gpu/dawn_loader.c checks
+// them against the build itself at load time (feature names through Dawn's own
+// feature table, struct sizes through the bytes Dawn writes).
+// The functions are pointers filled by dawn_loader.c; only src/gpu/*.c include this file.
 #ifndef WGPT_DAWN_API_H
 #define WGPT_DAWN_API_H
 
@@ -47,6 +48,7 @@ typedef struct WGPUFuture {
 typedef enum WGPUSType {
     WGPUSType_ShaderSourceWGSL = 0x00000002,
     WGPUSType_DawnTogglesDescriptor = 0x0005000A,
+    WGPUSType_AdapterPropertiesSubgroupMatrixConfigs = 0x0005003B,
     WGPUSType_Force32 = 0x7FFFFFFF
 } WGPUSType;
 
@@ -99,14 +101,25 @@ typedef enum WGPUPowerPreference {
     WGPUPowerPreference_Force32 = 0x7FFFFFFF
 } WGPUPowerPreference;
 
-// Values of THIS build (today's header renumbered them in mid-2025).
+// Values of THIS build; dawn_loader.c asks the build for each one's name.
 typedef enum WGPUFeatureName {
-    WGPUFeatureName_TimestampQuery = 0x03,
-    WGPUFeatureName_ShaderF16 = 0x0A,
-    WGPUFeatureName_Subgroups = 0x11,
-    WGPUFeatureName_CoreFeaturesAndLimits = 0x12,
+    WGPUFeatureName_TimestampQuery = 0x09,
+    WGPUFeatureName_ShaderF16 = 0x0B,
+    WGPUFeatureName_Subgroups = 0x12,
+    WGPUFeatureName_SubgroupSizeControl = 0x17,
+    WGPUFeatureName_ChromiumExperimentalSubgroupMatrix = 0x00050034,  // needs allow_unsafe_apis
     WGPUFeatureName_Force32 = 0x7FFFFFFF
 } WGPUFeatureName;
+
+typedef enum WGPUSubgroupMatrixComponentType {
+    WGPUSubgroupMatrixComponentType_F32 = 1,
+    WGPUSubgroupMatrixComponentType_F16 = 2,
+    WGPUSubgroupMatrixComponentType_U32 = 3,
+    WGPUSubgroupMatrixComponentType_I32 = 4,
+    WGPUSubgroupMatrixComponentType_U8 = 5,
+    WGPUSubgroupMatrixComponentType_I8 = 6,
+    WGPUSubgroupMatrixComponentType_Force32 = 0x7FFFFFFF
+} WGPUSubgroupMatrixComponentType;
 
 typedef enum WGPURequestAdapterStatus {
     WGPURequestAdapterStatus_Success = 1,
@@ -292,11 +305,34 @@ typedef struct WGPULimits {
     uint32_t maxComputeWorkgroupSizeZ;
     uint32_t maxComputeWorkgroupsPerDimension;
     uint32_t maxImmediateSize;
-    uint32_t maxStorageBuffersInVertexStage;
-    uint32_t maxStorageTexturesInVertexStage;
-    uint32_t maxStorageBuffersInFragmentStage;
-    uint32_t maxStorageTexturesInFragmentStage;
-} WGPULimits;
+} WGPULimits;  // 152 bytes in this build (dawn_loader.c checks what Dawn writes)
+
+// 28 bytes a config in this build: newer than the 2026-08 dawn.json (which has
+// 20), read off the Vulkan backend's code that fills the array (stride 0x1c).
+// wgpt_gpu_open checks every entry is plausible before trusting the array.
+typedef struct WGPUSubgroupMatrixConfig {
+    WGPUSubgroupMatrixComponentType componentType;
+    WGPUSubgroupMatrixComponentType resultComponentType;
+    uint32_t M;
+    uint32_t N;
+    uint32_t K;
+    uint32_t subgroupMinSize;  // the subgroup sizes the config works with
+    uint32_t subgroupMaxSize;
+} WGPUSubgroupMatrixConfig;
+
+// Chained on WGPUAdapterInfo; Dawn allocates configs, FreeMembers releases them.
+typedef struct WGPUAdapterPropertiesSubgroupMatrixConfigs {
+    WGPUChainedStruct chain;
+    size_t configCount;
+    WGPUSubgroupMatrixConfig const *configs;
+} WGPUAdapterPropertiesSubgroupMatrixConfigs;
+
+typedef struct WGPUInstanceDescriptor {
+    WGPUChainedStruct *nextInChain;
+    size_t requiredFeatureCount;
+    void const *requiredFeatures;  // WGPUInstanceFeatureName: wgpt asks for none
+    void const *requiredLimits;
+} WGPUInstanceDescriptor;
 
 typedef struct WGPUDawnTogglesDescriptor {
     WGPUChainedStruct chain;
@@ -426,77 +462,85 @@ typedef struct WGPUQuerySetDescriptor {
 } WGPUQuerySetDescriptor;
 
 // --- functions --------------------------------------------------------------
-WGPUInstance wgpuCreateInstance(void const *descriptor);  // NULL: defaults
-void wgpuInstanceRelease(WGPUInstance instance);
-void wgpuInstanceProcessEvents(WGPUInstance instance);
-WGPUFuture wgpuInstanceRequestAdapter(WGPUInstance instance, WGPURequestAdapterOptions const *options,
-                                      WGPURequestAdapterCallbackInfo callbackInfo);
+// X(return type, name, parameters): one line per C API function wgpt calls.
+// dawn_loader.c defines a pointer of the same name for each and fills it, so
+// call sites read as plain Dawn calls.
+typedef void (*WGPUProc)(void);
+#define WGPT_DAWN_FUNCTIONS(X) \
+    X(WGPUProc, wgpuGetProcAddress, (WGPUStringView procName)) \
+    X(WGPUInstance, wgpuCreateInstance, (WGPUInstanceDescriptor const *descriptor)) \
+    X(void, wgpuInstanceRelease, (WGPUInstance instance)) \
+    X(void, wgpuInstanceProcessEvents, (WGPUInstance instance)) \
+    X(WGPUFuture, wgpuInstanceRequestAdapter, (WGPUInstance instance, WGPURequestAdapterOptions const *options, \
+                                               WGPURequestAdapterCallbackInfo callbackInfo)) \
+    X(WGPUStatus, wgpuAdapterGetInfo, (WGPUAdapter adapter, WGPUAdapterInfo *info)) \
+    X(void, wgpuAdapterInfoFreeMembers, (WGPUAdapterInfo value)) \
+    X(void, wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers, (WGPUAdapterPropertiesSubgroupMatrixConfigs value)) \
+    X(WGPUStatus, wgpuAdapterGetLimits, (WGPUAdapter adapter, WGPULimits *limits)) \
+    X(WGPUBool, wgpuAdapterHasFeature, (WGPUAdapter adapter, WGPUFeatureName feature)) \
+    X(WGPUFuture, wgpuAdapterRequestDevice, (WGPUAdapter adapter, WGPUDeviceDescriptor const *descriptor, \
+                                             WGPURequestDeviceCallbackInfo callbackInfo)) \
+    X(void, wgpuAdapterRelease, (WGPUAdapter adapter)) \
+    X(WGPUBool, wgpuDeviceHasFeature, (WGPUDevice device, WGPUFeatureName feature)) \
+    X(WGPUStatus, wgpuDeviceGetLimits, (WGPUDevice device, WGPULimits *limits)) \
+    X(WGPUQueue, wgpuDeviceGetQueue, (WGPUDevice device)) \
+    X(WGPUBuffer, wgpuDeviceCreateBuffer, (WGPUDevice device, WGPUBufferDescriptor const *descriptor)) \
+    X(WGPUShaderModule, wgpuDeviceCreateShaderModule, (WGPUDevice device, WGPUShaderModuleDescriptor const *descriptor)) \
+    X(WGPUComputePipeline, wgpuDeviceCreateComputePipeline, (WGPUDevice device, \
+                                                             WGPUComputePipelineDescriptor const *descriptor)) \
+    X(WGPUBindGroup, wgpuDeviceCreateBindGroup, (WGPUDevice device, WGPUBindGroupDescriptor const *descriptor)) \
+    X(WGPUCommandEncoder, wgpuDeviceCreateCommandEncoder, (WGPUDevice device, \
+                                                           WGPUCommandEncoderDescriptor const *descriptor)) \
+    X(WGPUQuerySet, wgpuDeviceCreateQuerySet, (WGPUDevice device, WGPUQuerySetDescriptor const *descriptor)) \
+    X(void, wgpuDevicePushErrorScope, (WGPUDevice device, WGPUErrorFilter filter)) \
+    X(WGPUFuture, wgpuDevicePopErrorScope, (WGPUDevice device, WGPUPopErrorScopeCallbackInfo callbackInfo)) \
+    X(void, wgpuDeviceForceLoss, (WGPUDevice device, WGPUDeviceLostReason type, WGPUStringView message)) \
+    X(void, wgpuDeviceDestroy, (WGPUDevice device)) \
+    X(void, wgpuDeviceRelease, (WGPUDevice device)) \
+    X(void, wgpuQueueWriteBuffer, (WGPUQueue queue, WGPUBuffer buffer, uint64_t bufferOffset, void const *data, \
+                                   size_t size)) \
+    X(void, wgpuQueueSubmit, (WGPUQueue queue, size_t commandCount, WGPUCommandBuffer const *commands)) \
+    X(void, wgpuQueueRelease, (WGPUQueue queue)) \
+    X(WGPUFuture, wgpuBufferMapAsync, (WGPUBuffer buffer, WGPUMapMode mode, size_t offset, size_t size, \
+                                       WGPUBufferMapCallbackInfo callbackInfo)) \
+    X(void const *, wgpuBufferGetConstMappedRange, (WGPUBuffer buffer, size_t offset, size_t size)) \
+    X(void, wgpuBufferUnmap, (WGPUBuffer buffer)) \
+    X(void, wgpuBufferDestroy, (WGPUBuffer buffer)) \
+    X(void, wgpuBufferRelease, (WGPUBuffer buffer)) \
+    X(WGPUFuture, wgpuShaderModuleGetCompilationInfo, (WGPUShaderModule shaderModule, \
+                                                       WGPUCompilationInfoCallbackInfo callbackInfo)) \
+    X(void, wgpuShaderModuleRelease, (WGPUShaderModule shaderModule)) \
+    X(WGPUBindGroupLayout, wgpuComputePipelineGetBindGroupLayout, (WGPUComputePipeline pipeline, uint32_t groupIndex)) \
+    X(void, wgpuComputePipelineRelease, (WGPUComputePipeline pipeline)) \
+    X(void, wgpuBindGroupLayoutRelease, (WGPUBindGroupLayout layout)) \
+    X(void, wgpuBindGroupRelease, (WGPUBindGroup bindGroup)) \
+    X(WGPUComputePassEncoder, wgpuCommandEncoderBeginComputePass, (WGPUCommandEncoder encoder, \
+                                                                   WGPUComputePassDescriptor const *descriptor)) \
+    X(void, wgpuCommandEncoderClearBuffer, (WGPUCommandEncoder encoder, WGPUBuffer buffer, uint64_t offset, \
+                                            uint64_t size)) \
+    X(void, wgpuCommandEncoderCopyBufferToBuffer, (WGPUCommandEncoder encoder, WGPUBuffer source, \
+                                                   uint64_t sourceOffset, WGPUBuffer destination, \
+                                                   uint64_t destinationOffset, uint64_t size)) \
+    X(void, wgpuCommandEncoderResolveQuerySet, (WGPUCommandEncoder encoder, WGPUQuerySet querySet, \
+                                                uint32_t firstQuery, uint32_t queryCount, WGPUBuffer destination, \
+                                                uint64_t destinationOffset)) \
+    X(WGPUCommandBuffer, wgpuCommandEncoderFinish, (WGPUCommandEncoder encoder, \
+                                                    WGPUCommandBufferDescriptor const *descriptor)) \
+    X(void, wgpuCommandEncoderRelease, (WGPUCommandEncoder encoder)) \
+    X(void, wgpuCommandBufferRelease, (WGPUCommandBuffer commandBuffer)) \
+    X(void, wgpuComputePassEncoderSetPipeline, (WGPUComputePassEncoder pass, WGPUComputePipeline pipeline)) \
+    X(void, wgpuComputePassEncoderSetBindGroup, (WGPUComputePassEncoder pass, uint32_t groupIndex, \
+                                                 WGPUBindGroup group, size_t dynamicOffsetCount, \
+                                                 uint32_t const *dynamicOffsets)) \
+    X(void, wgpuComputePassEncoderDispatchWorkgroups, (WGPUComputePassEncoder pass, uint32_t x, uint32_t y, \
+                                                       uint32_t z)) \
+    X(void, wgpuComputePassEncoderEnd, (WGPUComputePassEncoder pass)) \
+    X(void, wgpuComputePassEncoderRelease, (WGPUComputePassEncoder pass)) \
+    X(void, wgpuQuerySetDestroy, (WGPUQuerySet querySet)) \
+    X(void, wgpuQuerySetRelease, (WGPUQuerySet querySet))
 
-WGPUStatus wgpuAdapterGetInfo(WGPUAdapter adapter, WGPUAdapterInfo *info);
-void wgpuAdapterInfoFreeMembers(WGPUAdapterInfo value);
-WGPUStatus wgpuAdapterGetLimits(WGPUAdapter adapter, WGPULimits *limits);
-WGPUBool wgpuAdapterHasFeature(WGPUAdapter adapter, WGPUFeatureName feature);
-WGPUFuture wgpuAdapterRequestDevice(WGPUAdapter adapter, WGPUDeviceDescriptor const *descriptor,
-                                    WGPURequestDeviceCallbackInfo callbackInfo);
-void wgpuAdapterRelease(WGPUAdapter adapter);
-
-WGPUBool wgpuDeviceHasFeature(WGPUDevice device, WGPUFeatureName feature);
-WGPUStatus wgpuDeviceGetLimits(WGPUDevice device, WGPULimits *limits);
-WGPUQueue wgpuDeviceGetQueue(WGPUDevice device);
-WGPUBuffer wgpuDeviceCreateBuffer(WGPUDevice device, WGPUBufferDescriptor const *descriptor);
-WGPUShaderModule wgpuDeviceCreateShaderModule(WGPUDevice device, WGPUShaderModuleDescriptor const *descriptor);
-WGPUComputePipeline wgpuDeviceCreateComputePipeline(WGPUDevice device,
-                                                    WGPUComputePipelineDescriptor const *descriptor);
-WGPUBindGroup wgpuDeviceCreateBindGroup(WGPUDevice device, WGPUBindGroupDescriptor const *descriptor);
-WGPUCommandEncoder wgpuDeviceCreateCommandEncoder(WGPUDevice device,
-                                                  WGPUCommandEncoderDescriptor const *descriptor);
-WGPUQuerySet wgpuDeviceCreateQuerySet(WGPUDevice device, WGPUQuerySetDescriptor const *descriptor);
-void wgpuDevicePushErrorScope(WGPUDevice device, WGPUErrorFilter filter);
-WGPUFuture wgpuDevicePopErrorScope(WGPUDevice device, WGPUPopErrorScopeCallbackInfo callbackInfo);
-void wgpuDeviceForceLoss(WGPUDevice device, WGPUDeviceLostReason type, WGPUStringView message);
-void wgpuDeviceDestroy(WGPUDevice device);
-void wgpuDeviceRelease(WGPUDevice device);
-
-void wgpuQueueWriteBuffer(WGPUQueue queue, WGPUBuffer buffer, uint64_t bufferOffset, void const *data,
-                          size_t size);
-void wgpuQueueSubmit(WGPUQueue queue, size_t commandCount, WGPUCommandBuffer const *commands);
-void wgpuQueueRelease(WGPUQueue queue);
-
-WGPUFuture wgpuBufferMapAsync(WGPUBuffer buffer, WGPUMapMode mode, size_t offset, size_t size,
-                              WGPUBufferMapCallbackInfo callbackInfo);
-void const *wgpuBufferGetConstMappedRange(WGPUBuffer buffer, size_t offset, size_t size);
-void wgpuBufferUnmap(WGPUBuffer buffer);
-void wgpuBufferDestroy(WGPUBuffer buffer);
-void wgpuBufferRelease(WGPUBuffer buffer);
-
-WGPUFuture wgpuShaderModuleGetCompilationInfo(WGPUShaderModule shaderModule,
-                                              WGPUCompilationInfoCallbackInfo callbackInfo);
-void wgpuShaderModuleRelease(WGPUShaderModule shaderModule);
-WGPUBindGroupLayout wgpuComputePipelineGetBindGroupLayout(WGPUComputePipeline pipeline, uint32_t groupIndex);
-void wgpuComputePipelineRelease(WGPUComputePipeline pipeline);
-void wgpuBindGroupLayoutRelease(WGPUBindGroupLayout layout);
-void wgpuBindGroupRelease(WGPUBindGroup bindGroup);
-
-WGPUComputePassEncoder wgpuCommandEncoderBeginComputePass(WGPUCommandEncoder encoder,
-                                                          WGPUComputePassDescriptor const *descriptor);
-void wgpuCommandEncoderClearBuffer(WGPUCommandEncoder encoder, WGPUBuffer buffer, uint64_t offset, uint64_t size);
-void wgpuCommandEncoderCopyBufferToBuffer(WGPUCommandEncoder encoder, WGPUBuffer source, uint64_t sourceOffset,
-                                          WGPUBuffer destination, uint64_t destinationOffset, uint64_t size);
-void wgpuCommandEncoderResolveQuerySet(WGPUCommandEncoder encoder, WGPUQuerySet querySet, uint32_t firstQuery,
-                                       uint32_t queryCount, WGPUBuffer destination, uint64_t destinationOffset);
-WGPUCommandBuffer wgpuCommandEncoderFinish(WGPUCommandEncoder encoder,
-                                           WGPUCommandBufferDescriptor const *descriptor);
-void wgpuCommandEncoderRelease(WGPUCommandEncoder encoder);
-void wgpuCommandBufferRelease(WGPUCommandBuffer commandBuffer);
-
-void wgpuComputePassEncoderSetPipeline(WGPUComputePassEncoder pass, WGPUComputePipeline pipeline);
-void wgpuComputePassEncoderSetBindGroup(WGPUComputePassEncoder pass, uint32_t groupIndex, WGPUBindGroup group,
-                                        size_t dynamicOffsetCount, uint32_t const *dynamicOffsets);
-void wgpuComputePassEncoderDispatchWorkgroups(WGPUComputePassEncoder pass, uint32_t x, uint32_t y, uint32_t z);
-void wgpuComputePassEncoderEnd(WGPUComputePassEncoder pass);
-void wgpuComputePassEncoderRelease(WGPUComputePassEncoder pass);
-
-void wgpuQuerySetDestroy(WGPUQuerySet querySet);
-void wgpuQuerySetRelease(WGPUQuerySet querySet);
+#define WGPT_DAWN_DECLARE_(ret, name, params) extern ret(*name) params;
+WGPT_DAWN_FUNCTIONS(WGPT_DAWN_DECLARE_)
+#undef WGPT_DAWN_DECLARE_
 
 #endif

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "dawn_loader.h"
 #include "internal.h"
 
 WGPUStringView wgpt_sv_(const char *s) { return (WGPUStringView){s, s ? WGPU_STRLEN : 0}; }
@@ -192,44 +194,154 @@ static const char *type_name_(WGPUAdapterType t) {
     }
 }
 
-static void fill_info_(WGPUAdapter a, wgpt_gpu_info *out, WGPUBackendType *backend) {
+const char *wgpt_matrix_type_name(wgpt_matrix_type t) {
+    switch (t) {
+    case WGPT_MATRIX_F32: return "f32";
+    case WGPT_MATRIX_F16: return "f16";
+    case WGPT_MATRIX_U32: return "u32";
+    case WGPT_MATRIX_I32: return "i32";
+    case WGPT_MATRIX_U8: return "u8";
+    case WGPT_MATRIX_I8: return "i8";
+    default: return "?";
+    }
+}
+
+const char *wgpt_gpu_dawn(void) { return wgpt_dawn_loaded_(); }
+
+// How many leading bytes of raw differ from the fill pattern: what Dawn wrote.
+static size_t written_(const unsigned char *raw, size_t n) {
+    size_t last = 0;
+    for (size_t i = 0; i < n; i++)
+        if (raw[i] != 0xA5) last = i + 1;
+    return last;
+}
+
+// Our struct must end where Dawn's does: Dawn writing past it would overwrite our
+// stack; ending well short of it would leave our trailing fields unwritten.
+static int check_written_(const char *what, size_t wrote, size_t ours, char *err, size_t errlen) {
+    if (wrote <= ours && wrote + 8 > ours) return 0;
+    snprintf(err, errlen, "Dawn wrote %zu bytes of %s, but src/gpu/dawn_api.h declares %zu: the declarations do "
+             "not fit this Dawn (%s)", wrote, what, ours, wgpt_dawn_loaded_());
+    return -1;
+}
+
+// A config is trusted only if every field is plausible (our 28-byte layout was read off the build).
+static int copy_matrix_configs_(const WGPUAdapterPropertiesSubgroupMatrixConfigs *p, const WGPUAdapterInfo *ai,
+                                wgpt_gpu_info *out, char *err, size_t errlen) {
+    out->n_matrix_configs = 0;
+    for (size_t i = 0; i < p->configCount; i++) {
+        const WGPUSubgroupMatrixConfig *c = &p->configs[i];
+        int dim_ok = c->M >= 1 && c->M <= 256 && c->N >= 1 && c->N <= 256 && c->K >= 1 && c->K <= 256;
+        int type_ok = c->componentType >= 1 && c->componentType <= 6 && c->resultComponentType >= 1 &&
+                      c->resultComponentType <= 6;
+        int sg_ok = c->subgroupMinSize >= ai->subgroupMinSize && c->subgroupMinSize <= c->subgroupMaxSize &&
+                    c->subgroupMaxSize <= ai->subgroupMaxSize;
+        if (!dim_ok || !type_ok || !sg_ok) {
+            snprintf(err, errlen, "subgroup-matrix config %zu of %zu reads as types %u->%u, %ux%ux%u, subgroups "
+                     "%u-%u: WGPUSubgroupMatrixConfig in src/gpu/dawn_api.h does not fit this Dawn (%s)",
+                     i, p->configCount, (unsigned)c->componentType, (unsigned)c->resultComponentType, c->M, c->N,
+                     c->K, c->subgroupMinSize, c->subgroupMaxSize, wgpt_dawn_loaded_());
+            return -1;
+        }
+        if (out->n_matrix_configs == WGPT_MAX_MATRIX_CONFIGS) continue;
+        out->matrix_configs[out->n_matrix_configs++] = (wgpt_matrix_config){
+            (wgpt_matrix_type)c->componentType, (wgpt_matrix_type)c->resultComponentType, c->M, c->N, c->K,
+            c->subgroupMinSize, c->subgroupMaxSize};
+    }
+    return 0;
+}
+
+static int fill_info_(WGPUAdapter a, wgpt_gpu_info *out, WGPUBackendType *backend, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->robust = 1;  // until wgpt_gpu_open decides
-    WGPUAdapterInfo ai;
-    memset(&ai, 0, sizeof ai);
-    if (wgpuAdapterGetInfo(a, &ai) == WGPUStatus_Success) {
-        copy_sv_(out->name, sizeof out->name, ai.device);
-        copy_sv_(out->vendor, sizeof out->vendor, ai.vendor);
-        copy_sv_(out->driver, sizeof out->driver, ai.description);
-        out->backend = backend_name_(ai.backendType);
-        out->type = type_name_(ai.adapterType);
-        out->vendor_id = ai.vendorID;
-        out->device_id = ai.deviceID;
-        out->subgroup_min = ai.subgroupMinSize;
-        out->subgroup_max = ai.subgroupMaxSize;
-        *backend = ai.backendType;
-        wgpuAdapterInfoFreeMembers(ai);
+    out->has_f16 = wgpuAdapterHasFeature(a, WGPUFeatureName_ShaderF16) != 0;
+    out->has_timestamps = wgpuAdapterHasFeature(a, WGPUFeatureName_TimestampQuery) != 0;
+    out->has_subgroup_size_control = wgpuAdapterHasFeature(a, WGPUFeatureName_SubgroupSizeControl) != 0;
+    out->has_subgroup_matrix = wgpuAdapterHasFeature(a, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix) != 0;
+
+    union {
+        WGPUAdapterInfo s;
+        unsigned char raw[sizeof(WGPUAdapterInfo) + 64];
+    } ai;
+    WGPUAdapterPropertiesSubgroupMatrixConfigs mc;
+    memset(&mc, 0, sizeof mc);
+    mc.chain.sType = WGPUSType_AdapterPropertiesSubgroupMatrixConfigs;
+    memset(ai.raw, 0xA5, sizeof ai.raw);
+    ai.s.nextInChain = out->has_subgroup_matrix ? &mc.chain : NULL;
+    int rc = 0;
+    if (wgpuAdapterGetInfo(a, &ai.s) == WGPUStatus_Success) {
+        rc = check_written_("WGPUAdapterInfo", written_(ai.raw, sizeof ai.raw), sizeof ai.s, err, errlen);
+        copy_sv_(out->name, sizeof out->name, ai.s.device);
+        copy_sv_(out->vendor, sizeof out->vendor, ai.s.vendor);
+        copy_sv_(out->driver, sizeof out->driver, ai.s.description);
+        out->backend = backend_name_(ai.s.backendType);
+        out->type = type_name_(ai.s.adapterType);
+        out->vendor_id = ai.s.vendorID;
+        out->device_id = ai.s.deviceID;
+        out->subgroup_min = ai.s.subgroupMinSize;
+        out->subgroup_max = ai.s.subgroupMaxSize;
+        *backend = ai.s.backendType;
+        if (rc == 0 && out->has_subgroup_matrix) rc = copy_matrix_configs_(&mc, &ai.s, out, err, errlen);
+        if (out->has_subgroup_matrix) wgpuAdapterPropertiesSubgroupMatrixConfigsFreeMembers(mc);
+        ai.s.nextInChain = NULL;
+        wgpuAdapterInfoFreeMembers(ai.s);
     } else {
         snprintf(out->name, sizeof out->name, "(no adapter info)");
         out->backend = "unknown";
         out->type = "unknown";
         *backend = WGPUBackendType_Undefined;
     }
-    WGPULimits lim;
-    memset(&lim, 0, sizeof lim);
-    if (wgpuAdapterGetLimits(a, &lim) == WGPUStatus_Success) {
-        out->max_storage_binding = lim.maxStorageBufferBindingSize;
-        out->max_buffer = lim.maxBufferSize;
-        out->max_workgroup_storage = lim.maxComputeWorkgroupStorageSize;
-        out->max_invocations = lim.maxComputeInvocationsPerWorkgroup;
-        out->max_workgroups_per_dim = lim.maxComputeWorkgroupsPerDimension;
-        out->storage_offset_align = lim.minStorageBufferOffsetAlignment;
+    union {
+        WGPULimits s;
+        unsigned char raw[sizeof(WGPULimits) + 64];
+    } lim;
+    memset(lim.raw, 0xA5, sizeof lim.raw);
+    lim.s.nextInChain = NULL;
+    if (wgpuAdapterGetLimits(a, &lim.s) == WGPUStatus_Success) {
+        if (rc == 0) rc = check_written_("WGPULimits", written_(lim.raw, sizeof lim.raw), sizeof lim.s, err, errlen);
+        out->max_storage_binding = lim.s.maxStorageBufferBindingSize;
+        out->max_buffer = lim.s.maxBufferSize;
+        out->max_workgroup_storage = lim.s.maxComputeWorkgroupStorageSize;
+        out->max_invocations = lim.s.maxComputeInvocationsPerWorkgroup;
+        out->max_workgroups_per_dim = lim.s.maxComputeWorkgroupsPerDimension;
+        out->storage_offset_align = lim.s.minStorageBufferOffsetAlignment;
     }
-    out->has_f16 = wgpuAdapterHasFeature(a, WGPUFeatureName_ShaderF16) != 0;
-    out->has_timestamps = wgpuAdapterHasFeature(a, WGPUFeatureName_TimestampQuery) != 0;
+    return rc;
 }
 
 #define MAX_ADAPTERS 8
+
+// Dawn prints to stderr, with no callback to route it, when it trims an adapter
+// limit to fit its own tables (lavapipe's 1000000 dynamic buffers become 16) —
+// on every run, and harmless. Adapter discovery runs with stderr sent to a
+// temporary file; what Dawn wrote there, less those lines, is passed on.
+typedef struct {
+    int saved;
+    FILE *tmp;
+} stderr_filter_;
+
+static void filter_begin_(stderr_filter_ *f) {
+    fflush(stderr);
+    f->tmp = tmpfile();
+    f->saved = f->tmp ? dup(STDERR_FILENO) : -1;
+    if (f->saved >= 0 && dup2(fileno(f->tmp), STDERR_FILENO) < 0) {
+        close(f->saved);
+        f->saved = -1;
+    }
+}
+
+static void filter_end_(stderr_filter_ *f) {
+    if (f->saved >= 0) {
+        fflush(stderr);
+        dup2(f->saved, STDERR_FILENO);
+        close(f->saved);
+        rewind(f->tmp);
+        char line[1024];
+        while (fgets(line, sizeof line, f->tmp))
+            if (!strstr(line, "artificially reduced")) fputs(line, stderr);
+    }
+    if (f->tmp) fclose(f->tmp);
+}
 
 // Every distinct real adapter Dawn offers: one request per power preference.
 // *null_only is set when Dawn answered with nothing but its Null backend.
@@ -239,9 +351,16 @@ static int request_adapters_(WGPUInstance inst, WGPUAdapter *out, wgpt_gpu_info 
                                                 WGPUPowerPreference_Undefined};
     int n = 0, nulls = 0;
     char last_msg[512] = "";
+    // Adapter-stage toggles: f16 on NVIDIA's Vulkan driver (Dawn gates it on drivers
+    // >= 615.71 without this), the Vulkan memory model that subgroup matrices need,
+    // and the experimental features (subgroup matrices) themselves.
+    static const char *const adapter_on[] = {"allow_unsafe_apis", "vulkan_enable_f16_on_nvidia",
+                                             "use_vulkan_memory_model"};
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, 3, adapter_on, 0, NULL};
     for (size_t p = 0; p < sizeof prefs / sizeof prefs[0]; p++) {
         WGPURequestAdapterOptions o;
         memset(&o, 0, sizeof o);
+        o.nextInChain = &toggles.chain;
         o.featureLevel = WGPUFeatureLevel_Core;
         o.powerPreference = prefs[p];
         adapter_result_ r;
@@ -259,7 +378,11 @@ static int request_adapters_(WGPUInstance inst, WGPUAdapter *out, wgpt_gpu_info 
         }
         wgpt_gpu_info info;
         WGPUBackendType backend;
-        fill_info_(r.adapter, &info, &backend);
+        if (fill_info_(r.adapter, &info, &backend, err, errlen) < 0) {
+            wgpuAdapterRelease(r.adapter);
+            for (int i = 0; i < n; i++) wgpuAdapterRelease(out[i]);
+            return -1;
+        }
         int dup = backend == WGPUBackendType_Null;
         nulls += dup;
         for (int i = 0; i < n && !dup; i++)
@@ -284,8 +407,17 @@ static int request_adapters_(WGPUInstance inst, WGPUAdapter *out, wgpt_gpu_info 
     return n;
 }
 
+// An instance that allows the experimental features (subgroup matrices).
+static WGPUInstance create_instance_(void) {
+    static const char *const on[] = {"allow_unsafe_apis"};
+    WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, 1, on, 0, NULL};
+    WGPUInstanceDescriptor d = {&toggles.chain, 0, NULL, NULL};
+    return wgpuCreateInstance(&d);
+}
+
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
-    WGPUInstance inst = wgpuCreateInstance(NULL);
+    if (wgpt_dawn_load_(err, errlen) < 0) return -1;
+    WGPUInstance inst = create_instance_();
     if (!inst) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
         return -1;
@@ -293,7 +425,10 @@ int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
     WGPUAdapter ad[MAX_ADAPTERS];
     wgpt_gpu_info infos[MAX_ADAPTERS];
     int null_only = 0;
+    stderr_filter_ quiet;
+    filter_begin_(&quiet);
     int n = request_adapters_(inst, ad, infos, &null_only, err, errlen);
+    filter_end_(&quiet);
     for (int i = 0; i < n; i++) {
         if (i < max) out[i] = infos[i];
         wgpuAdapterRelease(ad[i]);
@@ -347,7 +482,11 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    g->instance = wgpuCreateInstance(NULL);
+    if (wgpt_dawn_load_(err, errlen) < 0) {
+        free(g);
+        return NULL;
+    }
+    g->instance = create_instance_();
     if (!g->instance) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
         free(g);
@@ -356,7 +495,10 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     WGPUAdapter ad[MAX_ADAPTERS];
     wgpt_gpu_info infos[MAX_ADAPTERS];
     int null_only = 0;
+    stderr_filter_ quiet;
+    filter_begin_(&quiet);
     int n = request_adapters_(g->instance, ad, infos, &null_only, err, errlen);
+    filter_end_(&quiet);
     if (n <= 0) {
         wgpt_gpu_close(g);
         return NULL;
@@ -392,11 +534,14 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
         wgpt_gpu_close(g);
         return NULL;
     }
-    WGPUFeatureName feats[3];
+    WGPUFeatureName feats[5];
     size_t nf = 0;
     feats[nf++] = WGPUFeatureName_Subgroups;
     if (g->info.has_f16 && !opt->disable_f16) feats[nf++] = WGPUFeatureName_ShaderF16;
     if (g->info.has_timestamps) feats[nf++] = WGPUFeatureName_TimestampQuery;
+    if (g->info.has_subgroup_size_control) feats[nf++] = WGPUFeatureName_SubgroupSizeControl;
+    // Every configuration NVIDIA and AMD report takes f16 or 8-bit inputs; without f16 there is no use for it.
+    if (g->info.has_subgroup_matrix && !opt->disable_f16) feats[nf++] = WGPUFeatureName_ChromiumExperimentalSubgroupMatrix;
 
     WGPULimits want;
     memset(&want, 0, sizeof want);
@@ -441,6 +586,10 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     wgpuDeviceGetLimits(g->device, &g->limits);
     g->info.has_f16 = wgpuDeviceHasFeature(g->device, WGPUFeatureName_ShaderF16) != 0;
     g->info.has_timestamps = wgpuDeviceHasFeature(g->device, WGPUFeatureName_TimestampQuery) != 0;
+    g->info.has_subgroup_size_control = wgpuDeviceHasFeature(g->device, WGPUFeatureName_SubgroupSizeControl) != 0;
+    g->info.has_subgroup_matrix =
+        wgpuDeviceHasFeature(g->device, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix) != 0;
+    if (!g->info.has_subgroup_matrix) g->info.n_matrix_configs = 0;
     g->info.max_storage_binding = g->limits.maxStorageBufferBindingSize;
     g->info.max_buffer = g->limits.maxBufferSize;
     g->info.max_workgroup_storage = g->limits.maxComputeWorkgroupStorageSize;
@@ -505,6 +654,7 @@ void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
     char sg[32];
     if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);
     else snprintf(sg, sizeof sg, "%u-%u", i->subgroup_min, i->subgroup_max);
-    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | timestamps %s%s", i->name, i->backend, i->type, sg,
-             i->has_f16 ? "yes" : "no", i->has_timestamps ? "yes" : "no", i->robust ? "" : " | robustness off");
+    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | subgroup matrices %s | timestamps %s%s", i->name,
+             i->backend, i->type, sg, i->has_f16 ? "yes" : "no", i->has_subgroup_matrix ? "yes" : "no",
+             i->has_timestamps ? "yes" : "no", i->robust ? "" : " | robustness off");
 }

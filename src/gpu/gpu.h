@@ -30,6 +30,27 @@ typedef struct wgpt_gpu_options {
     int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too; also WGPT_ROBUST=1
 } wgpt_gpu_options;
 
+// Element types of a subgroup-matrix configuration (the values are Dawn's).
+typedef enum wgpt_matrix_type {
+    WGPT_MATRIX_F32 = 1,
+    WGPT_MATRIX_F16 = 2,
+    WGPT_MATRIX_U32 = 3,
+    WGPT_MATRIX_I32 = 4,
+    WGPT_MATRIX_U8 = 5,
+    WGPT_MATRIX_I8 = 6
+} wgpt_matrix_type;
+const char *wgpt_matrix_type_name(wgpt_matrix_type t);  // "f16", "f32", ...
+
+// One shape the device's subgroup matrices (tensor cores) multiply: an M x K
+// left times a K x N right into an M x N result, for subgroups of sg_min..sg_max.
+typedef struct wgpt_matrix_config {
+    wgpt_matrix_type input, result;
+    uint32_t m, n, k;
+    uint32_t sg_min, sg_max;
+} wgpt_matrix_config;
+
+#define WGPT_MAX_MATRIX_CONFIGS 32
+
 typedef struct wgpt_gpu_info {
     char name[128];       // e.g. "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)"
     char vendor[64];
@@ -40,6 +61,12 @@ typedef struct wgpt_gpu_info {
     uint32_t subgroup_min, subgroup_max;
     int has_f16;          // shader-f16 enabled on this device
     int has_timestamps;   // timestamp queries enabled
+    int has_subgroup_size_control;  // subgroup-size-control enabled
+    // chromium-experimental-subgroup-matrix enabled (kernels then get its `enable`);
+    // the configurations the adapter reports, in its order.
+    int has_subgroup_matrix;
+    int n_matrix_configs;
+    wgpt_matrix_config matrix_configs[WGPT_MAX_MATRIX_CONFIGS];
     int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
@@ -57,8 +84,9 @@ typedef struct wgpt_gpu_info {
 // Returns how many were written to out (at most max), or -1 with err filled.
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
 
-// Opens a device on the chosen adapter with the adapter's limits, shader-f16
-// where available, subgroups (required) and timestamp queries where available.
+// Opens a device on the chosen adapter with the adapter's limits, subgroups
+// (required) and, where available, shader-f16, timestamp queries,
+// subgroup-size-control and subgroup matrices.
 // On GPUs, Dawn's robustness (a clamp on every array index of every kernel, for
 // untrusted web shaders) is turned off unless opt->robust or WGPT_ROBUST=1:
 // wgpt's kernels check their own bounds (tested against the C reference), the
@@ -74,8 +102,11 @@ const char *wgpt_gpu_error(const wgpt_gpu *gpu);
 // Sets the message wgpt_gpu_error returns and returns -1: layers above report
 // their own refusals (a bad shape, a view too small) through the same channel.
 int wgpt_gpu_fail(wgpt_gpu *gpu, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-// One line: name, backend, type, subgroup sizes, f16. For logs and `wgpt info`.
+// One line: name, backend, type, subgroup sizes, f16, subgroup matrices. For logs and `wgpt info`.
 void wgpt_gpu_describe(const wgpt_gpu_info *info, char *out, size_t outlen);
+
+// The Dawn in use: "PATH (Dawn COMMIT)", once a device was opened or listed; "" before.
+const char *wgpt_gpu_dawn(void);
 
 // Loses the device on purpose, as a driver crash would: for tests of the
 // error paths. Every later call fails with a "device lost" message.

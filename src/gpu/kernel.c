@@ -203,7 +203,10 @@ static void on_compilation_info_(WGPUCompilationInfoRequestStatus status, const 
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     const wgpt_ksrc_file *f = &g->files[k->file];
-    const char *enables = g->info.has_f16 ? "enable f16;\nenable subgroups;\n" : "enable subgroups;\n";
+    const char *enables = g->info.has_subgroup_matrix
+                              ? "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n"
+                          : g->info.has_f16 ? "enable f16;\nenable subgroups;\n"
+                                            : "enable subgroups;\n";
     wgpt_ksrc_composed src;
     if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
         return wgpt_gpu_fail_(g, "out of memory composing kernel %s", k->name);
