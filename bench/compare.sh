@@ -151,6 +151,11 @@ if [ $do_micro = 1 ]; then
     copy_floats=$(awk -v m="${arr_mib:-256}" 'BEGIN {printf "%d", m * 1048576 / 4}')
     run "$out/pytorch_matmul.txt" "$py" bench/pytorch_gpt2.py --matmul --mode fp32 --rows "$rows_n" \
       --copy-floats "$copy_floats"
+    # the peers of wgpt's subgroup-matrix rows (pass names ending in _f16), where it printed any
+    if grep -q '^matmul .*_f16 ' "$out/wgpt_micro.txt"; then
+      run "$out/pytorch_matmul_f16.txt" "$py" bench/pytorch_gpt2.py --matmul --mode f16 --rows "$rows_n" \
+        --copy-floats "$copy_floats" && grep '^matmul' "$out/pytorch_matmul_f16.txt" >>"$out/pytorch_matmul.txt"
+    fi
   fi
   echo
   awk -v why="$torch_why" '

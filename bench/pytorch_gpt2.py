@@ -214,12 +214,16 @@ def bench_matmul(a):
     describe_device()
     print(f"timing: CUDA events, median of {a.runs} runs after >= 2 warm-up runs and >= 100 ms; "
           f"mode {a.mode} (TF32 {'on' if a.mode != 'fp32' else 'off'})")
-    dtype = torch.bfloat16 if a.mode == "bf16" else torch.float32
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}.get(a.mode, torch.float32)
+    # half-precision rows carry the mode in the pass name ("forward_f16"): the
+    # names of wgpt's subgroup-matrix rows, which compare.sh pairs them with
+    sfx = "_" + a.mode if a.mode in ("bf16", "f16") else ""
     shapes = [("qkv", C, 3 * C, True), ("attproj", C, C, True), ("fc", C, 4 * C, True),
               ("fcproj", 4 * C, C, True), ("logits", C, a.vocab_pad, False)]
     print("# matmul  shape        N      C     OC pass                ms  TFLOP/s   (2*N*C*OC / time)")
 
     def row(name, n, c, oc, pass_, ms):
+        pass_ += sfx
         tflops = 2.0 * n * c * oc / (ms * 1e-3) * 1e-12
         print(f"matmul {name:<8s} {n:6d} {c:6d} {oc:6d} {pass_:<11s} {ms:10.3f} {tflops:8.3f}", flush=True)
 
@@ -255,7 +259,8 @@ def bench_matmul(a):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--mode", choices=["fp32", "tf32", "bf16"], default="fp32")
+    p.add_argument("--mode", choices=["fp32", "tf32", "bf16", "f16"], default="fp32",
+                   help="f16: --matmul only (float16 matmuls on tensor cores)")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--layers", type=int, default=12)
@@ -282,6 +287,8 @@ def main():
                  f"--heads ({a.heads}) and --vocab-pad ({a.vocab_pad}) >= --vocab ({a.vocab})")
     if not torch.cuda.is_available():
         sys.exit(f"pytorch_gpt2.py: torch {torch.__version__} sees no CUDA device")
+    if a.mode == "f16" and not a.matmul:
+        sys.exit("pytorch_gpt2.py: --mode f16 is for --matmul (training compares with bf16 autocast)")
     if a.matmul:
         bench_matmul(a)
     else:

@@ -6,6 +6,8 @@
 
 #include "cli/bench_micro.h"
 #include "model/linear.h"
+#include "model/linear_sgm.h"
+#include "model/precision.h"
 #include "train/microbench.h"
 
 typedef struct mm_shape {
@@ -29,6 +31,63 @@ static int time_(wgpt_bench_ctx *b, const wgpt_op *op, const char *what, wgpt_mi
     if (wgpt_microbench_time(b->g, op, &b->timing, r) == 0) return 0;
     fprintf(stderr, "wgpt bench: timing %s: %s\n", what, wgpt_gpu_error(b->g));
     return -1;
+}
+
+// An f16 copy of n floats of src (the cast kernel, run once).
+static wgpt_buf *f16_copy_(wgpt_bench_ctx *b, wgpt_buf *src, uint64_t n, const char *label) {
+    wgpt_buf *d = wgpt_buf_create(b->g, n * 2, label);
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_view vd = {d, 0, 0}, vs = {src, 0, 0};
+    int ok = d && wgpt_cast_f16(b->g, &op, vd, vs, n) == 0;
+    for (int i = 0; ok && i < op.n; i++)
+        ok = wgpt_dispatch(b->g, op.steps[i].bind, op.steps[i].x, op.steps[i].y, op.steps[i].z) == 0;
+    ok = ok && wgpt_gpu_finish(b->g) == 0;
+    wgpt_op_free(&op);
+    if (!ok) {
+        fprintf(stderr, "wgpt bench: f16 copy of %s: %s\n", label, wgpt_gpu_error(b->g));
+        wgpt_buf_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+// The same passes on subgroup matrices (f16 operands, f32 results), rows named
+// "<pass>_f16", where the device has them and the shape takes them.
+static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t C, uint32_t OC, int has_bias,
+                      int backward, wgpt_buf *inp, wgpt_buf *w, wgpt_buf *bias, wgpt_buf *dout, wgpt_buf *out,
+                      wgpt_buf *dinp, wgpt_buf *dw) {
+    wgpt_gpu *g = b->g;
+    if (!wgpt_linear_sgm_available(g) || N % 8 || C % 8 || OC % 8) return 0;
+    wgpt_buf *i16 = f16_copy_(b, inp, (uint64_t)N * C, "matmul inp f16");
+    wgpt_buf *w16 = i16 ? f16_copy_(b, w, (uint64_t)OC * C, "matmul weight f16") : NULL;
+    wgpt_buf *d16 = w16 && backward ? f16_copy_(b, dout, (uint64_t)N * OC, "matmul dout f16") : NULL;
+    wgpt_op fwd, bin, bw;
+    wgpt_op_init(&fwd), wgpt_op_init(&bin), wgpt_op_init(&bw);
+    int rc = -1;
+    if (!w16 || (backward && !d16)) goto done;
+    wgpt_view none = {0}, vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bias, 0, 0}, vo = {out, 0, 0};
+    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0};
+    if (wgpt_linear_sgm_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC) < 0 ||
+        (backward && (wgpt_linear_sgm_backward_input(g, &bin, vdi, vd, vw, N, C, OC, 0) < 0 ||
+                      wgpt_linear_sgm_backward_weight(g, &bw, vdw, vd, vi, N, C, OC) < 0))) {
+        fprintf(stderr, "wgpt bench: preparing f16 matmul %s: %s\n", name, wgpt_gpu_error(g));
+        goto done;
+    }
+    wgpt_microbench r;
+    if (time_(b, &fwd, name, &r) < 0) goto done;
+    row_(name, N, C, OC, "forward_f16", r.ms, 1);
+    if (backward) {
+        if (time_(b, &bin, name, &r) < 0) goto done;
+        row_(name, N, C, OC, "bwd_input_f16", r.ms, 1);
+        if (time_(b, &bw, name, &r) < 0) goto done;
+        row_(name, N, C, OC, "bwd_weight_f16", r.ms, 1);
+    }
+    rc = 0;
+done:
+    wgpt_op_free(&fwd), wgpt_op_free(&bin), wgpt_op_free(&bw);
+    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16);
+    return rc;
 }
 
 static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
@@ -73,6 +132,7 @@ static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
         if (time_(b, &bwd_w, s->name, &r) < 0) goto done;
         row_(s->name, N, s->C, s->OC, "bwd_weight", r.ms, 1);
     }
+    if (shape_f16_(b, s->name, N, s->C, s->OC, s->bias, s->backward, inp, w, bias, dout, out, dinp, dw) < 0) goto done;
     fflush(stdout);
     rc = 0;
 done:

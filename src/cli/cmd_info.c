@@ -88,9 +88,9 @@ int wgpt_cmd_info(int argc, char **argv) {
            in->has_subgroup_matrix ? "yes" : "no", in->has_timestamps ? "yes" : "no");
     for (int i = 0; i < in->n_matrix_configs; i++) {
         const wgpt_matrix_config *c = &in->matrix_configs[i];
-        printf("subgroup matrix %d: %s x %s -> %s, M %u x N %u x K %u, subgroup %u-%u\n", i,
+        printf("subgroup matrix %d: %s x %s -> %s, M %u x N %u x K %u, subgroup %u-%u%s\n", i,
                wgpt_matrix_type_name(c->input), wgpt_matrix_type_name(c->input), wgpt_matrix_type_name(c->result),
-               c->m, c->n, c->k, c->sg_min, c->sg_max);
+               c->m, c->n, c->k, c->sg_min, c->sg_max, i == in->sgm_config ? " (wgpt's f16 matmuls)" : "");
     }
     if (in->compute_units) {  // src/gpu/chips.c, or WGPT_COMPUTE_UNITS
         printf("compute units: %u", in->compute_units);

@@ -464,6 +464,31 @@ static void on_device_(WGPURequestDeviceStatus status, WGPUDevice device, WGPUSt
     r->done = 1;
 }
 
+// The configuration 03_linear_sgm.wgsl is compiled for (see gpu.h), or -1.
+static int pick_sgm_config_(wgpt_gpu_info *in, char *err, size_t errlen) {
+    in->sgm_config = -1;
+    const char *env = getenv("WGPT_SGM_CONFIG");
+    for (int i = 0; i < in->n_matrix_configs; i++) {
+        const wgpt_matrix_config *c = &in->matrix_configs[i];
+        if (c->input != WGPT_MATRIX_F16 || c->result != WGPT_MATRIX_F32 || c->sg_min != c->sg_max ||
+            c->sg_min != in->subgroup_min || in->subgroup_min != in->subgroup_max || c->m % 8 || c->n % 8 ||
+            c->k % 8 || c->k > 32)
+            continue;
+        if (env && *env) {
+            if (atoi(env) == i) in->sgm_config = i;
+            continue;
+        }
+        const wgpt_matrix_config *b = in->sgm_config >= 0 ? &in->matrix_configs[in->sgm_config] : NULL;
+        if (!b || c->k > b->k || (c->k == b->k && c->m * c->n < b->m * b->n)) in->sgm_config = i;
+    }
+    if (env && *env && in->sgm_config < 0 && in->n_matrix_configs > 0) {
+        snprintf(err, errlen, "WGPT_SGM_CONFIG=%s: not an f16 x f16 -> f32 subgroup-matrix configuration of '%s' that "
+                 "wgpt's kernels take (see `wgpt info`)", env, in->name);
+        return -1;
+    }
+    return 0;
+}
+
 // Comma-separated toggles from an environment variable, for experiments.
 static int env_toggles_(const char *var, char *buf, size_t cap, const char **list, int max) {
     const char *s = getenv(var);
@@ -590,6 +615,10 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.has_subgroup_matrix =
         wgpuDeviceHasFeature(g->device, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix) != 0;
     if (!g->info.has_subgroup_matrix) g->info.n_matrix_configs = 0;
+    if (pick_sgm_config_(&g->info, err, errlen) < 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
     g->info.max_storage_binding = g->limits.maxStorageBufferBindingSize;
     g->info.max_buffer = g->limits.maxBufferSize;
     g->info.max_workgroup_storage = g->limits.maxComputeWorkgroupStorageSize;

@@ -67,6 +67,11 @@ typedef struct wgpt_gpu_info {
     int has_subgroup_matrix;
     int n_matrix_configs;
     wgpt_matrix_config matrix_configs[WGPT_MAX_MATRIX_CONFIGS];
+    // The f16 x f16 -> f32 configuration the subgroup-matrix kernels are compiled
+    // for (an index of matrix_configs), -1 if none fits: the one with the largest
+    // K, then the smallest M x N, among those with a fixed subgroup size equal to
+    // the adapter's; WGPT_SGM_CONFIG=i picks config i instead (experiments).
+    int sgm_config;
     int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold

@@ -35,6 +35,10 @@ void ref_layernorm_forward(float *out, float *mean, float *rstd, const float *in
 void ref_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, const float *mean, const float *rstd, int N, int C);
 
+// IEEE binary16 (f16.c): round to nearest even, +-inf past the range, NaN kept.
+uint16_t ref_f16_from_f32(float f);
+float ref_f32_from_f16(uint16_t h);
+
 // out = inp @ weight^T + bias: out (N,OC), inp (N,C), weight (OC,C), bias (OC) or NULL
 void ref_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
 // dinp (N,C), dweight (OC,C), dbias (OC, or NULL: skipped) += ; dout (N,OC)

@@ -1,0 +1,18 @@
+// precision.c: the f16 cast's dispatch (see precision.h).
+#include "model/precision.h"
+
+int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n) {
+    if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "cast_f16: a view has no buffer");
+    if (n % 2 || n > UINT32_MAX) return wgpt_gpu_fail(g, "cast_f16: n=%llu must be even and below 2^32",
+                                                      (unsigned long long)n);
+    uint64_t lim = wgpt_gpu_get_info(g)->max_storage_binding;
+    if (wgpt_view_bytes(dst16) < n * 2 || wgpt_view_bytes(src) < n * 4 || n * 4 > lim)
+        return wgpt_gpu_fail(g, "cast_f16: %llu elements need %llu bytes of dst and %llu of src in one binding each "
+                             "(have %llu and %llu; the device binds at most %llu)", (unsigned long long)n,
+                             (unsigned long long)(n * 2), (unsigned long long)(n * 4),
+                             (unsigned long long)wgpt_view_bytes(dst16), (unsigned long long)wgpt_view_bytes(src),
+                             (unsigned long long)lim);
+    wgpt_view v[2] = {{dst16.buf, dst16.offset, n * 2}, {src.buf, src.offset, n * 4}};
+    uint32_t p = (uint32_t)n;
+    return wgpt_op_add1d(g, op, "cast_f16", v, 2, &p, sizeof p, wgpt_groups(n / 2)) ? 0 : -1;
+}

@@ -1,0 +1,15 @@
+// precision.h: conversions between f32 tensors and f16 copies
+// (kernels/08_precision.wgsl, docs/kernels/08_precision.md).
+#ifndef WGPT_MODEL_PRECISION_H
+#define WGPT_MODEL_PRECISION_H
+
+#include <stdint.h>
+
+#include "model/op.h"
+
+// dst16 (n halves, 2 bytes each) = f16(src (n floats)), round to nearest even,
+// +-inf past f16's range. n even; each tensor in one binding. Returns 0, or -1
+// with the message in wgpt_gpu_error(g).
+int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n);
+
+#endif

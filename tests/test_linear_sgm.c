@@ -1,0 +1,196 @@
+// test_linear_sgm.c: the f16 cast (kernels/08_precision.wgsl, on every device)
+// and the subgroup-matrix matmuls (kernels/03_linear_sgm.wgsl, where the device
+// has them: the H200; elsewhere the test says it was skipped) against the
+// plain C reference.
+#include "model/linear_sgm.h"
+#include "model/precision.h"
+#include "ref/gpt2_ref.h"
+#include "test_util.h"
+
+static wgpt_gpu *G;
+
+static int group_setup(void **state) {
+    (void)state;
+    G = tu_gpu_open(NULL);
+    return 0;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    wgpt_gpu_close(G);
+    return 0;
+}
+
+static void run_(wgpt_op *op) {
+    for (int i = 0; i < op->n; i++)
+        TU_OK(G, wgpt_dispatch(G, op->steps[i].bind, op->steps[i].x, op->steps[i].y, op->steps[i].z));
+    TU_OK(G, wgpt_gpu_finish(G));  // before the binds go
+    wgpt_op_free(op);
+    wgpt_op_init(op);
+}
+
+// f16 copies of n floats, made on the GPU by cast_f16 (as the model makes them).
+static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) {
+    wgpt_buf *src = wgpt_buf_create(G, n * 4, label), *dst = wgpt_buf_create(G, n * 2, label);
+    TU_NONNULL(G, src);
+    TU_NONNULL(G, dst);
+    TU_OK(G, wgpt_buf_upload(G, src, 0, x, n * 4));
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_view d = {dst, 0, 0}, s = {src, 0, 0};
+    TU_OK(G, wgpt_cast_f16(G, &op, d, s, n));
+    run_(&op);
+    wgpt_buf_free(src);
+    return dst;
+}
+
+// Every rounding case of f32 -> f16 against the reference, bit for bit: ties to
+// even, the largest finite values and what rounds past them, infinities, NaN,
+// subnormals (a driver that flushes f16 subnormals to zero is reported as such).
+static void cast_f16_rounds_as_ieee(void **st) {
+    (void)st;
+    enum { NS = 32, NR = 4096, N = NS + NR };
+    float x[N];
+    const float special[NS] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, -65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e6f,
+                               INFINITY, -INFINITY, NAN, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1.0f + 1.0f / 4096,
+                               6.103515625e-05f, 6.0e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.98e-08f, 1e-9f,
+                               3.14159265f, -2.71828f, 0.1f, 1000.1f, 0.33333334f, 1234.5677f, 2048.5f, 2049.5f,
+                               -3e-6f, 7e-7f};
+    memcpy(x, special, sizeof special);
+    tu_rng_state = 42;
+    for (int i = NS; i < N; i++) x[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-20, 17));
+    wgpt_buf *b = f16_of_(x, N, "cast");
+    uint16_t got[N];
+    TU_OK(G, wgpt_buf_download(G, b, 0, got, sizeof got));
+    int flushed = 0;
+    for (int i = 0; i < N; i++) {
+        uint16_t want = ref_f16_from_f32(x[i]);
+        if (got[i] == want) continue;
+        if ((want & 0x7c00u) == 0 && (got[i] & 0x7fffu) == 0) {  // a subnormal flushed to zero
+            flushed++;
+            continue;
+        }
+        fail_msg("cast_f16(%.9g) = 0x%04x, IEEE gives 0x%04x", x[i], got[i], want);
+    }
+    printf("cast_f16: %d values bit-exact, %d f16 subnormals flushed to zero by the driver\n", N - flushed, flushed);
+    wgpt_buf_free(b);
+}
+
+// The three passes at one shape, against double-precision sums of the same
+// f16-rounded operands. Tolerance: the products of two f16 are exact in f32,
+// so the only error is the f32 accumulation of k terms: |err| <= k * 2^-24 *
+// sum |a_i b_i| (the standard bound; tensor cores add in f32), doubled for
+// the initial value an accumulating pass adds to.
+static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
+    float *inp = malloc((size_t)N * C * 4), *w = malloc((size_t)OC * C * 4), *bias = malloc((size_t)OC * 4);
+    float *dout = malloc((size_t)N * OC * 4), *prior = malloc((size_t)N * C * 4);
+    tu_fill(inp, (size_t)N * C, -1, 1), tu_fill(w, (size_t)OC * C, -0.5f, 0.5f), tu_fill(bias, OC, -1, 1);
+    tu_fill(dout, (size_t)N * OC, -1, 1), tu_fill(prior, (size_t)N * C, -1, 1);
+    // what the GPU multiplies: the f16 roundings
+    float *ri = malloc((size_t)N * C * 4), *rw = malloc((size_t)OC * C * 4), *rd = malloc((size_t)N * OC * 4);
+    for (size_t i = 0; i < (size_t)N * C; i++) ri[i] = ref_f32_from_f16(ref_f16_from_f32(inp[i]));
+    for (size_t i = 0; i < (size_t)OC * C; i++) rw[i] = ref_f32_from_f16(ref_f16_from_f32(w[i]));
+    for (size_t i = 0; i < (size_t)N * OC; i++) rd[i] = ref_f32_from_f16(ref_f16_from_f32(dout[i]));
+    wgpt_buf *i16 = f16_of_(inp, (uint64_t)N * C, "inp16"), *w16 = f16_of_(w, (uint64_t)OC * C, "w16");
+    wgpt_buf *d16 = f16_of_(dout, (uint64_t)N * OC, "dout16");
+    wgpt_buf *bb = wgpt_buf_create(G, OC * 4, "bias"), *out = wgpt_buf_create(G, (uint64_t)N * OC * 4, "out");
+    wgpt_buf *dinp = wgpt_buf_create(G, (uint64_t)N * C * 4, "dinp"), *dw = wgpt_buf_create(G, (uint64_t)OC * C * 4, "dw");
+    TU_OK(G, wgpt_buf_upload(G, bb, 0, bias, OC * 4));
+    TU_OK(G, wgpt_buf_upload(G, dinp, 0, prior, (uint64_t)N * C * 4));
+    float *dw0 = malloc((size_t)OC * C * 4);
+    tu_fill(dw0, (size_t)OC * C, -1, 1);
+    TU_OK(G, wgpt_buf_upload(G, dw, 0, dw0, (uint64_t)OC * C * 4));
+    wgpt_view vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bb, 0, 0}, vo = {out, 0, 0};
+    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(G, wgpt_linear_sgm_forward(G, &op, vo, vi, vw, vb, N, C, OC));
+    TU_OK(G, wgpt_linear_sgm_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1));
+    TU_OK(G, wgpt_linear_sgm_backward_weight(G, &op, vdw, vd, vi, N, C, OC));
+    run_(&op);
+    float *g_out = malloc((size_t)N * OC * 4), *g_dinp = malloc((size_t)N * C * 4), *g_dw = malloc((size_t)OC * C * 4);
+    TU_OK(G, wgpt_buf_download(G, out, 0, g_out, (uint64_t)N * OC * 4));
+    TU_OK(G, wgpt_buf_download(G, dinp, 0, g_dinp, (uint64_t)N * C * 4));
+    TU_OK(G, wgpt_buf_download(G, dw, 0, g_dw, (uint64_t)OC * C * 4));
+    double worst = 0;  // |err| / bound
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t o = 0; o < OC; o++) {
+            double s = bias[o], a = fabs(bias[o]);
+            for (uint32_t c = 0; c < C; c++) s += (double)ri[n * C + c] * rw[o * C + c], a += fabs(ri[n * C + c] * rw[o * C + c]);
+            double e = fabs(g_out[(size_t)n * OC + o] - s), bound = (C + 1) * 0x1p-24 * a + 1e-30;
+            if (!(e <= bound)) fail_msg("forward %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, o, g_out[(size_t)n * OC + o], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t c = 0; c < C; c++) {
+            double s = prior[(size_t)n * C + c], a = fabs(s);
+            for (uint32_t o = 0; o < OC; o++) s += (double)rd[n * OC + o] * rw[o * C + c], a += fabs(rd[n * OC + o] * rw[o * C + c]);
+            double e = fabs(g_dinp[(size_t)n * C + c] - s), bound = 2 * (OC + 1) * 0x1p-24 * a + 1e-30;
+            if (!(e <= bound)) fail_msg("backward_input %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, c, g_dinp[(size_t)n * C + c], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    for (uint32_t o = 0; o < OC; o++)
+        for (uint32_t c = 0; c < C; c++) {
+            double s = dw0[(size_t)o * C + c], a = fabs(s);
+            for (uint32_t n = 0; n < N; n++) s += (double)rd[n * OC + o] * ri[n * C + c], a += fabs(rd[n * OC + o] * ri[n * C + c]);
+            double e = fabs(g_dw[(size_t)o * C + c] - s), bound = 2 * (N + 1) * 0x1p-24 * a + 1e-30;
+            if (!(e <= bound)) fail_msg("backward_weight %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, o, c, g_dw[(size_t)o * C + c], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    printf("sgm matmuls N=%u C=%u OC=%u: worst error %.3f of the bound\n", N, C, OC, worst);
+    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
+    wgpt_buf_free(dinp), wgpt_buf_free(dw);
+    free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0);
+    free(g_out), free(g_dinp), free(g_dw);
+}
+
+// Whole blocks, edge blocks in every dimension (multiples of 8 that are not of
+// the block), k shorter than a stage and not a multiple of it.
+static void sgm_matmuls_match_reference(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    if (!wgpt_linear_sgm_available(G)) {
+        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", i->name);
+        return;
+    }
+    const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
+    printf("fragment %ux%ux%u, block %ux%u\n", c->m, c->n, c->k, 8 * c->m, 8 * c->n);
+    tu_rng_state = 7;
+    check_shape_(256, 128, 128);  // whole blocks
+    check_shape_(136, 72, 200);   // edges everywhere, k not a multiple of 32
+    check_shape_(8, 8, 8);        // one partial block, one partial stage
+    check_shape_(512, 768, 64);   // a long k
+}
+
+// The kernels refuse shapes they cannot take, naming the shape.
+static void sgm_refuses_bad_shapes(void **st) {
+    (void)st;
+    if (!wgpt_linear_sgm_available(G)) {
+        printf("skipped: no f16 subgroup matrices here\n");
+        wgpt_op op;
+        wgpt_op_init(&op);
+        wgpt_buf *b = wgpt_buf_create(G, 4096, "x");
+        wgpt_view v = {b, 0, 0};
+        assert_int_equal(wgpt_linear_sgm_forward(G, &op, v, v, v, (wgpt_view){0}, 8, 8, 8), -1);
+        assert_non_null(strstr(wgpt_gpu_error(G), "subgroup matrices"));
+        wgpt_buf_free(b);
+        wgpt_op_free(&op);
+        return;
+    }
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_buf *b = wgpt_buf_create(G, 1 << 20, "x");
+    wgpt_view v = {b, 0, 0};
+    assert_int_equal(wgpt_linear_sgm_forward(G, &op, v, v, v, (wgpt_view){0}, 12, 8, 8), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "m=12"));
+    wgpt_buf_free(b);
+    wgpt_op_free(&op);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cast_f16_rounds_as_ieee),
+        cmocka_unit_test(sgm_matmuls_match_reference),
+        cmocka_unit_test(sgm_refuses_bad_shapes),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
