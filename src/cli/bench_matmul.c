@@ -6,7 +6,7 @@
 
 #include "cli/bench_micro.h"
 #include "model/linear.h"
-#include "model/linear_sgm.h"
+#include "model/linear_f16.h"
 #include "model/precision.h"
 #include "train/microbench.h"
 
@@ -58,7 +58,7 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
                       int backward, wgpt_buf *inp, wgpt_buf *w, wgpt_buf *bias, wgpt_buf *dout, wgpt_buf *out,
                       wgpt_buf *dinp, wgpt_buf *dw) {
     wgpt_gpu *g = b->g;
-    if (!wgpt_linear_sgm_available(g) || N % 8 || C % 8 || OC % 8) return 0;
+    if (!wgpt_linear_f16_uses_sgm(g) || N % 8 || C % 8 || OC % 8) return 0;
     wgpt_buf *i16 = f16_copy_(b, inp, (uint64_t)N * C, "matmul inp f16");
     wgpt_buf *w16 = i16 ? f16_copy_(b, w, (uint64_t)OC * C, "matmul weight f16") : NULL;
     wgpt_buf *d16 = w16 && backward ? f16_copy_(b, dout, (uint64_t)N * OC, "matmul dout f16") : NULL;
@@ -68,9 +68,9 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
     if (!w16 || (backward && !d16)) goto done;
     wgpt_view none = {0}, vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bias, 0, 0}, vo = {out, 0, 0};
     wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0};
-    if (wgpt_linear_sgm_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC) < 0 ||
-        (backward && (wgpt_linear_sgm_backward_input(g, &bin, vdi, vd, vw, N, C, OC, 0) < 0 ||
-                      wgpt_linear_sgm_backward_weight(g, &bw, vdw, vd, vi, N, C, OC) < 0))) {
+    if (wgpt_linear_f16_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC) < 0 ||
+        (backward && (wgpt_linear_f16_backward_input(g, &bin, vdi, vd, vw, N, C, OC, 0) < 0 ||
+                      wgpt_linear_f16_backward_weight(g, &bw, vdw, vd, vi, N, C, OC) < 0))) {
         fprintf(stderr, "wgpt bench: preparing f16 matmul %s: %s\n", name, wgpt_gpu_error(g));
         goto done;
     }

@@ -1,5 +1,8 @@
-// linear_sgm.h: the linear layer's matmuls on subgroup matrices (tensor cores):
-// kernels/03_linear_sgm.wgsl, on devices that offer them (docs/kernels/03_linear_sgm.md).
+// linear_f16.h: the linear layer's matmuls with f16 operands and f32 results:
+// on subgroup matrices (tensor cores; kernels/03_linear_sgm.wgsl) where the
+// device has them, else the plain kernels of kernels/03_linear_f16.wgsl (same
+// bindings and results up to the order of the sums; they need not even
+// shader-f16). See docs/kernels/03_linear_sgm.md and 03_linear_f16.md.
 // Operands are f16 (views of halves, two a u32: 2 bytes an element), results
 // f32; every dimension a multiple of 8; each tensor in one binding (no row
 // chunks: a caller whose tensors are larger uses the f32 kernels). The
@@ -7,24 +10,24 @@
 //
 // Each appends one dispatch to op and returns 0, or -1 with the message in
 // wgpt_gpu_error(g).
-#ifndef WGPT_LINEAR_SGM_H
-#define WGPT_LINEAR_SGM_H
+#ifndef WGPT_LINEAR_F16_H
+#define WGPT_LINEAR_F16_H
 
 #include <stdint.h>
 
 #include "model/op.h"
 
-// 1 if g compiles 03_linear_sgm.wgsl (subgroup matrices and an f16 -> f32 configuration).
-int wgpt_linear_sgm_available(const wgpt_gpu *g);
+// 1 if g runs the subgroup-matrix kernels (subgroup matrices with an f16 -> f32 configuration).
+int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g);
 
 // out (N, OC) f32 = inp16 (N, C) @ weight16 (OC, C)^T + bias (OC, f32; bias.buf NULL: none).
-int wgpt_linear_sgm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
+int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
                             wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC);
 // dinp (N, C) f32 = (or += with accumulate) dout16 (N, OC) @ weight16 (OC, C).
-int wgpt_linear_sgm_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
+int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
                                    uint32_t N, uint32_t C, uint32_t OC, int accumulate);
 // dweight (OC, C) f32 += dout16 (N, OC)^T @ inp16 (N, C).
-int wgpt_linear_sgm_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
+int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
                                     uint32_t N, uint32_t C, uint32_t OC);
 
 #endif

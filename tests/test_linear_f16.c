@@ -1,22 +1,24 @@
-// test_linear_sgm.c: the f16 cast (kernels/08_precision.wgsl, on every device)
-// and the subgroup-matrix matmuls (kernels/03_linear_sgm.wgsl, where the device
-// has them: the H200; elsewhere the test says it was skipped) against the
-// plain C reference.
-#include "model/linear_sgm.h"
+// test_linear_f16.c: the f16 cast (kernels/08_precision.wgsl) and the f16
+// matmuls against the plain C reference: the plain kernels
+// (03_linear_f16.wgsl) on every device, the subgroup-matrix ones
+// (03_linear_sgm.wgsl) where the device has them (the H200; elsewhere the
+// test says they were skipped).
+#include "model/linear_f16.h"
 #include "model/precision.h"
 #include "ref/gpt2_ref.h"
 #include "test_util.h"
 
-static wgpt_gpu *G;
+static wgpt_gpu *G;  // the device under test (switched to a plain one by a test)
+static wgpt_gpu *G0;  // the default device
 
 static int group_setup(void **state) {
     (void)state;
-    G = tu_gpu_open(NULL);
+    G = G0 = tu_gpu_open(NULL);
     return 0;
 }
 static int group_teardown(void **state) {
     (void)state;
-    wgpt_gpu_close(G);
+    wgpt_gpu_close(G0);
     return 0;
 }
 
@@ -103,9 +105,9 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0};
     wgpt_op op;
     wgpt_op_init(&op);
-    TU_OK(G, wgpt_linear_sgm_forward(G, &op, vo, vi, vw, vb, N, C, OC));
-    TU_OK(G, wgpt_linear_sgm_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1));
-    TU_OK(G, wgpt_linear_sgm_backward_weight(G, &op, vdw, vd, vi, N, C, OC));
+    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC));
+    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1));
+    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC));
     run_(&op);
     float *g_out = malloc((size_t)N * OC * 4), *g_dinp = malloc((size_t)N * C * 4), *g_dw = malloc((size_t)OC * C * 4);
     TU_OK(G, wgpt_buf_download(G, out, 0, g_out, (uint64_t)N * OC * 4));
@@ -136,24 +138,14 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
             if (!(e <= bound)) fail_msg("backward_weight %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, o, c, g_dw[(size_t)o * C + c], s);
             if (e / bound > worst) worst = e / bound;
         }
-    printf("sgm matmuls N=%u C=%u OC=%u: worst error %.3f of the bound\n", N, C, OC, worst);
+    printf("f16 matmuls N=%u C=%u OC=%u: worst error %.3f of the bound\n", N, C, OC, worst);
     wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
     wgpt_buf_free(dinp), wgpt_buf_free(dw);
     free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0);
     free(g_out), free(g_dinp), free(g_dw);
 }
 
-// Whole blocks, edge blocks in every dimension (multiples of 8 that are not of
-// the block), k shorter than a stage and not a multiple of it.
-static void sgm_matmuls_match_reference(void **st) {
-    (void)st;
-    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
-    if (!wgpt_linear_sgm_available(G)) {
-        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", i->name);
-        return;
-    }
-    const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
-    printf("fragment %ux%ux%u, block %ux%u\n", c->m, c->n, c->k, 8 * c->m, 8 * c->n);
+static void shapes_(void) {
     tu_rng_state = 7;
     check_shape_(256, 128, 128);  // whole blocks
     check_shape_(136, 72, 200);   // edges everywhere, k not a multiple of 32
@@ -161,27 +153,43 @@ static void sgm_matmuls_match_reference(void **st) {
     check_shape_(512, 768, 64);   // a long k
 }
 
-// The kernels refuse shapes they cannot take, naming the shape.
-static void sgm_refuses_bad_shapes(void **st) {
+// Whole blocks, edge blocks in every dimension (multiples of 8 that are not of
+// the block), k shorter than a stage and not a multiple of it.
+static void sgm_matmuls_match_reference(void **st) {
     (void)st;
-    if (!wgpt_linear_sgm_available(G)) {
-        printf("skipped: no f16 subgroup matrices here\n");
-        wgpt_op op;
-        wgpt_op_init(&op);
-        wgpt_buf *b = wgpt_buf_create(G, 4096, "x");
-        wgpt_view v = {b, 0, 0};
-        assert_int_equal(wgpt_linear_sgm_forward(G, &op, v, v, v, (wgpt_view){0}, 8, 8, 8), -1);
-        assert_non_null(strstr(wgpt_gpu_error(G), "subgroup matrices"));
-        wgpt_buf_free(b);
-        wgpt_op_free(&op);
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    if (!wgpt_linear_f16_uses_sgm(G)) {
+        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", i->name);
         return;
     }
+    const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
+    printf("subgroup matrices: fragment %ux%ux%u, block %ux%u\n", c->m, c->n, c->k, 8 * c->m, 8 * c->n);
+    shapes_();
+}
+
+// The plain kernels, on a device opened without f16 (so without subgroup
+// matrices either: they need neither).
+static void plain_matmuls_match_reference(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1, .disable_f16 = 1};
+    G = tu_gpu_open(&o);
+    assert_false(wgpt_linear_f16_uses_sgm(G));
+    shapes_();
+    wgpt_gpu_close(G);
+    G = G0;
+}
+
+// The kernels refuse shapes they cannot take, naming the shape.
+static void refuses_bad_shapes(void **st) {
+    (void)st;
     wgpt_op op;
     wgpt_op_init(&op);
     wgpt_buf *b = wgpt_buf_create(G, 1 << 20, "x");
-    wgpt_view v = {b, 0, 0};
-    assert_int_equal(wgpt_linear_sgm_forward(G, &op, v, v, v, (wgpt_view){0}, 12, 8, 8), -1);
+    wgpt_view v = {b, 0, 0}, none = {0};
+    assert_int_equal(wgpt_linear_f16_forward(G, &op, v, v, v, none, 12, 8, 8), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "m=12"));
+    assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "dweight"));
     wgpt_buf_free(b);
     wgpt_op_free(&op);
 }
@@ -190,7 +198,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cast_f16_rounds_as_ieee),
         cmocka_unit_test(sgm_matmuls_match_reference),
-        cmocka_unit_test(sgm_refuses_bad_shapes),
+        cmocka_unit_test(plain_matmuls_match_reference),
+        cmocka_unit_test(refuses_bad_shapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
