@@ -13,7 +13,7 @@
 
 static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
+            "                  [--vocab V] [--precision fp32|f16] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
@@ -21,7 +21,9 @@ static const char USAGE_[] =
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
             "kernel with GPU timestamps (one compute pass per dispatch: slower steps) and prints\n"
             "where the time goes. MFU is the achieved TFLOP/s over the chip's fp32 peak: P, or\n"
-            "the peak wgpt knows for the adapter (NVIDIA H200: 67); without either, no MFU.\n\n"
+            "the peak wgpt knows for the adapter (NVIDIA H200: 67); without either, no MFU.\n"
+            "--precision f16 runs the matmuls on f16 copies (tensor cores where the device has\n"
+            "subgroup matrices; see model/gpt2.h); default fp32.\n\n"
             "--micro times single kernels instead (median of R runs, default 10, after 2 warm-up\n"
             "runs; GPU timestamps where the device has them): the matmuls at GPT-2 124M's shapes\n"
             "for 4 x 1024 tokens (ms, TFLOP/s per pass) and the memory-bound kernels (GB/s, as a\n"
@@ -75,8 +77,9 @@ int wgpt_cmd_bench(int argc, char **argv) {
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, micro = 0, micro_wall = 0;
     float scale = 0, width = 0, peak = 0;
-    const char *adapter = NULL;
+    const char *adapter = NULL, *precision_s = "fp32";
     const wgpt_opt opts[] = {
+        {"precision", WGPT_OPT_STR, &precision_s, "fp32 or f16: what the matmuls multiply"},
         {"batch", WGPT_OPT_U32, &B, "sequences a step"},
         {"seq", WGPT_OPT_U32, &T, "tokens a sequence"},
         {"steps", WGPT_OPT_U32, &steps, "timed steps"},
@@ -112,6 +115,11 @@ int wgpt_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "wgpt bench: --peak-tflops needs the chip's fp32 peak in TFLOP/s, e.g. 67\n");
         return 2;
     }
+    wgpt_precision precision;
+    if (wgpt_precision_parse(precision_s, &precision) < 0) {
+        fprintf(stderr, "wgpt bench: --precision must be fp32 or f16, got '%s'\n", precision_s);
+        return 2;
+    }
     wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile};
     wgpt_gpu_args_apply(&opt, adapter);
     if (micro_splits > 64) {
@@ -136,7 +144,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     wgpt_gpu_describe(wgpt_gpu_get_info(g), line, sizeof line);
     printf("adapter: %s\n", line);
-    wgpt_gpt2 *m = wgpt_gpt2_create(g, &c, B, T, err, sizeof err);
+    wgpt_gpt2 *m = wgpt_gpt2_create_precision(g, &c, B, T, 1, precision, err, sizeof err);
     if (!m) {
         fprintf(stderr, "wgpt bench: %s\n", err);
         wgpt_gpu_close(g);
@@ -158,8 +166,9 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     uint64_t pb, ab;
     wgpt_gpt2_memory(m, &pb, &ab);
-    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens\n", c.num_layers,
-           c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T);
+    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens; precision %s\n",
+           c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T,
+           wgpt_precision_name(precision));
     printf("GPU memory: %.1f MiB parameters+gradients+AdamW, %.1f MiB activations and scratch\n", pb / 1048576.0,
            ab / 1048576.0);
     wgpt_adamw_config o = {.lr = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
@@ -178,8 +187,8 @@ int wgpt_cmd_bench(int argc, char **argv) {
             fprintf(stderr, "wgpt bench: step %u: %s\n", step, wgpt_gpt2_error(m));
             goto done;
         }
-        printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms\n", step, step <= 2 ? " (warm-up)" : "", r.loss,
-               r.grad_norm, (now_() - ts) * 1e3);
+        printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms%s\n", step, step <= 2 ? " (warm-up)" : "", r.loss,
+               r.grad_norm, (now_() - ts) * 1e3, r.skipped ? " (skipped)" : "");
     }
     double ms = (now_() - t0) * 1e3 / steps;
     if (profile) print_profile_(g);
@@ -189,7 +198,8 @@ int wgpt_cmd_bench(int argc, char **argv) {
     if (!peak) peak = wgpt_gpu_get_info(g)->fp32_peak_tflops;
     char mfu[96] = "";
     if (peak > 0) snprintf(mfu, sizeof mfu, ", MFU %.1f%% of %.0f TFLOP/s fp32", 100 * tf / peak, peak);
-    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u)\n", ms, tps, tf, mfu, B, T);
+    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u, precision %s)\n", ms, tps, tf, mfu,
+           B, T, wgpt_precision_name(precision));
     rc = 0;
 done:
     free(params), free(tok), free(tgt);

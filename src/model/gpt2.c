@@ -14,6 +14,8 @@
 #include "model/input_status.h"
 #include "model/layernorm.h"
 #include "model/linear.h"
+#include "model/linear_f16.h"
+#include "model/precision.h"
 
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) {
     va_list ap;
@@ -35,6 +37,18 @@ void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activ
         if ((call) < 0) return wgpt_gpt2_fail_((m), "%s", wgpt_gpu_error((m)->g)); \
     } while (0)
 
+const char *wgpt_precision_name(wgpt_precision p) { return p == WGPT_PRECISION_F16 ? "f16" : "fp32"; }
+
+int wgpt_precision_parse(const char *s, wgpt_precision *out) {
+    if (strcmp(s, "fp32") == 0) *out = WGPT_PRECISION_FP32;
+    else if (strcmp(s, "f16") == 0) *out = WGPT_PRECISION_F16;
+    else return -1;
+    return 0;
+}
+
+wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m) { return m->precision; }
+float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m) { return m->loss_scale; }
+
 static int alloc_params_(wgpt_gpt2 *m) {
     wgpt_buf **bufs[4] = {&m->params, &m->grads, &m->adam_m, &m->adam_v};
     const char *names[4] = {"params", "grads", "adam m", "adam v"};
@@ -43,6 +57,30 @@ static int alloc_params_(wgpt_gpt2 *m) {
         if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(*bufs[i]);
     }
+    if (m->precision == WGPT_PRECISION_F16 && !m->shared) {
+        m->params16 = wgpt_buf_create(m->g, m->padded_params * 2, "params f16");
+        if (!m->params16) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+        m->param_bytes += wgpt_buf_size(m->params16);
+    }
+    return 0;
+}
+
+// The f16 mode's shape rules, checked before anything is allocated.
+static int check_f16_(wgpt_gpt2 *m) {
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(m->g);
+    uint32_t C = m->c.channels, Vp = m->c.padded_vocab_size, BT = m->B * m->T;
+    if (C % 8 || Vp % 8 || BT % 8)
+        return wgpt_gpt2_fail_(m, "precision f16 needs the channels (%u), the padded vocabulary (%u) and batch x "
+                               "sequence (%u) to be multiples of 8", C, Vp, BT);
+    if (i->storage_offset_align > 128)
+        return wgpt_gpt2_fail_(m, "precision f16: the device aligns bindings to %u bytes; the f16 weights' slices "
+                               "are 128-byte aligned", i->storage_offset_align);
+    uint64_t most = (uint64_t)BT * (Vp > 4 * C ? Vp : 4 * C) * 4;
+    if (m->padded_params * 4 > i->max_storage_binding || most > i->max_storage_binding)
+        return wgpt_gpt2_fail_(m, "precision f16 binds the parameters (%llu bytes) and the largest activation "
+                               "(%llu bytes) whole; the device binds at most %llu",
+                               (unsigned long long)(m->padded_params * 4), (unsigned long long)most,
+                               (unsigned long long)i->max_storage_binding);
     return 0;
 }
 
@@ -99,13 +137,66 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->opt_state, "optimizer state", 1, 4},
         {&m->ln_scratch, "layernorm partials", 1, wgpt_layernorm_scratch_bytes(BT, C) / 4},
     };
+    // the f16 mode's copies: act sizes count floats, two halves each
+    uint64_t dmost = BT * (Vp > 4 * C ? Vp : 4 * C);
+    const act_spec_ half_fwd[] = {
+        {&m->ln1_16, "ln1 f16", L, BT * C / 2},       {&m->atty16, "atty f16", L, BT * C / 2},
+        {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
+        {&m->lnf16, "lnf f16", 1, BT * C / 2},
+    };
+    const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
+    int f16 = m->precision == WGPT_PRECISION_F16;
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
-    return m->training ? alloc_list_(m, backward, sizeof backward / sizeof backward[0]) : 0;
+    if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
+    if (!m->training) return 0;
+    if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
+    return f16 ? alloc_list_(m, half_bwd, 1) : 0;
 }
 
 #define P(t, l) wgpt_gpt2_pview_(m, m->params, (t), (l))
 #define D(t, l) wgpt_gpt2_pview_(m, m->grads, (t), (l))
 #define A(act, l) wgpt_gpt2_aview_(&m->act, (l))
+#define P16(t, l) p16view_(m, (t), (l))
+
+// Slice l of tensor t of the f16 parameter copy.
+static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
+    const wgpt_gpt2_tensor *p = &m->pt[t];
+    return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
+}
+
+// One linear's forward: in fp32 the f32 kernels; in f16 the input's f16 copy
+// (kept in in16 for the backward) times the weight's.
+static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view in16, int w, uint32_t l,
+                       wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
+    wgpt_gpu *g = m->g;
+    if (m->precision == WGPT_PRECISION_FP32)
+        GPU_OK(m, wgpt_linear_forward(g, op, out, inp, P(w, l), bias, N, C, OC, A(mm_scratch, 0)));
+    else {
+        GPU_OK(m, wgpt_cast_f16(g, op, in16, inp, (uint64_t)N * C));
+        GPU_OK(m, wgpt_linear_f16_forward(g, op, out, in16, P16(w, l), bias, N, C, OC));
+    }
+    return 0;
+}
+
+// One linear's backward (dinp overwritten, dweight and dbias accumulated); in
+// f16 the gradient's f16 copy times the weight's and the input's, the bias
+// gradient from the f32 gradient.
+static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view dbias, wgpt_view dout,
+                       wgpt_view inp, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
+    wgpt_gpu *g = m->g;
+    if (m->precision == WGPT_PRECISION_FP32) {
+        GPU_OK(m, wgpt_linear_backward(g, op, dinp, D(w, l), dbias, dout, inp, P(w, l), N, C, OC, 0,
+                                       A(mm_scratch, 0)));
+        return 0;
+    }
+    wgpt_view d16 = A(d16, 0);
+    d16.size = (uint64_t)N * OC * 2;
+    GPU_OK(m, wgpt_cast_f16(g, op, d16, dout, (uint64_t)N * OC));
+    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
+    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC));
+    if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC));
+    return 0;
+}
 
 static int build_forward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
@@ -119,23 +210,25 @@ static int build_forward_(wgpt_gpt2 *m) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
-        GPU_OK(m, wgpt_linear_forward(g, op, A(qkv, l), A(ln1, l), P(WGPT_QKVW, l), P(WGPT_QKVB, l), BT, C, 3 * C, A(mm_scratch, 0)));
+        if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0) return -1;
         GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
-        GPU_OK(m, wgpt_linear_forward(g, op, A(attproj, l), A(atty, l), P(WGPT_ATTPROJW, l), P(WGPT_ATTPROJB, l),
-                                      BT, C, C, A(mm_scratch, 0)));
+        if (linear_fwd_(m, op, A(attproj, l), A(atty, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT, C,
+                        C) < 0)
+            return -1;
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
-        GPU_OK(m, wgpt_linear_forward(g, op, A(fch, l), A(ln2, l), P(WGPT_FCW, l), P(WGPT_FCB, l), BT, C, 4 * C, A(mm_scratch, 0)));
+        if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
         GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
-        GPU_OK(m, wgpt_linear_forward(g, op, A(fcproj, l), A(fch_gelu, l), P(WGPT_FCPROJW, l), P(WGPT_FCPROJB, l),
-                                      BT, 4 * C, C, A(mm_scratch, 0)));
+        if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
+                        4 * C, C) < 0)
+            return -1;
         GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
     }
     uint32_t last = m->c.num_layers - 1;
     GPU_OK(m, wgpt_layernorm_forward(g, op, A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(res3, last),
                                      P(WGPT_LNFW, 0), P(WGPT_LNFB, 0), BT, C));
-    GPU_OK(m, wgpt_linear_forward(g, op, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0), none, BT, C, Vp, A(mm_scratch, 0)));
+    if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
@@ -150,10 +243,11 @@ static int build_backward_(wgpt_gpt2 *m) {
     wgpt_view none = {NULL, 0, 0};
     uint32_t last = m->c.num_layers - 1;
     // dlogits in place of the logits; the loss is the mean over B*T positions
+    // (times the loss scale, 1 in fp32)
     GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
-                                         1.0f / (float)BT));
-    GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_WTE, 0), none, A(logits, 0), A(lnf, 0), P(WGPT_WTE, 0),
-                                   BT, C, Vp, 0, A(mm_scratch, 0)));
+                                         m->loss_scale / (float)BT));
+    if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
+        return -1;
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
@@ -162,21 +256,25 @@ static int build_backward_(wgpt_gpt2 *m) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         // res3 = res2 + fcproj: d fcproj = dres
-        GPU_OK(m, wgpt_linear_backward(g, op, A(dfch_gelu, 0), D(WGPT_FCPROJW, l), D(WGPT_FCPROJB, l), A(dres, 0),
-                                       A(fch_gelu, l), P(WGPT_FCPROJW, l), BT, 4 * C, C, 0, A(mm_scratch, 0)));
+        if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, l, D(WGPT_FCPROJB, l), A(dres, 0), A(fch_gelu, l),
+                        A(fchg16, l), BT, 4 * C, C) < 0)
+            return -1;
         GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
-        GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_FCW, l), D(WGPT_FCB, l), A(dfch, 0), A(ln2, l),
-                                       P(WGPT_FCW, l), BT, C, 4 * C, 0, A(mm_scratch, 0)));
+        if (linear_bwd_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2, l), A(ln2_16, l), BT, C,
+                        4 * C) < 0)
+            return -1;
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),
                                           P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C,
                                           A(ln_scratch, 0)));
         // res2 = residual + attproj: d attproj = dres (now d res2)
-        GPU_OK(m, wgpt_linear_backward(g, op, A(datty, 0), D(WGPT_ATTPROJW, l), D(WGPT_ATTPROJB, l), A(dres, 0),
-                                       A(atty, l), P(WGPT_ATTPROJW, l), BT, C, C, 0, A(mm_scratch, 0)));
+        if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
+                        A(atty16, l), BT, C, C) < 0)
+            return -1;
         GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
                                           A(att_lse, l), B, T, C, NH));
-        GPU_OK(m, wgpt_linear_backward(g, op, A(dln, 0), D(WGPT_QKVW, l), D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l),
-                                       P(WGPT_QKVW, l), BT, C, 3 * C, 0, A(mm_scratch, 0)));
+        if (linear_bwd_(m, op, A(dln, 0), WGPT_QKVW, l, D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l), A(ln1_16, l), BT, C,
+                        3 * C) < 0)
+            return -1;
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN1W, l), D(WGPT_LN1B, l), A(dln, 0), residual,
                                           P(WGPT_LN1W, l), A(ln1_mean, l), A(ln1_rstd, l), BT, C,
                                           A(ln_scratch, 0)));
@@ -207,8 +305,21 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     return 0;
 }
 
+// params16 = f16(params): after every change of the parameters.
+static int build_cast_(wgpt_gpt2 *m) {
+    wgpt_view d = {m->params16, 0, 0}, src = {m->params, 0, 0};
+    GPU_OK(m, wgpt_cast_f16(m->g, &m->cast, d, src, m->padded_params));
+    return 0;
+}
+
+int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
+    if (m->precision != WGPT_PRECISION_F16 || m->shared) return 0;
+    GPU_OK(m, wgpt_op_record(m->g, &m->cast));
+    return 0;
+}
+
 static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
-                          const wgpt_gpt2 *share, char *err, size_t errlen) {
+                          const wgpt_gpt2 *share, wgpt_precision precision, char *err, size_t errlen) {
     if (!c->num_layers || !c->num_heads || !c->channels || c->channels % c->num_heads || !c->vocab_size ||
         c->padded_vocab_size < c->vocab_size || !B || !T || T > c->max_seq_len) {
         snprintf(err, errlen,
@@ -228,13 +339,17 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     m->T = T;
     m->training = training;
     m->shared = share != NULL;
-    if (share) m->params = share->params;
+    m->precision = precision;
+    m->loss_scale = precision == WGPT_PRECISION_F16 && training ? WGPT_LOSS_SCALE_INIT : 1.0f;
+    if (share) m->params = share->params, m->params16 = share->params16;
     wgpt_op_init(&m->fwd);
     wgpt_op_init(&m->bwd);
     wgpt_op_init(&m->opt);
+    wgpt_op_init(&m->cast);
     wgpt_gpt2_layout_params_(m);
-    if (alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
-        (m->training && build_backward_(m) < 0)) {
+    int f16 = precision == WGPT_PRECISION_F16;
+    if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
+        (m->training && build_backward_(m) < 0) || (f16 && !m->shared && build_cast_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
         return NULL;
@@ -244,16 +359,21 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
 
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen) {
-    return create_(g, c, B, T, 1, NULL, err, errlen);
+    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, err, errlen);
+}
+
+wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
+                                      wgpt_precision precision, char *err, size_t errlen) {
+    return create_(g, c, B, T, training != 0, NULL, precision, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                                          size_t errlen) {
-    return create_(g, c, B, T, 0, NULL, err, errlen);
+    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
-    return create_(train->g, &train->c, B, T, 0, train, err, errlen);
+    return create_(train->g, &train->c, B, T, 0, train, train->precision, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {
@@ -263,7 +383,8 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
     wgpt_op_free(&m->bwd);
     wgpt_op_free(&m->opt);
     wgpt_op_free(&m->grad_scale);
-    if (!m->shared) wgpt_buf_free(m->params);
+    wgpt_op_free(&m->cast);
+    if (!m->shared) wgpt_buf_free(m->params), wgpt_buf_free(m->params16);
     wgpt_buf_free(m->grads);
     wgpt_buf_free(m->adam_m);
     wgpt_buf_free(m->adam_v);
@@ -272,7 +393,8 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->fcproj, &m->res3, &m->lnf, &m->lnf_mean, &m->lnf_rstd, &m->logits, &m->losses,
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
                              &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
-                             &m->opt_state, &m->ln_scratch};
+                             &m->opt_state, &m->ln_scratch, &m->ln1_16, &m->atty16, &m->ln2_16, &m->fchg16,
+                             &m->lnf16, &m->d16};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);
 }
@@ -359,27 +481,52 @@ static int ensure_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     return build_optimizer_(m, o);
 }
 
-// grads *= 1/k before the optimizer when k micro-batches were summed, so that
-// clipping and AdamW see the gradient of the mean loss.
+// grads *= 1/(k * loss scale) before the optimizer when k micro-batches were
+// summed (or the loss was scaled), so that clipping and AdamW see the gradient
+// of the mean loss.
 static int record_grad_scale_(wgpt_gpt2 *m, int k) {
-    if (k <= 1) return 0;
-    if (k != m->grad_scale_k) {
+    float c = 1.0f / ((float)k * m->loss_scale);
+    if (c == 1.0f) return 0;
+    if (c != m->grad_scale_c) {
         wgpt_op_free(&m->grad_scale);
-        m->grad_scale_k = 0;
+        m->grad_scale_c = 0;
         uint64_t n = m->padded_params;
         uint64_t chunk = wgpt_op_chunk_rows(m->g, n / 64, 64) * 64;
         if (!chunk) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         for (uint64_t off = 0; off < n; off += chunk) {
             uint64_t cnt = n - off < chunk ? n - off : chunk;
-            struct { uint32_t n; float c; } p = {(uint32_t)cnt, 1.0f / (float)k};
+            struct { uint32_t n; float c; } p = {(uint32_t)cnt, c};
             wgpt_view v = {m->grads, off * 4, cnt * 4};
             if (!wgpt_op_add1d(m->g, &m->grad_scale, "scale", &v, 1, &p, sizeof p, wgpt_groups(cnt)))
                 return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         }
-        m->grad_scale_k = k;
+        m->grad_scale_c = c;
     }
     GPU_OK(m, wgpt_op_record(m->g, &m->grad_scale));
     return 0;
+}
+
+// After an update (its state read back, so no recorded work still uses the
+// backward op): the f16 copy of the new parameters, and the dynamic loss
+// scale: halved by an overflow, doubled after WGPT_LOSS_SCALE_INTERVAL clean
+// steps; a new scale rebuilds the backward, whose first kernel carries it.
+static int after_update_(wgpt_gpt2 *m, const wgpt_optim_state *st, wgpt_step_result *out) {
+    out->loss_scale = m->loss_scale;
+    if (m->precision != WGPT_PRECISION_F16) return 0;
+    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
+    float s = m->loss_scale;
+    if (st->nonfinite) {
+        s = s > 1.0f ? s * 0.5f : 1.0f;
+        m->clean_steps = 0;
+    } else if (++m->clean_steps >= WGPT_LOSS_SCALE_INTERVAL) {
+        s = s < 16777216.0f ? s * 2.0f : s;
+        m->clean_steps = 0;
+    }
+    if (s == m->loss_scale) return 0;
+    m->loss_scale = s;
+    wgpt_op_free(&m->bwd);
+    wgpt_op_init(&m->bwd);
+    return build_backward_(m);
 }
 
 int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_steps, wgpt_step_result *out) {
@@ -392,7 +539,21 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
     out->skipped = (int)st.nonfinite;
-    return 0;
+    return after_update_(m, &st, out);
+}
+
+int wgpt_gpt2_set_loss_scale(wgpt_gpt2 *m, float scale) {
+    int e;
+    if (m->precision != WGPT_PRECISION_F16 || !m->training)
+        return wgpt_gpt2_fail_(m, "only an f16 training model has a loss scale");
+    if (!(scale >= 1.0f && scale <= 16777216.0f) || frexpf(scale, &e) != 0.5f)
+        return wgpt_gpt2_fail_(m, "loss scale %g: must be a power of two in [1, 2^24]", scale);
+    m->clean_steps = 0;
+    if (scale == m->loss_scale) return 0;
+    m->loss_scale = scale;
+    wgpt_op_free(&m->bwd);
+    wgpt_op_init(&m->bwd);
+    return build_backward_(m);
 }
 
 int wgpt_gpt2_inject_nan_grad(wgpt_gpt2 *m) {
@@ -407,14 +568,14 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
     if (ensure_optimizer_(m, o) < 0) return -1;
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
     GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
-    if (record_forward_backward_(m, tokens, targets, 1) < 0) return -1;
+    if (record_forward_backward_(m, tokens, targets, 1) < 0 || record_grad_scale_(m, 1) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
     if (read_loss_(m, &out->loss) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
     out->skipped = (int)st.nonfinite;
-    return 0;
+    return after_update_(m, &st, out);
 }
 
 int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, float *out) {

@@ -37,10 +37,27 @@ typedef struct wgpt_adamw_config {
 } wgpt_adamw_config;
 
 typedef struct wgpt_step_result {
-    float loss;       // mean cross-entropy of the batch
-    float grad_norm;  // global norm before clipping (0 if not computed)
-    int skipped;      // parameters left untouched: 1 the gradient held NaN/Inf, 2 its norm was above skip_norm
+    float loss;        // mean cross-entropy of the batch
+    float grad_norm;   // global norm before clipping (0 if not computed)
+    int skipped;       // parameters left untouched: 1 the gradient held NaN/Inf, 2 its norm was above skip_norm
+    float loss_scale;  // the loss scale the step's backward ran with (1 in fp32)
 } wgpt_step_result;
+
+// What the matmuls multiply. WGPT_PRECISION_F16: the weights, AdamW's state,
+// the activations and every other kernel stay f32; the matmuls multiply f16
+// copies of the weights (cast after every update) and of their inputs (cast in
+// the forward; the gradients in the backward) and accumulate in f32
+// (model/linear_f16.h: tensor cores where the device has subgroup matrices).
+// The loss gradient is multiplied by a loss scale so that small gradients
+// survive f16, and the gradients divided by it before clipping and AdamW; a
+// step whose gradient overflows is skipped (as any NaN/Inf step) and halves
+// the scale, WGPT_LOSS_SCALE_INTERVAL clean steps in a row double it.
+typedef enum wgpt_precision { WGPT_PRECISION_FP32 = 0, WGPT_PRECISION_F16 = 1 } wgpt_precision;
+#define WGPT_LOSS_SCALE_INIT 65536.0f
+#define WGPT_LOSS_SCALE_INTERVAL 1000
+// "fp32" / "f16"; wgpt_precision_parse returns -1 for anything else.
+const char *wgpt_precision_name(wgpt_precision p);
+int wgpt_precision_parse(const char *s, wgpt_precision *out);
 
 // Number of floats of the parameters in the reference layout, and each tensor's.
 size_t wgpt_gpt2_num_params(const wgpt_gpt2_config *c);
@@ -68,6 +85,16 @@ double wgpt_gpt2_flops_per_token(const wgpt_gpt2_config *c, uint32_t T);
 // prepares every op. Returns NULL with err filled (names the limit that fails).
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen);
+// The same in a chosen precision (wgpt_gpt2_create: fp32). F16 needs C, 3C,
+// 4C, Vp and B*T multiples of 8; the error says which is not.
+wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
+                                      wgpt_precision precision, char *err, size_t errlen);
+wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m);
+// The loss scale the next backward runs with (1 in fp32).
+float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m);
+// Sets it (f16 training models: a checkpoint's, or a test's), a power of two
+// in [1, 2^24]; the count of clean steps restarts.
+int wgpt_gpt2_set_loss_scale(wgpt_gpt2 *m, float scale);
 // A model with parameters but no gradients, optimizer state or backward:
 // for sampling and evaluation from a checkpoint.
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,

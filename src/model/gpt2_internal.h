@@ -56,16 +56,27 @@ struct wgpt_gpt2 {
     wgpt_gpt2_act norm_scratch, opt_state;        // gradient-norm partials; wgpt_optim_state
     wgpt_gpt2_act ln_scratch;                     // the layernorms' dweight/dbias partials (layernorm.h)
 
+    // the f16 mode (gpt2.h: wgpt_precision): f16 copies of the parameters (padded
+    // layout, 2 bytes each) and of the matmuls' inputs; d16 holds one gradient cast
+    wgpt_precision precision;
+    wgpt_buf *params16;
+    wgpt_gpt2_act ln1_16, atty16, ln2_16, fchg16, lnf16, d16;
+    wgpt_op cast;        // params -> params16
+    float loss_scale;    // dlogits are scaled by it, the gradients unscaled before the update
+    int clean_steps;     // updates in a row without an overflow
+    float grad_scale_c;  // the factor `grad_scale` was built with
+
     int training;  // grads, AdamW state and the backward exist
     int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
-    wgpt_op grad_scale;  // grads *= 1/k after k accumulated micro-batches
-    int grad_scale_k;
+    wgpt_op grad_scale;  // grads *= 1/(k * loss scale) after k accumulated micro-batches
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
     wgpt_grad_norm_handle norm_handle;
     wgpt_adamw_config opt_cfg;    // the constants `opt` was built with
 };
 
+// Records params16 = f16(params) (f16 mode; nothing otherwise).
+int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m);
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void wgpt_gpt2_layout_params_(wgpt_gpt2 *m);
 wgpt_view wgpt_gpt2_pview_(const wgpt_gpt2 *m, wgpt_buf *buf, int tensor, uint32_t layer);

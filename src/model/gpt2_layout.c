@@ -88,7 +88,10 @@ static int move_(wgpt_gpt2 *m, wgpt_buf *buf, float *ref, int upload) {
     return 0;
 }
 
-int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params) { return move_(m, m->params, (float *)params, 1); }
+int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params) {
+    if (move_(m, m->params, (float *)params, 1) < 0) return -1;
+    return wgpt_gpt2_refresh_f16_(m);
+}
 int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params) { return move_(m, m->params, params, 0); }
 int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads) {
     if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");

@@ -281,6 +281,14 @@ int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_v
     return 0;
 }
 
+int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC) {
+    if (check_sizes_(g, N, 1, OC) < 0 || check_view_(g, "dbias", dbias, OC) < 0 ||
+        check_view_(g, "dout", dout, (uint64_t)N * OC) < 0)
+        return -1;
+    uint64_t rows_n = chunk_(g, "dout", N, OC);
+    return rows_n ? backward_bias_(g, op, dbias, dout, N, OC, rows_n) : -1;
+}
+
 int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
                          wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
                          int accumulate_dinp, wgpt_view scratch) {

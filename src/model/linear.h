@@ -41,6 +41,10 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
                          wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
                          int accumulate_dinp, wgpt_view scratch);
 
+// dbias (OC) += the column sums of dout (N, OC) alone (the f16 mode's matmuls
+// leave the bias to this).
+int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC);
+
 // One or both passes of wgpt_linear_backward (for benchmarks): the input
 // pass (dinp), the weight pass (dweight and dbias).
 #define WGPT_LINEAR_PASS_INPUT 1u
