@@ -506,14 +506,14 @@ static int record_grad_scale_(wgpt_gpt2 *m, int k) {
     return 0;
 }
 
-// After an update (its state read back, so no recorded work still uses the
-// backward op): the f16 copy of the new parameters, and the dynamic loss
-// scale: halved by an overflow, doubled after WGPT_LOSS_SCALE_INTERVAL clean
-// steps; a new scale rebuilds the backward, whose first kernel carries it.
+// After an update's state was read back (so no recorded work still uses the
+// backward op; the f16 copy of the new parameters was recorded before that):
+// the dynamic loss scale, halved by an overflow, doubled after
+// WGPT_LOSS_SCALE_INTERVAL clean steps; a new scale rebuilds the backward,
+// whose first kernel carries it.
 static int after_update_(wgpt_gpt2 *m, const wgpt_optim_state *st, wgpt_step_result *out) {
     out->loss_scale = m->loss_scale;
     if (m->precision != WGPT_PRECISION_F16) return 0;
-    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     float s = m->loss_scale;
     if (st->nonfinite) {
         s = s > 1.0f ? s * 0.5f : 1.0f;
@@ -535,6 +535,7 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
     GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
+    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
@@ -570,7 +571,7 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
     GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
     if (record_forward_backward_(m, tokens, targets, 1) < 0 || record_grad_scale_(m, 1) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
-    if (read_loss_(m, &out->loss) < 0) return -1;
+    if (wgpt_gpt2_refresh_f16_(m) < 0 || read_loss_(m, &out->loss) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
