@@ -14,7 +14,8 @@ DAWN_DIR = third_party/dawn
 LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm
 DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 
-LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c)
+LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) \
+          $(wildcard src/util/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)
@@ -121,10 +122,10 @@ FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
 # (they would keep every function alive).
-FUZZ_SRC_shard = src/data/shard.c src/data/loader.c
-FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c
+FUZZ_SRC_shard = src/data/shard.c src/data/loader.c src/data/bus_guard.c src/data/shard_set.c src/util/fs.c
+FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c src/util/fs.c
 FUZZ_SRC_options = src/cli/options.c
-FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c)
+FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
@@ -139,7 +140,8 @@ fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 fuzz-corpus: $(FUZZ_BUILD)/make_corpus
 	$(FUZZ_BUILD)/make_corpus fuzz/corpus
 
-$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c
+$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/data/bus_guard.c src/train/checkpoint.c \
+		src/model/gpt2_layout.c src/util/fs.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -g -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections $^ \
 		$(FUZZ_LDLIBS) -o $@

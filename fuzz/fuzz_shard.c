@@ -1,7 +1,8 @@
 // fuzz_shard.c: libFuzzer target for the token-shard reader and the loader
 // over it. The input is the whole shard file. The reader ignores header bytes
-// [12, 1024), so the target takes its knobs from there (a valid shard with a
-// zeroed header runs the default knobs):
+// [12, 1024) unless [12, 16) holds the tokenizer tag (then [16, 32) is the
+// name, checked), so the target takes its knobs from there (a valid shard with
+// a zeroed header runs the default knobs):
 //   [12]        bits 0-1: B - 1; bits 4-7: val_fraction in sixteenths
 //   [13]        bits 0-3: T - 1; bit 4: name the file "val_000.bin"
 //   [14, 16)    vocab_size (0 stands for 65536)
@@ -215,10 +216,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_path(k.named_val ? "val_000.bin" : "train_000.bin");
     fuzz_write_file(path, data, size);
 
-    // Valid exactly when shard.h says so.
+    // Valid exactly when shard.h says so: a tagged header names its
+    // tokenizer in 1..15 printable characters, NUL-padded.
     int32_t count = (int32_t)fuzz_le32(h + 8);
+    int name_ok = 1;
+    if (fuzz_le32(h + 12) == WGPT_SHARD_TAG) {
+        size_t len = 0;
+        while (len < 16 && h[16 + len] >= 0x21 && h[16 + len] <= 0x7e) len++;
+        name_ok = len >= 1 && len < 16;
+        for (size_t i = len; i < 16 && name_ok; i++) name_ok = h[16 + i] == 0;
+    }
     int valid = size >= 1024 && fuzz_le32(h) == WGPT_SHARD_MAGIC && fuzz_le32(h + 4) == WGPT_SHARD_VERSION &&
-                count >= 0 && (uint64_t)size == 1024 + 2 * (uint64_t)count;
+                count >= 0 && (uint64_t)size == 1024 + 2 * (uint64_t)count && name_ok;
     wgpt_shard s;
     char err[512] = "";
     int rc = wgpt_shard_open(path, &s, err, sizeof err);

@@ -8,17 +8,20 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <glob.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/corpus.h"
 #include "data/loader.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 #include "data/tokenizer.h"
 
-// `wgpt tokenize` is tested here end to end (text -> shards -> loader). It
-// lives in src/cli, outside libwgpt.a, so it is compiled into this program; a
-// small chunk makes long documents be encoded in several pieces.
-#define WGPT_TOKENIZE_CHUNK 256
-#include "cli/cmd_tokenize.c"
+// `wgpt tokenize`'s pipeline (data/corpus.h) is tested here end to end (text
+// -> shards -> loader); a small chunk makes long documents be encoded in
+// several pieces.
+enum { CHUNK_ = 256 };
 
 static char dir_[256];
 
@@ -413,7 +416,7 @@ static void large_corpus_is_not_copied(void **state) {
     enum { N = 16 << 20 };
     wgpt_shard_writer w;
     char err[1024];
-    assert_int_equal(wgpt_shard_writer_begin(&w, path_("big.bin"), err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("big.bin"), NULL, err, sizeof err), 0);
     static uint16_t chunk[1 << 16];
     for (size_t i = 0; i < (1 << 16); i++) chunk[i] = (uint16_t)i;
     for (int k = 0; k < N >> 16; k++)
@@ -463,9 +466,30 @@ static size_t read_kind_(const char *dir, const char *kind, uint32_t **out) {
     return n;
 }
 
-static int tokenize_(int argc, const char **argv) {
-    fflush(stdout);
-    return wgpt_cmd_tokenize(argc, (char **)argv);
+static wgpt_tokenizer *gpt2_(void) {
+    char err[1024], enc[600], voc[600];
+    snprintf(enc, sizeof enc, "%s/third_party/gpt2-bpe/encoder.json", WGPT_SOURCE_DIR);
+    snprintf(voc, sizeof voc, "%s/third_party/gpt2-bpe/vocab.bpe", WGPT_SOURCE_DIR);
+    wgpt_tokenizer *tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
+    if (!tok) fail_msg("%s", err);
+    return tok;
+}
+
+// The options `wgpt tokenize` starts from, with the test's small chunk.
+static wgpt_corpus_opts corpus_opts_(const wgpt_tokenizer *tok, const char *out) {
+    wgpt_corpus_opts o = {.tok = tok, .out_dir = out, .shard_tokens = 100000000, .val_fraction = 0.05,
+                          .chunk = CHUNK_};
+    return o;
+}
+
+// Runs the pipeline; returns 0 or -1 (the message in err, if given).
+static int tokenize_(const wgpt_corpus_opts *o, const char *const *files, size_t n, char *err, size_t errlen) {
+    char buf[2048];
+    if (!err) err = buf, errlen = sizeof buf;
+    wgpt_corpus_result res;
+    int rc = wgpt_corpus_tokenize(o, (char *const *)files, n, &res, err, errlen);
+    if (rc == 0) wgpt_shard_set_free(&res.set);
+    return rc;
 }
 
 static void write_file_(const char *path, const char *text) {
@@ -504,21 +528,17 @@ static void tokenize_gpt2_documents(void **state) {
         tl += k;
     }
     text[tl] = 0;
-    assert_true(strlen(docs[7]) > 4 * WGPT_TOKENIZE_CHUNK);
+    assert_true(strlen(docs[7]) > 4 * CHUNK_);
     write_file_(path_("corpus.txt"), text);
 
-    char out[512], bpe[512];
+    char out[512], err[1024];
     snprintf(out, sizeof out, "%s/shards", dir_);
-    snprintf(bpe, sizeof bpe, "%s/third_party/gpt2-bpe", WGPT_SOURCE_DIR);
-    const char *argv[] = {"tokenize", "--out", out, "--shard-tokens", "1500", "--val-fraction", "0.1",
-                          "--bpe-dir", bpe, path_("corpus.txt")};
-    assert_int_equal(tokenize_(10, argv), 0);
-
-    char err[1024], enc[600], voc[600];
-    snprintf(enc, sizeof enc, "%s/encoder.json", bpe);
-    snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe);
-    wgpt_tokenizer *tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
-    if (!tok) fail_msg("%s", err);
+    wgpt_tokenizer *tok = gpt2_();
+    wgpt_corpus_opts o = corpus_opts_(tok, out);
+    o.shard_tokens = 1500;
+    o.val_fraction = 0.1;
+    const char *files[] = {path_("corpus.txt")};
+    if (tokenize_(&o, files, 1, err, sizeof err) < 0) fail_msg("%s", err);
     uint32_t *tr, *va;
     size_t ntr = read_kind_(out, "train", &tr), nva = read_kind_(out, "val", &va);
     assert_true(ntr > 0 && nva > 0);
@@ -528,6 +548,7 @@ static void tokenize_gpt2_documents(void **state) {
     wgpt_shard s;
     assert_int_equal(wgpt_shard_open(one, &s, err, sizeof err), 0);
     assert_int_equal(s.n, 1500);
+    assert_string_equal(s.tokenizer, "gpt2");  // recorded in the header
     wgpt_shard_close(&s);
 
     // Walk the documents in order: each is the next one of train or of val,
@@ -568,7 +589,8 @@ static void tokenize_gpt2_documents(void **state) {
     wgpt_loader_free(l);
 
     // A second run into the same folder is refused without --force.
-    assert_int_equal(tokenize_(10, argv), 1);
+    assert_int_equal(tokenize_(&o, files, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "already holds shards"));
     free(tr), free(va), free(ids);
     wgpt_tokenizer_free(tok);
 }
@@ -582,18 +604,16 @@ static void tokenize_gpt2_long_file(void **state) {
     size_t k = 0;
     for (int l = 0; l < 120; l++)
         k += (size_t)snprintf(text + k, sizeof text - k, "Line %d of the file.%s", l, l % 3 ? "\n" : "\n\n\n\n");
-    assert_true(k > 8 * WGPT_TOKENIZE_CHUNK && k < sizeof text - 1);
+    assert_true(k > 8 * CHUNK_ && k < sizeof text - 1);
     write_file_(path_("long.txt"), text);
-    char out[512], bpe[512], enc[600], voc[600], err[1024];
+    char out[512], err[1024];
     snprintf(out, sizeof out, "%s/long", dir_);
-    snprintf(bpe, sizeof bpe, "%s/third_party/gpt2-bpe", WGPT_SOURCE_DIR);
-    const char *argv[] = {"tokenize", "--split", "file", "--val-fraction", "0", "--out", out, "--bpe-dir", bpe,
-                          path_("long.txt")};
-    assert_int_equal(tokenize_(10, argv), 0);
-    snprintf(enc, sizeof enc, "%s/encoder.json", bpe);
-    snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe);
-    wgpt_tokenizer *tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
-    if (!tok) fail_msg("%s", err);
+    wgpt_tokenizer *tok = gpt2_();
+    wgpt_corpus_opts o = corpus_opts_(tok, out);
+    o.split_files = 1;
+    o.val_fraction = 0;
+    const char *files[] = {path_("long.txt")};
+    if (tokenize_(&o, files, 1, err, sizeof err) < 0) fail_msg("%s", err);
     size_t nwant = 0, cap = 1 + k;  // room for the end-of-text token and one id per byte
     uint32_t *want = malloc(cap * sizeof *want), *got;
     want[nwant++] = 50256;
@@ -614,9 +634,14 @@ static void tokenize_bytes_files_and_stdin(void **state) {
     assert_non_null(in);
     char out[512];
     snprintf(out, sizeof out, "%s/bytes", dir_);
-    const char *argv[] = {"tokenize", "--tokenizer", "bytes", "--split", "file", "--val-fraction", "0",
-                          "--out", out, path_("a.txt"), path_("b.txt"), "-"};
-    assert_int_equal(tokenize_(12, argv), 0);
+    wgpt_tokenizer *bytes = wgpt_tokenizer_open_bytes();
+    wgpt_corpus_opts o = corpus_opts_(bytes, out);
+    o.split_files = 1;
+    o.val_fraction = 0;
+    const char *files[] = {path_("a.txt"), path_("b.txt"), "-"};
+    char err[1024];
+    if (tokenize_(&o, files, 3, err, sizeof err) < 0) fail_msg("%s", err);
+    wgpt_tokenizer_free(bytes);
     uint32_t *tr, *va;
     size_t n = read_kind_(out, "train", &tr);
     assert_int_equal(read_kind_(out, "val", &va), 0);
@@ -636,6 +661,28 @@ static int count_bin_(const char *dir) {
     return n;
 }
 
+// The shards of DIR/kind_*.bin: their count and their tokens' sum (a fingerprint).
+static uint64_t set_sum_(const char *dir, int *count) {
+    uint32_t *tr, *va;
+    size_t nt = read_kind_(dir, "train", &tr), nv = read_kind_(dir, "val", &va);
+    uint64_t sum = nt * 1000003ull + nv;
+    for (size_t i = 0; i < nt; i++) sum = sum * 31 + tr[i];
+    for (size_t i = 0; i < nv; i++) sum = sum * 37 + va[i];
+    free(tr), free(va);
+    *count = count_bin_(dir);
+    return sum;
+}
+
+static int count_tmp_dirs_(const char *dir) {
+    char pat[1024];
+    snprintf(pat, sizeof pat, "%s/.wgpt-tokenize-*", dir);
+    glob_t g;
+    if (glob(pat, GLOB_PERIOD, NULL, &g) != 0) return 0;
+    int n = (int)g.gl_pathc;
+    globfree(&g);
+    return n;
+}
+
 static void tokenize_errors(void **state) {
     (void)state;
     // Enough text for several finished shards, then a missing file: the run
@@ -643,34 +690,231 @@ static void tokenize_errors(void **state) {
     static char text[20001];  // 1000 lines of 20 bytes and the nul
     for (int i = 0; i < 1000; i++) strcat(text, "abcdefghijklmnopqrs\n");
     write_file_(path_("ok.txt"), text);
-    char out[512];
+    char out[512], err[1024];
     snprintf(out, sizeof out, "%s/err", dir_);
-    const char *argv[] = {"tokenize", "--tokenizer", "bytes", "--shard-tokens", "1K", "--out", out,
-                          path_("ok.txt"), path_("missing.txt")};
-    assert_int_equal(tokenize_(9, argv), 1);
+    wgpt_tokenizer *bytes = wgpt_tokenizer_open_bytes();
+    wgpt_corpus_opts o = corpus_opts_(bytes, out);
+    o.shard_tokens = 1000;
+    const char *files[] = {path_("ok.txt"), path_("missing.txt")};
+    assert_int_equal(tokenize_(&o, files, 2, err, sizeof err), -1);
+    assert_non_null(strstr(err, "missing.txt"));
     assert_int_equal(count_bin_(out), 0);
+    assert_int_equal(count_tmp_dirs_(out), 0);
     // Empty input is an error too.
     write_file_(path_("empty.txt"), "");
-    const char *argv2[] = {"tokenize", "--tokenizer", "bytes", "--out", out, path_("empty.txt")};
-    assert_int_equal(tokenize_(6, argv2), 1);
+    const char *empty[] = {path_("empty.txt")};
+    assert_int_equal(tokenize_(&o, empty, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no text"));
     assert_int_equal(count_bin_(out), 0);
-    // Usage errors.
-    const char *bad[][4] = {{"tokenize", "--tokenizer", "llama", "x"},  {"tokenize", "--val-fraction", "1", "x"},
-                            {"tokenize", "--shard-tokens", "-3", "x"}, {"tokenize", "--split", "lines", "x"},
-                            {"tokenize", "--nope", "1", "x"},          {"tokenize", "--out", "d", NULL}};
-    fflush(stderr);
-    int saved = dup(2), null = open("/dev/null", O_WRONLY);  // the usage text, printed each time
-    dup2(null, 2);
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = tokenize_(bad[i][3] ? 4 : 3, bad[i]);
-        fflush(stderr);
-        if (rc != 2) {
-            dup2(saved, 2);
-            fail_msg("%s %s %s: exit %d, expected 2 (usage)", bad[i][1], bad[i][2], bad[i][3] ? bad[i][3] : "", rc);
-        }
-    }
-    dup2(saved, 2);
-    close(saved), close(null);
+    wgpt_tokenizer_free(bytes);
+}
+
+// --force replaces a set only once the new one is complete: a missing or
+// empty input, or a stop request, leaves the old set whole; a good run
+// replaces it, removing old shards the new set does not overwrite.
+static void force_replaces_only_a_complete_set(void **state) {
+    (void)state;
+    static char text[40001];
+    for (int i = 0; i < 2000; i++) strcat(text, "ABCDEFGHIJKLMNOPQRS\n");
+    write_file_(path_("a.txt"), text);
+    write_file_(path_("b.txt"), "short\n");
+    write_file_(path_("empty.txt"), "");
+    char out[512], err[1024];
+    snprintf(out, sizeof out, "%s/set", dir_);
+    wgpt_tokenizer *bytes = wgpt_tokenizer_open_bytes();
+    wgpt_corpus_opts o = corpus_opts_(bytes, out);
+    o.shard_tokens = 1000;
+    o.val_fraction = 0;
+    const char *a[] = {path_("a.txt")};
+    if (tokenize_(&o, a, 1, err, sizeof err) < 0) fail_msg("%s", err);
+    int n0, n;
+    uint64_t s0 = set_sum_(out, &n0);
+    assert_int_equal(n0, 40);
+
+    o.force = 1;
+    const char *missing[] = {path_("b.txt"), path_("missing.txt")}, *empty[] = {path_("empty.txt")};
+    assert_int_equal(tokenize_(&o, missing, 2, err, sizeof err), -1);
+    assert_true(set_sum_(out, &n) == s0 && n == n0);
+    assert_int_equal(tokenize_(&o, empty, 1, err, sizeof err), -1);
+    assert_true(set_sum_(out, &n) == s0 && n == n0);
+    volatile sig_atomic_t stop = 1;  // as the CLI's Ctrl-C handler sets it
+    o.stop = &stop;
+    const char *b[] = {path_("b.txt")};
+    assert_int_equal(tokenize_(&o, b, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "interrupted"));
+    assert_true(set_sum_(out, &n) == s0 && n == n0);
+    assert_int_equal(count_tmp_dirs_(out), 0);
+
+    o.stop = NULL;
+    if (tokenize_(&o, b, 1, err, sizeof err) < 0) fail_msg("%s", err);
+    uint32_t *tr, *va;
+    assert_int_equal(read_kind_(out, "train", &tr), 6);
+    assert_int_equal(tr[0], 's');
+    free(tr);
+    assert_int_equal(read_kind_(out, "val", &va), 0);
+    free(va);
+    assert_int_equal(count_bin_(out), 1);  // the 39 other old shards are gone
+    wgpt_tokenizer_free(bytes);
+}
+
+// Files wgpt did not write are never removed, --force or not: an input that
+// lives in the folder, other .bin files, and files named like shards that are
+// not (no record) or that the folder's record does not list.
+static void force_never_removes_foreign_files(void **state) {
+    (void)state;
+    char out[512], err[1024], p[700];
+    snprintf(out, sizeof out, "%s/mine", dir_);
+    assert_int_equal(mkdir(out, 0777), 0);
+    snprintf(p, sizeof p, "%s/train_000000.bin", out);
+    write_file_(p, "my notes, named like a shard\n");
+    char input[700];
+    snprintf(input, sizeof input, "%s/train_notes.bin", out);
+    write_file_(input, "text to tokenize, in the output folder\n");
+    wgpt_tokenizer *bytes = wgpt_tokenizer_open_bytes();
+    wgpt_corpus_opts o = corpus_opts_(bytes, out);
+    o.force = 1;
+    const char *files[] = {input};
+    assert_int_equal(tokenize_(&o, files, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "train_000000.bin"));
+    assert_non_null(strstr(err, "not one"));
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);  // untouched
+    assert_int_equal(unlink(p), 0);
+
+    wgpt_corpus_result res;
+    if (wgpt_corpus_tokenize(&o, (char *const *)files, 1, &res, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_non_null(strstr(res.note, "train_notes.bin"));  // the other .bin is pointed out
+    wgpt_shard_set_free(&res.set);
+    assert_int_equal(stat(input, &st), 0);
+    // A real shard that the record does not list: refused, kept.
+    snprintf(p, sizeof p, "%s/val_000042.bin", out);
+    uint16_t t[4] = {1, 2, 3, 4};
+    assert_int_equal(wgpt_shard_write(p, t, 4, err, sizeof err), 0);
+    assert_int_equal(tokenize_(&o, files, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "val_000042.bin"));
+    assert_non_null(strstr(err, WGPT_SHARD_SET_FILE));
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(stat(input, &st), 0);
+    // The loader refuses it too, rather than training on it with the set.
+    expect_open_error_(out, 1, 2, 0, 256, (const char *const[]){"val_000042.bin", "does not list", NULL});
+    wgpt_tokenizer_free(bytes);
+}
+
+// A replacement that stopped half way (the record says "replacing") is
+// refused by the loader and repaired by the next run with --force.
+static void interrupted_replacement_is_refused(void **state) {
+    (void)state;
+    static char text[4001];
+    for (int i = 0; i < 200; i++) strcat(text, "abcdefghijklmnopqrs\n");
+    write_file_(path_("t.txt"), text);
+    char out[512], err[1024];
+    snprintf(out, sizeof out, "%s/half", dir_);
+    wgpt_tokenizer *bytes = wgpt_tokenizer_open_bytes();
+    wgpt_corpus_opts o = corpus_opts_(bytes, out);
+    o.shard_tokens = 1000;
+    const char *files[] = {path_("t.txt")};
+    if (tokenize_(&o, files, 1, err, sizeof err) < 0) fail_msg("%s", err);
+    wgpt_shard_set rec;
+    assert_int_equal(wgpt_shard_set_read(out, &rec, err, sizeof err), 1);
+    assert_true(rec.complete);
+    assert_string_equal(rec.tokenizer, "bytes");
+    assert_int_equal(rec.n, 4);  // one document of 4000 bytes: 4 train shards
+    rec.complete = 0;  // as a run killed during its swap leaves it
+    assert_int_equal(wgpt_shard_set_write(out, &rec, err, sizeof err), 0);
+    wgpt_shard_set_free(&rec);
+    expect_open_error_(out, 1, 8, 0, 256, (const char *const[]){"incomplete", "--force", NULL});
+    assert_int_equal(tokenize_(&o, files, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "incomplete"));
+    o.force = 1;
+    if (tokenize_(&o, files, 1, err, sizeof err) < 0) fail_msg("%s", err);
+    wgpt_loader *l = open_(out, 1, 8, 1, 0);
+    assert_string_equal(wgpt_loader_tokenizer(l), "bytes");
+    wgpt_loader_free(l);
+    // A shard changed since the record was written is refused.
+    char p[700];
+    snprintf(p, sizeof p, "%s/train_000000.bin", out);
+    uint16_t t[40] = {0};
+    assert_int_equal(wgpt_shard_write(p, t, 40, err, sizeof err), 0);
+    expect_open_error_(out, 1, 8, 0, 256, (const char *const[]){"train_000000.bin", "recorded", NULL});
+    wgpt_tokenizer_free(bytes);
+}
+
+// Shards made with two tokenizers are not mixed; the recorded one is reported.
+static void tokenizer_recorded_and_mixes_refused(void **state) {
+    (void)state;
+    char err[1024];
+    uint16_t t[64];
+    for (int i = 0; i < 64; i++) t[i] = (uint16_t)i;
+    wgpt_shard_writer w;
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("a_000.bin"), "gpt2", err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_append(&w, t, 64, err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_finish(&w, err, sizeof err), 0);
+    make_shard_("b_000.bin", 0, 64);  // records none
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/*.bin", dir_);
+    wgpt_loader *l = open_(pat, 1, 8, 1, 0);
+    assert_string_equal(wgpt_loader_tokenizer(l), "gpt2");
+    assert_int_equal(wgpt_loader_check_vocab(l, 50257, err, sizeof err), 0);
+    assert_int_equal(wgpt_loader_check_vocab(l, 32, err, sizeof err), -1);
+    assert_non_null(strstr(err, "--tokenizer"));
+    wgpt_loader_free(l);
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("c_000.bin"), "bytes", err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_append(&w, t, 64, err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_finish(&w, err, sizeof err), 0);
+    expect_open_error_(pat, 1, 8, 0, 65536, (const char *const[]){"gpt2", "bytes", "mixed", NULL});
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("d.bin"), "no spaces", err, sizeof err), -1);
+}
+
+// A shard truncated by another process while the loader maps it: the next
+// batch that touches the lost pages is an error naming the file, not SIGBUS.
+static void shard_shrinking_under_the_loader(void **state) {
+    (void)state;
+    enum { N = 1 << 20 };  // 2 MB: many pages
+    make_shard_("big_000.bin", 0, N);
+    wgpt_loader *l = open_(path_("big_000.bin"), 8, 64, 1, 0);
+    assert_int_equal(truncate(path_("big_000.bin"), 4096), 0);
+    static int in[8 * 64], tg[8 * 64];
+    int rc = 0;
+    for (int i = 0; i < 200 && rc == 0; i++) rc = wgpt_loader_next_train(l, in, tg);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(wgpt_loader_error(l), "big_000.bin"));
+    assert_non_null(strstr(wgpt_loader_error(l), "shrank"));
+    wgpt_loader_free(l);
+    // The vocabulary scan of a shard that shrinks after it was mapped, too.
+    make_shard_("big_001.bin", 0, N);
+    wgpt_shard s;
+    char err[1024];
+    assert_int_equal(wgpt_shard_open(path_("big_001.bin"), &s, err, sizeof err), 0);
+    assert_int_equal(truncate(path_("big_001.bin"), 4096), 0);
+    // Every id is below 65535 until position 65535, far past the first page.
+    assert_int_equal(wgpt_shard_check_vocab(&s, 0, s.n, 65535, err, sizeof err), -1);
+    assert_non_null(strstr(err, "shrank"));
+    wgpt_shard_close(&s);
+}
+
+static void on_alarm_(int sig) {
+    (void)sig;
+    static const char msg[] = "a FIFO blocked the open (no answer in 20 s)\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(3);
+}
+
+// A FIFO in place of a shard is refused at once, not waited on.
+static void fifo_shard_is_refused_without_blocking(void **state) {
+    (void)state;
+    make_shard_("a_000.bin", 0, 100);
+    assert_int_equal(mkfifo(path_("b_000.bin"), 0600), 0);
+    signal(SIGALRM, on_alarm_);
+    alarm(20);
+    char pat[600];
+    snprintf(pat, sizeof pat, "%s/*.bin", dir_);
+    expect_open_error_(pat, 1, 8, 0, 65536, (const char *const[]){"b_000.bin", "FIFO", NULL});
+    wgpt_shard s;
+    char err[1024];
+    assert_int_equal(wgpt_shard_open(path_("b_000.bin"), &s, err, sizeof err), -1);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
 }
 
 int main(void) {
@@ -688,6 +932,12 @@ int main(void) {
         cmocka_unit_test_teardown(tokenize_gpt2_long_file, clear_),
         cmocka_unit_test_teardown(tokenize_bytes_files_and_stdin, clear_),
         cmocka_unit_test_teardown(tokenize_errors, clear_),
+        cmocka_unit_test_teardown(force_replaces_only_a_complete_set, clear_),
+        cmocka_unit_test_teardown(force_never_removes_foreign_files, clear_),
+        cmocka_unit_test_teardown(interrupted_replacement_is_refused, clear_),
+        cmocka_unit_test_teardown(tokenizer_recorded_and_mixes_refused, clear_),
+        cmocka_unit_test_teardown(shard_shrinking_under_the_loader, clear_),
+        cmocka_unit_test_teardown(fifo_shard_is_refused_without_blocking, clear_),
     };
     return cmocka_run_group_tests(tests, make_dir_, remove_dir_);
 }

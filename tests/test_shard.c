@@ -114,7 +114,7 @@ static void piecewise_writer_matches_whole(void **state) {
     char err[512];
     wgpt_shard_writer w;
     const char *p = path_("pieces.bin");
-    assert_int_equal(wgpt_shard_writer_begin(&w, p, err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_begin(&w, p, NULL, err, sizeof err), 0);
     // Nothing at the path until finish.
     assert_int_equal(file_size_(p), -1);
     size_t done = 0;
@@ -136,7 +136,7 @@ static void piecewise_writer_matches_whole(void **state) {
     wgpt_shard_close(&b);
 
     // Abort leaves neither the shard nor the .tmp.
-    assert_int_equal(wgpt_shard_writer_begin(&w, path_("aborted.bin"), err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("aborted.bin"), NULL, err, sizeof err), 0);
     assert_int_equal(wgpt_shard_writer_append(&w, tok, 10, err, sizeof err), 0);
     wgpt_shard_writer_abort(&w);
     wgpt_shard_writer_abort(&w);
@@ -242,7 +242,7 @@ static void write_errors_name_the_file(void **state) {
     assert_int_equal(wgpt_shard_write(p, &t, 1, err, sizeof err), -1);
     assert_non_null(strstr(err, p));
     wgpt_shard_writer w;
-    assert_int_equal(wgpt_shard_writer_begin(&w, path_("limit.bin"), err, sizeof err), 0);
+    assert_int_equal(wgpt_shard_writer_begin(&w, path_("limit.bin"), NULL, err, sizeof err), 0);
     w.n = WGPT_SHARD_MAX_TOKENS - 1;  // pretend it is nearly full: the header count is an int32
     assert_int_equal(wgpt_shard_writer_append(&w, &t, 1, err, sizeof err), 0);
     assert_int_equal(wgpt_shard_writer_append(&w, &t, 1, err, sizeof err), -1);

@@ -162,8 +162,9 @@ static char *sample_(wgpt_loaded *l, uint64_t seed) {
     wgpt_sampler_init(&s, 1.0f, 0, seed);
     int ids[64] = {'t', 'h', 'e', ' '};
     size_t n = 4;
-    if (wgpt_generate(l->model, l->cfg.max_seq_len, l->cfg.vocab_size, &s, ids, &n, 64, 40, -1) < 0)
-        fail_msg("%s", wgpt_gpt2_error(l->model));
+    char err[1024];
+    if (wgpt_generate(l->model, l->cfg.max_seq_len, l->cfg.vocab_size, &s, ids, &n, 64, 40, -1, err, sizeof err) < 0)
+        fail_msg("%s", err);
     uint32_t u[64];
     for (size_t i = 0; i < n; i++) u[i] = (uint32_t)ids[i];
     return wgpt_tokenizer_decode_all(l->tok, u, n);

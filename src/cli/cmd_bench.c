@@ -1,4 +1,5 @@
 // cmd_bench.c: `wgpt bench`: times GPT-2 training steps on random tokens.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,29 +91,26 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"profile", WGPT_OPT_FLAG, &profile, "GPU time per kernel"},
         {"peak-tflops", WGPT_OPT_F32, &peak, "the chip's fp32 peak for MFU (0: the known figure, if any)"},
         {"micro", WGPT_OPT_FLAG, &micro, "time single kernels instead"},
-        {"micro-scale", WGPT_OPT_F32, &scale, "--micro sizes, in (0, 16] (0: 1, or 1/16 on a CPU)"},
-        {"micro-width", WGPT_OPT_F32, &width, "--micro matmul C and OC, in (0, 16] (0: as --micro-scale's)"},
+        {"micro-scale", WGPT_OPT_F32, &scale, "--micro sizes (0: 1, or 1/16 on a CPU)"},
+        {"micro-width", WGPT_OPT_F32, &width, "--micro matmul C and OC (0: as --micro-scale's)"},
         {"micro-runs", WGPT_OPT_U32, &micro_runs, "--micro runs behind each median"},
         {"micro-wall", WGPT_OPT_FLAG, &micro_wall, "--micro with the wall clock (implies --micro)"},
         {"micro-splits", WGPT_OPT_U32, &micro_splits, "--micro: split every matmul's k in S parts (0: the default)"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
     };
+    const wgpt_opt_range ranges[] = {
+        {"batch", 1, 65536, 0},     {"seq", 1, 262144, 0},          {"steps", 1, 1000000, 0},
+        {"layers", 1, 1024, 0},     {"heads", 1, 1024, 0},          {"channels", 1, 65536, 0},
+        {"vocab", 1, 1u << 24, 0},  {"peak-tflops", 0, 1e6, WGPT_OPT_LT_MAX},
+        {"micro-scale", 0, 16, 0},  {"micro-width", 0, 16, 0},      {"micro-runs", 1, 100000, 0},
+        {"micro-splits", 0, 64, 0},
+    };
     int npos = 0;
-    int prc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), USAGE_, NULL, 0, &npos);
+    int prc = wgpt_opts_parse_ranged(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), ranges,
+                                     (int)(sizeof ranges / sizeof ranges[0]), USAGE_, NULL, 0, &npos);
     if (prc) return prc == 1 ? 0 : 2;
-    uint32_t *counts[] = {&B, &T, &steps, &c.num_layers, &c.num_heads, &c.channels, &c.vocab_size, &micro_runs};
-    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
-        if (*counts[i] == 0 || *counts[i] > 1u << 30) {
-            fprintf(stderr, "wgpt bench: every count (batch, seq, steps, layers, heads, channels, vocab, "
-                            "micro-runs) must be in 1..2^30\n");
-            return 2;
-        }
-    if (!(scale >= 0 && scale <= 16) || !(width >= 0 && width <= 16)) {
-        fprintf(stderr, "wgpt bench: --micro-scale and --micro-width need a number in (0, 16], e.g. 0.0625\n");
-        return 2;
-    }
-    if (!(peak >= 0 && peak < 1e6)) {
-        fprintf(stderr, "wgpt bench: --peak-tflops needs the chip's fp32 peak in TFLOP/s, e.g. 67\n");
+    if (c.channels % c.num_heads) {
+        fprintf(stderr, "wgpt bench: --channels %u is not a multiple of --heads %u\n", c.channels, c.num_heads);
         return 2;
     }
     wgpt_precision precision;
@@ -122,10 +120,6 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile};
     wgpt_gpu_args_apply(&opt, adapter);
-    if (micro_splits > 64) {
-        fprintf(stderr, "wgpt bench: --micro-splits must be in 0..64, got %u\n", micro_splits);
-        return 2;
-    }
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
     micro |= micro_wall;
@@ -144,7 +138,16 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     wgpt_gpu_describe(wgpt_gpu_get_info(g), line, sizeof line);
     printf("adapter: %s\n", line);
-    wgpt_gpt2 *m = wgpt_gpt2_create_precision(g, &c, B, T, 1, precision, err, sizeof err);
+    int dims = wgpt_gpt2_check_shape(&c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, sizeof err);
+    wgpt_gpt2 *m = dims ? NULL : wgpt_gpt2_create_precision(g, &c, B, T, 1, precision, err, sizeof err);
+    if (dims) {
+        fprintf(stderr, "wgpt bench: %s: change %s%s%s%s%s%s\n", err, dims & WGPT_GPT2_DIM_B ? "--batch " : "",
+                dims & WGPT_GPT2_DIM_T ? "--seq " : "", dims & WGPT_GPT2_DIM_C ? "--channels " : "",
+                dims & WGPT_GPT2_DIM_NH ? "--heads " : "", dims & WGPT_GPT2_DIM_L ? "--layers " : "",
+                dims & WGPT_GPT2_DIM_V ? "--vocab" : "");
+        wgpt_gpu_close(g);
+        return 2;
+    }
     if (!m) {
         fprintf(stderr, "wgpt bench: %s\n", err);
         wgpt_gpu_close(g);
@@ -185,6 +188,10 @@ int wgpt_cmd_bench(int argc, char **argv) {
         double ts = now_();
         if (wgpt_gpt2_train_step(m, tok, tgt, &o, (int)step, &r) < 0) {
             fprintf(stderr, "wgpt bench: step %u: %s\n", step, wgpt_gpt2_error(m));
+            goto done;
+        }
+        if (!isfinite(r.loss)) {  // timings of a diverged step would be reported as a success
+            fprintf(stderr, "wgpt bench: step %u: the loss is %s\n", step, isnan(r.loss) ? "NaN" : "Inf");
             goto done;
         }
         printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms%s\n", step, step <= 2 ? " (warm-up)" : "", r.loss,

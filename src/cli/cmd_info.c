@@ -4,41 +4,31 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/gpu_args.h"
+#include "cli/options.h"
 #include "gpu/gpu.h"
 #include "train/checkpoint.h"
 
-static void usage_(FILE *f) {
-    fprintf(f,
-            "usage: wgpt info [--list] [--check] [--adapter N|NAME] [CHECKPOINT]\n\n"
-            "  CHECKPOINT       describe a checkpoint (model, step, tokenizer) instead of the GPU\n"
-            "  --list           list every adapter Dawn offers, with its index\n"
-            "  --check          exit 0 if a real GPU adapter exists (not Dawn's Null backend), else 1\n"
-            "  --adapter N|NAME open adapter N of --list, or the first whose name contains NAME\n");
-}
+static const char USAGE_[] =
+    "usage: wgpt info [--list] [--check] [--adapter N|NAME] [CHECKPOINT]\n\n"
+    "Describes the GPU adapter wgpt opens (its limits and features), or, given a\n"
+    "CHECKPOINT, that checkpoint (model, step, tokenizer).";
 
 int wgpt_cmd_info(int argc, char **argv) {
     int list = 0, check = 0;
-    const char *ckpt = NULL;
+    const char *adapter = NULL;
+    const wgpt_opt opts[] = {
+        {"list", WGPT_OPT_FLAG, &list, "list every adapter Dawn offers, with its index"},
+        {"check", WGPT_OPT_FLAG, &check, "exit 0 if a real GPU adapter exists (not Dawn's Null backend), else 1"},
+        {"adapter", WGPT_OPT_STR, &adapter, "open adapter N of --list, or the first whose name contains NAME"},
+    };
+    char *pos[1];
+    int npos = 0;
+    int prc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), USAGE_, pos, 1, &npos);
+    if (prc) return prc == 1 ? 0 : 2;
+    const char *ckpt = npos ? pos[0] : NULL;
     wgpt_gpu_options opt = {.adapter_index = -1};
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--list") == 0) list = 1;
-        else if (strcmp(argv[i], "--check") == 0) check = 1;
-        else if (strcmp(argv[i], "--adapter") == 0 && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end == 0 && v >= 0) opt.adapter_index = (int)v;
-            else opt.adapter_name = argv[i];
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            usage_(stdout);
-            return 0;
-        } else if (argv[i][0] != '-' && !ckpt) {
-            ckpt = argv[i];
-        } else {
-            fprintf(stderr, "wgpt info: unknown option '%s'\n", argv[i]);
-            usage_(stderr);
-            return 2;
-        }
-    }
+    wgpt_gpu_args_apply(&opt, adapter);
     char err[2048], line[512];
     if (ckpt) {
         wgpt_checkpoint ck;

@@ -4,14 +4,16 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "cli/data_files.h"
 #include "cli/gpu_args.h"
 #include "train/load.h"
 #include "cli/options.h"
 #include "train/generate.h"
 #include "train/sampler.h"
+#include "train/train_opts.h"  // defines: WGPT_TRAIN_MAX_SAMPLE_TOKENS
 
 int wgpt_cmd_sample(int argc, char **argv) {
-    const char *ckpt = "runs/demo/latest.ckpt", *prompt = "", *bpe_dir = "third_party/gpt2-bpe", *adapter = NULL;
+    const char *ckpt = "runs/demo/latest.ckpt", *prompt = "", *bpe_dir = wgpt_default_bpe_dir(), *adapter = NULL;
     uint32_t tokens = 200, top_k = 40, count = 1;
     float temperature = 0.8f;
     uint64_t seed = 42;
@@ -26,15 +28,19 @@ int wgpt_cmd_sample(int argc, char **argv) {
         {"bpe-dir", WGPT_OPT_STR, &bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
     };
+    const wgpt_opt_range ranges[] = {
+        {"tokens", 1, WGPT_TRAIN_MAX_SAMPLE_TOKENS, 0},
+        {"temperature", 0, 100, 0},
+        {"top-k", 0, 65536, 0},
+        {"count", 1, 10000, 0},
+    };
     char *pos[1];
     int npos;
-    int rc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
-                             "usage: wgpt sample [options]\n\nGenerates text from a trained model.", pos, 0, &npos);
+    int rc = wgpt_opts_parse_ranged(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), ranges,
+                                    (int)(sizeof ranges / sizeof ranges[0]),
+                                    "usage: wgpt sample [options]\n\nGenerates text from a trained model.", pos, 0,
+                                    &npos);
     if (rc) return rc == 1 ? 0 : 2;
-    if (temperature < 0) {
-        fprintf(stderr, "wgpt sample: --temperature must be >= 0\n");
-        return 2;
-    }
     wgpt_gpu_options gpu = {.adapter_index = -1};
     wgpt_gpu_args_apply(&gpu, adapter);
     wgpt_loaded l;
@@ -49,17 +55,20 @@ int wgpt_cmd_sample(int argc, char **argv) {
     }
     wgpt_sampler s;
     wgpt_sampler_init(&s, temperature, top_k, seed);
-    size_t cap = 1 + np + tokens;
+    size_t cap = 1 + np + (size_t)tokens;
     int *ids = malloc(cap * sizeof *ids);
     uint32_t *out = malloc(cap * sizeof *out);
     rc = ids && out ? 0 : 1;
+    if (rc) fprintf(stderr, "wgpt sample: out of host memory for %zu tokens\n", cap);
+    char err[2048];
     for (uint32_t c = 0; c < count && rc == 0; c++) {
         size_t n = 0;
         ids[n++] = eot >= 0 ? (int)eot : '\n';  // documents start after an end-of-text (or a newline)
         for (size_t i = 0; i < np; i++) ids[n++] = (int)pids[i];
         size_t start = n;
-        if (wgpt_generate(l.model, l.cfg.max_seq_len, l.cfg.vocab_size, &s, ids, &n, cap, tokens, eot) < 0) {
-            fprintf(stderr, "wgpt sample: %s\n", wgpt_gpt2_error(l.model));
+        if (wgpt_generate(l.model, l.cfg.max_seq_len, l.cfg.vocab_size, &s, ids, &n, cap, tokens, eot, err,
+                          sizeof err) < 0) {
+            fprintf(stderr, "wgpt sample: %s: %s\n", ckpt, err);
             rc = 1;
             break;
         }

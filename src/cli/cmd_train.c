@@ -1,18 +1,34 @@
 // cmd_train.c: `wgpt train`: parses options and runs the training loop.
 #include "cli/commands.h"
+#include "cli/data_files.h"
 #include "cli/gpu_args.h"
 #include "cli/options.h"
+#include "cli/signals.h"
 #include "train/trainer.h"
+
+// Each numeric option gets the range the training layer allows (train_opts.c),
+// so that the parser refuses a bad value up front and --help prints the range.
+static int limits_(const wgpt_opt *opts, int n, wgpt_opt_range *ranges) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const wgpt_train_limit *l = wgpt_train_limit_of(opts[i].name);
+        if (l)
+            ranges[k++] = (wgpt_opt_range){l->option, l->min, l->max,
+                                           (l->open_min ? WGPT_OPT_GT_MIN : 0u) | (l->open_max ? WGPT_OPT_LT_MAX : 0u)};
+    }
+    return k;
+}
 
 int wgpt_cmd_train(int argc, char **argv) {
     wgpt_train_opts o;
     wgpt_train_defaults(&o);
+    o.bpe_dir = wgpt_default_bpe_dir();
     const char *adapter = NULL;
     const wgpt_opt opts[] = {
         {"data", WGPT_OPT_STR, &o.data, "token shards (a glob) made by `wgpt tokenize`"},
         {"out", WGPT_OPT_STR, &o.out_dir, "folder for latest.ckpt, metrics.jsonl, loss.svg"},
         {"resume", WGPT_OPT_STR, &o.resume, "checkpoint to resume, or 'none' (default: OUT/latest.ckpt if present)"},
-        {"tokenizer", WGPT_OPT_STR, &o.tokenizer, "gpt2 or bytes: how the shards were made"},
+        {"tokenizer", WGPT_OPT_STR, &o.tokenizer, "gpt2 or bytes (default: what the shards record, else bytes)"},
         {"bpe-dir", WGPT_OPT_STR, &o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
         {"layers", WGPT_OPT_U32, &o.layers, "transformer blocks"},
         {"heads", WGPT_OPT_U32, &o.heads, "attention heads"},
@@ -24,7 +40,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"stop-at", WGPT_OPT_U32, &o.stop_at, "stop after this step with a checkpoint (0: run to the end)"},
         {"lr", WGPT_OPT_F32, &o.lr, "peak learning rate"},
         {"min-lr-frac", WGPT_OPT_F32, &o.min_lr_frac, "final learning rate as a fraction of the peak"},
-        {"warmup", WGPT_OPT_U32, &o.warmup, "linear warmup steps"},
+        {"warmup", WGPT_OPT_U32, &o.warmup, "linear warmup steps (at most --steps)"},
         {"weight-decay", WGPT_OPT_F32, &o.weight_decay, "AdamW weight decay (2D weights only)"},
         {"beta1", WGPT_OPT_F32, &o.beta1, "AdamW beta1"},
         {"beta2", WGPT_OPT_F32, &o.beta2, "AdamW beta2"},
@@ -39,20 +55,30 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"checkpoint-every", WGPT_OPT_U32, &o.checkpoint_every, "checkpoint every N steps (also at the end)"},
         {"log-every", WGPT_OPT_U32, &o.log_every, "progress line every N steps when not on a terminal"},
         {"seed", WGPT_OPT_U64, &o.seed, "seed of the initialisation and the batch order"},
-        {"spike-factor", WGPT_OPT_F32, &o.spike_factor, "skip a step whose gradient norm is this x the recent mean (0: off)"},
-        {"max-skips", WGPT_OPT_U32, &o.max_skips, "stop after this many skipped steps in a row"},
+        {"spike-factor", WGPT_OPT_F32, &o.spike_factor, "skip a step whose gradient norm is this x the recent mean (0: off, else >= 1)"},
+        {"max-skips", WGPT_OPT_U32, &o.max_skips, "stop after this many skipped steps in a row (0: never)"},
         {"inject-nan", WGPT_OPT_STR, &o.inject_nan, "testing: steps (e.g. 3,5) whose gradients get a NaN"},
         {"inject-device-loss", WGPT_OPT_U32, &o.inject_loss_at, "testing: lose the GPU device during this step"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
         {"quiet", WGPT_OPT_FLAG, &o.quiet, "print errors only"},
     };
+    enum { NOPTS = sizeof opts / sizeof opts[0] };
+    wgpt_opt_range ranges[NOPTS];
+    int nranges = limits_(opts, NOPTS, ranges);
     char *pos[1];
     int npos;
-    int rc = wgpt_opts_parse(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]),
+    int rc = wgpt_opts_parse_ranged(argc, argv, opts, NOPTS, ranges, nranges,
                              "usage: wgpt train [options]\n\nTrains a GPT-2 model on token shards; resumes OUT/latest.ckpt "
-                             "if it exists. Ctrl-C finishes the step, writes a checkpoint and stops.",
+                             "if it exists. Ctrl-C finishes the step, writes a checkpoint and stops; a second Ctrl-C "
+                             "stops at once (losing the steps since the last checkpoint).",
                              pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     wgpt_gpu_args_apply(&o.gpu, adapter);
-    return wgpt_train_run(&o);
+    o.stop = &wgpt_cli_stop;
+    o.gpu.interrupt = &wgpt_cli_stop_now;
+    wgpt_cli_signals_install("\nwgpt train: stopping after this step with a checkpoint (again: stop at once, "
+                             "without one)\n");
+    rc = wgpt_train_run(&o);
+    wgpt_cli_signals_restore();
+    return rc;
 }

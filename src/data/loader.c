@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/bus_guard.h"
 #include "data/shard.h"
+#include "data/shard_set.h"
 #include "util/splitmix64.h"
 
 #define FEISTEL_ROUNDS 6
@@ -40,6 +42,8 @@ struct wgpt_loader {
     // The current epoch's permutation: a Feistel network over 2^(2*half_bits).
     uint32_t half_bits;
     uint64_t keys[FEISTEL_ROUNDS];
+    const char *tokenizer;  // what the tagged shards record (one of theirs), or NULL
+    char err[1024];         // why the last next_train / next_val failed
 };
 
 static int fail_(char *err, size_t errlen, const char *fmt, ...) {
@@ -208,13 +212,23 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
     l->T = T;
     l->seed = seed;
     l->fingerprint = fnv_u64_(0xCBF29CE484222325ull, T);
+    // A set `wgpt tokenize` is still replacing, or files not of its set, are refused first.
+    if (wgpt_shard_set_check((const char *const *)sorted, npaths, err, errlen) < 0) goto fail;
+    const wgpt_shard *tagged = NULL;
     for (size_t i = 0; i < npaths; i++) {
         if (i && strcmp(sorted[i], sorted[i - 1]) == 0) continue;  // listed twice
         wgpt_shard *s = &l->shards[l->nshards];
         if (wgpt_shard_open(sorted[i], s, err, errlen) < 0) goto fail;
         l->nshards++;
+        if (s->tokenizer[0] && tagged && strcmp(s->tokenizer, tagged->tokenizer) != 0) {
+            fail_(err, errlen, "%s was made with the %s tokenizer but %s with %s: shards of two tokenizations mixed",
+                  tagged->path, tagged->tokenizer, s->path, s->tokenizer);
+            goto fail;
+        }
+        if (s->tokenizer[0] && !tagged) tagged = s;
         if (wgpt_shard_check_vocab(s, 0, s->n, vocab_size, err, errlen) < 0) goto fail;
     }
+    if (tagged) l->tokenizer = tagged->tokenizer;
     if (split_(l, val_fraction, err, errlen) < 0) goto fail;
     uint32_t h = 1;
     while (h < 32 && (1ull << (2 * h)) < l->train_windows) h++;
@@ -291,26 +305,60 @@ void wgpt_loader_free(wgpt_loader *l) {
     free(l);
 }
 
-int wgpt_loader_next_train(wgpt_loader *l, int *inputs, int *targets) {
+// One batch's copies out of the maps, run under the SIGBUS guard: `shard` is
+// the one being read when a fault cuts the copy short.
+typedef struct batch_ {
+    wgpt_loader *l;
+    int *inputs, *targets;
+    int val;
+    volatile uint32_t shard;
+} batch_;
+
+static void copy_batch_(void *arg) {
+    batch_ *c = arg;
+    wgpt_loader *l = c->l;
     for (uint32_t b = 0; b < l->B; b++) {
-        uint64_t g = permute_(l, l->next);
-        copy_window_(l, locate_(l->train, l->ntrain, g), g, inputs + (size_t)b * l->T, targets + (size_t)b * l->T);
-        if (++l->next == l->train_windows) {
+        uint64_t g = c->val ? l->val_next : permute_(l, l->next);
+        const region_ *r = c->val ? locate_(l->val, l->nval, g) : locate_(l->train, l->ntrain, g);
+        c->shard = r->shard;
+        copy_window_(l, r, g, c->inputs + (size_t)b * l->T, c->targets + (size_t)b * l->T);
+        if (c->val) {
+            l->val_next++;
+        } else if (++l->next == l->train_windows) {
             l->next = 0;
             l->epoch++;
             epoch_keys_(l);
         }
     }
-    return 0;
+}
+
+static int guarded_batch_(wgpt_loader *l, int *inputs, int *targets, int val) {
+    batch_ c = {l, inputs, targets, val, 0};
+    if (wgpt_bus_guard_run(copy_batch_, &c) == 0) return 0;
+    const wgpt_shard *s = &l->shards[c.shard];
+    fail_(l->err, sizeof l->err,
+          "%s shrank while it was being read (it held %zu bytes when opened): another process truncated or "
+          "rewrote it; restore it (or tokenize again) before resuming",
+          s->path, s->map_len);
+    return -1;
+}
+
+int wgpt_loader_next_train(wgpt_loader *l, int *inputs, int *targets) {
+    return guarded_batch_(l, inputs, targets, 0);
 }
 
 int wgpt_loader_next_val(wgpt_loader *l, int *inputs, int *targets) {
     if (l->val_windows < l->B || l->val_next > l->val_windows - l->B) return 0;
-    for (uint32_t b = 0; b < l->B; b++, l->val_next++) {
-        const region_ *r = locate_(l->val, l->nval, l->val_next);
-        copy_window_(l, r, l->val_next, inputs + (size_t)b * l->T, targets + (size_t)b * l->T);
-    }
-    return 1;
+    return guarded_batch_(l, inputs, targets, 1) < 0 ? -1 : 1;
+}
+
+const char *wgpt_loader_error(const wgpt_loader *l) { return l->err; }
+const char *wgpt_loader_tokenizer(const wgpt_loader *l) { return l->tokenizer; }
+
+int wgpt_loader_check_vocab(const wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen) {
+    for (uint32_t i = 0; i < l->nshards; i++)
+        if (wgpt_shard_check_vocab(&l->shards[i], 0, l->shards[i].n, vocab_size, err, errlen) < 0) return -1;
+    return 0;
 }
 
 void wgpt_loader_reset_val(wgpt_loader *l) { l->val_next = 0; }

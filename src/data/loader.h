@@ -31,10 +31,13 @@ typedef struct wgpt_loader wgpt_loader;
 // separated by commas, where a directory stands for DIR/*.bin; the union is
 // sorted by path. B sequences of T tokens per batch; val_fraction in [0, 1) is
 // only used when no shard is named "val". Every token is checked once against
-// vocab_size (1..65536): an id outside it is an error naming the file and the
-// position. Returns the loader (free with wgpt_loader_free), or NULL with a
-// message in err (a missing match, a bad shard, too few tokens for one train
-// window or for one validation batch, ...).
+// vocab_size (1..65536; 65536 checks nothing, see wgpt_loader_check_vocab):
+// an id outside it is an error naming the file and the position. A folder's
+// shard set record (shard_set.h) must agree with its files, and shards that
+// record their tokenizer must record the same one. Returns the loader (free
+// with wgpt_loader_free), or NULL with a message in err (a missing match, a
+// bad shard, too few tokens for one train window or for one validation batch,
+// ...).
 wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
                               uint32_t vocab_size, char *err, size_t errlen);
 // The same for an explicit list of shard paths (sorted the same way; copied).
@@ -44,13 +47,26 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
 void wgpt_loader_free(wgpt_loader *l);
 
 // Fills inputs and targets (B*T ints each) with the next train batch and
-// advances. Returns 0 (it cannot run out: epochs follow one another).
+// advances. Returns 0 (it cannot run out: epochs follow one another), or -1
+// if a shard shrank under the map (another process truncated it): then the
+// batch is partial, the position is somewhere inside it (restore a saved
+// state to retry), and wgpt_loader_error names the file.
 int wgpt_loader_next_train(wgpt_loader *l, int *inputs, int *targets);
-// Fills the next validation batch, in order. Returns 1 with a batch, or 0
+// Fills the next validation batch, in order. Returns 1 with a batch, 0
 // (buffers untouched) once all wgpt_loader_val_batches of the pass have been
-// read or when there is no validation data; wgpt_loader_reset_val restarts.
+// read or when there is no validation data (wgpt_loader_reset_val restarts),
+// or -1 as next_train does.
 int wgpt_loader_next_val(wgpt_loader *l, int *inputs, int *targets);
 void wgpt_loader_reset_val(wgpt_loader *l);
+// Why the last next_train or next_val returned -1.
+const char *wgpt_loader_error(const wgpt_loader *l);
+
+// The tokenizer the shards record ("gpt2", "bytes"; see shard.h), or NULL if
+// none of them records one.
+const char *wgpt_loader_tokenizer(const wgpt_loader *l);
+// Checks every token of every shard against vocab_size, as open does.
+// Returns 0, or -1 with err naming the file and the position of the first bad id.
+int wgpt_loader_check_vocab(const wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen);
 
 uint64_t wgpt_loader_val_batches(const wgpt_loader *l);  // 0 when there is no validation
 uint64_t wgpt_loader_train_tokens(const wgpt_loader *l);  // tokens in the train regions

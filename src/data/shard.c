@@ -10,6 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/bus_guard.h"
+#include "util/fs.h"
+
 // Tokens are used straight from the map and written straight from memory.
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token shards are little-endian and are mapped without conversion: this host is big-endian"
@@ -39,17 +42,31 @@ static char *dup_(const char *s) {
     return d;
 }
 
+// The name field: 1..15 printable characters, then NULs only.
+static int name_ok_(const unsigned char *f) {
+    size_t n = 0;
+    while (n < WGPT_SHARD_TOKENIZER_MAX && f[n]) {
+        if (f[n] < 0x21 || f[n] > 0x7e) return 0;
+        n++;
+    }
+    if (n == 0 || n == WGPT_SHARD_TOKENIZER_MAX) return 0;
+    for (size_t i = n; i < WGPT_SHARD_TOKENIZER_MAX; i++)
+        if (f[i]) return 0;
+    return 1;
+}
+
 int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return fail_(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    int fd = wgpt_open_regular(path, O_RDONLY, 0, err, errlen);
+    if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
         close(fd);
-        return fail_(err, errlen, "%s: not a regular file", path);
+        return fail_(err, errlen, "%s: cannot read its size: %s", path, strerror(e));
     }
     uint64_t size = (uint64_t)st.st_size;
-    unsigned char h[12];
+    unsigned char h[32];
     if (size < WGPT_SHARD_HEADER_BYTES) {
         close(fd);
         return fail_(err, errlen, "%s: %llu bytes, shorter than the %d-byte shard header (truncated, or not a shard)",
@@ -59,7 +76,7 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
         close(fd);
         return fail_(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
     }
-    int32_t magic = get_i32_(h), version = get_i32_(h + 4), count = get_i32_(h + 8);
+    int32_t magic = get_i32_(h), version = get_i32_(h + 4), count = get_i32_(h + 8), tag = get_i32_(h + 12);
     if (magic != WGPT_SHARD_MAGIC) {
         close(fd);
         return fail_(err, errlen, "%s: not a token shard: magic number %d, expected %d", path, magic,
@@ -73,6 +90,13 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
     if (count < 0) {
         close(fd);
         return fail_(err, errlen, "%s: header says %d tokens (negative)", path, count);
+    }
+    if (tag == WGPT_SHARD_TAG) {
+        if (!name_ok_(h + 16)) {
+            close(fd);
+            return fail_(err, errlen, "%s: the header's tokenizer field (bytes 16..31) is damaged", path);
+        }
+        memcpy(s->tokenizer, h + 16, WGPT_SHARD_TOKENIZER_MAX);
     }
     uint64_t want = WGPT_SHARD_HEADER_BYTES + 2 * (uint64_t)count;
     if (size != want) {
@@ -92,6 +116,7 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
     s->path = dup_(path);
     if (!s->path) {
         munmap(map, (size_t)size);
+        memset(s, 0, sizeof *s);
         return fail_(err, errlen, "%s: out of host memory", path);
     }
     s->map = map;
@@ -107,26 +132,51 @@ void wgpt_shard_close(wgpt_shard *s) {
     memset(s, 0, sizeof *s);
 }
 
+typedef struct scan_ {
+    const uint16_t *t;
+    uint64_t begin, end, bad;  // bad: the first id >= vocab, or end
+    uint32_t vocab;
+} scan_;
+
+static void scan_vocab_(void *arg) {
+    scan_ *c = arg;
+    uint64_t i = c->begin;
+    while (i < c->end && c->t[i] < c->vocab) i++;
+    c->bad = i;
+}
+
 int wgpt_shard_check_vocab(const wgpt_shard *s, uint64_t begin, uint64_t end, uint32_t vocab_size, char *err,
                            size_t errlen) {
     if (end > s->n || begin > end)
         return fail_(err, errlen, "%s: token range [%llu, %llu) is outside the shard's %llu tokens", s->path,
                      (unsigned long long)begin, (unsigned long long)end, (unsigned long long)s->n);
     if (vocab_size > 65535) return 0;  // every uint16 fits
-    const uint16_t *t = s->tokens;
-    for (uint64_t i = begin; i < end; i++)
-        if (t[i] >= vocab_size)
-            return fail_(err, errlen,
-                         "%s: token %u at position %llu (byte offset %llu) is not below the vocabulary size %u",
-                         s->path, (unsigned)t[i], (unsigned long long)i,
-                         (unsigned long long)(WGPT_SHARD_HEADER_BYTES + 2 * i), vocab_size);
+    scan_ c = {s->tokens, begin, end, end, vocab_size};
+    if (wgpt_bus_guard_run(scan_vocab_, &c) < 0)
+        return fail_(err, errlen, "%s: the file shrank while being read (it held %zu bytes when opened): another "
+                     "process truncated or rewrote it", s->path, s->map_len);
+    if (c.bad < end)
+        return fail_(err, errlen,
+                     "%s: token %u at position %llu (byte offset %llu) is not below the vocabulary size %u (shards "
+                     "made with another tokenizer? see --tokenizer)",
+                     s->path, (unsigned)s->tokens[c.bad], (unsigned long long)c.bad,
+                     (unsigned long long)(WGPT_SHARD_HEADER_BYTES + 2 * c.bad), vocab_size);
     return 0;
 }
 
 // ---- writing ----
 
-int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, char *err, size_t errlen) {
+int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, const char *tokenizer, char *err,
+                            size_t errlen) {
     memset(w, 0, sizeof *w);
+    unsigned char name[WGPT_SHARD_TOKENIZER_MAX] = {0};
+    if (tokenizer) {
+        size_t k = strlen(tokenizer);
+        if (k < WGPT_SHARD_TOKENIZER_MAX) memcpy(name, tokenizer, k);
+        if (!name_ok_(name))
+            return fail_(err, errlen, "%s: tokenizer name '%s' is not 1 to %d printable characters", path, tokenizer,
+                         WGPT_SHARD_TOKENIZER_MAX - 1);
+    }
     size_t n = strlen(path);
     w->path = dup_(path);
     w->tmp = malloc(n + 5);
@@ -136,9 +186,13 @@ int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, char *err, s
     }
     memcpy(w->tmp, path, n);
     memcpy(w->tmp + n, ".tmp", 5);
-    w->f = fopen(w->tmp, "wb");
+    // A stale .tmp (a run killed earlier) is replaced; O_EXCL then never
+    // follows a link or opens a FIFO planted there.
+    int fd = unlink(w->tmp) == 0 || errno == ENOENT ? open(w->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644) : -1;
+    w->f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!w->f) {
         int e = errno;
+        if (fd >= 0) close(fd), unlink(w->tmp);
         free(w->path);
         free(w->tmp);
         memset(w, 0, sizeof *w);
@@ -148,6 +202,10 @@ int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, char *err, s
     unsigned char h[WGPT_SHARD_HEADER_BYTES] = {0};
     put_i32_(h, WGPT_SHARD_MAGIC);
     put_i32_(h + 4, WGPT_SHARD_VERSION);
+    if (tokenizer) {
+        put_i32_(h + 12, WGPT_SHARD_TAG);
+        memcpy(h + 16, name, sizeof name);
+    }
     if (fwrite(h, 1, sizeof h, w->f) != sizeof h) {
         int e = errno;
         wgpt_shard_writer_abort(w);
@@ -167,20 +225,6 @@ int wgpt_shard_writer_append(wgpt_shard_writer *w, const uint16_t *tokens, size_
     return 0;
 }
 
-// Makes the rename itself durable. Some file systems refuse fsync on a
-// directory; the data is already on disk then, so that is not an error.
-static void sync_dir_(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : dup_(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 int wgpt_shard_writer_finish(wgpt_shard_writer *w, char *err, size_t errlen) {
     if (!w->f) return fail_(err, errlen, "shard writer is not open");
     unsigned char c[4];
@@ -198,7 +242,8 @@ int wgpt_shard_writer_finish(wgpt_shard_writer *w, char *err, size_t errlen) {
     w->f = NULL;
     if (rc == 0 && rename(w->tmp, w->path) != 0)
         rc = fail_(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
-    if (rc == 0) sync_dir_(w->path);
+    // The rename made durable; a folder that cannot be synced holds the data already.
+    if (rc == 0) wgpt_sync_parent(w->path);
     else unlink(w->tmp);
     free(w->path);
     free(w->tmp);
@@ -216,7 +261,7 @@ void wgpt_shard_writer_abort(wgpt_shard_writer *w) {
 
 int wgpt_shard_write(const char *path, const uint16_t *tokens, size_t n, char *err, size_t errlen) {
     wgpt_shard_writer w;
-    if (wgpt_shard_writer_begin(&w, path, err, errlen) < 0) return -1;
+    if (wgpt_shard_writer_begin(&w, path, NULL, err, errlen) < 0) return -1;
     if (wgpt_shard_writer_append(&w, tokens, n, err, errlen) < 0) {
         wgpt_shard_writer_abort(&w);
         return -1;

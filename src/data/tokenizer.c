@@ -78,6 +78,29 @@ int wgpt_tokenizer_encode(const wgpt_tokenizer *t, const char *text, size_t len,
     return 0;
 }
 
+typedef struct cut_ctx {
+    const char *text;
+    size_t limit, best;
+} cut_ctx;
+
+static int cut_piece_(void *ctx, const char *piece, size_t len) {
+    cut_ctx *c = ctx;
+    size_t end = (size_t)(piece - c->text) + len;
+    if (end > c->limit) return 1;  // past the limit: stop the split
+    c->best = end;
+    return 0;
+}
+
+size_t wgpt_tokenizer_cut_point(const wgpt_tokenizer *t, const char *text, size_t len) {
+    if (!t->bpe) return len;  // bytes: every byte is its own id
+    if (len < 4) return 0;
+    // The split looks at most one character (4 bytes) past a piece, so a piece
+    // ending that far before len is the one any continuation gives.
+    cut_ctx c = {text, len - 4, 0};
+    wgpt_pretok_split(t->pretok, text, len, cut_piece_, &c);
+    return c.best;
+}
+
 const char *wgpt_tokenizer_decode(const wgpt_tokenizer *t, uint32_t id, size_t *len) {
     if (id >= t->vocab_size) return NULL;
     if (len) *len = t->off[id + 1] - t->off[id];

@@ -36,6 +36,13 @@ int64_t wgpt_tokenizer_eot(const wgpt_tokenizer *t);          // 50256 for gpt2,
 int wgpt_tokenizer_encode(const wgpt_tokenizer *t, const char *text, size_t len, uint32_t **ids, size_t *n,
                           size_t *cap);
 
+// Where text[0, len), the start of a longer text, may be cut: the ids of
+// text[0, k) followed by those of the rest (whatever follows) are the ids of
+// the whole. Returns len for bytes; for gpt2 the end of the last
+// pre-tokenization piece that ends 4 or more bytes before len, or 0 if there
+// is none (a single word of len bytes: no exact cut).
+size_t wgpt_tokenizer_cut_point(const wgpt_tokenizer *t, const char *text, size_t len);
+
 // The bytes of one id, *len of them (not nul-terminated; may be part of a
 // UTF-8 character). The pointer is valid while t lives. NULL if id >= vocab size.
 const char *wgpt_tokenizer_decode(const wgpt_tokenizer *t, uint32_t id, size_t *len);

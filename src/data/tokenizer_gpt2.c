@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/tokenizer_internal.h"
+#include "util/fs.h"
 
 enum {
     GPT2_VOCAB = 50257,
@@ -26,10 +27,10 @@ static void fail_(char *err, size_t errlen, const char *fmt, ...) {
 
 // The whole file, nul-terminated; NULL with err. The caller frees it.
 static char *read_file_(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    char why[4200];
+    FILE *f = wgpt_fopen_regular(path, "rb", why, sizeof why);
     if (!f) {
-        fail_(err, errlen, "%s: cannot open: %s (GPT-2's tokenizer files come from scripts/setup.sh)", path,
-              strerror(errno));
+        fail_(err, errlen, "%s (GPT-2's tokenizer files come from scripts/setup.sh; see --bpe-dir)", why);
         return NULL;
     }
     char *s = NULL;

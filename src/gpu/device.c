@@ -50,15 +50,9 @@ static double now_s_(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double timeout_s_(void) {
-    const char *s = getenv("WGPT_GPU_TIMEOUT_S");
-    double t = s ? atof(s) : 0;
-    return t > 0 ? t : 600.0;
-}
-
 // Waits on an instance alone (before a device exists).
 static int wait_instance_(WGPUInstance inst, volatile int *done) {
-    double t0 = now_s_(), lim = timeout_s_();
+    double t0 = now_s_(), lim = wgpt_gpu_timeout_s_();
     long sleep_ns = 1000;
     while (!*done) {
         wgpuInstanceProcessEvents(inst);
@@ -72,15 +66,19 @@ static int wait_instance_(WGPUInstance inst, volatile int *done) {
 }
 
 int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what) {
-    double t0 = now_s_(), lim = timeout_s_();
+    double t0 = now_s_(), lim = wgpt_gpu_timeout_s_();
     long sleep_ns = 1000;
     while (!*done) {
         wgpuInstanceProcessEvents(g->instance);
         if (*done) break;
         if (g->failed) return -1;
-        if (now_s_() - t0 > lim)
-            return wgpt_gpu_fail_(g, "GPU did not finish %s within %.0f s (set WGPT_GPU_TIMEOUT_S to wait longer)",
+        int interrupted = g->interrupt && *g->interrupt;
+        if (interrupted || now_s_() - t0 > lim) {
+            g->hung = g->failed = 1;  // the work is still queued: nothing after it can be trusted
+            if (interrupted) return wgpt_gpu_fail_(g, "interrupted while the GPU was %s", what);
+            return wgpt_gpu_fail_(g, "GPU did not finish %s within %g s (set WGPT_GPU_TIMEOUT_S to wait longer)",
                                   what, lim);
+        }
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < 1000000) sleep_ns *= 2;
@@ -416,7 +414,7 @@ static WGPUInstance create_instance_(void) {
 }
 
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
-    if (wgpt_dawn_load_(err, errlen) < 0) return -1;
+    if (wgpt_gpu_env_check_(err, errlen) < 0 || wgpt_dawn_load_(err, errlen) < 0) return -1;
     WGPUInstance inst = create_instance_();
     if (!inst) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
@@ -502,6 +500,7 @@ static int env_toggles_(const char *var, char *buf, size_t cap, const char **lis
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     wgpt_gpu_options defaults = {.adapter_index = -1};
     if (!opt) opt = &defaults;
+    if (wgpt_gpu_env_check_(err, errlen) < 0) return NULL;
     wgpt_gpu *g = calloc(1, sizeof *g);
     if (!g) {
         snprintf(err, errlen, "out of memory");
@@ -512,6 +511,7 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
         return NULL;
     }
     g->instance = create_instance_();
+    g->interrupt = opt->interrupt;
     if (!g->instance) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
         free(g);
@@ -575,9 +575,9 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
 
     // Timestamps are quantised by default; profiling wants them as measured.
     const char *on[16], *off[16];
-    char onbuf[512], offbuf[512];
-    int non = env_toggles_("WGPT_DAWN_TOGGLES", onbuf, sizeof onbuf, on, 13);
-    int noff = env_toggles_("WGPT_DAWN_TOGGLES_OFF", offbuf, sizeof offbuf, off, 15);
+    char onbuf[WGPT_GPU_TOGGLES_MAX_CHARS], offbuf[WGPT_GPU_TOGGLES_MAX_CHARS];
+    int non = env_toggles_("WGPT_DAWN_TOGGLES", onbuf, sizeof onbuf, on, WGPT_GPU_TOGGLES_ON_MAX);
+    int noff = env_toggles_("WGPT_DAWN_TOGGLES_OFF", offbuf, sizeof offbuf, off, WGPT_GPU_TOGGLES_OFF_MAX);
     off[noff++] = "timestamp_quantization";
     const char *rs = getenv("WGPT_ROBUST");
     g->info.robust = opt->robust || (rs && strcmp(rs, "1") == 0) || strcmp(g->info.type, "CPU") == 0;
@@ -662,6 +662,10 @@ void wgpt_gpu_close(wgpt_gpu *g) {
     if (g->readback) wgpuBufferRelease(g->readback);
     if (g->fence_src) wgpuBufferRelease(g->fence_src);
     if (g->queue) wgpuQueueRelease(g->queue);
+    if (g->hung) {  // see gpu.h: the device, adapter and instance are left to the process's exit
+        free(g);
+        return;
+    }
     if (g->device) {
         wgpuDeviceDestroy(g->device);
         wgpuDeviceRelease(g->device);

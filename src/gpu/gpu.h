@@ -7,6 +7,7 @@
 #ifndef WGPT_GPU_H
 #define WGPT_GPU_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,10 @@ typedef struct wgpt_gpu_options {
     uint64_t max_binding;      // 0: the device's maxStorageBufferBindingSize; else the
                                // smaller of the two (tests of code that splits bindings)
     int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too; also WGPT_ROBUST=1
+    // NULL, or a flag (set by the caller's signal handler) that ends a wait
+    // for the GPU at once: the call fails with "interrupted" and the device
+    // is left hung (see wgpt_gpu_close).
+    volatile sig_atomic_t *interrupt;
 } wgpt_gpu_options;
 
 // Element types of a subgroup-matrix configuration (the values are Dawn's).
@@ -100,7 +105,12 @@ int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
 // stays on: there a stray access would reach the process's own memory.
 // Returns NULL with err filled if no real adapter is found (Dawn's Null backend
 // is never used), or if the kernel files are malformed.
+// A bad value of a WGPT_ variable (README) is an error naming it.
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen);
+// Releases the device. After a wait that timed out or was interrupted the GPU
+// may still be running that work, and destroying the device would wait for
+// it: then only host memory is freed and Dawn's objects are left to the
+// process's exit, so that a caller can report the hang and exit.
 void wgpt_gpu_close(wgpt_gpu *gpu);
 const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *gpu);
 const char *wgpt_gpu_error(const wgpt_gpu *gpu);

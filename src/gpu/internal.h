@@ -42,6 +42,10 @@ struct wgpt_gpu {
 
     char err[4096];
     int failed;  // sticky: the device was lost or reported an error no call caught
+    // sticky: a wait gave up on work the GPU still runs (timeout, interrupt);
+    // tearing the device down would wait for that work, so close skips it
+    int hung;
+    volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
 
     // kernel files: the shared preamble, then every other file split at markers
     char *shared_label, *shared_text;
@@ -82,8 +86,17 @@ int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
 int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // 0 if the device is usable, else -1 with the sticky error (device lost, etc.).
 int wgpt_gpu_check_(wgpt_gpu *g);
-// Processes Dawn events until *done or the GPU timeout; -1 with an error naming `what`.
+// Processes Dawn events until *done, the GPU timeout or an interrupt; -1 with
+// an error naming `what` (after a timeout or an interrupt the device is hung).
 int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what);
+// env.c: WGPT_GPU_TIMEOUT_S (seconds; 600 unless set), and a check of every
+// GPU variable's value: 0, or -1 with err naming the variable.
+double wgpt_gpu_timeout_s_(void);
+int wgpt_gpu_env_check_(char *err, size_t errlen);
+// Room for the WGPT_DAWN_TOGGLES(_OFF) lists (device.c adds its own toggles).
+#define WGPT_GPU_TOGGLES_MAX_CHARS 512
+#define WGPT_GPU_TOGGLES_ON_MAX 13
+#define WGPT_GPU_TOGGLES_OFF_MAX 15
 // Runs `push` ... `pop` as an error scope: returns 0, or -1 with Dawn's message after `what`.
 void wgpt_gpu_scope_push_(wgpt_gpu *g);
 int wgpt_gpu_scope_pop_(wgpt_gpu *g, const char *what);

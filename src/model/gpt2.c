@@ -16,6 +16,7 @@
 #include "model/linear.h"
 #include "model/linear_f16.h"
 #include "model/precision.h"
+#include "model/variant.h"
 
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) {
     va_list ap;
@@ -320,14 +321,8 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
 
 static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                           const wgpt_gpt2 *share, wgpt_precision precision, char *err, size_t errlen) {
-    if (!c->num_layers || !c->num_heads || !c->channels || c->channels % c->num_heads || !c->vocab_size ||
-        c->padded_vocab_size < c->vocab_size || !B || !T || T > c->max_seq_len) {
-        snprintf(err, errlen,
-                 "invalid model: L=%u NH=%u C=%u V=%u Vp=%u maxT=%u with B=%u T=%u (C must be a multiple of NH, "
-                 "Vp >= V, 1 <= T <= maxT)",
-                 c->num_layers, c->num_heads, c->channels, c->vocab_size, c->padded_vocab_size, c->max_seq_len, B, T);
-        return NULL;
-    }
+    if (wgpt_kernel_variant_check_env(err, errlen) < 0) return NULL;
+    if (wgpt_gpt2_check_shape(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     wgpt_gpt2 *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of host memory");

@@ -81,6 +81,23 @@ void wgpt_gpt2_bench_tokens(const wgpt_gpt2_config *c, int *tokens, int *targets
 // parameters' forward and backward, plus 6 L C T for attention's QK^T and AV.
 double wgpt_gpt2_flops_per_token(const wgpt_gpt2_config *c, uint32_t T);
 
+// Which numbers of a shape a limit involves (wgpt_gpt2_check_shape), so that
+// a caller can name the options that set them.
+enum {
+    WGPT_GPT2_DIM_B = 1,    // sequences a batch
+    WGPT_GPT2_DIM_T = 2,    // tokens a sequence
+    WGPT_GPT2_DIM_C = 4,    // channels
+    WGPT_GPT2_DIM_NH = 8,   // heads
+    WGPT_GPT2_DIM_L = 16,   // layers
+    WGPT_GPT2_DIM_V = 32,   // vocabulary
+};
+// Checks that the kernels take a model of config c with batches (B, T) (the
+// head size, T within the context, 32-bit indices) and, if max_buffer > 0, that
+// its largest buffers fit one of that many bytes. Returns 0, or the
+// WGPT_GPT2_DIM_ bits of what to change (> 0) with err saying what is too large.
+int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
+                          size_t errlen);
+
 // Allocates everything for batches of B sequences of T tokens (T <= maxT) and
 // prepares every op. Returns NULL with err filled (names the limit that fails).
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,

@@ -12,6 +12,8 @@
 #ifndef WGPT_MODEL_VARIANT_H
 #define WGPT_MODEL_VARIANT_H
 
+#include <stddef.h>
+
 #include "gpu/gpu.h"
 
 typedef enum wgpt_kernel_variant {
@@ -26,5 +28,9 @@ void wgpt_kernel_variant_force(wgpt_kernel_variant v);
 
 // 1 if layers prepared now for g use the CPU twins, else 0.
 int wgpt_kernel_variant_cpu(const wgpt_gpu *g);
+
+// 0 if WGPT_KERNELS is unset, empty, "gpu" or "cpu"; else -1 with err naming
+// it (checked where a model is created, so that a typo is not ignored).
+int wgpt_kernel_variant_check_env(char *err, size_t errlen);
 
 #endif

@@ -16,6 +16,8 @@
 
 #include <zlib.h>  // defines: crc32, crc32_combine
 
+#include "util/fs.h"
+
 enum { HEADER_SIZE = 144, HEADER_CRC_AT = 140, TRAILER_SIZE = 32, NSECT = 5 };
 enum { S_OPTS, S_LOADER, S_PARAMS, S_ADAM_M, S_ADAM_V };
 
@@ -276,20 +278,6 @@ static uint64_t write_body_(writer_ *w, const wgpt_checkpoint *ck, const unsigne
     return total;
 }
 
-// fsyncs the folder holding path so that the rename itself is durable.
-static int sync_folder_(const char *path) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return ENOMEM;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY), rc = 0;
-    free(dir);
-    if (fd < 0) return errno;
-    // Some file systems cannot sync a folder (EINVAL): nothing more can be done there.
-    if (fsync(fd) != 0 && errno != EINVAL) rc = errno;
-    close(fd);
-    return rc;
-}
-
 int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err, size_t errlen) {
     if (!path || !*path || !ck) return fail_(err, errlen, "checkpoint write: path and checkpoint are required");
     unsigned char hdr[HEADER_SIZE];
@@ -333,7 +321,7 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
                      stage, (ull)w.done, (ull)total, strerror(w.errnum), path);
     }
     free(tmp);
-    int e = sync_folder_(path);
+    int e = wgpt_sync_parent(path);
     if (e)
         return fail_(err, errlen,
                      "%s: written and renamed into place, but its folder could not be synced (%s): "
@@ -425,14 +413,12 @@ static FILE *open_(const char *path, uint64_t *fsize, char *err, size_t errlen) 
         fail_(err, errlen, "checkpoint read: path is NULL");
         return NULL;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fail_(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
+    // A FIFO or a device there is refused without blocking in open.
+    FILE *f = wgpt_fopen_regular(path, "rb", err, errlen);
+    if (!f) return NULL;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fail_(err, errlen, "%s: not a regular file", path);
+    if (fstat(fileno(f), &st) != 0) {
+        fail_(err, errlen, "%s: cannot read its size: %s", path, strerror(errno));
         fclose(f);
         return NULL;
     }

@@ -11,8 +11,9 @@
 
 // Appends n_new tokens to ids (which holds *n ids, the prompt; capacity cap,
 // at least *n + n_new). model must have batch 1; its T is the context window.
-// Stops early at the end-of-text id eot (if >= 0). Returns 0 or -1 (model error).
+// Stops early at the end-of-text id eot (if >= 0). Returns 0, or -1 with err
+// (a model error, out of memory, or logits that are not finite).
 int wgpt_generate(wgpt_gpt2 *model, uint32_t T, uint32_t vocab, wgpt_sampler *s, int *ids, size_t *n, size_t cap,
-                  size_t n_new, int64_t eot);
+                  size_t n_new, int64_t eot, char *err, size_t errlen);
 
 #endif

@@ -2,9 +2,15 @@
 #include "train/history.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/fs.h"
 
 void wgpt_history_free(wgpt_history *h) {
     free(h->train);
@@ -31,8 +37,29 @@ void wgpt_history_truncate(wgpt_history *h, uint32_t step) {
     while (h->nval && h->val[h->nval - 1].step > step) h->nval--;
 }
 
+// Opens path for reading; *f NULL (and 0) when it does not exist.
+static int open_log_(const char *path, FILE **f, char *err, size_t errlen) {
+    struct stat st;
+    *f = NULL;
+    if (stat(path, &st) != 0 && errno == ENOENT) return 0;
+    *f = wgpt_fopen_regular(path, "r", err, errlen);
+    return *f ? 0 : -1;
+}
+
+// Creates path.tmp for writing, replacing a stale one without following it.
+static FILE *create_tmp_(const char *tmp, char *err, size_t errlen) {
+    int fd = unlink(tmp) == 0 || errno == ENOENT ? open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        if (fd >= 0) close(fd), unlink(tmp);
+    }
+    return f;
+}
+
 int wgpt_history_load(wgpt_history *h, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
+    FILE *f;
+    if (open_log_(path, &f, err, errlen) < 0) return -1;
     if (!f) return 0;
     char line[4096];
     while (fgets(line, sizeof line, f)) {
@@ -59,10 +86,60 @@ int wgpt_history_load(wgpt_history *h, const char *path, char *err, size_t errle
         }
         cJSON_Delete(j);
     }
-    int bad = ferror(f);
+    int bad = ferror(f) ? errno : 0;
     fclose(f);
     if (bad) {
-        snprintf(err, errlen, "%s: read error", path);
+        snprintf(err, errlen, "%s: read error: %s", path, strerror(bad));
+        return -1;
+    }
+    return 0;
+}
+
+// The step of a metrics record, or -1 if the line is not one.
+static double record_step_(const char *line) {
+    cJSON *j = cJSON_Parse(line);
+    if (!j) return -1;
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(j, "step");
+    double st = cJSON_IsNumber(step) && step->valuedouble >= 0 ? step->valuedouble : -1;
+    cJSON_Delete(j);
+    return st;
+}
+
+int wgpt_history_trim_log(const char *path, uint32_t step, char *err, size_t errlen) {
+    FILE *in;
+    if (open_log_(path, &in, err, errlen) < 0) return -1;
+    if (!in) return 0;
+    char tmp[4200], line[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = create_tmp_(tmp, err, errlen);
+    if (!out) {
+        fclose(in);
+        return -1;
+    }
+    // A line longer than the buffer is no record of ours: it is dropped whole.
+    int rc = 0, whole = 1;
+    while (fgets(line, sizeof line, in)) {
+        size_t n = strlen(line);
+        int ends = n && line[n - 1] == '\n';
+        if (whole && ends) {
+            double st = record_step_(line);
+            if (st >= 0 && st <= step && fputs(line, out) == EOF) rc = -1;
+        }
+        whole = ends;
+    }
+    int e = errno;
+    if (ferror(in)) {
+        snprintf(err, errlen, "%s: read error: %s", path, strerror(e));
+        rc = -2;
+    }
+    fclose(in);
+    if (rc == 0 && (fflush(out) != 0 || fsync(fileno(out)) != 0)) rc = -1;
+    e = errno;
+    if (fclose(out) != 0 && rc == 0) rc = -1, e = errno;
+    if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
+    if (rc < 0) {
+        unlink(tmp);
+        if (rc == -1) snprintf(err, errlen, "%s: cannot rewrite it from step %u on: %s", path, step, strerror(e));
         return -1;
     }
     return 0;
@@ -98,13 +175,10 @@ int wgpt_history_plot_svg(const wgpt_history *h, const char *path, const char *t
     if (x1 - x0 < 1) x1 = x0 + 1;
     double pad = (y1 - y0) * 0.05 + 1e-3;
     y0 -= pad, y1 += pad;
-    char tmp[4096];
+    char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %s", tmp);
-        return -1;
-    }
+    FILE *f = create_tmp_(tmp, err, errlen);
+    if (!f) return -1;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
     fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"16\">", ML);
@@ -131,9 +205,11 @@ int wgpt_history_plot_svg(const wgpt_history *h, const char *path, const char *t
     fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#1f77b4\">train</text>\n", W - MR - 120, MT + 16);
     fprintf(f, "<text x=\"%d\" y=\"%d\" fill=\"#d62728\">validation</text>\n", W - MR - 120, MT + 32);
     fprintf(f, "</svg>\n");
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        int e = errno;
         remove(tmp);
-        snprintf(err, errlen, "cannot write %s", path);
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(e));
         return -1;
     }
     return 0;

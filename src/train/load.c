@@ -35,6 +35,10 @@ int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, c
                 ck.config.vocab_size, ck.tokenizer, wgpt_tokenizer_vocab_size(l->tok));
     } else if (!(l->g = wgpt_gpu_open(gpu, err, sizeof err))) {
         fprintf(stderr, "%s: %s\n", cmd, err);
+    } else if ((wgpt_gpt2_check_shape(&ck.config, B, T ? T : ck.config.max_seq_len,
+                                      wgpt_gpu_get_info(l->g)->max_buffer, err, sizeof err) & WGPT_GPT2_DIM_B) &&
+               B > 1) {  // the shape is the checkpoint's but for the batch
+        fprintf(stderr, "%s: %s on '%s': lower --batch\n", cmd, err, wgpt_gpu_get_info(l->g)->name);
     } else if (!(l->model = wgpt_gpt2_create_forward_only(l->g, &ck.config, B, T ? T : ck.config.max_seq_len, err,
                                                           sizeof err))) {
         fprintf(stderr, "%s: %s\n", cmd, err);

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,43 +19,10 @@
 #include "train/history.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
+#include "util/dir_lock.h"
+#include "util/fs.h"
 
-volatile int wgpt_train_stop_requested = 0;
-
-void wgpt_train_defaults(wgpt_train_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->data = "data/fortunes/*.bin";
-    o->out_dir = "runs/demo";
-    o->tokenizer = "bytes";
-    o->bpe_dir = "third_party/gpt2-bpe";
-    o->layers = 4;
-    o->heads = 4;
-    o->channels = 128;
-    o->batch = 8;
-    o->seq = 64;
-    o->steps = 300;
-    o->lr = 3e-3f;
-    o->min_lr_frac = 0.1f;
-    o->warmup = 20;
-    o->weight_decay = 0.1f;
-    o->beta1 = 0.9f;
-    o->beta2 = 0.95f;
-    o->eps = 1e-8f;
-    o->grad_clip = 1.0f;
-    o->val_every = 50;
-    o->val_batches = 8;
-    o->sample_every = 0;
-    o->sample_tokens = 200;
-    o->temperature = 0.8f;
-    o->top_k = 40;
-    o->checkpoint_every = 100;
-    o->log_every = 10;
-    o->val_fraction = 0.1f;
-    o->spike_factor = 100.0f;  // real divergence spikes are 100x and more; clipping handles the rest
-    o->max_skips = 5;
-    o->seed = 1337;
-    o->gpu.adapter_index = -1;
-}
+#define LOCK_FILE ".wgpt-train.lock"
 
 // What a checkpoint must agree on to resume exactly (stored as its opaque blob).
 typedef struct saved_opts_ {
@@ -76,7 +42,9 @@ typedef struct run_ {
     wgpt_history hist;
     FILE *metrics;
     uint32_t accum, step;
+    int64_t saved_step;  // step of the checkpoint at path_ckpt that this run may resume from; -1: none
     int *inputs, *targets;
+    int lock;  // the output folder's lock (dir_lock.h)
     char path_ckpt[4096], path_metrics[4096], path_svg[4096];
 } run_;
 
@@ -107,21 +75,17 @@ static double now_(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void on_signal_(int sig) {
-    (void)sig;
-    wgpt_train_stop_requested = 1;
-}
+static int stop_requested_(const run_ *r) { return r->o->stop && *r->o->stop; }
 
-static int mkdirs_(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0777) < 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(buf, 0777) < 0 && errno != EEXIST ? -1 : 0;
+// What survives a failure: the checkpoint this run can resume from, if any.
+static const char *kept_(const run_ *r, char *buf, size_t n) {
+    if (r->saved_step >= 0)
+        snprintf(buf, n, "the last checkpoint (%s, step %lld) is kept: run the same command again to resume from it",
+                 r->path_ckpt, (long long)r->saved_step);
+    else
+        snprintf(buf, n, "no checkpoint had been written yet (--checkpoint-every %u): the steps of this run are lost",
+                 r->o->checkpoint_every);
+    return buf;
 }
 
 static saved_opts_ saved_(const run_ *r) {
@@ -155,7 +119,7 @@ static int write_checkpoint_(run_ *r) {
     } else {
         wgpt_loader_save_state(r->loader, ck.loader_state);
         if (wgpt_checkpoint_write(r->path_ckpt, &ck, err, sizeof err) < 0) fail_("%s", err);
-        else rc = 0;
+        else rc = 0, r->saved_step = r->step;
     }
     free(ck.loader_state), free(ck.params), free(ck.adam_m), free(ck.adam_v);
     return rc;
@@ -189,15 +153,21 @@ static int resume_(run_ *r, const char *path) {
         fail_("%s: %s", path, err);
     } else if (wgpt_gpt2_set_params(r->model, ck.params) < 0 || wgpt_gpt2_set_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
         fail_("%s", wgpt_gpt2_error(r->model));
+    } else if (ck.step > r->o->steps) {
+        fail_("%s is at step %llu, past the end of this run (--steps %u)", path, (unsigned long long)ck.step,
+              r->o->steps);
     } else {
         r->step = (uint32_t)ck.step;
         r->sampler.rng = ck.rng[0];
+        if (strcmp(path, r->path_ckpt) == 0) r->saved_step = r->step;
         rc = 0;
     }
     wgpt_checkpoint_free(&ck);
     return rc;
 }
 
+// The validation loss: 0 with *out, 1 if there is no validation data, -1 on
+// a model error or a non-finite loss (printed), -2 if a shard shrank (printed).
 static int validate_(run_ *r, float *out) {
     uint32_t nb = r->o->val_batches;
     uint64_t avail = wgpt_loader_val_batches(r->loader);
@@ -208,13 +178,17 @@ static int validate_(run_ *r, float *out) {
     uint32_t done = 0;
     for (uint32_t i = 0; i < nb; i++, done++) {
         float l;
-        if (wgpt_loader_next_val(r->loader, r->inputs, r->targets) != 1) break;
+        int got = wgpt_loader_next_val(r->loader, r->inputs, r->targets);
+        if (got < 0) return fail_("validation: %s", wgpt_loader_error(r->loader)), -2;
+        if (got == 0) break;
         if (wgpt_gpt2_forward(r->model, r->inputs, r->targets, &l) < 0)
             return -fail_("validation: %s", wgpt_gpt2_error(r->model));
         sum += l;
     }
     if (!done) return 1;
     *out = (float)(sum / done);
+    if (!isfinite(*out)) return -fail_("the validation loss at step %u is %s: the model has diverged", r->step,
+                                       isnan(*out) ? "NaN" : "Inf");
     return 0;
 }
 
@@ -227,14 +201,18 @@ static void print_sample_(run_ *r, const char *tag) {
             return;
         }
     }
-    size_t cap = r->o->sample_tokens + 1, n = 0;
+    // size_t: sample_tokens + 1 in 32 bits wraps to 0 (train_opts.c bounds it too)
+    size_t cap = (size_t)r->o->sample_tokens + 1, n = 0;
     int *ids = malloc(cap * sizeof *ids);
-    if (!ids) return;
+    if (!ids) {
+        fail_("sampling: out of host memory for %zu tokens", cap);
+        return;
+    }
     int64_t eot = wgpt_tokenizer_eot(r->tok);
     ids[n++] = eot >= 0 ? (int)eot : '\n';
     if (wgpt_generate(r->sampler_model, r->o->seq, r->cfg.vocab_size, &r->sampler, ids, &n, cap,
-                      r->o->sample_tokens, eot) < 0) {
-        fail_("sampling: %s", wgpt_gpt2_error(r->sampler_model));
+                      r->o->sample_tokens, eot, err, sizeof err) < 0) {
+        fail_("sampling: %s", err);
         free(ids);
         return;
     }
@@ -266,56 +244,123 @@ static void format_eta_(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(s / 60, 60));
 }
 
-static int open_run_(run_ *r) {
+// Which options set the numbers a model-shape limit involves (gpt2.h's dims).
+static void shape_options_(int dims, char *buf, size_t n) {
+    static const struct {
+        int dim;
+        const char *opt;
+    } names[] = {{WGPT_GPT2_DIM_B, "--batch"}, {WGPT_GPT2_DIM_T, "--seq"},       {WGPT_GPT2_DIM_C, "--channels"},
+                 {WGPT_GPT2_DIM_NH, "--heads"}, {WGPT_GPT2_DIM_L, "--layers"}, {WGPT_GPT2_DIM_V, "--tokenizer"}};
+    size_t k = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (dims & names[i].dim)
+            k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%s", k ? ", " : "", names[i].opt);
+}
+
+// The tokenizer: --tokenizer, checked against what the shards record, or
+// (without --tokenizer) what they record, bytes if they record none.
+static int open_tokenizer_(run_ *r) {
     const wgpt_train_opts *o = r->o;
+    const char *recorded = wgpt_loader_tokenizer(r->loader), *name = o->tokenizer;
+    if (name && recorded && strcmp(name, recorded) != 0)
+        return fail_("--tokenizer %s, but the shards (%s) were made with the %s tokenizer: pass --tokenizer %s "
+                     "or leave it out",
+                     name, o->data, recorded, recorded);
+    if (!name) name = recorded ? recorded : "bytes";
     char err[2048];
-    if (strcmp(o->tokenizer, "bytes") == 0) r->tok = wgpt_tokenizer_open_bytes();
-    else if (strcmp(o->tokenizer, "gpt2") == 0) {
-        char enc[4096], voc[4096];
+    if (strcmp(name, "bytes") == 0) {
+        r->tok = wgpt_tokenizer_open_bytes();
+        if (!r->tok) return fail_("out of host memory");
+    } else if (strcmp(name, "gpt2") == 0) {
+        char enc[4200], voc[4200];
         snprintf(enc, sizeof enc, "%s/encoder.json", o->bpe_dir);
         snprintf(voc, sizeof voc, "%s/vocab.bpe", o->bpe_dir);
         r->tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
         if (!r->tok) return fail_("%s", err);
-    } else
-        return fail_("unknown tokenizer '%s' (gpt2 or bytes)", o->tokenizer);
-    uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
-    r->cfg = (wgpt_gpt2_config){.max_seq_len = o->seq, .vocab_size = V, .padded_vocab_size = (V + 127) / 128 * 128,
-                                .num_layers = o->layers, .num_heads = o->heads, .channels = o->channels};
-    r->loader = wgpt_loader_open(o->data, o->batch, o->seq, o->seed, o->val_fraction, V, err, sizeof err);
-    if (!r->loader) return fail_("%s", err);
+    } else {
+        return fail_("the shards (%s) record the tokenizer '%s', which this wgpt does not know", o->data, name);
+    }
+    if (wgpt_loader_check_vocab(r->loader, wgpt_tokenizer_vocab_size(r->tok), err, sizeof err) < 0)
+        return fail_("%s", err);
+    return 0;
+}
+
+// The GPU and the model, refusing a shape the kernels or the device cannot take.
+static int open_model_(run_ *r) {
+    const wgpt_train_opts *o = r->o;
+    char err[2048], opts[128];
     r->g = wgpt_gpu_open(&o->gpu, err, sizeof err);
     if (!r->g) return fail_("%s", err);
+    int dims = wgpt_gpt2_check_shape(&r->cfg, o->batch, o->seq, wgpt_gpu_get_info(r->g)->max_buffer, err, sizeof err);
+    if (dims) {
+        shape_options_(dims, opts, sizeof opts);
+        fail_("%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
+        return 2;
+    }
     r->model = wgpt_gpt2_create(r->g, &r->cfg, o->batch, o->seq, err, sizeof err);
     if (!r->model) return fail_("%s", err);
-    r->inputs = malloc((size_t)o->batch * o->seq * sizeof *r->inputs);
-    r->targets = malloc((size_t)o->batch * o->seq * sizeof *r->targets);
-    if (!r->inputs || !r->targets) return fail_("out of host memory");
-    if (mkdirs_(o->out_dir) < 0) return fail_("cannot create the output folder %s", o->out_dir);
+    return 0;
+}
+
+// A fresh run starts a fresh log; a resumed one drops the records past its checkpoint.
+static int open_metrics_(run_ *r, int resumed) {
+    char err[2048];
+    if (resumed) {
+        if (wgpt_history_load(&r->hist, r->path_metrics, err, sizeof err) < 0) return fail_("%s", err);
+        wgpt_history_truncate(&r->hist, r->step);
+        if (wgpt_history_trim_log(r->path_metrics, r->step, err, sizeof err) < 0) return fail_("%s", err);
+    } else if (unlink(r->path_metrics) != 0 && errno != ENOENT) {
+        return fail_("%s: cannot remove the log of the earlier run: %s", r->path_metrics, strerror(errno));
+    }
+    r->metrics = wgpt_fopen_regular(r->path_metrics, "a", err, sizeof err);
+    if (!r->metrics) return fail_("%s", err);
+    return 0;
+}
+
+static int open_run_(run_ *r) {
+    const wgpt_train_opts *o = r->o;
+    char err[2048];
+    // The folder first: a second run there must not touch the first's files.
+    if (wgpt_mkdirs(o->out_dir, err, sizeof err) < 0) return fail_("--out: %s", err);
+    r->lock = wgpt_dir_lock(o->out_dir, LOCK_FILE, "another `wgpt train`", err, sizeof err);
+    if (r->lock < 0) return fail_("%s", err);
     snprintf(r->path_ckpt, sizeof r->path_ckpt, "%s/latest.ckpt", o->out_dir);
     snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.jsonl", o->out_dir);
     snprintf(r->path_svg, sizeof r->path_svg, "%s/loss.svg", o->out_dir);
+
+    // Tokens are checked against the vocabulary once the tokenizer is known.
+    r->loader = wgpt_loader_open(o->data, o->batch, o->seq, o->seed, o->val_fraction, 65536, err, sizeof err);
+    if (!r->loader) return fail_("%s", err);
+    int rc = open_tokenizer_(r);
+    if (rc) return rc;
+    uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
+    r->cfg = (wgpt_gpt2_config){.max_seq_len = o->seq, .vocab_size = V, .padded_vocab_size = (V + 127) / 128 * 128,
+                                .num_layers = o->layers, .num_heads = o->heads, .channels = o->channels};
+    if ((rc = open_model_(r)) != 0) return rc;
+    size_t bt = (size_t)o->batch * o->seq;
+    r->inputs = malloc(bt * sizeof *r->inputs);
+    r->targets = malloc(bt * sizeof *r->targets);
+    if (!r->inputs || !r->targets) return fail_("out of host memory for batches of %zu tokens", bt);
     wgpt_sampler_init(&r->sampler, o->temperature, o->top_k, o->seed ^ 0x5DEECE66Dull);
 
     const char *resume = o->resume;
-    if (!resume && access(r->path_ckpt, F_OK) == 0) resume = r->path_ckpt;
-    if (resume && strcmp(resume, "none") != 0) {
+    struct stat st;
+    if (!resume && lstat(r->path_ckpt, &st) == 0) resume = r->path_ckpt;
+    int resumed = resume && strcmp(resume, "none") != 0;
+    if (resumed) {
         if (resume_(r, resume)) return 1;
         say_(r, "resumed from %s at step %u\n", resume, r->step);
-        if (wgpt_history_load(&r->hist, r->path_metrics, err, sizeof err) < 0) return fail_("%s", err);
-        wgpt_history_truncate(&r->hist, r->step);
     } else {
         size_t np = wgpt_gpt2_num_params(&r->cfg);
         float *p = malloc(np * sizeof *p);
         if (!p) return fail_("out of host memory for %zu parameters", np);
         wgpt_gpt2_init_params(&r->cfg, p, o->seed);
-        int rc = wgpt_gpt2_set_params(r->model, p);
+        rc = wgpt_gpt2_set_params(r->model, p);
         free(p);
         if (rc < 0) return fail_("%s", wgpt_gpt2_error(r->model));
-        remove(r->path_metrics);  // a fresh run starts a fresh log
     }
-    r->metrics = fopen(r->path_metrics, "a");
-    if (!r->metrics) return fail_("cannot write %s", r->path_metrics);
-    return 0;
+    return open_metrics_(r, resumed);
 }
 
 static void close_run_(run_ *r) {
@@ -327,25 +372,70 @@ static void close_run_(run_ *r) {
     wgpt_loader_free(r->loader);
     wgpt_tokenizer_free(r->tok);
     free(r->inputs), free(r->targets);
+    wgpt_dir_unlock(r->lock);
+}
+
+// A shard shrank while step t read it: the parameters are still those of
+// step t-1, so they are saved with the data position of the step's start.
+static int data_failed_(run_ *r, uint32_t t, const void *loader_at_start) {
+    char err[1024], kept[4608];
+    fail_("step %u: %s", t, wgpt_loader_error(r->loader));
+    if (wgpt_loader_load_state(r->loader, loader_at_start, wgpt_loader_state_size(), err, sizeof err) == 0 &&
+        write_checkpoint_(r) == 0)
+        return fail_("a checkpoint of step %u was written to %s: run the same command again, once the data is "
+                     "whole, to resume from it",
+                     r->step, r->path_ckpt);
+    return fail_("%s", kept_(r, kept, sizeof kept));
+}
+
+typedef struct step_ {
+    uint32_t t;
+    double loss, seconds;
+    float lr;
+    wgpt_step_result res;
+} step_;
+
+// One optimizer step: accum micro-batches, then the update. Returns 0, or
+// 1 after printing what failed and what is kept.
+static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *sched, step_ *s,
+                       unsigned char *loader_at_start) {
+    char kept[4608];
+    const wgpt_train_opts *o = r->o;
+    double t0 = now_();
+    ac->lr = s->lr = wgpt_lr_at(sched, s->t);
+    s->loss = 0;
+    wgpt_loader_save_state(r->loader, loader_at_start);
+    for (uint32_t k = 0; k < r->accum; k++) {
+        float l;
+        if (wgpt_loader_next_train(r->loader, r->inputs, r->targets) < 0) return data_failed_(r, s->t, loader_at_start);
+        if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k == 0, &l) < 0)
+            return fail_("step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+        s->loss += l;
+    }
+    if (o->inject_loss_at == s->t) wgpt_gpu_force_loss(r->g);
+    if (injected_(o->inject_nan, s->t) && wgpt_gpt2_inject_nan_grad(r->model) < 0)
+        return fail_("%s", wgpt_gpt2_error(r->model));
+    if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)r->accum, &s->res) < 0)
+        return fail_("step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
+                     kept_(r, kept, sizeof kept));
+    s->loss /= r->accum;
+    s->seconds = now_() - t0;
+    return 0;
 }
 
 int wgpt_train_run(const wgpt_train_opts *o) {
     run_ r;
     memset(&r, 0, sizeof r);
     r.o = o;
+    r.saved_step = -1;
+    r.lock = -1;
+    char err[2048], kept[4608];
+    if (wgpt_train_check(o, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt train: %s\n", err);
+        return 2;
+    }
     uint64_t micro = (uint64_t)o->batch * o->seq;
-    if (!o->batch || !o->seq || !o->steps || !o->layers || !o->heads || !o->channels || o->channels % o->heads) {
-        fprintf(stderr, "wgpt train: batch, seq, steps, layers, heads, channels must be > 0, channels a multiple "
-                        "of heads\n");
-        return 2;
-    }
-    uint32_t total = o->total_batch ? o->total_batch : (uint32_t)micro;
-    if (total % micro) {
-        fprintf(stderr, "wgpt train: --total-batch %u is not a multiple of batch x seq = %llu\n", total,
-                (unsigned long long)micro);
-        return 2;
-    }
-    r.accum = (uint32_t)(total / micro);
+    r.accum = (uint32_t)((o->total_batch ? o->total_batch : micro) / micro);
 
     int rc = open_run_(&r);
     if (rc) {
@@ -361,13 +451,6 @@ int wgpt_train_run(const wgpt_train_opts *o) {
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
          o->batch, o->seq, r.accum);
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal_;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    wgpt_train_stop_requested = 0;
-
     wgpt_lr_schedule sched = {o->lr, o->min_lr_frac, o->warmup, o->steps};
     wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip, 0.0f};
     float recent[20];  // norms of the last good steps, for the spike threshold
@@ -375,8 +458,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     int tty = isatty(STDOUT_FILENO);
     double t_start = now_();
     uint32_t first_step = r.step;
-    char err[1024];
-    rc = 0;
+    unsigned char loader_at_start[128];  // the loader's state at the start of a step (72 bytes)
     if (r.step == 0 && o->val_every) {  // the loss before training, for the plot
         float vl;
         int v = validate_(&r, &vl);
@@ -388,80 +470,62 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         }
     }
     uint32_t last = o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
-    while (rc == 0 && r.step < last && !wgpt_train_stop_requested) {
-        uint32_t t = r.step + 1;
-        double ts = now_();
-        ac.lr = wgpt_lr_at(&sched, t);
-        double loss = 0;
-        for (uint32_t k = 0; k < r.accum && rc == 0; k++) {
-            float l;
-            if (wgpt_loader_next_train(r.loader, r.inputs, r.targets) < 0) rc = fail_("reading the training data");
-            else if (wgpt_gpt2_accumulate(r.model, r.inputs, r.targets, k == 0, &l) < 0)
-                rc = fail_("step %u: %s\nThe last checkpoint (%s, step %u or earlier) is kept: run the same "
-                           "command again to resume from it",
-                           t, wgpt_gpt2_error(r.model), r.path_ckpt, r.step);
-            else loss += l;
-        }
-        if (rc) break;
-        if (o->inject_loss_at == t) wgpt_gpu_force_loss(r.g);
-        if (injected_(o->inject_nan, t) && wgpt_gpt2_inject_nan_grad(r.model) < 0) {
-            rc = fail_("%s", wgpt_gpt2_error(r.model));
-            break;
-        }
-        ac.skip_norm = 0;
-        // only against a settled history: early training moves the norm a lot
-        if (o->spike_factor > 0 && nrecent >= 50 && t > o->warmup) {
-            double mean = 0;
-            uint32_t k = nrecent < 20 ? nrecent : 20;
-            for (uint32_t i = 0; i < k; i++) mean += recent[i];
-            ac.skip_norm = (float)(o->spike_factor * mean / k);
-        }
-        wgpt_step_result res;
-        if (wgpt_gpt2_update(r.model, &ac, (int)t, (int)r.accum, &res) < 0) {
-            rc = fail_("step %u: %s\nThe GPU state cannot be trusted after this; the last checkpoint (%s, step "
-                       "%u or earlier) is kept: run the same command again to resume from it",
-                       t, wgpt_gpt2_error(r.model), r.path_ckpt, r.step);
-            break;
-        }
+    while (rc == 0 && r.step < last && !stop_requested_(&r)) {
+        step_ s = {.t = r.step + 1};
+        if ((rc = train_step_(&r, &ac, &sched, &s, loader_at_start)) != 0) break;
+        uint32_t t = s.t;
         r.step = t;
-        loss /= r.accum;
-        double dt = now_() - ts, tps = (double)micro * r.accum / dt;
+        double tps = (double)micro * r.accum / s.seconds;
         fprintf(r.metrics,
                 "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
                 "\"tokens_per_s\":%.1f,\"skipped\":%d}\n",
-                t, loss, ac.lr, res.grad_norm, dt * 1e3, tps, res.skipped);
+                t, s.loss, s.lr, s.res.grad_norm, s.seconds * 1e3, tps, s.res.skipped);
         fflush(r.metrics);
-        wgpt_history_add(&r.hist, 0, t, (float)loss);
-        if (res.skipped) {
+        wgpt_history_add(&r.hist, 0, t, (float)s.loss);
+        if (s.res.skipped) {
             fprintf(stderr, "\nwgpt train: step %u: %s: update skipped, parameters unchanged\n", t,
-                    res.skipped == 1 ? "the loss or gradient is NaN/Inf"
-                                     : "gradient norm spike (above the --spike-factor threshold)");
+                    s.res.skipped == 1 ? "the loss or gradient is NaN/Inf"
+                                       : "gradient norm spike (above the --spike-factor threshold)");
             if (++skips_in_row >= o->max_skips && o->max_skips) {
-                rc = fail_("%u steps in a row were skipped: stopping. The last good checkpoint (%s, if written) is "
-                           "kept; lower --lr or check the data",
-                           skips_in_row, r.path_ckpt);
+                rc = fail_("%u steps in a row were skipped: stopping; %s. Lower --lr or check the data", skips_in_row,
+                           kept_(&r, kept, sizeof kept));
                 break;
             }
         } else {
             skips_in_row = 0;
-            recent[nrecent++ % 20] = res.grad_norm;
+            recent[nrecent++ % 20] = s.res.grad_norm;
+        }
+        ac.skip_norm = 0;
+        // only against a settled history: early training moves the norm a lot
+        if (o->spike_factor > 0 && nrecent >= 50 && t + 1 > o->warmup) {
+            double mean = 0;
+            for (uint32_t i = 0; i < 20; i++) mean += recent[i];
+            ac.skip_norm = (float)(o->spike_factor * mean / 20);
         }
         double elapsed = now_() - t_start, eta = elapsed / (t - first_step) * (o->steps - t);
         char etas[32];
         format_eta_(eta, etas, sizeof etas);
         if (tty && !o->quiet) {
-            printf("\rstep %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left   ", t, o->steps, loss,
-                   ac.lr, res.grad_norm, tps, etas);
+            printf("\rstep %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left   ", t, o->steps, s.loss,
+                   s.lr, s.res.grad_norm, tps, etas);
             fflush(stdout);
         } else if (t % (o->log_every ? o->log_every : 1) == 0 || t == o->steps) {
-            say_(&r, "step %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left\n", t, o->steps, loss,
-                 ac.lr, res.grad_norm, tps, etas);
+            say_(&r, "step %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left\n", t, o->steps, s.loss,
+                 s.lr, s.res.grad_norm, tps, etas);
         }
         if (o->val_every && (t % o->val_every == 0 || t == o->steps)) {
             float vl;
             int v = validate_(&r, &vl);
+            if (v == -2) {  // a shard shrank: step t itself is whole, save it
+                rc = write_checkpoint_(&r) == 0
+                         ? fail_("a checkpoint of step %u was written to %s: run the same command again, once the "
+                                 "data is whole, to resume from it",
+                                 r.step, r.path_ckpt)
+                         : fail_("%s", kept_(&r, kept, sizeof kept));
+                break;
+            }
             if (v < 0) {
-                rc = 1;
+                rc = fail_("%s", kept_(&r, kept, sizeof kept));
                 break;
             }
             if (v == 0) {
@@ -478,12 +542,15 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             snprintf(tag, sizeof tag, "at step %u", t);
             print_sample_(&r, tag);
         }
-        if ((o->checkpoint_every && t % o->checkpoint_every == 0) || t == last || wgpt_train_stop_requested)
+        if ((o->checkpoint_every && t % o->checkpoint_every == 0) || t == last || stop_requested_(&r))
             if (write_checkpoint_(&r) < 0) rc = 1;
     }
     if (rc == 0) {
         if (tty) say_(&r, "\n");
-        if (wgpt_train_stop_requested || r.step < o->steps)
+        if (r.step == first_step && r.step < last)
+            say_(&r, "stopped before step %u on request; nothing new to save%s%s\n", r.step + 1,
+                 r.saved_step >= 0 ? ", the checkpoint is still " : "", r.saved_step >= 0 ? r.path_ckpt : "");
+        else if (stop_requested_(&r) || r.step < o->steps)
             say_(&r, "stopped at step %u of %u; checkpoint %s (run again to continue)\n", r.step, o->steps,
                  r.path_ckpt);
         else say_(&r, "done: %u steps; checkpoint %s, metrics %s, plot %s\n", r.step, r.path_ckpt, r.path_metrics,
@@ -491,7 +558,5 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0) fail_("%s", err);
     }
     close_run_(&r);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
     return rc;
 }

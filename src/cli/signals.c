@@ -1,0 +1,38 @@
+// signals.c: SIGINT/SIGTERM handling of the commands (see signals.h).
+#include "cli/signals.h"
+
+#include <string.h>
+#include <unistd.h>
+
+volatile sig_atomic_t wgpt_cli_stop = 0, wgpt_cli_stop_now = 0;
+static const char *first_msg_ = "";
+
+static void on_signal_(int sig) {
+    (void)sig;
+    if (!wgpt_cli_stop) {
+        wgpt_cli_stop = 1;
+        ssize_t w = write(STDERR_FILENO, first_msg_, strlen(first_msg_));  // async-signal-safe, unlike stdio
+        (void)w;
+        return;
+    }
+    wgpt_cli_stop_now = 1;
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+}
+
+void wgpt_cli_signals_install(const char *first_msg) {
+    first_msg_ = first_msg;
+    wgpt_cli_stop = wgpt_cli_stop_now = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal_;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: a read of a pipe returns EINTR
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void wgpt_cli_signals_restore(void) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+}

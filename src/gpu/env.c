@@ -1,0 +1,73 @@
+// env.c: the GPU layer's environment variables, checked when a device or the
+// adapter list is opened so that a bad value is an error naming it rather
+// than a setting silently ignored (see the README's table).
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/internal.h"
+
+#define DEFAULT_TIMEOUT_S 600.0
+#define MAX_TIMEOUT_S 1e7  // about 4 months: beyond that, a typo
+
+double wgpt_gpu_timeout_s_(void) {
+    const char *s = getenv("WGPT_GPU_TIMEOUT_S");
+    if (!s || !*s) return DEFAULT_TIMEOUT_S;
+    char *end;
+    errno = 0;
+    double t = strtod(s, &end);
+    return end != s && !*end && !errno && t > 0 && t <= MAX_TIMEOUT_S ? t : DEFAULT_TIMEOUT_S;
+}
+
+// Comma-separated Dawn toggle names: lowercase letters, digits and '_'.
+// Dawn ignores a name it does not know, so at least the spelling is checked.
+static int toggles_ok_(const char *var, int max, char *err, size_t errlen) {
+    const char *s = getenv(var);
+    if (!s || !*s) return 0;
+    if (strlen(s) >= WGPT_GPU_TOGGLES_MAX_CHARS) {
+        snprintf(err, errlen, "%s holds %zu characters; at most %d", var, strlen(s), WGPT_GPU_TOGGLES_MAX_CHARS - 1);
+        return -1;
+    }
+    int n = 0;
+    for (const char *p = s;; p++) {
+        const char *start = p;
+        while ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_') p++;
+        if (p == start || (*p && *p != ',')) {
+            snprintf(err, errlen,
+                     "%s='%s': '%.*s' is not a Dawn toggle name (lowercase letters, digits and _, names "
+                     "separated by commas without spaces, e.g. use_dxc,dump_shaders)",
+                     var, s, (int)strcspn(start, ","), start);
+            return -1;
+        }
+        if (++n > max) {
+            snprintf(err, errlen, "%s names more than %d toggles", var, max);
+            return -1;
+        }
+        if (!*p) return 0;
+    }
+}
+
+int wgpt_gpu_env_check_(char *err, size_t errlen) {
+    const char *s = getenv("WGPT_GPU_TIMEOUT_S");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        double t = strtod(s, &end);
+        if (end == s || *end || errno || !(t > 0 && t <= MAX_TIMEOUT_S)) {
+            snprintf(err, errlen,
+                     "WGPT_GPU_TIMEOUT_S='%s': not a number of seconds in (0, %g] (how long to wait for the GPU "
+                     "before reporting a hang; default %g)",
+                     s, MAX_TIMEOUT_S, DEFAULT_TIMEOUT_S);
+            return -1;
+        }
+    }
+    s = getenv("WGPT_ROBUST");
+    if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
+        snprintf(err, errlen, "WGPT_ROBUST='%s': must be 1 (keep Dawn's robustness) or 0", s);
+        return -1;
+    }
+    if (toggles_ok_("WGPT_DAWN_TOGGLES", WGPT_GPU_TOGGLES_ON_MAX, err, errlen) < 0) return -1;
+    return toggles_ok_("WGPT_DAWN_TOGGLES_OFF", WGPT_GPU_TOGGLES_OFF_MAX, err, errlen);
+}
