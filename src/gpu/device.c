@@ -75,7 +75,7 @@ int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what) {
         int interrupted = g->interrupt && *g->interrupt;
         if (interrupted || now_s_() - t0 > lim) {
             g->hung = g->failed = 1;  // the work is still queued: nothing after it can be trusted
-            if (interrupted) return wgpt_gpu_fail_(g, "interrupted while the GPU was %s", what);
+            if (interrupted) return wgpt_gpu_fail_(g, "interrupted while waiting for the GPU to finish %s", what);
             return wgpt_gpu_fail_(g, "GPU did not finish %s within %g s (set WGPT_GPU_TIMEOUT_S to wait longer)",
                                   what, lim);
         }

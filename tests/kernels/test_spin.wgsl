@@ -1,6 +1,6 @@
 // test_spin.wgsl: a kernel that keeps the GPU busy for as long as its
 // uniform says (practically forever), for the tests of stuck waits
-// (tests/test_gpu_device.c; added with wgpt_gpu_add_kernel_file).
+// (tests/test_gpu_hang.c; added with wgpt_gpu_add_kernel_file).
 
 struct Spin {
     n: u32,
