@@ -27,7 +27,7 @@ TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
-.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus
+.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install
 all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step
 
 setup:
@@ -105,6 +105,18 @@ $(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(wi
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
 $(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
 	$(CC) $(CFLAGS_ALL) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
+
+# make install PREFIX=DIR: the binary and the files it finds next to itself
+# (PREFIX/lib/wgpt/dawn.node, PREFIX/share/wgpt/gpt2-bpe/), so that it runs
+# from any folder. DESTDIR is prepended for packaging.
+PREFIX ?= /usr/local
+INSTALL_FILES = $(DAWN_DIR)/dawn.node third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe
+install: $(BUILD)/wgpt
+	@for f in $(INSTALL_FILES); do [ -f $$f ] || { echo "install: $$f is missing: run scripts/setup.sh" >&2; exit 1; }; done
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/wgpt $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe
+	install -m 755 $(BUILD)/wgpt $(DESTDIR)$(PREFIX)/bin/wgpt
+	install -m 644 $(DAWN_DIR)/dawn.node $(DESTDIR)$(PREFIX)/lib/wgpt/dawn.node
+	install -m 644 third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe/
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)

@@ -23,6 +23,7 @@
 #include "train/load.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
+#include "util/dir_lock.h"
 
 static char dir[] = "/tmp/wgpt_train_XXXXXX";
 static char shards[600];
@@ -389,6 +390,291 @@ static void sigterm_checkpoints_and_exits(void **st) {
     free(p);
 }
 
+// Runs a training run with its stderr captured into buf.
+static int run_captured_(const wgpt_train_opts *o, char *buf, size_t n) {
+    fflush(stderr);
+    char path[] = "/tmp/wgpt_train_err_XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    assert_true(fd >= 0 && saved >= 0);
+    dup2(fd, 2);
+    int rc = wgpt_train_run(o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    lseek(fd, 0, SEEK_SET);
+    ssize_t k = read(fd, buf, n - 1);
+    buf[k > 0 ? k : 0] = 0;
+    close(fd);
+    unlink(path);
+    fprintf(stderr, "%s", buf);  // still shown in the test's log
+    return rc;
+}
+
+// Options that make no sense are refused before anything is opened, naming
+// the option and what is allowed (a negative learning rate used to train
+// uphill; --sample-tokens 4294967295 wrapped a buffer size to 0).
+static void bad_options_are_refused_up_front(void **st) {
+    (void)st;
+    char a[650], buf[8192];
+    snprintf(a, sizeof a, "%s/badopts", dir);
+    static const struct {
+        const char *what, *needle;
+    } cases[] = {
+        {"lr", "--lr"},       {"beta1", "--beta1"},     {"beta2", "--beta2"},   {"sample", "--sample-tokens"},
+        {"stop", "--stop-at"},  {"heads", "--heads"},   {"spike", "--spike-factor"},
+        {"total", "--total-batch"}, {"nan", "--inject-nan"}, {"tok", "--tokenizer"}, {"steps", "--steps"},
+        {"vf", "--val-fraction"}, {"wd", "--weight-decay"}, {"temp", "--temperature"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wgpt_train_opts o;
+        opts_(&o, a);
+        const char *w = cases[i].what;
+        if (!strcmp(w, "lr")) o.lr = -1e-3f;
+        if (!strcmp(w, "beta1")) o.beta1 = 1.0f;
+        if (!strcmp(w, "beta2")) o.beta2 = 1.5f;
+        if (!strcmp(w, "sample")) o.sample_every = 1, o.sample_tokens = 4294967295u;
+        if (!strcmp(w, "stop")) o.stop_at = 9;
+        if (!strcmp(w, "heads")) o.heads = 3;
+        if (!strcmp(w, "spike")) o.spike_factor = 0.5f;
+        if (!strcmp(w, "total")) o.total_batch = 100;
+        if (!strcmp(w, "nan")) o.inject_nan = "3,x";
+        if (!strcmp(w, "tok")) o.tokenizer = "llama";
+        if (!strcmp(w, "steps")) o.steps = 0;
+        if (!strcmp(w, "vf")) o.val_fraction = 1.0f;
+        if (!strcmp(w, "wd")) o.weight_decay = -0.1f;
+        if (!strcmp(w, "temp")) o.temperature = -1.0f;
+        int rc = run_captured_(&o, buf, sizeof buf);
+        if (rc != 2 || !strstr(buf, cases[i].needle))
+            fail_msg("%s: exit %d, message \"%s\" (wanted 2 and %s)", w, rc, buf, cases[i].needle);
+    }
+    struct stat sb;
+    assert_int_equal(stat(a, &sb), -1);  // nothing was created
+}
+
+// A shape the kernels or the device cannot take names the options to change.
+static void impossible_shapes_name_the_options(void **st) {
+    (void)st;
+    char a[650], buf[8192];
+    snprintf(a, sizeof a, "%s/shapes", dir);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.channels = 260, o.heads = 2;  // head size 130
+    assert_int_equal(run_captured_(&o, buf, sizeof buf), 2);
+    assert_non_null(strstr(buf, "--channels"));
+    assert_non_null(strstr(buf, "--heads"));
+    assert_null(strstr(buf, "attention forward"));  // not a kernel's name
+    opts_(&o, a);
+    o.layers = 1, o.channels = 65536, o.heads = 512;  // 200 GB of parameters
+    assert_int_equal(run_captured_(&o, buf, sizeof buf), 2);
+    assert_non_null(strstr(buf, "--channels"));
+    assert_non_null(strstr(buf, "--layers"));
+}
+
+// A second run in the same folder is refused while the first holds its lock.
+static void second_run_in_a_folder_is_refused(void **st) {
+    (void)st;
+    char a[650], err[1024], buf[8192];
+    snprintf(a, sizeof a, "%s/locked", dir);
+    assert_int_equal(mkdir(a, 0777), 0);
+    int lock = wgpt_dir_lock(a, ".wgpt-train.lock", "the test", err, sizeof err);  // as a running train holds it
+    assert_true(lock >= 0);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    assert_int_equal(run_captured_(&o, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "in use"));
+    char path[700];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", a);
+    assert_int_equal(access(path, F_OK), -1);  // nothing of the first run touched
+    wgpt_dir_unlock(lock);
+    o.stop_at = 1;
+    assert_int_equal(wgpt_train_run(&o), 0);  // free again once it ends
+}
+
+// A failure before the first checkpoint says that nothing is kept.
+static void no_checkpoint_is_promised_that_does_not_exist(void **st) {
+    (void)st;
+    char a[650], buf[8192];
+    snprintf(a, sizeof a, "%s/nockpt", dir);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.inject_loss_at = 1;
+    assert_int_equal(run_captured_(&o, buf, sizeof buf), 1);
+    assert_null(strstr(buf, "is kept"));
+    assert_non_null(strstr(buf, "no checkpoint"));
+    char path[700];
+    snprintf(path, sizeof path, "%s/latest.ckpt", a);
+    assert_int_equal(access(path, F_OK), -1);
+}
+
+static void copy_file_(const char *from, const char *to) {
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    assert_int_equal(system(cmd), 0);
+}
+
+// Steps logged after the checkpoint that a crash lost are dropped from
+// metrics.jsonl on resume: every step appears once.
+static void resume_drops_the_lost_steps_from_the_log(void **st) {
+    (void)st;
+    char a[650], ck[700], saved[700], path[700], line[1024];
+    snprintf(a, sizeof a, "%s/relog", dir);
+    snprintf(ck, sizeof ck, "%s/latest.ckpt", a);
+    snprintf(saved, sizeof saved, "%s/step2.ckpt", a);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.stop_at = 2;
+    assert_int_equal(wgpt_train_run(&o), 0);
+    copy_file_(ck, saved);
+    opts_(&o, a);
+    o.stop_at = 4;
+    assert_int_equal(wgpt_train_run(&o), 0);
+    copy_file_(saved, ck);  // as if steps 3 and 4 were logged but the process died before their checkpoint
+    opts_(&o, a);
+    assert_int_equal(wgpt_train_run(&o), 0);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", a);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int train_seen[16] = {0}, val_seen[16] = {0};
+    while (fgets(line, sizeof line, f)) {
+        const char *s = strstr(line, "\"step\":");
+        assert_non_null(s);
+        int step = atoi(s + 7);
+        assert_true(step >= 0 && step < 16);
+        if (strstr(line, "\"kind\":\"train\"")) train_seen[step]++;
+        else val_seen[step]++;
+    }
+    fclose(f);
+    for (int t = 1; t <= 8; t++)
+        if (train_seen[t] != 1) fail_msg("step %d appears %d times in metrics.jsonl", t, train_seen[t]);
+    for (int t = 0; t <= 8; t += 4)
+        if (val_seen[t] != 1) fail_msg("validation of step %d appears %d times", t, val_seen[t]);
+}
+
+// Shards that record another tokenizer than --tokenizer are refused; without
+// --tokenizer the recorded one is used.
+static void recorded_tokenizer_is_checked_and_inferred(void **st) {
+    (void)st;
+    char d[650], a[650], pat[700], path[700], err[1024], buf[8192];
+    snprintf(d, sizeof d, "%s/gpt2shards", dir);
+    snprintf(a, sizeof a, "%s/gpt2run", dir);
+    assert_int_equal(mkdir(d, 0777), 0);
+    uint16_t tok[4000];
+    for (int i = 0; i < 4000; i++) tok[i] = (uint16_t)(i * 7919 % 50257);
+    const char *names[2] = {"train_000000.bin", "val_000000.bin"};
+    for (int k = 0; k < 2; k++) {
+        wgpt_shard_writer w;
+        snprintf(path, sizeof path, "%s/%s", d, names[k]);
+        assert_int_equal(wgpt_shard_writer_begin(&w, path, "gpt2", err, sizeof err), 0);
+        assert_int_equal(wgpt_shard_writer_append(&w, tok, k ? 1000 : 4000, err, sizeof err), 0);
+        assert_int_equal(wgpt_shard_writer_finish(&w, err, sizeof err), 0);
+    }
+    snprintf(pat, sizeof pat, "%s/*.bin", d);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.data = pat;
+    o.tokenizer = "bytes";
+    assert_int_equal(run_captured_(&o, buf, sizeof buf), 1);
+    assert_non_null(strstr(buf, "gpt2"));
+    assert_non_null(strstr(buf, "--tokenizer"));
+    opts_(&o, a);
+    o.data = pat;
+    o.tokenizer = NULL;
+    char bpe[600];
+    snprintf(bpe, sizeof bpe, "%s/third_party/gpt2-bpe", WGPT_SOURCE_DIR);
+    o.bpe_dir = bpe;
+    o.stop_at = 1;
+    assert_int_equal(wgpt_train_run(&o), 0);
+    wgpt_checkpoint ck;
+    read_ckpt_(a, &ck);
+    assert_string_equal(ck.tokenizer, "gpt2");
+    assert_int_equal(ck.config.vocab_size, 50257);
+    wgpt_checkpoint_free(&ck);
+}
+
+// Weights that overflow give a NaN validation loss: an error, not a logged
+// number; eval and sample refuse such a checkpoint the same way.
+static void non_finite_results_are_errors(void **st) {
+    (void)st;
+    char a[650], ck[700], err[1024], buf[8192];
+    snprintf(a, sizeof a, "%s/overflow", dir);
+    snprintf(ck, sizeof ck, "%s/latest.ckpt", a);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.stop_at = 1;
+    assert_int_equal(wgpt_train_run(&o), 0);
+    wgpt_checkpoint c;
+    read_ckpt_(a, &c);
+    size_t np = wgpt_gpt2_num_params(&c.config);
+    for (size_t i = 0; i < np; i++) c.params[i] = c.params[i] * 1e30f + 1e30f;  // finite, but no float sum survives them
+    assert_int_equal(wgpt_checkpoint_write(ck, &c, err, sizeof err), 0);
+    wgpt_checkpoint_free(&c);
+    opts_(&o, a);
+    o.val_every = 1;
+    o.max_skips = 0;
+    int rc = run_captured_(&o, buf, sizeof buf);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(buf, "validation loss"));
+    assert_non_null(strstr(buf, "is kept"));  // step 1's checkpoint, as written above
+
+    char wgpt[700], cmd[2400];
+    wgpt_path_(wgpt, sizeof wgpt);
+    snprintf(cmd, sizeof cmd, "'%s' eval --checkpoint '%s' --data '%s' --batch 2 >/dev/null 2>&1", wgpt, ck, shards);
+    int status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    snprintf(cmd, sizeof cmd, "'%s' sample --checkpoint '%s' --tokens 5 >/dev/null 2>&1", wgpt, ck);
+    status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+}
+
+// A shard truncated by another process while training reads it: a clear
+// error, exit 1, and a checkpoint of the last whole step (it was SIGBUS with
+// no message, and every step since the last checkpoint lost).
+static void shard_truncated_during_training_is_an_error_with_a_checkpoint(void **st) {
+    (void)st;
+    char d[650], a[650], path[700], data[700], wgpt[700], errpath[700], buf[8192];
+    snprintf(d, sizeof d, "%s/shrinking", dir);
+    snprintf(a, sizeof a, "%s/shrinking_run", dir);
+    assert_int_equal(mkdir(d, 0777), 0);
+    snprintf(path, sizeof path, "%s/train_000000.bin", dir);
+    snprintf(data, sizeof data, "%s/train_000000.bin", d);
+    copy_file_(path, data);
+    snprintf(errpath, sizeof errpath, "%s/stderr.txt", d);
+    wgpt_path_(wgpt, sizeof wgpt);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int out = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644), devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1), dup2(out, 2);
+        execl(wgpt, wgpt, "train", "--data", data, "--out", a, "--tokenizer", "bytes", "--layers", "2", "--heads", "2",
+              "--channels", "32", "--batch", "4", "--seq", "16", "--steps", "100000", "--warmup", "2", "--lr", "0.01",
+              "--val-every", "0", "--checkpoint-every", "0", (char *)NULL);
+        _exit(127);
+    }
+    char metrics[700];
+    snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", a);
+    for (int i = 0; i < 1200; i++) {  // until it has trained a few steps
+        struct stat sb;
+        if (stat(metrics, &sb) == 0 && sb.st_size > 600) break;
+        struct timespec ts = {0, 50000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(truncate(data, 1024 + 2 * 64), 0);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    FILE *f = fopen(errpath, "r");
+    size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    buf[k] = 0;
+    if (f) fclose(f);
+    printf("  stderr: %s\n", buf);
+    if (!WIFEXITED(status)) fail_msg("killed by signal %d", WIFSIGNALED(status) ? WTERMSIG(status) : -1);
+    assert_int_equal(WEXITSTATUS(status), 1);
+    assert_non_null(strstr(buf, "shrank"));
+    assert_non_null(strstr(buf, "checkpoint of step"));
+    wgpt_checkpoint c;
+    read_ckpt_(a, &c);
+    assert_true(c.step >= 1);
+    wgpt_checkpoint_free(&c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(resume_is_exact),
@@ -399,6 +685,14 @@ int main(void) {
         cmocka_unit_test(device_loss_keeps_the_last_checkpoint),
         cmocka_unit_test(sigkill_never_loses_a_run),
         cmocka_unit_test(sigterm_checkpoints_and_exits),
+        cmocka_unit_test(bad_options_are_refused_up_front),
+        cmocka_unit_test(impossible_shapes_name_the_options),
+        cmocka_unit_test(second_run_in_a_folder_is_refused),
+        cmocka_unit_test(no_checkpoint_is_promised_that_does_not_exist),
+        cmocka_unit_test(resume_drops_the_lost_steps_from_the_log),
+        cmocka_unit_test(recorded_tokenizer_is_checked_and_inferred),
+        cmocka_unit_test(non_finite_results_are_errors),
+        cmocka_unit_test(shard_truncated_during_training_is_an_error_with_a_checkpoint),
     };
     return cmocka_run_group_tests_name("train", tests, group_setup, group_teardown);
 }

@@ -40,7 +40,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"stop-at", WGPT_OPT_U32, &o.stop_at, "stop after this step with a checkpoint (0: run to the end)"},
         {"lr", WGPT_OPT_F32, &o.lr, "peak learning rate"},
         {"min-lr-frac", WGPT_OPT_F32, &o.min_lr_frac, "final learning rate as a fraction of the peak"},
-        {"warmup", WGPT_OPT_U32, &o.warmup, "linear warmup steps (at most --steps)"},
+        {"warmup", WGPT_OPT_U32, &o.warmup, "linear warmup steps"},
         {"weight-decay", WGPT_OPT_F32, &o.weight_decay, "AdamW weight decay (2D weights only)"},
         {"beta1", WGPT_OPT_F32, &o.beta1, "AdamW beta1"},
         {"beta2", WGPT_OPT_F32, &o.beta2, "AdamW beta2"},

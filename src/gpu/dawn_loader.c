@@ -365,7 +365,13 @@ int wgpt_dawn_load_(char *err, size_t errlen) {
         } else {
             char dir[PATH_MAX - 64];
             if (exe_dir_(dir, sizeof dir) < 0) snprintf(dir, sizeof dir, ".");
+            // The build tree's copy, else where `make install` puts it (PREFIX/bin -> PREFIX/lib/wgpt).
             snprintf(path, sizeof path, "%s/../third_party/dawn/dawn.node", dir);
+            if (access(path, F_OK) != 0) {
+                char installed[PATH_MAX];
+                snprintf(installed, sizeof installed, "%s/../lib/wgpt/dawn.node", dir);
+                if (access(installed, F_OK) == 0) snprintf(path, sizeof path, "%s", installed);
+            }
         }
         if (wgpt_dawn_load_file_(path, NULL, L.err, sizeof L.err) < 0 && env && *env) {
             size_t n = strlen(L.err);

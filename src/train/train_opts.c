@@ -130,9 +130,12 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
             memcpy(&f, p, sizeof f);
             v = f;
         }
-        if (!in_range_(&l->l, v))
-            return fail_(err, errlen, "--%s %.9g: out of range: allowed %c%.9g, %.9g%c", l->l.option, v,
-                         l->l.open_min ? '(' : '[', l->l.min, l->l.max, l->l.open_max ? ')' : ']');
+        if (in_range_(&l->l, v)) continue;
+        if (l->type == 'u')
+            return fail_(err, errlen, "--%s %.0f: out of range: allowed %.0f to %.0f", l->l.option, v, l->l.min,
+                         l->l.max);
+        return fail_(err, errlen, "--%s %g: out of range: allowed %c%g, %g%c", l->l.option, v,
+                     l->l.open_min ? '(' : '[', l->l.min, l->l.max, l->l.open_max ? ')' : ']');
     }
     if (!(o->eps > 0 && o->eps < 1)) return fail_(err, errlen, "AdamW eps %g: must be in (0, 1)", (double)o->eps);
     if (!o->data || !*o->data) return fail_(err, errlen, "--data: no shard files given");
@@ -151,8 +154,6 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     if (total / micro > WGPT_TRAIN_MAX_ACCUM)
         return fail_(err, errlen, "--total-batch %llu would take %llu micro-batches a step; at most %u",
                      (unsigned long long)total, (unsigned long long)(total / micro), WGPT_TRAIN_MAX_ACCUM);
-    if (o->warmup > o->steps)
-        return fail_(err, errlen, "--warmup %u is longer than the run (--steps %u)", o->warmup, o->steps);
     if (o->stop_at > o->steps)
         return fail_(err, errlen, "--stop-at %u is past the end of the run (--steps %u)", o->stop_at, o->steps);
     if (o->spike_factor > 0 && o->spike_factor < 1)

@@ -56,7 +56,7 @@ typedef struct wgpt_train_limit {
 const wgpt_train_limit *wgpt_train_limit_of(const char *option);
 
 // Checks every option against its range and against the others (channels a
-// multiple of heads, total batch a multiple of batch x seq, warmup and stop-at
+// multiple of heads, total batch a multiple of batch x seq, stop-at
 // within steps, ...). Returns 0, or -1 with err naming the option (as
 // --name), its value and what is allowed.
 int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen);

@@ -310,8 +310,12 @@ static int open_metrics_(run_ *r, int resumed) {
         if (wgpt_history_load(&r->hist, r->path_metrics, err, sizeof err) < 0) return fail_("%s", err);
         wgpt_history_truncate(&r->hist, r->step);
         if (wgpt_history_trim_log(r->path_metrics, r->step, err, sizeof err) < 0) return fail_("%s", err);
-    } else if (unlink(r->path_metrics) != 0 && errno != ENOENT) {
-        return fail_("%s: cannot remove the log of the earlier run: %s", r->path_metrics, strerror(errno));
+    } else {
+        struct stat st;
+        if (lstat(r->path_metrics, &st) == 0 && !S_ISREG(st.st_mode))  // not a log of ours: leave it
+            return fail_("%s: not a regular file (a FIFO, a link?): not the log of an earlier run", r->path_metrics);
+        if (unlink(r->path_metrics) != 0 && errno != ENOENT)
+            return fail_("%s: cannot remove the log of the earlier run: %s", r->path_metrics, strerror(errno));
     }
     r->metrics = wgpt_fopen_regular(r->path_metrics, "a", err, sizeof err);
     if (!r->metrics) return fail_("%s", err);
