@@ -65,6 +65,26 @@ static int table_(vals_ *v, wgpt_opt *o) {
     return n;
 }
 
+// Ranges of a few of them, as `wgpt train` has.
+static const wgpt_opt_range RANGES_[] = {
+    {"layers", 1, 1024, 0},
+    {"lr", 0, 10, WGPT_OPT_GT_MIN},
+    {"beta1", 0, 1, WGPT_OPT_LT_MAX},
+    {"seed", 5, 1e6, 0},
+};
+enum { NRANGES = sizeof RANGES_ / sizeof RANGES_[0] };
+
+static int model_in_range_(const char *name, double v) {
+    for (int i = 0; i < NRANGES; i++) {
+        const wgpt_opt_range *r = &RANGES_[i];
+        if (strcmp(r->name, name) != 0) continue;
+        int lo = r->bounds & WGPT_OPT_GT_MIN ? v > r->min : v >= r->min;
+        int hi = r->bounds & WGPT_OPT_LT_MAX ? v < r->max : v <= r->max;
+        return lo && hi;
+    }
+    return 1;
+}
+
 // "a whole number >= 0": blanks, an optional '+', then decimal digits only.
 static int model_uint_(const char *s, uint64_t max, uint64_t *out) {
     while (*s == ' ' || (*s >= '\t' && *s <= '\r')) s++;
@@ -94,29 +114,38 @@ static int model_float_(const char *s, float *out) {
 
 static int model_set_(const wgpt_opt *o, const char *val) {
     uint64_t u;
+    float f;
     switch (o->type) {
     case WGPT_OPT_STR: *(const char **)o->dst = val; return 0;
     case WGPT_OPT_U32:
-        if (model_uint_(val, UINT32_MAX, &u) < 0) return -1;
+        if (model_uint_(val, UINT32_MAX, &u) < 0 || !model_in_range_(o->name, (double)u)) return -1;
         *(uint32_t *)o->dst = (uint32_t)u;
         return 0;
     case WGPT_OPT_U64:
-        if (model_uint_(val, UINT64_MAX, &u) < 0) return -1;
+        if (model_uint_(val, UINT64_MAX, &u) < 0 || !model_in_range_(o->name, (double)u)) return -1;
         *(uint64_t *)o->dst = u;
         return 0;
-    case WGPT_OPT_F32: return model_float_(val, (float *)o->dst);
+    case WGPT_OPT_F32:
+        if (model_float_(val, &f) < 0 || !model_in_range_(o->name, f)) return -1;
+        *(float *)o->dst = f;
+        return 0;
     case WGPT_OPT_FLAG: *(int *)o->dst = 1; return 0;
+    default: return -1;
     }
-    return -1;
 }
 
 // The rules of options.h, written out plainly.
 static int model_parse_(int argc, char **argv, const wgpt_opt *opts, int nopts, char **pos, int max_pos, int *npos) {
     *npos = 0;
+    int rest = 0;  // after "--": positional only
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
-        if (a[0] != '-' || a[1] != '-' || !a[2]) {
+        if (!rest && !strcmp(a, "--")) {
+            rest = 1;
+            continue;
+        }
+        if (!rest && (!strcmp(a, "--help") || !strcmp(a, "-h"))) return 1;
+        if (rest || a[0] != '-' || a[1] != '-') {
             if (*npos == max_pos) return 2;
             pos[(*npos)++] = argv[i];
             continue;
@@ -132,7 +161,7 @@ static int model_parse_(int argc, char **argv, const wgpt_opt *opts, int nopts, 
             if (eq) return 2;
         } else if (eq) {
             val = eq + 1;
-        } else if (i + 1 < argc) {
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
             val = argv[++i];
         } else {
             return 2;
@@ -164,7 +193,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     table_(&want, mopts);
     char *pos[3] = {0}, *mpos[3] = {0};
     int npos = -1, mnpos = -1;
-    int rc = wgpt_opts_parse(argc, argv, opts, nopts, "usage: fuzz [options]", pos, max_pos, &npos);
+    int rc = wgpt_opts_parse_ranged(argc, argv, opts, nopts, RANGES_, NRANGES, "usage: fuzz [options]", pos, max_pos,
+                                    &npos);
     int mrc = model_parse_(argc, argv, mopts, nopts, mpos, max_pos, &mnpos);
 
     FUZZ_CHECK(rc == mrc, "wgpt_opts_parse returned %d, the rules say %d (argc %d)", rc, mrc, argc);
@@ -189,7 +219,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                    same_float_(got.temperature, want.temperature),
                "a float option differs (lr %g vs %g)", (double)got.lr, (double)want.lr);
 
-    wgpt_opts_help(stdout, opts, nopts, argv[0]);  // with the parsed values as defaults
+    wgpt_opts_help_ranged(stdout, opts, nopts, RANGES_, NRANGES, argv[0]);  // with the parsed values as defaults
     free(buf);
     return 0;
 }

@@ -394,6 +394,48 @@ static void train_takes_the_tokenizer_from_the_shards(void **st) {
     expect_(&r, 0, "tokenizer gpt2");
 }
 
+// A folder that cannot be made and a log that cannot be written say why,
+// with the path; a full disk stops the run rather than lose its log.
+static void failed_writes_name_the_path_and_the_reason(void **st) {
+    (void)st;
+    run_ r;
+    write_file_(path_("a_file"), "not a folder\n");
+    char out[700];
+    snprintf(out, sizeof out, "%s/sub", path_("a_file"));
+    RUN(&r, "tokenize", "--tokenizer", "bytes", "--out", out, path_("a_file"));
+    expect_(&r, 1, "not a folder");
+    RUN(&r, "train", "--out", out);
+    expect_(&r, 1, "a_file");
+    static char text[20001];
+    for (int i = 0; i < 1000; i++) memcpy(text + 20 * i, "abcdefghijklmnopqrs\n", 20);
+    write_file_(path_("full.txt"), text);
+    RUN(&r, "tokenize", "--tokenizer", "bytes", "--val-fraction", "0", "--out", path_("full_data"), path_("full.txt"));
+    expect_(&r, 0, NULL);
+    // A full disk: a small tmpfs, mounted in a private namespace (skipped where that is not allowed).
+    const char *mnt = path_("full_mnt");
+    assert_int_equal(mkdir(mnt, 0777), 0);
+    char cmd[3000], log[700];
+    snprintf(log, sizeof log, "%s/full.log", dir_);
+    snprintf(cmd, sizeof cmd, "unshare -rm sh -c 'mount -t tmpfs -o size=32k tmpfs %s' 2>/dev/null", mnt);
+    if (system(cmd) != 0) {
+        printf("  no private tmpfs here (unshare -rm): the full-disk case is skipped\n");
+        return;
+    }
+    snprintf(cmd, sizeof cmd,
+             "unshare -rm sh -c 'mount -t tmpfs -o size=32k tmpfs %s && exec %s train --data %s --out %s/run "
+             "--layers 1 --heads 2 --channels 16 --seq 8 --batch 1 --steps 100000 --val-every 0 --val-fraction 0 "
+             "--checkpoint-every 0 --quiet' >%s 2>&1",
+             mnt, wgpt_, path_("full_data"), mnt, log);
+    int status = system(cmd);
+    FILE *f = fopen(log, "r");
+    size_t k = f ? fread(r.out, 1, sizeof r.out - 1, f) : 0;
+    r.out[k] = 0;
+    if (f) fclose(f);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    expect_(&r, 1, "metrics.jsonl: cannot write: No space left on device");
+    assert_null(strstr(r.out, "is kept"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(option_values_and_ranges),
@@ -402,6 +444,7 @@ int main(void) {
         cmocka_unit_test(endless_line_keeps_memory_bounded),
         cmocka_unit_test(data_files_found_from_any_folder),
         cmocka_unit_test(train_takes_the_tokenizer_from_the_shards),
+        cmocka_unit_test(failed_writes_name_the_path_and_the_reason),
     };
     return cmocka_run_group_tests_name("cli", tests, group_setup, group_teardown);
 }

@@ -455,6 +455,38 @@ static void gpt2_round_trips_random_unicode(void **state) {
     }
 }
 
+// wgpt_tokenizer_cut_point: a prefix cut there and the rest encode to the
+// ids of the whole, for any continuation (what lets `wgpt tokenize` bound its
+// memory on long lines without changing a single id); one long word has none.
+static void cut_point_keeps_the_ids(void **state) {
+    (void)state;
+    static const char *const alphabet[] = {"a", "bc", " ", "  ", "\n", "\n\n", "'s", "'re", "12", " 3", "!!", ".", "\t",
+                                           "\xc3\xa9", "\xe4\xb8\xad", "\xff", "\r\n", "word"};
+    char text[1200];
+    for (int k = 0; k < 400; k++) {
+        size_t len = 0;
+        while (len < 1000) {
+            const char *p = alphabet[rand_u32_() % (sizeof alphabet / sizeof alphabet[0])];
+            memcpy(text + len, p, strlen(p));
+            len += strlen(p);
+        }
+        size_t cut = 1 + rand_u32_() % (len - 1);  // the prefix the pipeline holds
+        size_t at = wgpt_tokenizer_cut_point(GPT2, text, cut);
+        assert_true(at <= cut);
+        size_t nw, na, nb;
+        uint32_t *whole = encode_(GPT2, text, len, &nw), *a = encode_(GPT2, text, at, &na),
+                 *b = encode_(GPT2, text + at, len - at, &nb);
+        if (na + nb != nw || memcmp(whole, a, na * 4) != 0 || memcmp(whole + na, b, nb * 4) != 0)
+            fail_msg("case %d: cutting at %zu of a %zu-byte prefix changes the ids", k, at, cut);
+        free(whole), free(a), free(b);
+    }
+    memset(text, 'x', 1000);  // one word: no exact cut
+    assert_int_equal(wgpt_tokenizer_cut_point(GPT2, text, 1000), 0);
+    wgpt_tokenizer *bytes = wgpt_tokenizer_open_bytes();
+    assert_int_equal(wgpt_tokenizer_cut_point(bytes, text, 1000), 1000);
+    wgpt_tokenizer_free(bytes);
+}
+
 // --- the byte tokenizer ----------------------------------------------------------------
 
 static void bytes_tokenizer(void **state) {
@@ -708,6 +740,7 @@ int main(void) {
         cmocka_unit_test(gpt2_round_trips_random_bytes),
         cmocka_unit_test(gpt2_round_trips_invalid_utf8),
         cmocka_unit_test(gpt2_round_trips_random_unicode),
+        cmocka_unit_test(cut_point_keeps_the_ids),
         cmocka_unit_test(bytes_tokenizer),
         cmocka_unit_test(bad_encoder_json),
         cmocka_unit_test(bad_vocab_bpe),

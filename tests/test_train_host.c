@@ -3,6 +3,9 @@
 // its metrics-log reload and SVG plot.
 #include <unistd.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "test_util.h"
 
 #include "train/history.h"
@@ -102,11 +105,51 @@ static void history_reload_and_plot(void **st) {
     unlink(log), unlink(svg), rmdir(dir);
 }
 
+// A resume at step 3 drops the records of later steps (lost with the crash
+// that the resume follows) and a torn last line; a FIFO is not read.
+static void history_log_trimmed_on_resume(void **st) {
+    (void)st;
+    char dir[] = "/tmp/wgpt_hist_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char log[512], line[256], fifo[512];
+    snprintf(log, sizeof log, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(log, "w");
+    fprintf(f, "{\"kind\":\"val\",\"step\":0,\"loss\":5.5}\n");
+    for (int s = 1; s <= 5; s++) fprintf(f, "{\"kind\":\"train\",\"step\":%d,\"loss\":%d}\n", s, 10 - s);
+    fprintf(f, "{\"kind\":\"val\",\"step\":4,\"loss\":2.5}\n");
+    fprintf(f, "{\"kind\":\"train\",\"step\":6,\"lo");  // a write the crash cut
+    fclose(f);
+    char err[512];
+    assert_int_equal(wgpt_history_trim_log(log, 3, err, sizeof err), 0);
+    f = fopen(log, "r");
+    int lines = 0, max_step = -1;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        const char *p = strstr(line, "\"step\":");
+        assert_non_null(p);
+        int s = atoi(p + 7);
+        if (s > max_step) max_step = s;
+        assert_non_null(strchr(line, '\n'));
+    }
+    fclose(f);
+    assert_int_equal(lines, 4);  // val 0, train 1..3
+    assert_int_equal(max_step, 3);
+    assert_int_equal(wgpt_history_trim_log("/nonexistent/metrics.jsonl", 3, err, sizeof err), 0);
+    snprintf(fifo, sizeof fifo, "%s/fifo.jsonl", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    wgpt_history h = {0};
+    assert_int_equal(wgpt_history_load(&h, fifo, err, sizeof err), -1);
+    assert_non_null(strstr(err, "FIFO"));
+    assert_int_equal(wgpt_history_trim_log(fifo, 3, err, sizeof err), -1);
+    unlink(fifo), unlink(log), rmdir(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(schedule_warmup_then_cosine),
         cmocka_unit_test(sampler_greedy_topk_and_seeds),
         cmocka_unit_test(history_reload_and_plot),
+        cmocka_unit_test(history_log_trimmed_on_resume),
     };
     return cmocka_run_group_tests_name("train_host", tests, NULL, NULL);
 }

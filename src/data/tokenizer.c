@@ -83,11 +83,33 @@ typedef struct cut_ctx {
     size_t limit, best;
 } cut_ctx;
 
+// Whether the piece ends in white space (the pattern's \s, see
+// tokenizer_pretokenize.c): only the white-space pieces do.
+static int ends_in_space_(const char *piece, size_t len) {
+    const unsigned char *p = (const unsigned char *)piece;
+    size_t i = len - 1, back = 0;
+    while (i > 0 && back < 3 && (p[i] & 0xC0) == 0x80) i--, back++;  // the last character's first byte
+    uint32_t cp = p[i];
+    if (cp >= 0xC0) {
+        int extra = cp >= 0xF0 ? 3 : cp >= 0xE0 ? 2 : 1;
+        if ((size_t)extra != len - 1 - i) return 0;  // not one whole character: no white space
+        cp &= 0x3F >> extra;
+        for (size_t k = i + 1; k < len; k++) cp = cp << 6 | (p[k] & 0x3F);
+    } else if (cp >= 0x80) {
+        return 0;
+    }
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F ||
+           cp == 0x3000;
+}
+
 static int cut_piece_(void *ctx, const char *piece, size_t len) {
     cut_ctx *c = ctx;
     size_t end = (size_t)(piece - c->text) + len;
     if (end > c->limit) return 1;  // past the limit: stop the split
-    c->best = end;
+    // After white space the cut is not exact: at the end of a text, "\s+(?!\S)"
+    // takes a run ("\n\n") that a following word would have split ("\n", "\n").
+    if (!ends_in_space_(piece, len)) c->best = end;
     return 0;
 }
 
@@ -95,7 +117,8 @@ size_t wgpt_tokenizer_cut_point(const wgpt_tokenizer *t, const char *text, size_
     if (!t->bpe) return len;  // bytes: every byte is its own id
     if (len < 4) return 0;
     // The split looks at most one character (4 bytes) past a piece, so a piece
-    // ending that far before len is the one any continuation gives.
+    // ending that far before len is the one any continuation gives; one that
+    // ends in a word, a number or punctuation is also the one the prefix alone gives.
     cut_ctx c = {text, len - 4, 0};
     wgpt_pretok_split(t->pretok, text, len, cut_piece_, &c);
     return c.best;

@@ -379,6 +379,27 @@ static void close_run_(run_ *r) {
     wgpt_dir_unlock(r->lock);
 }
 
+// Appends one record to metrics.jsonl. A write that fails (a full disk) is
+// reported with the system's reason: the run stops rather than lose its log.
+static int log_(run_ *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int log_(run_ *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    errno = 0;
+    int bad = vfprintf(r->metrics, fmt, ap) < 0;
+    va_end(ap);
+    if (fflush(r->metrics) != 0 || bad) {
+        char kept[4608];
+        fail_("%s: cannot write: %s", r->path_metrics, strerror(errno ? errno : EIO));
+        if (r->step > 0 && r->saved_step != (int64_t)r->step && write_checkpoint_(r) == 0)
+            return fail_("a checkpoint of step %u was written to %s: free some space, then run the same command "
+                         "again to resume",
+                         r->step, r->path_ckpt);
+        return fail_("%s", kept_(r, kept, sizeof kept));
+    }
+    return 0;
+}
+
 // A shard shrank while step t read it: the parameters are still those of
 // step t-1, so they are saved with the data position of the step's start.
 static int data_failed_(run_ *r, uint32_t t, const void *loader_at_start) {
@@ -468,7 +489,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         int v = validate_(&r, &vl);
         if (v < 0) rc = 1;
         else if (v == 0) {
-            fprintf(r.metrics, "{\"kind\":\"val\",\"step\":0,\"loss\":%.9g}\n", vl);
+            rc = log_(&r, "{\"kind\":\"val\",\"step\":0,\"loss\":%.9g}\n", vl);
             wgpt_history_add(&r.hist, 1, 0, vl);
             say_(&r, "step %5u | val loss %.4f\n", 0, vl);
         }
@@ -480,11 +501,11 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         uint32_t t = s.t;
         r.step = t;
         double tps = (double)micro * r.accum / s.seconds;
-        fprintf(r.metrics,
-                "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
-                "\"tokens_per_s\":%.1f,\"skipped\":%d}\n",
-                t, s.loss, s.lr, s.res.grad_norm, s.seconds * 1e3, tps, s.res.skipped);
-        fflush(r.metrics);
+        if ((rc = log_(&r,
+                       "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
+                       "\"tokens_per_s\":%.1f,\"skipped\":%d}\n",
+                       t, s.loss, s.lr, s.res.grad_norm, s.seconds * 1e3, tps, s.res.skipped)) != 0)
+            break;
         wgpt_history_add(&r.hist, 0, t, (float)s.loss);
         if (s.res.skipped) {
             fprintf(stderr, "\nwgpt train: step %u: %s: update skipped, parameters unchanged\n", t,
@@ -533,8 +554,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
                 break;
             }
             if (v == 0) {
-                fprintf(r.metrics, "{\"kind\":\"val\",\"step\":%u,\"loss\":%.9g}\n", t, vl);
-                fflush(r.metrics);
+                if ((rc = log_(&r, "{\"kind\":\"val\",\"step\":%u,\"loss\":%.9g}\n", t, vl)) != 0) break;
                 wgpt_history_add(&r.hist, 1, t, vl);
                 say_(&r, "%sstep %5u | val loss %.4f\n", tty ? "\n" : "", t, vl);
             }
