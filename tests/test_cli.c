@@ -392,6 +392,11 @@ static void train_takes_the_tokenizer_from_the_shards(void **st) {
     expect_(&r, 0, NULL);
     RUN(&r, "info", path_("fox_run/latest.ckpt"));
     expect_(&r, 0, "tokenizer gpt2");
+    // eval of that checkpoint on shards made with bytes: refused, naming both.
+    RUN(&r, "tokenize", "--tokenizer", "bytes", "--val-fraction", "0", "--out", path_("fox_bytes"), path_("fox.txt"));
+    expect_(&r, 0, NULL);
+    RUN(&r, "eval", "--checkpoint", path_("fox_run/latest.ckpt"), "--data", path_("fox_bytes"), "--batch", "1");
+    expect_(&r, 1, "made with the bytes tokenizer");
 }
 
 // A folder that cannot be made and a log that cannot be written say why,
