@@ -12,6 +12,7 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->data = "data/fortunes/*.bin";
     o->out_dir = "runs/demo";
     o->tokenizer = NULL;  // what the shards record
+    o->precision = "fp32";
     o->bpe_dir = "third_party/gpt2-bpe";
     o->layers = 4;
     o->heads = 4;
@@ -140,6 +141,8 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     if (!(o->eps > 0 && o->eps < 1)) return fail_(err, errlen, "AdamW eps %g: must be in (0, 1)", (double)o->eps);
     if (!o->data || !*o->data) return fail_(err, errlen, "--data: no shard files given");
     if (!o->out_dir || !*o->out_dir) return fail_(err, errlen, "--out: no output folder given");
+    if (!o->precision || (strcmp(o->precision, "fp32") != 0 && strcmp(o->precision, "f16") != 0))
+        return fail_(err, errlen, "--precision '%s': unknown (fp32 or f16)", o->precision ? o->precision : "");
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") != 0 && strcmp(o->tokenizer, "bytes") != 0)
         return fail_(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))

@@ -15,6 +15,7 @@ typedef struct wgpt_train_opts {
     const char *resume;     // NULL: fresh unless out_dir/latest.ckpt exists; "none": always fresh; else a path
     const char *tokenizer;  // "gpt2" or "bytes"; NULL: the one the shards record (bytes if they record none)
     const char *bpe_dir;    // encoder.json and vocab.bpe for "gpt2"
+    const char *precision;  // "fp32" or "f16": what the matmuls multiply (model/gpt2.h)
     uint32_t layers, heads, channels;
     uint32_t batch, seq;       // micro-batch B x T
     uint32_t total_batch;      // tokens per optimizer step: a multiple of batch*seq (accumulation)

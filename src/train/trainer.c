@@ -298,7 +298,9 @@ static int open_model_(run_ *r) {
         fail_("%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
         return 2;
     }
-    r->model = wgpt_gpt2_create(r->g, &r->cfg, o->batch, o->seq, err, sizeof err);
+    wgpt_precision precision = WGPT_PRECISION_FP32;
+    wgpt_precision_parse(o->precision, &precision);  // checked by wgpt_train_check
+    r->model = wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
     if (!r->model) return fail_("%s", err);
     return 0;
 }
@@ -503,8 +505,8 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         double tps = (double)micro * r.accum / s.seconds;
         if ((rc = log_(&r,
                        "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
-                       "\"tokens_per_s\":%.1f,\"skipped\":%d}\n",
-                       t, s.loss, s.lr, s.res.grad_norm, s.seconds * 1e3, tps, s.res.skipped)) != 0)
+                       "\"tokens_per_s\":%.1f,\"skipped\":%d,\"loss_scale\":%g}\n",
+                       t, s.loss, s.lr, s.res.grad_norm, s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale)) != 0)
             break;
         wgpt_history_add(&r.hist, 0, t, (float)s.loss);
         if (s.res.skipped) {
