@@ -12,6 +12,7 @@ DAWN_DIR = third_party/dawn
 LDLIBS_DAWN = -L$(DAWN_DIR) -lwebgpu_wrapper -Wl,-rpath,'$$ORIGIN/../$(DAWN_DIR)' -lpcre2-8 -lcjson -lz -lm
 
 LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c)
+LIB_SRC += $(wildcard src/weights/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)

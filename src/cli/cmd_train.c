@@ -14,6 +14,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"resume", WGPT_OPT_STR, &o.resume, "checkpoint to resume, or 'none' (default: OUT/latest.ckpt if present)"},
         {"tokenizer", WGPT_OPT_STR, &o.tokenizer, "gpt2 or bytes: how the shards were made"},
         {"bpe-dir", WGPT_OPT_STR, &o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
+        {"init-from", WGPT_OPT_STR, &o.init_from, "start from these weights (checkpoint, Hugging Face GPT-2, llm.c .bin)"},
         {"layers", WGPT_OPT_U32, &o.layers, "transformer blocks"},
         {"heads", WGPT_OPT_U32, &o.heads, "attention heads"},
         {"channels", WGPT_OPT_U32, &o.channels, "width (a multiple of heads)"},

@@ -14,6 +14,8 @@ typedef struct wgpt_train_opts {
     const char *resume;     // NULL: fresh unless out_dir/latest.ckpt exists; "none": always fresh; else a path
     const char *tokenizer;  // "gpt2" or "bytes" (must match how the shards were made)
     const char *bpe_dir;    // encoder.json and vocab.bpe for "gpt2"
+    const char *init_from;  // NULL: random init; else a model file (model_file.h) whose weights and sizes
+                            // a fresh run starts from (fresh optimizer and schedule; layers/heads/channels unused)
     uint32_t layers, heads, channels;
     uint32_t batch, seq;       // micro-batch B x T
     uint32_t total_batch;      // tokens per optimizer step: a multiple of batch*seq (accumulation)
