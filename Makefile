@@ -113,7 +113,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -g -O1 $(FUZZ_SAN) \
 	-Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections -fdata-sections
-FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files
+FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safetensors
 # The host sources each target links. --gc-sections drops what the fuzzed code
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
@@ -123,6 +123,7 @@ FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c
 FUZZ_SRC_options = src/cli/options.c
 FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c)
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
+FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/model/gpt2_layout.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
@@ -132,11 +133,12 @@ fuzz: fuzz-build
 
 fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
-# Seeds for shard and checkpoint, written with wgpt's own writers (checked in).
+# Seeds for shard, checkpoint and safetensors, written with wgpt's own writers (checked in).
 fuzz-corpus: $(FUZZ_BUILD)/make_corpus
 	$(FUZZ_BUILD)/make_corpus fuzz/corpus
 
-$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c
+$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c \
+		$(wildcard src/weights/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -g -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections $^ \
 		$(FUZZ_LDLIBS) -o $@

@@ -5,12 +5,12 @@
 
 #include "cli/commands.h"
 #include "gpu/gpu.h"
-#include "train/checkpoint.h"
+#include "train/model_file.h"
 
 static void usage_(FILE *f) {
     fprintf(f,
             "usage: wgpt info [--list] [--check] [--adapter N|NAME] [CHECKPOINT]\n\n"
-            "  CHECKPOINT       describe a checkpoint (model, step, tokenizer) instead of the GPU\n"
+            "  CHECKPOINT       describe a checkpoint or imported model (model, step, tokenizer) instead of the GPU\n"
             "  --list           list every adapter Dawn offers, with its index\n"
             "  --check          exit 0 if a real GPU adapter exists (not Dawn's Null backend), else 1\n"
             "  --adapter N|NAME open adapter N of --list, or the first whose name contains NAME\n");
@@ -41,17 +41,18 @@ int wgpt_cmd_info(int argc, char **argv) {
     }
     char err[2048], line[512];
     if (ckpt) {
-        wgpt_checkpoint ck;
-        if (wgpt_checkpoint_peek(ckpt, &ck, err, sizeof err) < 0) {
+        wgpt_weights ck;  // the header only: a wgpt checkpoint, Hugging Face GPT-2 or llm.c file
+        if (wgpt_model_file_read(ckpt, 0, &ck, err, sizeof err) < 0) {
             fprintf(stderr, "wgpt info: %s\n", err);
             return 1;
         }
         const wgpt_gpt2_config *c = &ck.config;
-        printf("%s: step %llu, tokenizer %s\n", ckpt, (unsigned long long)ck.step, ck.tokenizer);
+        printf("%s: %s, step %llu, tokenizer %s\n", ckpt, ck.format, (unsigned long long)ck.step,
+               ck.tokenizer[0] ? ck.tokenizer : "unknown (the vocabulary fits neither gpt2 nor bytes)");
         printf("model: %u layers, %u heads, %u channels, context %u, vocabulary %u (padded %u): %zu parameters\n",
                c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size,
                wgpt_gpt2_num_params(c));
-        wgpt_checkpoint_free(&ck);
+        wgpt_weights_free(&ck);
         return 0;
     }
     if (list || check) {

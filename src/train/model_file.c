@@ -19,7 +19,7 @@ static int from_checkpoint_(const char *path, int with_params, wgpt_weights *w, 
     w->config = ck.config;
     w->step = ck.step;
     snprintf(w->tokenizer, sizeof w->tokenizer, "%s", ck.tokenizer);
-    snprintf(w->format, sizeof w->format, "wgpt checkpoint (step %llu)", (unsigned long long)ck.step);
+    snprintf(w->format, sizeof w->format, "wgpt checkpoint");
     w->params = ck.params;  // taken over; the rest is freed
     ck.params = NULL;
     wgpt_checkpoint_free(&ck);
