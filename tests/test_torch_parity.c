@@ -27,12 +27,15 @@
 //           wrong clip scale, decay set or bias correction shows at step 2
 //           (lr 3e-3 moves the loss by ~0.1 a step)
 // F16 and BF16 weights must widen to exactly PyTorch's floats (bit for bit).
+// wgpt's HF export of the imported model must have GPT2LMHeadModel's names
+// and shapes and give PyTorch the same logits bit for bit (the script checks).
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "test_util.h"
 
 #include "model/gpt2.h"
+#include "train/export.h"
 #include "train/model_file.h"
 #include "weights/hf_gpt2.h"
 #include "weights/safetensors.h"
@@ -248,12 +251,24 @@ static void half_precisions_widen_like_torch(void **st) {
     }
 }
 
+static void export_loads_back_into_torch(void **st) {
+    (void)st;
+    char in[700], out[700], err[2048], cmd[2400];
+    snprintf(in, sizeof in, "%s/model", dir);
+    snprintf(out, sizeof out, "%s/exported", dir);
+    if (wgpt_export(in, "hf", out, err, sizeof err) < 0) fail_msg("%s", err);
+    snprintf(cmd, sizeof cmd, "%s %s/tests/torch_parity.py --out %s --check-export %s", python_(), WGPT_SOURCE_DIR,
+             dir, out);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(logits_and_loss_match),
         cmocka_unit_test(gradients_match),
         cmocka_unit_test(adamw_losses_match),
         cmocka_unit_test(half_precisions_widen_like_torch),
+        cmocka_unit_test(export_loads_back_into_torch),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

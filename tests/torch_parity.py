@@ -22,6 +22,15 @@ Usage: torch_parity.py --out DIR. Writes:
       (B, T, V) and loss of batch 0, the losses of STEPS AdamW steps (one batch
       each), each also in float64 (logits64, loss64, losses64), and adamw:
       [lr, beta1, beta2, eps, weight_decay, max_grad_norm]
+
+torch_parity.py --out DIR --check-export EXPORTED: reads what `wgpt export
+--format hf` wrote from DIR/model into EXPORTED, checks it against the layout
+transformers' GPT2LMHeadModel loads (config.json's fields; exactly its
+state_dict's names and shapes, less lm_head.weight, tied to wte, which
+save_pretrained leaves out too; F32; metadata format "pt"), loads it into
+the model above and requires the same logits, bit for bit, as the original
+weights gave. (transformers itself is not in Debian; bench/hf_roundtrip.py
+runs the real from_pretrained where it is installed.)
 """
 import argparse
 import json
@@ -182,12 +191,74 @@ def save_model(folder, p, with_extras):
     write_safetensors(os.path.join(folder, "model.safetensors"), t)
 
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        b = f.read()
+    n = struct.unpack("<Q", b[:8])[0]
+    header = json.loads(b[8:8 + n])
+    meta = header.pop("__metadata__", None)
+    dtypes = {v: k for k, v in DTYPE.items()}
+    out = {}
+    for name, e in header.items():
+        s, t = e["data_offsets"]
+        out[name] = (e["dtype"], torch.frombuffer(bytearray(b[8 + n + s:8 + n + t]), dtype=dtypes[e["dtype"]])
+                     .reshape(e["shape"]))
+    return out, meta
+
+
+def gpt2lmheadmodel_layout(cfg):
+    """Names and shapes of transformers' GPT2LMHeadModel.state_dict() (its
+    Conv1D weights are (in, out)); the attn.bias mask buffers are not
+    persistent, so they are no part of it."""
+    C, L, V, P = cfg["n_embd"], cfg["n_layer"], cfg["vocab_size"], cfg["n_positions"]
+    k = {"transformer.wte.weight": [V, C], "transformer.wpe.weight": [P, C]}
+    for i in range(L):
+        h = f"transformer.h.{i}."
+        k.update({h + "ln_1.weight": [C], h + "ln_1.bias": [C],
+                  h + "attn.c_attn.weight": [C, 3 * C], h + "attn.c_attn.bias": [3 * C],
+                  h + "attn.c_proj.weight": [C, C], h + "attn.c_proj.bias": [C],
+                  h + "ln_2.weight": [C], h + "ln_2.bias": [C],
+                  h + "mlp.c_fc.weight": [C, 4 * C], h + "mlp.c_fc.bias": [4 * C],
+                  h + "mlp.c_proj.weight": [4 * C, C], h + "mlp.c_proj.bias": [C]})
+    k.update({"transformer.ln_f.weight": [C], "transformer.ln_f.bias": [C], "lm_head.weight": [V, C]})
+    return k
+
+
+def check_export(out, exported):
+    with open(os.path.join(exported, "config.json")) as f:
+        cfg = json.load(f)
+    want = dict(architectures=["GPT2LMHeadModel"], model_type="gpt2", n_layer=L, n_head=NH, n_embd=C,
+                n_positions=MAXT, vocab_size=V, activation_function="gelu_new", layer_norm_epsilon=1e-5,
+                tie_word_embeddings=True)
+    bad = {k: (cfg.get(k), v) for k, v in want.items() if cfg.get(k) != v}
+    assert not bad, f"config.json: (got, want) {bad}"
+    tensors, meta = read_safetensors(os.path.join(exported, "model.safetensors"))
+    assert meta == {"format": "pt"}, f"metadata {meta}: transformers wants format pt"
+    layout = gpt2lmheadmodel_layout(cfg)
+    del layout["lm_head.weight"]  # tied: save_pretrained leaves it out and from_pretrained ties it back
+    missing, unexpected = sorted(set(layout) - set(tensors)), sorted(set(tensors) - set(layout))
+    assert not missing and not unexpected, f"missing keys {missing}, unexpected keys {unexpected}"
+    for name, (dt, t) in tensors.items():
+        assert dt == "F32" and list(t.shape) == layout[name], f"{name}: {dt} {list(t.shape)}, want F32 {layout[name]}"
+    p = {k[len("transformer."):]: (t.t() if k.endswith(CONV1D) else t).contiguous() for k, (_, t) in tensors.items()}
+    exp, _ = read_safetensors(os.path.join(out, "expected.safetensors"))
+    logits = forward(p, exp["tokens"][1][0].long())
+    assert torch.equal(logits, exp["logits"][1]), \
+        f"logits differ by {(logits - exp['logits'][1]).abs().max().item():.3g}"
+    print(f"export: {len(tensors)} tensors, GPT2LMHeadModel's state_dict less the tied lm_head.weight; "
+          f"PyTorch's logits on it equal the original's bit for bit")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--check-export", metavar="EXPORTED", help="check wgpt's HF export of DIR/model (see above)")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)  # the same sums every run
+    if a.check_export:
+        check_export(a.out, a.check_export)
+        return
     gen = torch.Generator().manual_seed(1234)
     p0 = init_params(gen)
     # a learnable stream (the next id is 5 x + 11 mod V, or 1 time in 5 a random one): the loss falls
