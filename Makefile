@@ -25,7 +25,7 @@ LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_e
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 .PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus
-all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step
+all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits
 
 setup:
 	@scripts/setup.sh
@@ -98,6 +98,10 @@ $(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(wi
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
 $(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
 	$(CC) $(CFLAGS_ALL) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
+
+# Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).
+$(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/libwgpt.a
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
 $(DAWN_DIR)/libwebgpu_wrapper.so:
 	@echo "Dawn is missing: run scripts/setup.sh (or make test / make run)" >&2; exit 1
