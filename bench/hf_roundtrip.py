@@ -3,7 +3,7 @@
 command (on a GPU machine with torch and transformers; nothing is downloaded):
 
   python3 bench/hf_roundtrip.py [--batch 4] [--seq 1024] [--steps 20] [--out DIR]
-                               [--device cuda|cpu] [--layers L --heads H --channels C]
+                               [--device cuda|cpu] [--layers L --heads H --channels C] [--all-sizes]
 
 1. transformers' GPT2LMHeadModel(GPT2Config()) (124M, random init, seed 0),
    save_pretrained (safetensors) into DIR/hf.
@@ -20,6 +20,9 @@ command (on a GPU machine with torch and transformers; nothing is downloaded):
    transformers' logits and loss beside wgpt's on the fine-tuned weights.
 Run from a built tree (make all). Prints PASS/FAIL lines and exits 1 on a FAIL.
 --layers/--heads/--channels change GPT2Config's sizes (a quick try on a CPU).
+--all-sizes: then also GPT-2 medium, large and XL (355M, 774M, 1558M; random
+init), each imported from the bare model.safetensors (sizes from the shapes,
+no config.json), logits on one sequence of the batch beside transformers'.
 """
 import argparse
 import glob
@@ -111,6 +114,25 @@ def load_checked(path):
     return m.to(DEVICE).eval()
 
 
+def other_sizes(name, L, H, C, ids, out):
+    """GPT-2 <name> from its bare safetensors file: the sizes from the shapes (H = C / 64)."""
+    torch.manual_seed(0)
+    m = GPT2LMHeadModel(GPT2Config(n_layer=L, n_head=H, n_embd=C)).eval()
+    d = os.path.join(out, "hf-" + name)
+    m.save_pretrained(d, safe_serialization=True)
+    bare = os.path.join(out, "bare-" + name)
+    os.makedirs(bare, exist_ok=True)
+    link = os.path.join(bare, "model.safetensors")  # alone in its folder: no config.json beside it
+    if not os.path.exists(link):
+        os.symlink(os.path.join(d, "model.safetensors"), link)
+    want = hf_logits(m.to(DEVICE), ids)
+    del m
+    torch.cuda.empty_cache() if DEVICE == "cuda" else None
+    got = wgpt_logits(link, ids, out)
+    rel, _, _, _ = compare(f"{name} ({L} layers, {H} heads, C {C}): wgpt vs transformers", got, want, ids)
+    check(rel <= REL_BOUND, f"{name}: wgpt's logits within {REL_BOUND:g} x max |logit| of transformers'")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=4)
@@ -121,6 +143,7 @@ def main():
     ap.add_argument("--layers", type=int)
     ap.add_argument("--heads", type=int)
     ap.add_argument("--channels", type=int)
+    ap.add_argument("--all-sizes", action="store_true")
     a = ap.parse_args()
     global DEVICE
     DEVICE = a.device
@@ -187,6 +210,9 @@ def main():
     check(rel_ft <= REL_BOUND, f"fine-tuned: wgpt's logits within {REL_BOUND:g} x max |logit| of transformers'")
     base = next_token_loss(want, ids)
     check(lw < base, f"fine-tuned: transformers' loss on the batch fell from {base:.4f} to {lw:.4f}")
+    if a.all_sizes:
+        for name, (L, H, C) in (("medium", (24, 16, 1024)), ("large", (36, 20, 1280)), ("xl", (48, 25, 1600))):
+            other_sizes(name, L, H, C, ids[:1], a.out)
     say(f"== {'all passed' if not failures else f'{len(failures)} FAILED'}")
     sys.exit(1 if failures else 0)
 

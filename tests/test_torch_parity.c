@@ -46,9 +46,14 @@ static char dir[] = "/tmp/wgpt_torch_XXXXXX";
 static wgpt_gpu *G;
 static wgpt_safetensors expected;
 
+// WGPT_PYTHON, else the python3 on the PATH if it has torch (a GPU machine's
+// own), else Debian's, which python3-torch installs into (a python3 earlier
+// on the PATH, pyenv's say, may not see it).
 static const char *python_(void) {
-    const char *p = getenv("WGPT_PYTHON");  // else Debian's python3, which python3-torch installs into
-    return p && *p ? p : access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const char *p = getenv("WGPT_PYTHON");
+    if (p && *p) return p;
+    if (system("python3 -c 'import torch' >/dev/null 2>&1") == 0) return "python3";
+    return "/usr/bin/python3";
 }
 
 static int group_setup(void **state) {

@@ -285,6 +285,8 @@ static int init_from_(run_ *r, int with_params) {
         fail_("%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", o->init_from, w.tokenizer, tn);
     else if (o->seq > w.config.max_seq_len)
         fail_("--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from, w.config.max_seq_len);
+    else if (with_params && memcmp(&w.config, &r->cfg, sizeof r->cfg) != 0)  // the sizes were read first
+        fail_("%s changed while it was being read", o->init_from);
     else if (with_params && wgpt_gpt2_set_params(r->model, w.params) < 0)
         fail_("%s", wgpt_gpt2_error(r->model));
     else
