@@ -16,6 +16,7 @@ DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 
 LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) \
           $(wildcard src/util/*.c)
+LIB_SRC += $(wildcard src/weights/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)
@@ -28,7 +29,7 @@ LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_e
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 .PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install
-all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step
+all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits
 
 setup:
 	@scripts/setup.sh
@@ -61,7 +62,7 @@ sanitize:
 
 # The programs that need no GPU, under valgrind's memcheck (WGPT_TEST_QUICK
 # skips the speed measurements, which valgrind slows 50x).
-VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source ref shard loader checkpoint tokenizer train_host)
+VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source ref shard loader checkpoint tokenizer train_host weights)
 valgrind: all
 	@WGPT_TEST_QUICK=1 TEST_LABEL=valgrind \
 	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
@@ -118,6 +119,10 @@ install: $(BUILD)/wgpt
 	install -m 644 $(DAWN_DIR)/dawn.node $(DESTDIR)$(PREFIX)/lib/wgpt/dawn.node
 	install -m 644 third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe/
 
+# Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).
+$(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/libwgpt.a
+	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
+
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
 
@@ -129,7 +134,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -g -O1 $(FUZZ_SAN) \
 	-Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections -fdata-sections
-FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files
+FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safetensors
 # The host sources each target links. --gc-sections drops what the fuzzed code
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
@@ -139,6 +144,7 @@ FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c src/util/fs
 FUZZ_SRC_options = src/cli/options.c
 FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
+FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/model/gpt2_layout.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
@@ -148,12 +154,15 @@ fuzz: fuzz-build
 
 fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
-# Seeds for shard and checkpoint, written with wgpt's own writers (checked in).
+# Seeds for shard, checkpoint and safetensors, written with wgpt's own writers (checked in).
 fuzz-corpus: $(FUZZ_BUILD)/make_corpus
 	$(FUZZ_BUILD)/make_corpus fuzz/corpus
 
 $(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/data/bus_guard.c src/train/checkpoint.c \
 		src/model/gpt2_layout.c src/util/fs.c
+
+$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c \
+		$(wildcard src/weights/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O1 -g -Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections $^ \
 		$(FUZZ_LDLIBS) -o $@

@@ -1,8 +1,9 @@
-// make_corpus.c: writes the binary seed inputs of the shard and checkpoint
-// fuzz targets with wgpt's own writers (`make fuzz-corpus`; the output is
-// checked in under fuzz/corpus/). Valid files plus the classic damaged ones:
-// truncated, bad magic/version, a wrong count, a bad checksum, a NaN.
-// Usage: make_corpus DIR   (writes DIR/shard/* and DIR/checkpoint/*)
+// make_corpus.c: writes the binary seed inputs of the shard, checkpoint and
+// safetensors fuzz targets with wgpt's own writers (`make fuzz-corpus`; the
+// output is checked in under fuzz/corpus/). Valid files plus the classic
+// damaged ones: truncated, bad magic/version, a wrong count, a bad checksum,
+// a NaN; for safetensors overlaps, holes, bad dtypes and names.
+// Usage: make_corpus DIR   (writes DIR/shard/*, DIR/checkpoint/*, DIR/safetensors/*)
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,9 @@
 
 #include "data/shard.h"
 #include "train/checkpoint.h"
+#include "weights/hf_config.h"
+#include "weights/hf_gpt2.h"
+#include "weights/safetensors.h"
 
 static const char *dir_;
 
@@ -171,6 +175,99 @@ static void checkpoints_(void) {
     free(b);
 }
 
+// ---- safetensors: a mode byte (bit 0: a config.json and a NUL come first), then the file ----
+
+// A tiny GPT-2 (L=1, NH=2, C=4, maxT=3, V=5) exported by wgpt_hf_gpt2_write: its model.safetensors.
+static unsigned char *tiny_gpt2_(size_t *len, char **config) {
+    static const wgpt_gpt2_config c = {.max_seq_len = 3, .vocab_size = 5, .padded_vocab_size = 128,
+                                       .num_layers = 1, .num_heads = 2, .channels = 4};
+    size_t n = wgpt_gpt2_num_params(&c);
+    float *p = calloc(n, sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = i < 5 * 4 || i >= 128 * 4 ? (float)((int)(i % 13) - 6) / 8.0f : 0.0f;
+    wgpt_weights w = {.config = c, .params = p};
+    char tmp[] = "/tmp/wgpt_make_corpus_XXXXXX", err[1024], path[64];
+    if (!mkdtemp(tmp)) die_("mkdtemp", "failed");
+    if (wgpt_hf_gpt2_write(tmp, &w, err, sizeof err) < 0) die_("wgpt_hf_gpt2_write", err);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+    unsigned char *b = slurp_(path, len);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    unlink(path);
+    rmdir(tmp);
+    *config = wgpt_hf_config_format(&c, "");
+    free(p);
+    return b;
+}
+
+// The same tensors as BF16 (each float's top half), names without the prefix.
+static unsigned char *to_bf16_(const unsigned char *f32, size_t n, size_t *len) {
+    wgpt_safetensors st;
+    char err[512];
+    if (wgpt_safetensors_parse(&st, f32, n, "tiny", err, sizeof err) < 0) die_("parse", err);
+    char *json = malloc(1 << 16);
+    size_t at = (size_t)sprintf(json, "{"), data = 0;
+    for (size_t i = 0; i < st.count; i++) {
+        const wgpt_st_tensor *t = &st.tensors[i];
+        at += (size_t)sprintf(json + at, "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[", i ? "," : "",
+                              t->name + strlen("transformer."));
+        for (uint32_t k = 0; k < t->ndim; k++)
+            at += (size_t)sprintf(json + at, "%s%llu", k ? "," : "", (unsigned long long)t->shape[k]);
+        at += (size_t)sprintf(json + at, "],\"data_offsets\":[%zu,%zu]}", data, data + 2 * t->count);
+        data += 2 * t->count;
+    }
+    at += (size_t)sprintf(json + at, "}");
+    unsigned char *b = malloc(8 + at + data), *d = b + 8 + at;
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)at >> (8 * i));
+    memcpy(b + 8, json, at);
+    for (size_t i = 0; i < st.count; i++) {  // the same order as the offsets above
+        const wgpt_st_tensor *t = &st.tensors[i];
+        for (uint64_t e = 0; e < t->count; e++, d += 2) d[0] = t->data[4 * e + 2], d[1] = t->data[4 * e + 3];
+    }
+    *len = 8 + at + data;
+    free(json);
+    wgpt_safetensors_close(&st);
+    return b;
+}
+
+// A container from its JSON header and `data` bytes (values i % 7).
+static void put_json_(const char *name, const char *json, size_t data) {
+    size_t h = strlen(json);
+    unsigned char *b = malloc(8 + h + data);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)h >> (8 * i));
+    memcpy(b + 8, json, h);
+    for (size_t i = 0; i < data; i++) b[8 + h + i] = (unsigned char)(i % 7);
+    put_("safetensors", name, 0, b, 8 + h + data);
+    free(b);
+}
+
+static void safetensors_(void) {
+    size_t n, nb;
+    char *config;
+    unsigned char *b = tiny_gpt2_(&n, &config);
+    size_t cl = strlen(config);
+    unsigned char *with = malloc(cl + 1 + n);
+    memcpy(with, config, cl + 1);  // the NUL separates them
+    memcpy(with + cl + 1, b, n);
+    put_("safetensors", "gpt2_tiny_with_config", 1, with, cl + 1 + n);
+    put_("safetensors", "gpt2_tiny_no_config", 0, b, n);  // C=4: no head count from the shapes, refused
+    unsigned char *bf = to_bf16_(b, n, &nb);
+    memcpy(with + cl + 1, bf, nb);
+    put_("safetensors", "gpt2_tiny_bf16_with_config", 1, with, cl + 1 + nb);
+    free(bf), free(with), free(b), free(config);
+    put_json_("container_valid", "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2,3],"
+              "\"data_offsets\":[0,24]},\"b\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[24,28]},"
+              "\"e\":{\"dtype\":\"I64\",\"shape\":[0],\"data_offsets\":[28,28]}}  ", 28);
+    put_json_("overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+              "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8);
+    put_json_("hole", "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[2,4]}}", 4);
+    put_json_("unknown_dtype", "{\"a\":{\"dtype\":\"Q4_0\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2);
+    put_json_("nul_escape_in_name", "{\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1);
+    put_json_("duplicate_name", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+              "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}", 2);
+    put_json_("past_the_end", "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}", 4);
+    put_json_("huge_shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[9007199254740992,4],\"data_offsets\":[0,4]}}", 4);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make_corpus DIR\n");
@@ -180,5 +277,6 @@ int main(int argc, char **argv) {
     mkdir(dir_, 0755);
     shards_();
     checkpoints_();
+    safetensors_();
     return 0;
 }

@@ -23,6 +23,7 @@ esac
 max_len() {
   case $1 in
     shard | checkpoint) echo 8192 ;;
+    safetensors) echo 16384 ;;  # the tiny GPT-2 seeds are 3-5 KiB
     tokenizer_files) echo 16384 ;;
     *) echo 4096 ;;
   esac

@@ -7,12 +7,13 @@
 #include "cli/gpu_args.h"
 #include "cli/options.h"
 #include "gpu/gpu.h"
-#include "train/checkpoint.h"
+#include "train/model_file.h"
 
 static const char USAGE_[] =
     "usage: wgpt info [--list] [--check] [--adapter N|NAME] [CHECKPOINT]\n\n"
     "Describes the GPU adapter wgpt opens (its limits and features), or, given a\n"
-    "CHECKPOINT, that checkpoint (model, step, tokenizer).";
+    "CHECKPOINT, that checkpoint or imported model file (Hugging Face GPT-2 folder or\n"
+    "safetensors, llm.c .bin): model, step, tokenizer.";
 
 int wgpt_cmd_info(int argc, char **argv) {
     int list = 0, check = 0;
@@ -31,17 +32,18 @@ int wgpt_cmd_info(int argc, char **argv) {
     wgpt_gpu_args_apply(&opt, adapter);
     char err[2048], line[512];
     if (ckpt) {
-        wgpt_checkpoint ck;
-        if (wgpt_checkpoint_peek(ckpt, &ck, err, sizeof err) < 0) {
+        wgpt_weights ck;  // the header only: a wgpt checkpoint, Hugging Face GPT-2 or llm.c file
+        if (wgpt_model_file_read(ckpt, 0, &ck, err, sizeof err) < 0) {
             fprintf(stderr, "wgpt info: %s\n", err);
             return 1;
         }
         const wgpt_gpt2_config *c = &ck.config;
-        printf("%s: step %llu, tokenizer %s\n", ckpt, (unsigned long long)ck.step, ck.tokenizer);
+        printf("%s: %s, step %llu, tokenizer %s\n", ckpt, ck.format, (unsigned long long)ck.step,
+               ck.tokenizer[0] ? ck.tokenizer : "unknown (the vocabulary fits neither gpt2 nor bytes)");
         printf("model: %u layers, %u heads, %u channels, context %u, vocabulary %u (padded %u): %zu parameters\n",
                c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size,
                wgpt_gpt2_num_params(c));
-        wgpt_checkpoint_free(&ck);
+        wgpt_weights_free(&ck);
         return 0;
     }
     if (list || check) {

@@ -14,7 +14,8 @@ static void usage_(FILE *f) {
             "  sample    generate text from a checkpoint\n"
             "  eval      validation loss of a checkpoint\n"
             "  info      the GPU adapters Dawn offers, the chosen device and its limits\n"
-            "  bench     time GPT-2 training steps (default: 124M, batch 4 x 1024)\n\n"
+            "  bench     time GPT-2 training steps (default: 124M, batch 4 x 1024)\n"
+            "  export    a model in Hugging Face's or llm.c's format\n\n"
             "Run `wgpt <command> --help` for a command's options.\n");
 }
 
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "sample") == 0) return wgpt_cmd_sample(argc - 1, argv + 1);
     if (strcmp(argv[1], "eval") == 0) return wgpt_cmd_eval(argc - 1, argv + 1);
     if (strcmp(argv[1], "tokenize") == 0) return wgpt_cmd_tokenize(argc - 1, argv + 1);
+    if (strcmp(argv[1], "export") == 0) return wgpt_cmd_export(argc - 1, argv + 1);
     fprintf(stderr, "wgpt: unknown command '%s'\n\n", argv[1]);
     usage_(stderr);
     return 2;

@@ -587,3 +587,14 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
                                 (uint64_t)m->c.vocab_size * 4));
     return 0;
 }
+
+int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out) {
+    uint64_t rows = (uint64_t)m->B * m->T, Vp = m->c.padded_vocab_size, V = m->c.vocab_size;
+    float *all = malloc(rows * Vp * sizeof *all);
+    if (!all) return wgpt_gpt2_fail_(m, "out of host memory");
+    int rc = wgpt_buf_download(m->g, m->logits.buf, 0, all, rows * Vp * 4);
+    for (uint64_t r = 0; rc == 0 && r < rows; r++) memcpy(out + r * V, all + r * Vp, V * sizeof *out);
+    free(all);
+    if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    return 0;
+}

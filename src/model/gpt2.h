@@ -147,6 +147,9 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
 // Next-token logits at position (b, t) of a forward over tokens (B*T ids):
 // out receives V floats (the padded ones are left out).
 int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, float *out);
+// After wgpt_gpt2_forward: the logits of every position, (B, T, V) floats
+// (the padded ones left out).
+int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out);
 // AdamW's moments in the reference layout (for checkpoints); zero before the first step.
 int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v);
 int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v);

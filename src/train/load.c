@@ -1,17 +1,17 @@
-// load.c: checkpoint -> forward-only model (see load.h).
+// load.c: checkpoint or imported model -> forward-only model (see load.h).
 #include "train/load.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "train/checkpoint.h"
+#include "train/model_file.h"
 
 int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, const char *bpe_dir,
                             const wgpt_gpu_options *gpu, uint32_t B, uint32_t T) {
     memset(l, 0, sizeof *l);
     char err[2048];
-    wgpt_checkpoint ck;
-    if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) {
+    wgpt_weights ck;  // a checkpoint, or weights from another program (model_file.h)
+    if (wgpt_model_file_read(path, 1, &ck, err, sizeof err) < 0) {
         fprintf(stderr, "%s: %s\n", cmd, err);
         return -1;
     }
@@ -25,6 +25,9 @@ int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, c
         snprintf(enc, sizeof enc, "%s/encoder.json", bpe_dir);
         snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe_dir);
         l->tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
+    } else if (!ck.tokenizer[0]) {
+        snprintf(err, sizeof err, "%s: its vocabulary of %u ids fits neither GPT-2's tokenizer (50257) nor bytes (256)",
+                 path, ck.config.vocab_size);
     } else {
         snprintf(err, sizeof err, "%s: unknown tokenizer '%s'", path, ck.tokenizer);
     }
@@ -47,7 +50,7 @@ int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, c
     } else {
         rc = 0;
     }
-    wgpt_checkpoint_free(&ck);
+    wgpt_weights_free(&ck);
     if (rc < 0) wgpt_loaded_free(l);
     return rc;
 }

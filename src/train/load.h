@@ -1,4 +1,4 @@
-// load.h: opens the GPU, a checkpoint's tokenizer and its weights as a
+// load.h: opens the GPU, a checkpoint's (or an imported model's) tokenizer and weights as a
 // forward-only model, for `wgpt sample` and `wgpt eval`.
 #ifndef WGPT_MODEL_LOAD_H
 #define WGPT_MODEL_LOAD_H

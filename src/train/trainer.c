@@ -17,6 +17,7 @@
 #include "train/checkpoint.h"
 #include "train/generate.h"
 #include "train/history.h"
+#include "train/model_file.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
 #include "util/dir_lock.h"
@@ -244,6 +245,35 @@ static void format_eta_(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%.0fh%02.0fm", floor(s / 3600), fmod(s / 60, 60));
 }
 
+// --init-from: the model's sizes from the file, which must fit the tokenizer
+// and the context asked for (checked before any step). With params, its
+// weights into the model. Returns 0, or 1 (error printed).
+static int init_from_(run_ *r, int with_params) {
+    const wgpt_train_opts *o = r->o;
+    char err[4096];
+    wgpt_weights w;
+    if (wgpt_model_file_read(o->init_from, with_params, &w, err, sizeof err) < 0) return fail_("--init-from %s", err);
+    int rc = 1;
+    uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
+    const char *tn = wgpt_tokenizer_name(r->tok);
+    if (w.config.vocab_size != V)
+        fail_("%s has a vocabulary of %u ids but the '%s' tokenizer has %u%s%s%s", o->init_from, w.config.vocab_size,
+              tn, V, w.tokenizer[0] ? " (pass --tokenizer " : "", w.tokenizer, w.tokenizer[0] ? ")" : "");
+    else if (w.tokenizer[0] && strcmp(w.tokenizer, tn) != 0)
+        fail_("%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", o->init_from, w.tokenizer, tn);
+    else if (o->seq > w.config.max_seq_len)
+        fail_("--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from, w.config.max_seq_len);
+    else if (with_params && memcmp(&w.config, &r->cfg, sizeof r->cfg) != 0)  // the sizes were read first
+        fail_("%s changed while it was being read", o->init_from);
+    else if (with_params && wgpt_gpt2_set_params(r->model, w.params) < 0)
+        fail_("%s", wgpt_gpt2_error(r->model));
+    else
+        rc = 0;
+    if (rc == 0 && !with_params) r->cfg = w.config;
+    wgpt_weights_free(&w);
+    return rc;
+}
+
 // Which options set the numbers a model-shape limit involves (gpt2.h's dims).
 static void shape_options_(int dims, char *buf, size_t n) {
     static const struct {
@@ -343,6 +373,7 @@ static int open_run_(run_ *r) {
     uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
     r->cfg = (wgpt_gpt2_config){.max_seq_len = o->seq, .vocab_size = V, .padded_vocab_size = (V + 127) / 128 * 128,
                                 .num_layers = o->layers, .num_heads = o->heads, .channels = o->channels};
+    if (o->init_from && init_from_(r, 0)) return 1;  // its sizes, checked before anything runs
     if ((rc = open_model_(r)) != 0) return rc;
     size_t bt = (size_t)o->batch * o->seq;
     r->inputs = malloc(bt * sizeof *r->inputs);
@@ -357,6 +388,9 @@ static int open_run_(run_ *r) {
     if (resumed) {
         if (resume_(r, resume)) return 1;
         say_(r, "resumed from %s at step %u\n", resume, r->step);
+    } else if (o->init_from) {
+        if (init_from_(r, 1)) return 1;
+        say_(r, "starting from %s\n", o->init_from);
     } else {
         size_t np = wgpt_gpt2_num_params(&r->cfg);
         float *p = malloc(np * sizeof *p);
@@ -472,7 +506,8 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     char line[512];
     wgpt_gpu_describe(wgpt_gpu_get_info(r.g), line, sizeof line);
     say_(&r, "device: %s\nmodel: %u layers, %u heads, %u channels, context %u, vocabulary %u (%s): %zu parameters\n",
-         line, o->layers, o->heads, o->channels, o->seq, r.cfg.vocab_size, wgpt_tokenizer_name(r.tok),
+         line, r.cfg.num_layers, r.cfg.num_heads, r.cfg.channels, r.cfg.max_seq_len, r.cfg.vocab_size,
+         wgpt_tokenizer_name(r.tok),
          wgpt_gpt2_num_params(&r.cfg));
     say_(&r, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
