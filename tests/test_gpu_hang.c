@@ -60,7 +60,9 @@ static int child_(const char *which) {
     wgpt_bind_free(k);
     wgpt_buf_free(b);
     wgpt_gpu_close(g);  // must not wait for the spinning kernel
-    return ok ? 0 : 13;
+    ok = ok && wgpt_gpu_left_hung() == 1;
+    fflush(NULL);
+    _exit(ok ? 0 : 13);  // as the CLI does (gpu.h: wgpt_gpu_left_hung)
 }
 
 static void self_path_(char *buf, size_t n) {

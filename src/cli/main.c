@@ -2,8 +2,10 @@
 // lives in the layers below.
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/commands.h"
+#include "gpu/gpu.h"
 
 static void usage_(FILE *f) {
     fprintf(f,
@@ -19,7 +21,20 @@ static void usage_(FILE *f) {
             "Run `wgpt <command> --help` for a command's options.\n");
 }
 
+static int run_(int argc, char **argv);
+
+// A command that left a GPU hung (a timeout, a second Ctrl-C) ends with _exit:
+// a normal exit would wait for the hung work in the driver's exit handlers.
 int main(int argc, char **argv) {
+    int rc = run_(argc, argv);
+    if (wgpt_gpu_left_hung()) {
+        fflush(NULL);
+        _exit(rc);
+    }
+    return rc;
+}
+
+static int run_(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage_(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

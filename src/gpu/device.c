@@ -653,6 +653,11 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     return g;
 }
 
+// Devices closed while hung, in this process (see wgpt_gpu_left_hung).
+static int left_hung_;
+
+int wgpt_gpu_left_hung(void) { return left_hung_; }
+
 void wgpt_gpu_close(wgpt_gpu *g) {
     if (!g) return;
     g->closing = 1;
@@ -663,6 +668,7 @@ void wgpt_gpu_close(wgpt_gpu *g) {
     if (g->fence_src) wgpuBufferRelease(g->fence_src);
     if (g->queue) wgpuQueueRelease(g->queue);
     if (g->hung) {  // see gpu.h: the device, adapter and instance are left to the process's exit
+        left_hung_++;
         free(g);
         return;
     }

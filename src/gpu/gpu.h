@@ -112,6 +112,10 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen);
 // it: then only host memory is freed and Dawn's objects are left to the
 // process's exit, so that a caller can report the hang and exit.
 void wgpt_gpu_close(wgpt_gpu *gpu);
+// How many devices this process closed while hung. The process should then
+// end with _exit: on NVIDIA's driver the normal exit (its and Dawn's exit-time
+// destructors) waits for the hung work, i.e. forever.
+int wgpt_gpu_left_hung(void);
 const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *gpu);
 const char *wgpt_gpu_error(const wgpt_gpu *gpu);
 // Sets the message wgpt_gpu_error returns and returns -1: layers above report

@@ -41,6 +41,10 @@ static const char *const KERNEL[2][3] = {
 static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
                 uint32_t m, uint32_t n, uint32_t k, uint32_t flag) {
     int sgm = wgpt_linear_f16_uses_sgm(g);
+    if (sgm) {  // the subgroup-matrix kernels bind at least one fragment of output (WebGPU's minimum binding size)
+        const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
+        sgm = (uint64_t)m * n >= (uint64_t)i->matrix_configs[i->sgm_config].m * i->matrix_configs[i->sgm_config].n;
+    }
     const char *kernel = KERNEL[sgm][pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);

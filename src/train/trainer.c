@@ -331,6 +331,11 @@ static int open_model_(run_ *r) {
     wgpt_precision precision = WGPT_PRECISION_FP32;
     wgpt_precision_parse(o->precision, &precision);  // checked by wgpt_train_check
     r->model = wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
+    if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
+        fail_("%s on '%s': the model does not fit: change --batch, --seq, --layers, --channels", err,
+              wgpt_gpu_get_info(r->g)->name);
+        return 2;
+    }
     if (!r->model) return fail_("%s", err);
     return 0;
 }
