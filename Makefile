@@ -139,10 +139,10 @@ FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safeten
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
 # (they would keep every function alive).
-FUZZ_SRC_shard = src/data/shard.c src/data/loader.c src/data/bus_guard.c src/data/shard_set.c src/util/fs.c
-FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c src/util/fs.c
+FUZZ_SRC_shard = src/data/shard.c src/data/loader.c src/data/bus_guard.c src/data/shard_set.c src/util/fs.c src/util/err.c
+FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c src/util/fs.c src/util/err.c
 FUZZ_SRC_options = src/cli/options.c
-FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c
+FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c src/util/err.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
 FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/model/gpt2_layout.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
@@ -159,7 +159,7 @@ fuzz-corpus: $(FUZZ_BUILD)/make_corpus
 	$(FUZZ_BUILD)/make_corpus fuzz/corpus
 
 $(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/data/bus_guard.c src/train/checkpoint.c \
-		src/model/gpt2_layout.c src/util/fs.c
+		src/model/gpt2_layout.c src/util/fs.c src/util/err.c
 
 $(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c \
 		$(wildcard src/weights/*.c)

@@ -10,11 +10,11 @@
 // flags it prints) and src/model/gpt2_init.c; no GPU code, no Dawn.
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "cli/options.h"
 #include "model/gpt2.h"    // defines: wgpt_gpt2_config, wgpt_gpt2_init_params (gpt2_init.c)
 #include "ref/gpt2_ref.h"  // defines: ref_gpt2_*, ref_adamw_update
+#include "util/clock.h"
 
 #ifndef REF_STEP_CFLAGS
 #define REF_STEP_CFLAGS "(unknown)"
@@ -27,12 +27,6 @@ void wgpt_gpt2_param_sizes(const wgpt_gpt2_config *c, size_t sizes[WGPT_GPT2_NUM
     ref_gpt2_config rc = {(int)c->max_seq_len, (int)c->vocab_size, (int)c->padded_vocab_size,
                           (int)c->num_layers,  (int)c->num_heads,  (int)c->channels};
     ref_gpt2_param_sizes(&rc, sizes);
-}
-
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static const char USAGE_[] =
@@ -93,8 +87,8 @@ int main(int argc, char **argv) {
     static const int decayed[] = {REF_WTE, REF_WPE, REF_QKVW, REF_ATTPROJW, REF_FCW, REF_FCPROJW};
     double t0 = 0;
     for (uint32_t step = 1; step <= steps + 2; step++) {
-        if (step == 3) t0 = now_();
-        double ts = now_();
+        if (step == 3) t0 = wgpt_clock_s();
+        double ts = wgpt_clock_s();
         float loss = ref_gpt2_forward(&m, tok, tgt);
         ref_gpt2_zero_grad(&m);
         if (ref_gpt2_backward(&m) < 0) {
@@ -111,10 +105,10 @@ int main(int argc, char **argv) {
                              eps, w, (int)step);
         }
         printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms\n", step, step <= 2 ? " (warm-up)" : "", loss, norm,
-               (now_() - ts) * 1e3);
+               (wgpt_clock_s() - ts) * 1e3);
         fflush(stdout);
     }
-    double ms = (now_() - t0) * 1e3 / steps;
+    double ms = (wgpt_clock_s() - t0) * 1e3 / steps;
     double tps = (double)bt / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);
     printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s (batch %u, T %u)\n", ms, tps, flops * tps * 1e-12, B,

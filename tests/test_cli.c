@@ -17,6 +17,7 @@
 #include "test_util.h"
 
 #include "data/loader.h"
+#include "util/clock.h"
 
 static char dir_[] = "/tmp/wgpt_test_cli_XXXXXX";
 static char wgpt_[1024];
@@ -47,12 +48,6 @@ static const char *path_(const char *name) {
     return p[k];
 }
 
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void write_file_(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
@@ -76,7 +71,7 @@ static void run_in_(run_ *r, const char *cwd, const char *stdin_path, double lim
     while (args[n - 1] && n < 31) argv[n] = args[n - 1], n++;
     argv[n] = NULL;
     fflush(stdout);
-    double t0 = now_();
+    double t0 = wgpt_clock_s();
     pid_t pid = fork();
     if (pid == 0) {
         int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644), in = open(stdin_path ? stdin_path : "/dev/null", O_RDONLY);
@@ -88,7 +83,7 @@ static void run_in_(run_ *r, const char *cwd, const char *stdin_path, double lim
     int status = 0;
     struct rusage ru;
     pid_t got;
-    while ((got = wait4(pid, &status, WNOHANG, &ru)) == 0 && now_() - t0 < limit_s) {
+    while ((got = wait4(pid, &status, WNOHANG, &ru)) == 0 && wgpt_clock_s() - t0 < limit_s) {
         struct timespec ts = {0, 20000000L};
         nanosleep(&ts, NULL);
     }
@@ -268,17 +263,17 @@ static int tokenize_then_signal_(const char *out, int sig, char *log, size_t log
     fflush(w);  // the pipe stays open: tokenize waits for more
     char pat[700];
     snprintf(pat, sizeof pat, "%s/.wgpt-tokenize-*/train_*.bin", out);
-    double t0 = now_();
-    while (count_(pat) < 5 && now_() - t0 < 60) {
+    double t0 = wgpt_clock_s();
+    while (count_(pat) < 5 && wgpt_clock_s() - t0 < 60) {
         struct timespec ts = {0, 20000000L};
         nanosleep(&ts, NULL);
     }
     assert_true(count_(pat) >= 5);
     kill(pid, sig);
     int status;
-    t0 = now_();
+    t0 = wgpt_clock_s();
     pid_t got;
-    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && now_() - t0 < 30) {
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && wgpt_clock_s() - t0 < 30) {
         struct timespec ts = {0, 20000000L};
         nanosleep(&ts, NULL);
     }

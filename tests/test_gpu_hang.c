@@ -11,12 +11,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
-
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/clock.h"
 
 static volatile sig_atomic_t interrupt_;
 static void on_alarm_(int sig) {
@@ -76,7 +71,7 @@ static void run_child_(const char *which, const char *timeout_env, double limit_
     char self[1024];
     self_path_(self, sizeof self);
     fflush(stdout);
-    double t0 = now_();
+    double t0 = wgpt_clock_s();
     pid_t pid = fork();
     if (pid == 0) {
         if (timeout_env) setenv("WGPT_GPU_TIMEOUT_S", timeout_env, 1);
@@ -86,7 +81,7 @@ static void run_child_(const char *which, const char *timeout_env, double limit_
     }
     int status = 0;
     pid_t got = 0;
-    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && now_() - t0 < limit_s) {
+    while ((got = waitpid(pid, &status, WNOHANG)) == 0 && wgpt_clock_s() - t0 < limit_s) {
         struct timespec ts = {0, 50000000L};
         nanosleep(&ts, NULL);
     }
@@ -96,7 +91,7 @@ static void run_child_(const char *which, const char *timeout_env, double limit_
         fail_msg("%s: the process did not exit within %.0f s (stuck in the wait or in closing the device)", which,
                  limit_s);
     }
-    double took = now_() - t0;
+    double took = wgpt_clock_s() - t0;
     printf("  %s: exit %d after %.1f s\n", which, WIFEXITED(status) ? WEXITSTATUS(status) : -1, took);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);

@@ -20,6 +20,7 @@
 
 #include "data/tokenizer.h"
 #include "data/tokenizer_internal.h"
+#include "util/clock.h"
 
 #define ENCODER_JSON WGPT_SOURCE_DIR "/third_party/gpt2-bpe/encoder.json"
 #define VOCAB_BPE WGPT_SOURCE_DIR "/third_party/gpt2-bpe/vocab.bpe"
@@ -688,12 +689,6 @@ static void bad_vocab_bpe(void **state) {
 
 // --- speed ------------------------------------------------------------------------------
 
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void encode_speed(void **state) {
     (void)state;
     if (getenv("WGPT_TEST_QUICK")) skip();  // under valgrind: 50x slower, and it measures nothing
@@ -709,10 +704,10 @@ static void encode_speed(void **state) {
         len += k;
     }
     free(fix);
-    double t0 = now_();
+    double t0 = wgpt_clock_s();
     size_t n = 0;
     uint32_t *ids = encode_(GPT2, text, len, &n);
-    double dt = now_() - t0;
+    double dt = wgpt_clock_s() - t0;
     printf("    gpt2 encode: %.1f MB of mixed text in %.3f s: %.1f MB/s, %.2f bytes/token\n", len / 1e6, dt,
            len / 1e6 / dt, (double)len / (double)n);
     free(ids);
@@ -723,9 +718,9 @@ static void encode_speed(void **state) {
     for (int k = 0; k < 3; k++) {
         size_t fl = strlen(fill[k]);
         for (size_t i = 0; i < big; i++) text[i] = fill[k][i % fl];
-        t0 = now_();
+        t0 = wgpt_clock_s();
         assert_round_trip_(GPT2, text, big);
-        printf("    gpt2 one piece of 1 MB (\"%.5s...\"): %.3f s\n", fill[k], now_() - t0);
+        printf("    gpt2 one piece of 1 MB (\"%.5s...\"): %.3f s\n", fill[k], wgpt_clock_s() - t0);
     }
     free(text);
 }

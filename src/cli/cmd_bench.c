@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/bench_micro.h"  // wgpt_bench_micro_run
 #include "cli/commands.h"
@@ -11,6 +10,7 @@
 #include "cli/options.h"
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
+#include "util/clock.h"
 
 static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
@@ -33,12 +33,6 @@ static const char USAGE_[] =
             "--micro-wall times with the wall clock around each submission even where the\n"
             "device has timestamps. --micro-splits S splits every matmul's sum over k in S parts\n"
             "(S = 1: none) instead of the count wgpt picks for the shape: for finding the best.\n";
-
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // Sums the GPU time of the last step's dispatches per kernel, largest first.
 static void print_profile_(wgpt_gpu *g) {
@@ -178,14 +172,14 @@ int wgpt_cmd_bench(int argc, char **argv) {
                            .max_grad_norm = 1.0f};
     double t0 = 0;
     for (uint32_t step = 1; step <= steps + 2; step++) {
-        if (step == 3) t0 = now_();
+        if (step == 3) t0 = wgpt_clock_s();
         if (profile && step == steps + 2) {  // keep only the last step's timings
             static wgpt_timing drain[4096];
             while (wgpt_gpu_timings(g, drain, 4096) > 0) {
             }
         }
         wgpt_step_result r;
-        double ts = now_();
+        double ts = wgpt_clock_s();
         if (wgpt_gpt2_train_step(m, tok, tgt, &o, (int)step, &r) < 0) {
             fprintf(stderr, "wgpt bench: step %u: %s\n", step, wgpt_gpt2_error(m));
             goto done;
@@ -195,9 +189,9 @@ int wgpt_cmd_bench(int argc, char **argv) {
             goto done;
         }
         printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms%s\n", step, step <= 2 ? " (warm-up)" : "", r.loss,
-               r.grad_norm, (now_() - ts) * 1e3, r.skipped ? " (skipped)" : "");
+               r.grad_norm, (wgpt_clock_s() - ts) * 1e3, r.skipped ? " (skipped)" : "");
     }
-    double ms = (now_() - t0) * 1e3 / steps;
+    double ms = (wgpt_clock_s() - t0) * 1e3 / steps;
     if (profile) print_profile_(g);
     double tps = (double)B * T / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);

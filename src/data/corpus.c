@@ -4,13 +4,13 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/corpus_internal.h"
 #include "data/shard.h"
+#include "util/err.h"
 
 #define DEFAULT_CHUNK (1u << 20)
 // Pending text without an exact cut is cut anyway past this many chunks.
@@ -43,14 +43,7 @@ typedef struct run_ {
     size_t errlen;
 } run_;
 
-int wgpt_corpus_fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-#define FAIL_(r, ...) wgpt_corpus_fail_((r)->err, (r)->errlen, __VA_ARGS__)
+#define FAIL_(r, ...) wgpt_errf((r)->err, (r)->errlen, __VA_ARGS__)
 
 static int stopped_(const run_ *r) { return r->o->stop && *r->o->stop; }
 
@@ -251,15 +244,15 @@ static int write_shards_(const wgpt_corpus_opts *o, const char *tmp_dir, char *c
 int wgpt_corpus_tokenize(const wgpt_corpus_opts *o, char *const *inputs, size_t n, wgpt_corpus_result *res,
                          char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
-    if (!n) return wgpt_corpus_fail_(err, errlen, "no input files");
+    if (!n) return wgpt_errf(err, errlen, "no input files");
     if (o->shard_tokens < 1 || o->shard_tokens > WGPT_SHARD_MAX_TOKENS)
-        return wgpt_corpus_fail_(err, errlen, "--shard-tokens %llu: allowed 1 to %llu",
+        return wgpt_errf(err, errlen, "--shard-tokens %llu: allowed 1 to %llu",
                                  (unsigned long long)o->shard_tokens, (unsigned long long)WGPT_SHARD_MAX_TOKENS);
     if (!(o->val_fraction >= 0 && o->val_fraction < 1))
-        return wgpt_corpus_fail_(err, errlen, "--val-fraction %g: allowed [0, 1)", o->val_fraction);
+        return wgpt_errf(err, errlen, "--val-fraction %g: allowed [0, 1)", o->val_fraction);
     uint32_t vocab = wgpt_tokenizer_vocab_size(o->tok);
     if (vocab > 65536)
-        return wgpt_corpus_fail_(err, errlen, "the %s tokenizer has %u ids; shards hold uint16 ids (at most 65536)",
+        return wgpt_errf(err, errlen, "the %s tokenizer has %u ids; shards hold uint16 ids (at most 65536)",
                                  wgpt_tokenizer_name(o->tok), vocab);
     wgpt_corpus_dest d;
     if (wgpt_corpus_dest_open_(&d, o->out_dir, o->force, err, errlen) < 0) return -1;

@@ -30,6 +30,4 @@ int wgpt_corpus_dest_swap_(wgpt_corpus_dest *d, const wgpt_shard_set *written, c
 // Removes the temporary folder (and the shards left in it) and unlocks.
 void wgpt_corpus_dest_close_(wgpt_corpus_dest *d);
 
-int wgpt_corpus_fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
 #endif

@@ -11,12 +11,13 @@
 #include "data/corpus_internal.h"
 #include "data/shard.h"
 #include "util/dir_lock.h"
+#include "util/err.h"
 #include "util/fs.h"
 
 #define LOCK_FILE ".wgpt-tokenize.lock"
 #define TMP_PREFIX ".wgpt-tokenize-"
 
-#define FAIL_(...) wgpt_corpus_fail_(err, errlen, __VA_ARGS__)
+#define FAIL_(...) wgpt_errf(err, errlen, __VA_ARGS__)
 
 // A file of ours inside a temporary folder: a shard, or a shard's .tmp.
 static int ours_in_tmp_(const char *name) {
@@ -62,7 +63,11 @@ static void remove_stale_tmp_dirs_(const char *dir) {
 static int inspect_(wgpt_corpus_dest *d, char *err, size_t errlen) {
     wgpt_shard_set rec;
     int has_rec = wgpt_shard_set_read(d->dir, &rec, err, errlen);
-    if (has_rec < 0) return FAIL_("%s (remove it if %s holds no shards you need)", err, d->dir);
+    if (has_rec < 0) {
+        char why[1024];  // err is both the reason and the destination: copy it first
+        snprintf(why, sizeof why, "%s", err);
+        return FAIL_("%s (remove it if %s holds no shards you need)", why, d->dir);
+    }
     d->had_set = has_rec;
     DIR *dd = opendir(d->dir);
     if (!dd) {

@@ -4,7 +4,6 @@
 
 #include <glob.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 #include "data/bus_guard.h"
 #include "data/shard.h"
 #include "data/shard_set.h"
+#include "util/err.h"
 #include "util/splitmix64.h"
 
 #define FEISTEL_ROUNDS 6
@@ -45,14 +45,6 @@ struct wgpt_loader {
     const char *tokenizer;  // what the tagged shards record (one of theirs), or NULL
     char err[1024];         // why the last next_train / next_val failed
 };
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // splitmix64 (Steele, Lea, Flood 2014): a full-period generator whose output
 // function is also a good 64-bit mixer; both the round keys and the round
@@ -147,7 +139,7 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
     for (uint32_t i = 0; i < l->nshards; i++)
         if (strstr(base_name_(l->shards[i].path), "val")) named_val++;
     if (named_val == l->nshards)
-        return fail_(err, errlen, "no train shard: the name of every shard (%u, e.g. %s) contains \"val\"", l->nshards,
+        return wgpt_errf(err, errlen, "no train shard: the name of every shard (%u, e.g. %s) contains \"val\"", l->nshards,
                      l->shards[0].path);
     uint64_t tail = 0;
     uint32_t last = l->nshards - 1;
@@ -167,14 +159,14 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
     if (l->train_windows == 0) {
         uint32_t first = 0;
         while (named_val && strstr(base_name_(l->shards[first].path), "val")) first++;
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "the train data (%s%s, %llu tokens) is too small: one sequence needs T+1 = %llu tokens within "
                      "one shard",
                      l->shards[first].path, l->nshards - named_val > 1 ? " and the other train shards" : "",
                      (unsigned long long)l->train_tokens, (unsigned long long)need);
     }
     if ((named_val || val_fraction > 0) && l->val_windows < l->B)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "the validation data (%s%s: %llu tokens) holds %llu sequences of T+1 = %llu tokens, fewer than "
                      "one batch of B = %u; %s",
                      l->val_is_tail ? "the last part of " : "",
@@ -188,15 +180,15 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
 
 wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
                                     float val_fraction, uint32_t vocab_size, char *err, size_t errlen) {
-    if (npaths == 0) return fail_(err, errlen, "no shard files given"), NULL;
-    if (npaths > UINT32_MAX / 4) return fail_(err, errlen, "%zu shard files: too many", npaths), NULL;
+    if (npaths == 0) return wgpt_errf(err, errlen, "no shard files given"), NULL;
+    if (npaths > UINT32_MAX / 4) return wgpt_errf(err, errlen, "%zu shard files: too many", npaths), NULL;
     if (B == 0 || T == 0 || B > (1u << 20) || T > (1u << 24))
-        return fail_(err, errlen, "batch B = %u, sequence T = %u: each must be at least 1 (B <= 2^20, T <= 2^24)", B,
+        return wgpt_errf(err, errlen, "batch B = %u, sequence T = %u: each must be at least 1 (B <= 2^20, T <= 2^24)", B,
                      T), NULL;
     if (!(val_fraction >= 0 && val_fraction < 1))
-        return fail_(err, errlen, "validation fraction %g: must be in [0, 1)", (double)val_fraction), NULL;
+        return wgpt_errf(err, errlen, "validation fraction %g: must be in [0, 1)", (double)val_fraction), NULL;
     if (vocab_size == 0 || vocab_size > 65536)
-        return fail_(err, errlen, "vocabulary size %u: shards hold uint16 ids, so it must be in 1..65536", vocab_size),
+        return wgpt_errf(err, errlen, "vocabulary size %u: shards hold uint16 ids, so it must be in 1..65536", vocab_size),
                NULL;
     wgpt_loader *l = calloc(1, sizeof *l);
     char **sorted = malloc(npaths * sizeof *sorted);
@@ -221,7 +213,7 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
         if (wgpt_shard_open(sorted[i], s, err, errlen) < 0) goto fail;
         l->nshards++;
         if (s->tokenizer[0] && tagged && strcmp(s->tokenizer, tagged->tokenizer) != 0) {
-            fail_(err, errlen, "%s was made with the %s tokenizer but %s with %s: shards of two tokenizations mixed",
+            wgpt_errf(err, errlen, "%s was made with the %s tokenizer but %s with %s: shards of two tokenizations mixed",
                   tagged->path, tagged->tokenizer, s->path, s->tokenizer);
             goto fail;
         }
@@ -237,7 +229,7 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
     free(sorted);
     return l;
 oom:
-    fail_(err, errlen, "out of host memory opening %zu shards", npaths);
+    wgpt_errf(err, errlen, "out of host memory opening %zu shards", npaths);
 fail:
     free(sorted);
     wgpt_loader_free(l);
@@ -248,7 +240,7 @@ wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint6
                               uint32_t vocab_size, char *err, size_t errlen) {
     size_t plen = strlen(pattern);
     char *copy = malloc(plen + 1), *piece = NULL;
-    if (!copy) return fail_(err, errlen, "out of host memory"), NULL;
+    if (!copy) return wgpt_errf(err, errlen, "out of host memory"), NULL;
     memcpy(copy, pattern, plen + 1);
     glob_t g;
     memset(&g, 0, sizeof g);
@@ -264,7 +256,7 @@ wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint6
             size_t n = strlen(p);
             piece = malloc(n + 8);
             if (!piece) {
-                fail_(err, errlen, "out of host memory");
+                wgpt_errf(err, errlen, "out of host memory");
                 goto done;
             }
             snprintf(piece, n + 8, "%s/*.bin", p);
@@ -272,18 +264,18 @@ wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint6
         }
         int rc = glob(pat, flags, NULL, &g);
         if (rc == GLOB_NOMATCH) {
-            fail_(err, errlen, "no shard file matches %s%s", pat,
+            wgpt_errf(err, errlen, "no shard file matches %s%s", pat,
                   strchr(pattern, ',') ? " (one of the comma-separated patterns)" : "");
             goto done;
         }
         if (rc != 0) {
-            fail_(err, errlen, "%s: cannot list the matching files (glob error %d)", pat, rc);
+            wgpt_errf(err, errlen, "%s: cannot list the matching files (glob error %d)", pat, rc);
             goto done;
         }
         flags = GLOB_APPEND;
     }
     if (flags == 0) {
-        fail_(err, errlen, "no shard pattern given (\"%s\")", pattern);
+        wgpt_errf(err, errlen, "no shard pattern given (\"%s\")", pattern);
         goto done;
     }
     l = wgpt_loader_open_files((const char *const *)g.gl_pathv, g.gl_pathc, B, T, seed, val_fraction, vocab_size,
@@ -336,7 +328,7 @@ static int guarded_batch_(wgpt_loader *l, int *inputs, int *targets, int val) {
     batch_ c = {l, inputs, targets, val, 0};
     if (wgpt_bus_guard_run(copy_batch_, &c) == 0) return 0;
     const wgpt_shard *s = &l->shards[c.shard];
-    fail_(l->err, sizeof l->err,
+    wgpt_errf(l->err, sizeof l->err,
           "%s shrank while it was being read (it held %zu bytes when opened): another process truncated or "
           "rewrote it; restore it (or tokenize again) before resuming",
           s->path, s->map_len);
@@ -435,24 +427,24 @@ void wgpt_loader_save_state(const wgpt_loader *l, void *buf) {
 
 int wgpt_loader_load_state(wgpt_loader *l, const void *buf, size_t len, char *err, size_t errlen) {
     const unsigned char *p = buf;
-    if (len != ST_SIZE) return fail_(err, errlen, "loader state is %zu bytes, expected %d", len, ST_SIZE);
-    if (memcmp(p + ST_MAGIC, ST_MAGIC_TEXT, 8) != 0) return fail_(err, errlen, "not a data loader state (bad magic)");
+    if (len != ST_SIZE) return wgpt_errf(err, errlen, "loader state is %zu bytes, expected %d", len, ST_SIZE);
+    if (memcmp(p + ST_MAGIC, ST_MAGIC_TEXT, 8) != 0) return wgpt_errf(err, errlen, "not a data loader state (bad magic)");
     if (get_u32_(p + ST_VERSION) != 1)
-        return fail_(err, errlen, "data loader state version %u; this build reads version 1", get_u32_(p + ST_VERSION));
+        return wgpt_errf(err, errlen, "data loader state version %u; this build reads version 1", get_u32_(p + ST_VERSION));
     uint32_t T = get_u32_(p + ST_T);
     if (T != l->T)
-        return fail_(err, errlen, "the data loader state is for sequences of T = %u tokens; this loader has T = %u", T,
+        return wgpt_errf(err, errlen, "the data loader state is for sequences of T = %u tokens; this loader has T = %u", T,
                      l->T);
     uint64_t windows = get_u64_(p + ST_WINDOWS), fp = get_u64_(p + ST_FINGERPRINT);
     if (fp != l->fingerprint || windows != l->train_windows)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "the data loader state was saved over other shards or another train/val split (%llu train "
                      "sequences per epoch then, %llu now; shard fingerprint %016llx then, %016llx now)",
                      (unsigned long long)windows, (unsigned long long)l->train_windows, (unsigned long long)fp,
                      (unsigned long long)l->fingerprint);
     uint64_t next = get_u64_(p + ST_NEXT), val_next = get_u64_(p + ST_VAL_NEXT);
     if (next >= l->train_windows || val_next > l->val_windows)
-        return fail_(err, errlen, "corrupt data loader state: position %llu of %llu train sequences, %llu of %llu val",
+        return wgpt_errf(err, errlen, "corrupt data loader state: position %llu of %llu train sequences, %llu of %llu val",
                      (unsigned long long)next, (unsigned long long)l->train_windows, (unsigned long long)val_next,
                      (unsigned long long)l->val_windows);
     l->seed = get_u64_(p + ST_SEED);

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,20 +10,13 @@
 #include <unistd.h>
 
 #include "data/bus_guard.h"
+#include "util/err.h"
 #include "util/fs.h"
 
 // Tokens are used straight from the map and written straight from memory.
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token shards are little-endian and are mapped without conversion: this host is big-endian"
 #endif
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int32_t get_i32_(const unsigned char *p) {
     return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
@@ -63,38 +55,38 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
     if (fstat(fd, &st) < 0) {
         int e = errno;
         close(fd);
-        return fail_(err, errlen, "%s: cannot read its size: %s", path, strerror(e));
+        return wgpt_errf(err, errlen, "%s: cannot read its size: %s", path, strerror(e));
     }
     uint64_t size = (uint64_t)st.st_size;
     unsigned char h[32];
     if (size < WGPT_SHARD_HEADER_BYTES) {
         close(fd);
-        return fail_(err, errlen, "%s: %llu bytes, shorter than the %d-byte shard header (truncated, or not a shard)",
+        return wgpt_errf(err, errlen, "%s: %llu bytes, shorter than the %d-byte shard header (truncated, or not a shard)",
                      path, (unsigned long long)size, WGPT_SHARD_HEADER_BYTES);
     }
     if (pread(fd, h, sizeof h, 0) != (ssize_t)sizeof h) {
         close(fd);
-        return fail_(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
+        return wgpt_errf(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
     }
     int32_t magic = get_i32_(h), version = get_i32_(h + 4), count = get_i32_(h + 8), tag = get_i32_(h + 12);
     if (magic != WGPT_SHARD_MAGIC) {
         close(fd);
-        return fail_(err, errlen, "%s: not a token shard: magic number %d, expected %d", path, magic,
+        return wgpt_errf(err, errlen, "%s: not a token shard: magic number %d, expected %d", path, magic,
                      WGPT_SHARD_MAGIC);
     }
     if (version != WGPT_SHARD_VERSION) {
         close(fd);
-        return fail_(err, errlen, "%s: shard version %d; this build reads version %d", path, version,
+        return wgpt_errf(err, errlen, "%s: shard version %d; this build reads version %d", path, version,
                      WGPT_SHARD_VERSION);
     }
     if (count < 0) {
         close(fd);
-        return fail_(err, errlen, "%s: header says %d tokens (negative)", path, count);
+        return wgpt_errf(err, errlen, "%s: header says %d tokens (negative)", path, count);
     }
     if (tag == WGPT_SHARD_TAG) {
         if (!name_ok_(h + 16)) {
             close(fd);
-            return fail_(err, errlen, "%s: the header's tokenizer field (bytes 16..31) is damaged", path);
+            return wgpt_errf(err, errlen, "%s: the header's tokenizer field (bytes 16..31) is damaged", path);
         }
         memcpy(s->tokenizer, h + 16, WGPT_SHARD_TOKENIZER_MAX);
     }
@@ -102,7 +94,7 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
     if (size != want) {
         close(fd);
         uint64_t body = size - WGPT_SHARD_HEADER_BYTES;
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: header says %d tokens (%llu bytes) but the file holds %llu tokens%s (%llu bytes)%s", path,
                      count, (unsigned long long)want, (unsigned long long)(body / 2),
                      body % 2 ? " and a stray byte" : "",
@@ -111,13 +103,13 @@ int wgpt_shard_open(const char *path, wgpt_shard *s, char *err, size_t errlen) {
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd);  // the map keeps the file
-    if (map == MAP_FAILED) return fail_(err, errlen, "%s: cannot map %llu bytes: %s", path,
+    if (map == MAP_FAILED) return wgpt_errf(err, errlen, "%s: cannot map %llu bytes: %s", path,
                                         (unsigned long long)size, strerror(map_errno));
     s->path = dup_(path);
     if (!s->path) {
         munmap(map, (size_t)size);
         memset(s, 0, sizeof *s);
-        return fail_(err, errlen, "%s: out of host memory", path);
+        return wgpt_errf(err, errlen, "%s: out of host memory", path);
     }
     s->map = map;
     s->map_len = (size_t)size;
@@ -148,15 +140,15 @@ static void scan_vocab_(void *arg) {
 int wgpt_shard_check_vocab(const wgpt_shard *s, uint64_t begin, uint64_t end, uint32_t vocab_size, char *err,
                            size_t errlen) {
     if (end > s->n || begin > end)
-        return fail_(err, errlen, "%s: token range [%llu, %llu) is outside the shard's %llu tokens", s->path,
+        return wgpt_errf(err, errlen, "%s: token range [%llu, %llu) is outside the shard's %llu tokens", s->path,
                      (unsigned long long)begin, (unsigned long long)end, (unsigned long long)s->n);
     if (vocab_size > 65535) return 0;  // every uint16 fits
     scan_ c = {s->tokens, begin, end, end, vocab_size};
     if (wgpt_bus_guard_run(scan_vocab_, &c) < 0)
-        return fail_(err, errlen, "%s: the file shrank while being read (it held %zu bytes when opened): another "
+        return wgpt_errf(err, errlen, "%s: the file shrank while being read (it held %zu bytes when opened): another "
                      "process truncated or rewrote it", s->path, s->map_len);
     if (c.bad < end)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: token %u at position %llu (byte offset %llu) is not below the vocabulary size %u (shards "
                      "made with another tokenizer? see --tokenizer)",
                      s->path, (unsigned)s->tokens[c.bad], (unsigned long long)c.bad,
@@ -174,7 +166,7 @@ int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, const char *
         size_t k = strlen(tokenizer);
         if (k < WGPT_SHARD_TOKENIZER_MAX) memcpy(name, tokenizer, k);
         if (!name_ok_(name))
-            return fail_(err, errlen, "%s: tokenizer name '%s' is not 1 to %d printable characters", path, tokenizer,
+            return wgpt_errf(err, errlen, "%s: tokenizer name '%s' is not 1 to %d printable characters", path, tokenizer,
                          WGPT_SHARD_TOKENIZER_MAX - 1);
     }
     size_t n = strlen(path);
@@ -182,7 +174,7 @@ int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, const char *
     w->tmp = malloc(n + 5);
     if (!w->path || !w->tmp) {
         wgpt_shard_writer_abort(w);
-        return fail_(err, errlen, "%s: out of host memory", path);
+        return wgpt_errf(err, errlen, "%s: out of host memory", path);
     }
     memcpy(w->tmp, path, n);
     memcpy(w->tmp + n, ".tmp", 5);
@@ -196,7 +188,7 @@ int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, const char *
         free(w->path);
         free(w->tmp);
         memset(w, 0, sizeof *w);
-        return fail_(err, errlen, "%s.tmp: cannot create: %s", path, strerror(e));
+        return wgpt_errf(err, errlen, "%s.tmp: cannot create: %s", path, strerror(e));
     }
     // The count is written by finish; until then the header says 0 tokens.
     unsigned char h[WGPT_SHARD_HEADER_BYTES] = {0};
@@ -209,39 +201,39 @@ int wgpt_shard_writer_begin(wgpt_shard_writer *w, const char *path, const char *
     if (fwrite(h, 1, sizeof h, w->f) != sizeof h) {
         int e = errno;
         wgpt_shard_writer_abort(w);
-        return fail_(err, errlen, "%s.tmp: cannot write the header: %s", path, strerror(e));
+        return wgpt_errf(err, errlen, "%s.tmp: cannot write the header: %s", path, strerror(e));
     }
     return 0;
 }
 
 int wgpt_shard_writer_append(wgpt_shard_writer *w, const uint16_t *tokens, size_t n, char *err, size_t errlen) {
-    if (!w->f) return fail_(err, errlen, "shard writer is not open");
+    if (!w->f) return wgpt_errf(err, errlen, "shard writer is not open");
     if ((uint64_t)n > WGPT_SHARD_MAX_TOKENS - w->n)
-        return fail_(err, errlen, "%s: %llu + %zu tokens exceed a shard's limit of %llu (the header count is an int32)",
+        return wgpt_errf(err, errlen, "%s: %llu + %zu tokens exceed a shard's limit of %llu (the header count is an int32)",
                      w->path, (unsigned long long)w->n, n, (unsigned long long)WGPT_SHARD_MAX_TOKENS);
     if (n && fwrite(tokens, 2, n, w->f) != n)
-        return fail_(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
+        return wgpt_errf(err, errlen, "%s: write failed: %s", w->tmp, strerror(errno));
     w->n += n;
     return 0;
 }
 
 int wgpt_shard_writer_finish(wgpt_shard_writer *w, char *err, size_t errlen) {
-    if (!w->f) return fail_(err, errlen, "shard writer is not open");
+    if (!w->f) return wgpt_errf(err, errlen, "shard writer is not open");
     unsigned char c[4];
     put_i32_(c, (int32_t)w->n);
     int ok = fseek(w->f, 8, SEEK_SET) == 0 && fwrite(c, 1, 4, w->f) == 4 && fflush(w->f) == 0 &&
              fsync(fileno(w->f)) == 0;
     int e = errno;
     if (!ok) {
-        fail_(err, errlen, "%s: cannot finish writing: %s", w->tmp, strerror(e));
+        wgpt_errf(err, errlen, "%s: cannot finish writing: %s", w->tmp, strerror(e));
         wgpt_shard_writer_abort(w);  // after the message: it frees the names
         return -1;
     }
     int rc = 0;
-    if (fclose(w->f) != 0) rc = fail_(err, errlen, "%s: close failed: %s", w->tmp, strerror(errno));
+    if (fclose(w->f) != 0) rc = wgpt_errf(err, errlen, "%s: close failed: %s", w->tmp, strerror(errno));
     w->f = NULL;
     if (rc == 0 && rename(w->tmp, w->path) != 0)
-        rc = fail_(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
+        rc = wgpt_errf(err, errlen, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
     // The rename made durable; a folder that cannot be synced holds the data already.
     if (rc == 0) wgpt_sync_parent(w->path);
     else unlink(w->tmp);

@@ -3,23 +3,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/err.h"
 #include "util/fs.h"
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void wgpt_shard_set_free(wgpt_shard_set *s) {
     for (size_t i = 0; i < s->n; i++) free(s->files[i].name);
@@ -74,7 +65,7 @@ int wgpt_shard_set_read(const char *dir, wgpt_shard_set *s, char *err, size_t er
         unsigned long long bytes;
         if (lineno == 1) {
             if (strcmp(line, "wgpt shard set 1") != 0)
-                rc = fail_(err, errlen, "%s: not a wgpt shard set record (its first line is not \"wgpt shard set 1\")",
+                rc = wgpt_errf(err, errlen, "%s: not a wgpt shard set record (its first line is not \"wgpt shard set 1\")",
                            path);
         } else if (strcmp(line, "state complete") == 0) {
             s->complete = 1;
@@ -83,13 +74,13 @@ int wgpt_shard_set_read(const char *dir, wgpt_shard_set *s, char *err, size_t er
         } else if (strncmp(line, "tokenizer ", 10) == 0 && len - 10 < sizeof s->tokenizer && len > 10) {
             memcpy(s->tokenizer, line + 10, len - 10 + 1);
         } else if (sscanf(line, "file %4095s %llu", name, &bytes) == 2 && !strchr(name, '/')) {
-            if (wgpt_shard_set_add(s, name, bytes) < 0) rc = fail_(err, errlen, "%s: out of host memory", path);
+            if (wgpt_shard_set_add(s, name, bytes) < 0) rc = wgpt_errf(err, errlen, "%s: out of host memory", path);
         } else {
-            rc = fail_(err, errlen, "%s: line %d is not understood: \"%.80s\"", path, lineno, line);
+            rc = wgpt_errf(err, errlen, "%s: line %d is not understood: \"%.80s\"", path, lineno, line);
         }
     }
-    if (rc == 1 && ferror(f)) rc = fail_(err, errlen, "%s: read error: %s", path, strerror(errno));
-    if (rc == 1 && lineno == 0) rc = fail_(err, errlen, "%s: empty (a damaged shard set record)", path);
+    if (rc == 1 && ferror(f)) rc = wgpt_errf(err, errlen, "%s: read error: %s", path, strerror(errno));
+    if (rc == 1 && lineno == 0) rc = wgpt_errf(err, errlen, "%s: empty (a damaged shard set record)", path);
     fclose(f);
     if (rc < 0) wgpt_shard_set_free(s);
     return rc;
@@ -99,14 +90,14 @@ int wgpt_shard_set_write(const char *dir, const wgpt_shard_set *s, char *err, si
     char path[4200], tmp[4300];
     record_path_(path, sizeof path, dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (unlink(tmp) != 0 && errno != ENOENT) return fail_(err, errlen, "%s: cannot remove: %s", tmp, strerror(errno));
+    if (unlink(tmp) != 0 && errno != ENOENT) return wgpt_errf(err, errlen, "%s: cannot remove: %s", tmp, strerror(errno));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         int e = errno;
         if (fd >= 0) close(fd);
         unlink(tmp);
-        return fail_(err, errlen, "%s: cannot create: %s", tmp, strerror(e));
+        return wgpt_errf(err, errlen, "%s: cannot create: %s", tmp, strerror(e));
     }
     fprintf(f, "wgpt shard set 1\nstate %s\n", s->complete ? "complete" : "replacing");
     if (s->tokenizer[0]) fprintf(f, "tokenizer %s\n", s->tokenizer);
@@ -117,10 +108,10 @@ int wgpt_shard_set_write(const char *dir, const wgpt_shard_set *s, char *err, si
     if (ok && rename(tmp, path) != 0) ok = 0, e = errno;
     if (!ok) {
         unlink(tmp);
-        return fail_(err, errlen, "%s: cannot write: %s", path, strerror(e));
+        return wgpt_errf(err, errlen, "%s: cannot write: %s", path, strerror(e));
     }
     int se = wgpt_sync_parent(path);
-    if (se) return fail_(err, errlen, "%s: written, but its folder could not be synced: %s", path, strerror(se));
+    if (se) return wgpt_errf(err, errlen, "%s: written, but its folder could not be synced: %s", path, strerror(se));
     return 0;
 }
 
@@ -146,7 +137,7 @@ static int check_dir_(const char *dir, const char *const *paths, size_t npaths, 
     record_path_(rec, sizeof rec, dir);
     if (!s.complete) {
         wgpt_shard_set_free(&s);
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s holds an incomplete shard set: a `wgpt tokenize` stopped while replacing it (%s says "
                      "\"replacing\"); run that tokenize again with --force",
                      dir, rec);
@@ -159,12 +150,12 @@ static int check_dir_(const char *dir, const char *const *paths, size_t npaths, 
         const wgpt_shard_set_file *f = wgpt_shard_set_find(&s, name);
         struct stat st;
         if (!f && wgpt_shard_set_is_shard_name(name))
-            rc = fail_(err, errlen,
+            rc = wgpt_errf(err, errlen,
                        "%s is named like a shard of the set in %s but %s does not list it (left from another "
                        "set?): move it away, or tokenize again with --force",
                        p, dir, rec);
         else if (f && stat(p, &st) == 0 && (uint64_t)st.st_size != f->bytes)
-            rc = fail_(err, errlen,
+            rc = wgpt_errf(err, errlen,
                        "%s holds %llu bytes but %s recorded %llu when `wgpt tokenize` wrote it: the file was changed "
                        "since; tokenize again",
                        p, (unsigned long long)st.st_size, rec, (unsigned long long)f->bytes);

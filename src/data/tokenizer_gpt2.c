@@ -3,11 +3,11 @@
 // bytes_to_unicode); tokens are stored here as the raw bytes they stand for.
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "data/tokenizer_internal.h"
+#include "util/err.h"
 #include "util/fs.h"
 
 enum {
@@ -18,32 +18,25 @@ enum {
 };
 static const char EOT_TEXT[] = "<|endoftext|>";
 
-static void fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 // The whole file, nul-terminated; NULL with err. The caller frees it.
 static char *read_file_(const char *path, size_t *len, char *err, size_t errlen) {
     char why[4200];
     FILE *f = wgpt_fopen_regular(path, "rb", why, sizeof why);
     if (!f) {
-        fail_(err, errlen, "%s (GPT-2's tokenizer files come from scripts/setup.sh; see --bpe-dir)", why);
+        wgpt_errf(err, errlen, "%s (GPT-2's tokenizer files come from scripts/setup.sh; see --bpe-dir)", why);
         return NULL;
     }
     char *s = NULL;
     long n = -1;
     if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
     if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fail_(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        wgpt_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
     } else if (n > MAX_FILE) {
-        fail_(err, errlen, "%s: is %ld bytes, more than the %d a tokenizer file may have", path, n, MAX_FILE);
+        wgpt_errf(err, errlen, "%s: is %ld bytes, more than the %d a tokenizer file may have", path, n, MAX_FILE);
     } else if (!(s = malloc((size_t)n + 1))) {
-        fail_(err, errlen, "%s: out of memory for %ld bytes", path, n);
+        wgpt_errf(err, errlen, "%s: out of memory for %ld bytes", path, n);
     } else if (fread(s, 1, (size_t)n, f) != (size_t)n) {
-        fail_(err, errlen, "%s: cannot read %ld bytes: %s", path, n, ferror(f) ? strerror(errno) : "file shrank");
+        wgpt_errf(err, errlen, "%s: cannot read %ld bytes: %s", path, n, ferror(f) ? strerror(errno) : "file shrank");
         free(s);
         s = NULL;
     } else {
@@ -128,7 +121,7 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
         size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len, line, col, last = len;
         line_col_(text, at, &line, &col);
         while (last > 0 && strchr(" \t\r\n", text[last - 1])) last--;
-        fail_(err, errlen, "%s: not valid JSON (line %zu, column %zu)%s", path, line, col,
+        wgpt_errf(err, errlen, "%s: not valid JSON (line %zu, column %zu)%s", path, line, col,
               last > 0 && text[last - 1] != '}' ? "; it ends before its closing '}': truncated?" : "");
         goto done;
     }
@@ -136,18 +129,18 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
     if (nul < len) {
         size_t line, col;
         line_col_(text, nul, &line, &col);
-        fail_(err, errlen, "%s: line %zu, column %zu: a string holds \\u0000, which no GPT-2 token has", path, line,
+        wgpt_errf(err, errlen, "%s: line %zu, column %zu: a string holds \\u0000, which no GPT-2 token has", path, line,
               col);
         goto done;
     }
     if (!cJSON_IsObject(root)) {
-        fail_(err, errlen, "%s: expected a JSON object of token -> id, found %s", path,
+        wgpt_errf(err, errlen, "%s: expected a JSON object of token -> id, found %s", path,
               cJSON_IsArray(root) ? "an array" : "a single value");
         goto done;
     }
     int count = cJSON_GetArraySize(root);
     if (count != GPT2_VOCAB) {
-        fail_(err, errlen, "%s: has %d entries, GPT-2's vocabulary has %d", path, count, GPT2_VOCAB);
+        wgpt_errf(err, errlen, "%s: has %d entries, GPT-2's vocabulary has %d", path, count, GPT2_VOCAB);
         goto done;
     }
     key = calloc(GPT2_VOCAB, sizeof *key);
@@ -158,14 +151,14 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
         double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
         if (!(v >= 0 && v < GPT2_VOCAB) || v != (double)(long)v) {
             char *shown = cJSON_PrintUnformatted(it);
-            fail_(err, errlen, "%s: token \"%.40s\" has id %.40s; ids are whole numbers 0..%d", path, it->string,
+            wgpt_errf(err, errlen, "%s: token \"%.40s\" has id %.40s; ids are whole numbers 0..%d", path, it->string,
                   shown ? shown : "?", GPT2_VOCAB - 1);
             free(shown);
             goto done;
         }
         long id = (long)v;
         if (key[id]) {
-            fail_(err, errlen, "%s: id %ld is given twice, to \"%.40s\" and \"%.40s\"", path, id, key[id], it->string);
+            wgpt_errf(err, errlen, "%s: id %ld is given twice, to \"%.40s\" and \"%.40s\"", path, id, key[id], it->string);
             goto done;
         }
         key[id] = it->string;
@@ -173,7 +166,7 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
     }
     // GPT2_VOCAB entries with distinct ids in 0..GPT2_VOCAB-1: every id has a token.
     if (strcmp(key[GPT2_EOT], EOT_TEXT) != 0) {
-        fail_(err, errlen, "%s: id %d is \"%.40s\"; GPT-2's end-of-text token %s should be there", path, GPT2_EOT,
+        wgpt_errf(err, errlen, "%s: id %d is \"%.40s\"; GPT-2's end-of-text token %s should be there", path, GPT2_EOT,
               key[GPT2_EOT], EOT_TEXT);
         goto done;
     }
@@ -185,12 +178,12 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
         t->off[id] = pos;
         size_t bad = 0, klen = strlen(key[id]);
         if (klen == 0) {
-            fail_(err, errlen, "%s: id %u is the empty string; every token has at least one byte", path, id);
+            wgpt_errf(err, errlen, "%s: id %u is the empty string; every token has at least one byte", path, id);
             goto done;
         }
         long n = unmap_(map, key[id], klen, t->bytes + pos, &bad);
         if (n < 0) {
-            fail_(err, errlen,
+            wgpt_errf(err, errlen,
                   "%s: token \"%.40s\" (id %u) has a character (at byte %zu) outside GPT-2's byte-to-unicode map",
                   path, key[id], id, bad);
             goto done;
@@ -201,7 +194,7 @@ static int read_encoder_(wgpt_tokenizer *t, const char *path, const int map[MAP_
     rc = 0;
     goto done;
 oom:
-    fail_(err, errlen, "%s: out of memory", path);
+    wgpt_errf(err, errlen, "%s: out of memory", path);
 done:
     free(key);
     cJSON_Delete(root);
@@ -218,7 +211,7 @@ static int read_merges_(wgpt_tokenizer *t, const char *path, const int map[MAP_C
     int rc = -1;
     uint32_t nmerges = 0;
     if (!buf) {
-        fail_(err, errlen, "%s: out of memory", path);
+        wgpt_errf(err, errlen, "%s: out of memory", path);
         goto done;
     }
     size_t lineno = 0;
@@ -232,13 +225,13 @@ static int read_merges_(wgpt_tokenizer *t, const char *path, const int map[MAP_C
         line[ll] = 0;
         const char *zero = memchr(line, 0, ll);  // the symbols are C strings from here on: one would end there
         if (zero) {
-            fail_(err, errlen, "%s:%zu: a NUL byte at byte %zu of the line (vocab.bpe is text)", path, lineno,
+            wgpt_errf(err, errlen, "%s:%zu: a NUL byte at byte %zu of the line (vocab.bpe is text)", path, lineno,
                   (size_t)(zero - line) + 1);
             goto done;
         }
         if (lineno == 1) {  // encoder.py skips the first line: "#version: 0.2"
             if (line[0] != '#') {
-                fail_(err, errlen, "%s:1: expected a header such as \"#version: 0.2\", found \"%.40s\"", path, line);
+                wgpt_errf(err, errlen, "%s:1: expected a header such as \"#version: 0.2\", found \"%.40s\"", path, line);
                 goto done;
             }
             continue;
@@ -246,7 +239,7 @@ static int read_merges_(wgpt_tokenizer *t, const char *path, const int map[MAP_C
         char *sp = memchr(line, ' ', ll);
         if (!sp || sp == line || sp == line + ll - 1 || memchr(sp + 1, ' ', ll - (size_t)(sp + 1 - line)) ||
             strpbrk(line, "\t\v\f\r")) {
-            fail_(err, errlen, "%s:%zu: cannot parse merge \"%.60s\": expected two symbols separated by one space",
+            wgpt_errf(err, errlen, "%s:%zu: cannot parse merge \"%.60s\": expected two symbols separated by one space",
                   path, lineno, line);
             goto done;
         }
@@ -258,35 +251,35 @@ static int read_merges_(wgpt_tokenizer *t, const char *path, const int map[MAP_C
             long n = unmap_(map, sym[k], strlen(sym[k]), buf, &bad);
             int64_t found = n < 0 ? -1 : wgpt_bpe_find(t->bpe, buf, (size_t)n);
             if (found < 0) {
-                fail_(err, errlen, "%s:%zu: symbol \"%.40s\" %s", path, lineno, sym[k],
+                wgpt_errf(err, errlen, "%s:%zu: symbol \"%.40s\" %s", path, lineno, sym[k],
                       n < 0 ? "has a character outside GPT-2's byte-to-unicode map" : "is not a token of encoder.json");
                 goto done;
             }
             id[k] = (uint32_t)found;
         }
         if (nmerges == GPT2_MERGES) {
-            fail_(err, errlen, "%s:%zu: one merge too many: GPT-2 has %d (%d tokens - 256 bytes - %s)", path, lineno,
+            wgpt_errf(err, errlen, "%s:%zu: one merge too many: GPT-2 has %d (%d tokens - 256 bytes - %s)", path, lineno,
                   GPT2_MERGES, GPT2_VOCAB, EOT_TEXT);
             goto done;
         }
         uint32_t rank = 0;
         int r = wgpt_bpe_add_merge(t->bpe, id[0], id[1], &rank);
         if (r == WGPT_BPE_NO_RESULT) {
-            fail_(err, errlen,
+            wgpt_errf(err, errlen,
                   "%s:%zu: merge \"%.40s %.40s\" makes \"%.40s%.40s\", which is not a token of encoder.json", path,
                   lineno, sym[0], sym[1], sym[0], sym[1]);
             goto done;
         } else if (r == WGPT_BPE_REPEATED) {
-            fail_(err, errlen, "%s:%zu: merge \"%.40s %.40s\" repeats line %u", path, lineno, sym[0], sym[1], rank + 2);
+            wgpt_errf(err, errlen, "%s:%zu: merge \"%.40s %.40s\" repeats line %u", path, lineno, sym[0], sym[1], rank + 2);
             goto done;
         } else if (r != WGPT_BPE_OK) {
-            fail_(err, errlen, "%s: out of memory", path);
+            wgpt_errf(err, errlen, "%s: out of memory", path);
             goto done;
         }
         nmerges++;
     }
     if (nmerges != GPT2_MERGES) {
-        fail_(err, errlen, "%s: has %u merges; GPT-2 has %d (%d tokens - 256 bytes - %s)", path, nmerges, GPT2_MERGES,
+        wgpt_errf(err, errlen, "%s: has %u merges; GPT-2 has %d (%d tokens - 256 bytes - %s)", path, nmerges, GPT2_MERGES,
               GPT2_VOCAB, EOT_TEXT);
         goto done;
     }
@@ -302,7 +295,7 @@ wgpt_tokenizer *wgpt_tokenizer_open_gpt2(const char *encoder_json, const char *v
     byte_of_cp_(map);
     wgpt_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
-        fail_(err, errlen, "out of memory for the GPT-2 tokenizer");
+        wgpt_errf(err, errlen, "out of memory for the GPT-2 tokenizer");
         return NULL;
     }
     t->name = "gpt2";
@@ -313,15 +306,15 @@ wgpt_tokenizer *wgpt_tokenizer_open_gpt2(const char *encoder_json, const char *v
     t->bpe = wgpt_bpe_create(t->bytes, t->off, GPT2_VOCAB, &dup_a, &dup_b);
     if (!t->bpe) {
         if (dup_a == UINT32_MAX)
-            fail_(err, errlen, "%s: out of memory", encoder_json);
+            wgpt_errf(err, errlen, "%s: out of memory", encoder_json);
         else
-            fail_(err, errlen, "%s: ids %u and %u are the same token", encoder_json, dup_a, dup_b);
+            wgpt_errf(err, errlen, "%s: ids %u and %u are the same token", encoder_json, dup_a, dup_b);
         goto fail;
     }
     for (int c = 0; c < 256; c++) {
         char ch = (char)c;
         if (wgpt_bpe_find(t->bpe, &ch, 1) < 0) {
-            fail_(err, errlen, "%s: has no token for the byte 0x%02X; GPT-2 has one for each of the 256 bytes",
+            wgpt_errf(err, errlen, "%s: has no token for the byte 0x%02X; GPT-2 has one for each of the 256 bytes",
                   encoder_json, c);
             goto fail;
         }
@@ -329,7 +322,7 @@ wgpt_tokenizer *wgpt_tokenizer_open_gpt2(const char *encoder_json, const char *v
     if (read_merges_(t, vocab_bpe, map, err, errlen) < 0) goto fail;
     int missing = -1;
     if (wgpt_bpe_finish(t->bpe, &missing) < 0) {
-        fail_(err, errlen, "out of memory for the GPT-2 tokenizer");
+        wgpt_errf(err, errlen, "out of memory for the GPT-2 tokenizer");
         goto fail;
     }
     t->pretok = wgpt_pretok_compile(err, errlen);

@@ -14,13 +14,13 @@ wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
     uint64_t size = (bytes + 15) & ~(uint64_t)15;
     if (size == 0) size = 16;
     if (size > g->limits.maxBufferSize) {
-        wgpt_gpu_fail_(g, "buffer '%s' needs %llu bytes; '%s' allows at most %llu in one buffer (maxBufferSize)",
+        wgpt_gpu_fail(g, "buffer '%s' needs %llu bytes; '%s' allows at most %llu in one buffer (maxBufferSize)",
                        label, (unsigned long long)bytes, g->info.name, (unsigned long long)g->limits.maxBufferSize);
         return NULL;
     }
     wgpt_buf *b = calloc(1, sizeof *b);
     if (!b) {
-        wgpt_gpu_fail_(g, "out of host memory creating buffer '%s'", label);
+        wgpt_gpu_fail(g, "out of host memory creating buffer '%s'", label);
         return NULL;
     }
     b->gpu = g;
@@ -59,10 +59,10 @@ uint64_t wgpt_view_bytes(wgpt_view v) {
 
 static int check_range_(wgpt_gpu *g, const wgpt_buf *b, uint64_t offset, uint64_t bytes, const char *op) {
     if (offset % 4 || bytes % 4)
-        return wgpt_gpu_fail_(g, "%s of buffer '%s': offset %llu and size %llu must be multiples of 4", op, b->label,
+        return wgpt_gpu_fail(g, "%s of buffer '%s': offset %llu and size %llu must be multiples of 4", op, b->label,
                               (unsigned long long)offset, (unsigned long long)bytes);
     if (offset > b->size || bytes > b->size - offset)
-        return wgpt_gpu_fail_(g, "%s of buffer '%s': bytes [%llu, %llu) are outside its %llu bytes", op, b->label,
+        return wgpt_gpu_fail(g, "%s of buffer '%s': bytes [%llu, %llu) are outside its %llu bytes", op, b->label,
                               (unsigned long long)offset, (unsigned long long)(offset + bytes),
                               (unsigned long long)b->size);
     return 0;
@@ -108,7 +108,7 @@ static int ensure_readback_(wgpt_gpu *g, uint64_t size) {
     d.size = size;
     g->readback = wgpuDeviceCreateBuffer(g->device, &d);
     g->readback_size = size;
-    return g->readback ? 0 : wgpt_gpu_fail_(g, "could not create a readback buffer of %llu bytes",
+    return g->readback ? 0 : wgpt_gpu_fail(g, "could not create a readback buffer of %llu bytes",
                                             (unsigned long long)size);
 }
 
@@ -126,11 +126,11 @@ static int read_chunk_(wgpt_gpu *g, WGPUBuffer src, uint64_t offset, void *dst, 
     wgpuBufferMapAsync(g->readback, WGPUMapMode_Read, 0, (size_t)bytes, cb);
     if (wgpt_gpu_wait_(g, &r.done, what) < 0) return -1;
     if (r.status != WGPUMapAsyncStatus_Success)
-        return wgpt_gpu_fail_(g, "%s: mapping the readback buffer failed: %s", what, r.msg);
+        return wgpt_gpu_fail(g, "%s: mapping the readback buffer failed: %s", what, r.msg);
     const void *m = wgpuBufferGetConstMappedRange(g->readback, 0, (size_t)bytes);
     if (!m) {
         wgpuBufferUnmap(g->readback);
-        return wgpt_gpu_fail_(g, "%s: the readback buffer could not be mapped", what);
+        return wgpt_gpu_fail(g, "%s: the readback buffer could not be mapped", what);
     }
     if (dst) memcpy(dst, m, (size_t)bytes);
     wgpuBufferUnmap(g->readback);

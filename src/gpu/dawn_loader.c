@@ -17,7 +17,6 @@
 #include <limits.h>
 #include <link.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +27,7 @@
 
 #include "dawn_api.h"
 #include "napi_stubs.h"
+#include "util/err.h"
 
 #ifndef WGPT_DAWN_NODE_SHA256
 #error "build with -DWGPT_DAWN_NODE_SHA256=\"...\" (the Makefile takes it from scripts/pins.sh)"
@@ -57,15 +57,6 @@ static struct {
     const dawn_feature_info_ *(*feature_info)(uint32_t);
 } L;
 
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 // --- the ELF file, read with bounds checks on every table -----------------------
 typedef struct {
     const unsigned char *map;
@@ -85,42 +76,42 @@ static int elf_open_(elf_file_ *f, const char *path, char *err, size_t errlen) {
     // O_NONBLOCK: a FIFO named as the library must not hang the process in open().
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
-        return fail_(err, errlen, "Dawn: cannot open %s: %s (run scripts/setup.sh to fetch the pinned Dawn, or set "
+        return wgpt_errf(err, errlen, "Dawn: cannot open %s: %s (run scripts/setup.sh to fetch the pinned Dawn, or set "
                      "WGPT_DAWN_LIB to a libwebgpu_dawn.so)", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return fail_(err, errlen, "Dawn: %s is not a regular file", path);
+        return wgpt_errf(err, errlen, "Dawn: %s is not a regular file", path);
     }
     if ((uint64_t)st.st_size < sizeof(Elf64_Ehdr)) {
         close(fd);
-        return fail_(err, errlen, "Dawn: %s is not an ELF shared library (%lld bytes)", path, (long long)st.st_size);
+        return wgpt_errf(err, errlen, "Dawn: %s is not an ELF shared library (%lld bytes)", path, (long long)st.st_size);
     }
     f->size = (size_t)st.st_size;
     void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (m == MAP_FAILED) return fail_(err, errlen, "Dawn: cannot map %s: %s", path, strerror(errno));
+    if (m == MAP_FAILED) return wgpt_errf(err, errlen, "Dawn: cannot map %s: %s", path, strerror(errno));
     f->map = m;
     const Elf64_Ehdr *eh = m;
     if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
         eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_type != ET_DYN || eh->e_machine != EM_X86_64)
-        return fail_(err, errlen, "Dawn: %s is not an x86-64 ELF shared library", path);
+        return wgpt_errf(err, errlen, "Dawn: %s is not an x86-64 ELF shared library", path);
     if (eh->e_shentsize != sizeof(Elf64_Shdr) || !in_file_(f, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)))
-        return fail_(err, errlen, "Dawn: %s has a damaged section table", path);
+        return wgpt_errf(err, errlen, "Dawn: %s has a damaged section table", path);
     const Elf64_Shdr *sh = (const Elf64_Shdr *)(f->map + eh->e_shoff);
     for (unsigned i = 0; i < eh->e_shnum; i++) {
         if (sh[i].sh_type != SHT_SYMTAB && sh[i].sh_type != SHT_DYNSYM) continue;
         const Elf64_Shdr *str = sh[i].sh_link < eh->e_shnum ? &sh[sh[i].sh_link] : NULL;
         if (!str || !in_file_(f, sh[i].sh_offset, sh[i].sh_size) || !in_file_(f, str->sh_offset, str->sh_size) ||
             sh[i].sh_offset % 8 || str->sh_size == 0 || f->map[str->sh_offset + str->sh_size - 1] != 0)
-            return fail_(err, errlen, "Dawn: %s has a damaged symbol table", path);
+            return wgpt_errf(err, errlen, "Dawn: %s has a damaged symbol table", path);
         const Elf64_Sym *syms = (const Elf64_Sym *)(f->map + sh[i].sh_offset);
         size_t n = sh[i].sh_size / sizeof(Elf64_Sym);
         const char *strs = (const char *)(f->map + str->sh_offset);
         if (sh[i].sh_type == SHT_SYMTAB) f->symtab = syms, f->nsymtab = n, f->strtab = strs, f->strtab_size = str->sh_size;
         else f->dynsym = syms, f->ndynsym = n, f->dynstr = strs, f->dynstr_size = str->sh_size;
     }
-    if (!f->dynsym) return fail_(err, errlen, "Dawn: %s has no dynamic symbol table", path);
+    if (!f->dynsym) return wgpt_errf(err, errlen, "Dawn: %s has no dynamic symbol table", path);
     return 0;
 }
 
@@ -167,10 +158,10 @@ static int check_napi_imports_(const elf_file_ *f, const char *path, char *err, 
         const char *name = sym_name_(f->dynstr, f->dynstr_size, &f->dynsym[i]);
         if (strncmp(name, "napi_", 5) != 0) continue;
         if (!wgpt_napi_stub_known_(name))
-            return fail_(err, errlen, "Dawn: %s imports %s, which wgpt does not provide (add it to "
+            return wgpt_errf(err, errlen, "Dawn: %s imports %s, which wgpt does not provide (add it to "
                          "src/gpu/napi_stubs.h)", path, name);
         if (!dlsym(RTLD_DEFAULT, name))
-            return fail_(err, errlen, "Dawn: %s imports %s, but this executable does not export it (link with "
+            return wgpt_errf(err, errlen, "Dawn: %s imports %s, but this executable does not export it (link with "
                          "-Wl,--export-dynamic-symbol='napi_*', as the Makefile does)", path, name);
     }
     return 0;
@@ -184,7 +175,7 @@ static void reset_pointers_(void) {
 }
 
 int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err, size_t errlen) {
-    if (L.ok) return fail_(err, errlen, "Dawn is already loaded (%s)", L.loaded);
+    if (L.ok) return wgpt_errf(err, errlen, "Dawn is already loaded (%s)", L.loaded);
     if (!pinned_sha256) pinned_sha256 = WGPT_DAWN_NODE_SHA256;
     elf_file_ f;
     if (elf_open_(&f, path, err, errlen) < 0) {
@@ -198,30 +189,30 @@ int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err,
         char sha[65];
         if (sha256_hex_(&f, sha) < 0) {
             elf_close_(&f);
-            return fail_(err, errlen, "Dawn: cannot hash %s (OpenSSL's SHA-256 failed)", path);
+            return wgpt_errf(err, errlen, "Dawn: cannot hash %s (OpenSSL's SHA-256 failed)", path);
         }
         if (strcmp(sha, pinned_sha256) != 0) {
             elf_close_(&f);
-            return fail_(err, errlen, "Dawn: %s exports no C API, and its sha256 %s is not the pinned dawn.node's %s, "
+            return wgpt_errf(err, errlen, "Dawn: %s exports no C API, and its sha256 %s is not the pinned dawn.node's %s, "
                          "whose symbols wgpt knows (run scripts/setup.sh to fetch it, or point WGPT_DAWN_LIB at "
                          "a libwebgpu_dawn.so that exports the C API)", path, sha, pinned_sha256);
         }
         if (!f.symtab) {
             elf_close_(&f);
-            return fail_(err, errlen, "Dawn: %s has no .symtab (stripped), so its C API cannot be found", path);
+            return wgpt_errf(err, errlen, "Dawn: %s has no .symtab (stripped), so its C API cannot be found", path);
         }
         const char *need[] = {SYM_GET_PROCS, SYM_SET_PROCS, "wgpuGetProcAddress"};
         for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
             if (!local_(&f, need[i])) {
                 elf_close_(&f);
-                return fail_(err, errlen, "Dawn: %s has no symbol %s", path, need[i]);
+                return wgpt_errf(err, errlen, "Dawn: %s has no symbol %s", path, need[i]);
             }
         v_get = local_(&f, SYM_GET_PROCS);
         v_set = local_(&f, SYM_SET_PROCS);
         v_anchor = find_defined_(f.dynsym, f.ndynsym, f.dynstr, f.dynstr_size, SYM_ANCHOR);
         if (!v_anchor) {
             elf_close_(&f);
-            return fail_(err, errlen, "Dawn: %s does not export %s, which gives its load address", path, SYM_ANCHOR);
+            return wgpt_errf(err, errlen, "Dawn: %s does not export %s, which gives its load address", path, SYM_ANCHOR);
         }
         if (check_napi_imports_(&f, path, err, errlen) < 0) {
             elf_close_(&f);
@@ -233,7 +224,7 @@ int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err,
     if (!h) {
         const char *e = dlerror();
         elf_close_(&f);
-        return fail_(err, errlen, "Dawn: dlopen %s: %s", path, e ? e : "failed");
+        return wgpt_errf(err, errlen, "Dawn: dlopen %s: %s", path, e ? e : "failed");
     }
     uintptr_t base = 0;
     if (addon) {
@@ -243,7 +234,7 @@ int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err,
             (uintptr_t)anchor - (uintptr_t)v_anchor != (uintptr_t)lm->l_addr) {
             dlclose(h);
             elf_close_(&f);
-            return fail_(err, errlen, "Dawn: %s: its load address and %s disagree; the file is not what its "
+            return wgpt_errf(err, errlen, "Dawn: %s: its load address and %s disagree; the file is not what its "
                          "symbol table says", path, SYM_ANCHOR);
         }
         base = (uintptr_t)lm->l_addr;
@@ -274,7 +265,7 @@ int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err,
         reset_pointers_();
         dlclose(h);
         elf_close_(&f);
-        return fail_(err, errlen, "Dawn: %s has no %s", path, missing);
+        return wgpt_errf(err, errlen, "Dawn: %s has no %s", path, missing);
     }
 
     char version[41] = "unknown";
@@ -335,7 +326,7 @@ int wgpt_dawn_check_features_(int *checked, char *err, size_t errlen) {
         normalise_(fi && fi->name ? fi->name : "", a, sizeof a);
         normalise_(declared[i].name, b, sizeof b);
         if (strcmp(a, b) != 0)
-            return fail_(err, errlen, "Dawn: feature value 0x%x is '%s' in this build, but src/gpu/dawn_api.h "
+            return wgpt_errf(err, errlen, "Dawn: feature value 0x%x is '%s' in this build, but src/gpu/dawn_api.h "
                          "declares it as %s: the declarations do not fit this Dawn",
                          (unsigned)declared[i].value, fi && fi->name ? fi->name : "(none)", declared[i].name);
         (*checked)++;
@@ -378,7 +369,7 @@ int wgpt_dawn_load_(char *err, size_t errlen) {
             snprintf(L.err + n, sizeof L.err - n, " (from WGPT_DAWN_LIB)");
         }
     }
-    if (!L.ok) return fail_(err, errlen, "%s", L.err);
+    if (!L.ok) return wgpt_errf(err, errlen, "%s", L.err);
     return 0;
 }
 

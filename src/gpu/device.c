@@ -9,6 +9,8 @@
 
 #include "dawn_loader.h"
 #include "internal.h"
+#include "util/clock.h"
+#include "util/err.h"
 
 WGPUStringView wgpt_sv_(const char *s) { return (WGPUStringView){s, s ? WGPU_STRLEN : 0}; }
 
@@ -20,18 +22,10 @@ static void copy_sv_(char *dst, size_t cap, WGPUStringView v) {
     dst[n] = 0;
 }
 
-int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g->err, sizeof g->err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 int wgpt_gpu_fail(wgpt_gpu *g, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    wgpt_verrf(g->err, sizeof g->err, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -44,20 +38,14 @@ int wgpt_gpu_check_(wgpt_gpu *g) {
 const char *wgpt_gpu_error(const wgpt_gpu *g) { return g->err; }
 const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *g) { return &g->info; }
 
-static double now_s_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // Waits on an instance alone (before a device exists).
 static int wait_instance_(WGPUInstance inst, volatile int *done) {
-    double t0 = now_s_(), lim = wgpt_gpu_timeout_s_();
+    double t0 = wgpt_clock_s(), lim = wgpt_gpu_timeout_s_();
     long sleep_ns = 1000;
     while (!*done) {
         wgpuInstanceProcessEvents(inst);
         if (*done) break;
-        if (now_s_() - t0 > lim) return -1;
+        if (wgpt_clock_s() - t0 > lim) return -1;
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < 1000000) sleep_ns *= 2;
@@ -66,17 +54,17 @@ static int wait_instance_(WGPUInstance inst, volatile int *done) {
 }
 
 int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what) {
-    double t0 = now_s_(), lim = wgpt_gpu_timeout_s_();
+    double t0 = wgpt_clock_s(), lim = wgpt_gpu_timeout_s_();
     long sleep_ns = 1000;
     while (!*done) {
         wgpuInstanceProcessEvents(g->instance);
         if (*done) break;
         if (g->failed) return -1;
         int interrupted = g->interrupt && *g->interrupt;
-        if (interrupted || now_s_() - t0 > lim) {
+        if (interrupted || wgpt_clock_s() - t0 > lim) {
             g->hung = g->failed = 1;  // the work is still queued: nothing after it can be trusted
-            if (interrupted) return wgpt_gpu_fail_(g, "interrupted while waiting for the GPU to finish %s", what);
-            return wgpt_gpu_fail_(g, "GPU did not finish %s within %g s (set WGPT_GPU_TIMEOUT_S to wait longer)",
+            if (interrupted) return wgpt_gpu_fail(g, "interrupted while waiting for the GPU to finish %s", what);
+            return wgpt_gpu_fail(g, "GPU did not finish %s within %g s (set WGPT_GPU_TIMEOUT_S to wait longer)",
                                   what, lim);
         }
         struct timespec ts = {0, sleep_ns};
@@ -120,7 +108,7 @@ int wgpt_gpu_scope_pop_(wgpt_gpu *g, const char *what) {
         const char *kind = r[i].type == WGPUErrorType_OutOfMemory ? "out of GPU memory"
                            : r[i].type == WGPUErrorType_Validation ? "rejected by WebGPU validation"
                                                                      : "GPU error";
-        return wgpt_gpu_fail_(g, "%s: %s: %s", what, kind, r[i].msg);
+        return wgpt_gpu_fail(g, "%s: %s: %s", what, kind, r[i].msg);
     }
     return 0;
 }

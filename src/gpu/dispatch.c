@@ -11,7 +11,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
                             size_t params_size) {
     if (wgpt_gpu_check_(g) < 0) return NULL;
     if (!k || nviews < 0 || nviews > 15) {
-        wgpt_gpu_fail_(g, "bind group: %s", !k ? "no kernel" : "0 to 15 buffers per kernel");
+        wgpt_gpu_fail(g, "bind group: %s", !k ? "no kernel" : "0 to 15 buffers per kernel");
         return NULL;
     }
     WGPUBindGroupEntry e[16];
@@ -19,24 +19,24 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
     for (int i = 0; i < nviews; i++) {
         const wgpt_view *v = &views[i];
         if (!v->buf) {
-            wgpt_gpu_fail_(g, "kernel '%s': binding %d has no buffer", k->name, i);
+            wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->name, i);
             return NULL;
         }
         uint64_t size = wgpt_view_bytes(*v);
         if (v->offset % g->info.storage_offset_align) {
-            wgpt_gpu_fail_(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
+            wgpt_gpu_fail(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
                               "of %u (minStorageBufferOffsetAlignment)",
                            k->name, i, v->buf->label, (unsigned long long)v->offset, g->info.storage_offset_align);
             return NULL;
         }
         if (size == 0 || size % 4 || v->offset + size > v->buf->size) {
-            wgpt_gpu_fail_(g, "kernel '%s': binding %d covers bytes [%llu, %llu) of buffer '%s' (%llu bytes)",
+            wgpt_gpu_fail(g, "kernel '%s': binding %d covers bytes [%llu, %llu) of buffer '%s' (%llu bytes)",
                            k->name, i, (unsigned long long)v->offset, (unsigned long long)(v->offset + size),
                            v->buf->label, (unsigned long long)v->buf->size);
             return NULL;
         }
         if (size > g->info.max_storage_binding) {
-            wgpt_gpu_fail_(g, "kernel '%s': binding %d covers %llu bytes of buffer '%s'; '%s' binds at most %llu "
+            wgpt_gpu_fail(g, "kernel '%s': binding %d covers %llu bytes of buffer '%s'; '%s' binds at most %llu "
                               "(maxStorageBufferBindingSize): split the work into smaller ranges",
                            k->name, i, (unsigned long long)size, v->buf->label, g->info.name,
                            (unsigned long long)g->info.max_storage_binding);
@@ -49,7 +49,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
     }
     wgpt_bind *b = calloc(1, sizeof *b);
     if (!b) {
-        wgpt_gpu_fail_(g, "out of host memory");
+        wgpt_gpu_fail(g, "out of host memory");
         return NULL;
     }
     b->gpu = g;
@@ -70,7 +70,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
         n++;
         uint8_t tmp[256] = {0};
         if (params_size > sizeof tmp) {
-            wgpt_gpu_fail_(g, "kernel '%s': params of %zu bytes; at most %zu", k->name, params_size, sizeof tmp);
+            wgpt_gpu_fail(g, "kernel '%s': params of %zu bytes; at most %zu", k->name, params_size, sizeof tmp);
             wgpt_bind_free(b);
             return NULL;
         }
@@ -98,7 +98,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
 int wgpt_bind_set_params(wgpt_gpu *g, wgpt_bind *b, const void *params, size_t params_size) {
     if (wgpt_gpu_check_(g) < 0) return -1;
     if (!b->uniform || params_size != b->params_size)
-        return wgpt_gpu_fail_(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->name, b->params_size,
+        return wgpt_gpu_fail(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->name, b->params_size,
                               params_size);
     // The write lands before the next submit's commands: dispatches already
     // recorded with this bind group must be submitted first.
@@ -124,7 +124,7 @@ WGPUCommandEncoder wgpt_batch_encoder_(wgpt_gpu *g) {
     if (!g->encoder) {
         WGPUCommandEncoderDescriptor d = {NULL, wgpt_sv_("wgpt batch")};
         g->encoder = wgpuDeviceCreateCommandEncoder(g->device, &d);
-        if (!g->encoder) wgpt_gpu_fail_(g, "could not create a command encoder");
+        if (!g->encoder) wgpt_gpu_fail(g, "could not create a command encoder");
     }
     return g->encoder;
 }
@@ -155,7 +155,7 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
     if (wgpt_gpu_check_(g) < 0) return -1;
     uint32_t lim = g->info.max_workgroups_per_dim;
     if (x > lim || y > lim || z > lim)
-        return wgpt_gpu_fail_(g, "kernel '%s': dispatch (%u, %u, %u) exceeds %u workgroups per dimension",
+        return wgpt_gpu_fail(g, "kernel '%s': dispatch (%u, %u, %u) exceeds %u workgroups per dimension",
                               b->kernel->name, x, y, z, lim);
     if (x == 0 || y == 0 || z == 0) return 0;
     WGPUCommandEncoder enc = wgpt_batch_encoder_(g);
@@ -191,7 +191,7 @@ int wgpt_dims1d(wgpt_gpu *g, uint64_t n, uint32_t *x, uint32_t *y) {
                                                                     : WGPT_MAX_WG_DIM;
     uint64_t rows = n <= dim ? 1 : (n + dim - 1) / dim;
     if (rows > dim)
-        return wgpt_gpu_fail_(g, "%llu workgroups exceed even a 2D dispatch (%llu x %llu)", (unsigned long long)n,
+        return wgpt_gpu_fail(g, "%llu workgroups exceed even a 2D dispatch (%llu x %llu)", (unsigned long long)n,
                               (unsigned long long)dim, (unsigned long long)dim);
     *x = (uint32_t)(n <= dim ? n : dim);
     *y = (uint32_t)rows;
@@ -217,7 +217,7 @@ int wgpt_gpu_submit(wgpt_gpu *g) {
     g->encoder = NULL;
     g->recorded = 0;
     g->batch++;
-    if (!cb) return wgpt_gpu_fail_(g, "could not finish the command buffer");
+    if (!cb) return wgpt_gpu_fail(g, "could not finish the command buffer");
     wgpuQueueSubmit(g->queue, 1, &cb);
     wgpuCommandBufferRelease(cb);
     wgpuInstanceProcessEvents(g->instance);  // surfaces validation errors early
@@ -239,7 +239,7 @@ int wgpt_profile_init_(wgpt_gpu *g) {
     g->query_read = wgpuDeviceCreateBuffer(g->device, &d);
     g->query_names = calloc(QUERY_CAP / 2, sizeof *g->query_names);
     if (!g->queries || !g->query_resolve || !g->query_read || !g->query_names)
-        return wgpt_gpu_fail_(g, "could not create the timestamp query set");
+        return wgpt_gpu_fail(g, "could not create the timestamp query set");
     g->query_cap = QUERY_CAP;
     g->profile = 1;
     return 0;
@@ -271,7 +271,7 @@ static void on_ts_map_(WGPUMapAsyncStatus status, WGPUStringView message, void *
 }
 
 int wgpt_gpu_timings(wgpt_gpu *g, wgpt_timing *out, int max) {
-    if (!g->profile) return wgpt_gpu_fail_(g, "timings need a device opened with profiling");
+    if (!g->profile) return wgpt_gpu_fail(g, "timings need a device opened with profiling");
     if (wgpt_gpu_check_(g) < 0) return -1;
     uint32_t used = g->query_used;
     if (used == 0) return 0;
@@ -286,7 +286,7 @@ int wgpt_gpu_timings(wgpt_gpu *g, wgpt_timing *out, int max) {
     WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_ts_map_, &r, NULL};
     wgpuBufferMapAsync(g->query_read, WGPUMapMode_Read, 0, (size_t)used * 8, cb);
     if (wgpt_gpu_wait_(g, &r.done, "reading timestamps") < 0) return -1;
-    if (r.status != WGPUMapAsyncStatus_Success) return wgpt_gpu_fail_(g, "could not map the timestamp buffer");
+    if (r.status != WGPUMapAsyncStatus_Success) return wgpt_gpu_fail(g, "could not map the timestamp buffer");
     const uint64_t *ts = wgpuBufferGetConstMappedRange(g->query_read, 0, (size_t)used * 8);
     int n = 0;
     for (uint32_t i = 0; i + 1 < used && n < max; i += 2, n++) {

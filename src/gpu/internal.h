@@ -82,8 +82,6 @@ struct wgpt_gpu {
 // Fills info's compute_units and fp32_peak_tflops from the table of known
 // chips (chips.c) and WGPT_COMPUTE_UNITS; -1 with err filled if that is malformed.
 int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
-// Sets gpu->err (printf-style) and returns -1; NULL-returning callers use the -1.
-int wgpt_gpu_fail_(wgpt_gpu *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // 0 if the device is usable, else -1 with the sticky error (device lost, etc.).
 int wgpt_gpu_check_(wgpt_gpu *g);
 // Processes Dawn events until *done, the GPU timeout or an interrupt; -1 with

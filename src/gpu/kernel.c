@@ -154,7 +154,7 @@ void wgpt_kernels_free_(wgpt_gpu *g) {
 
 int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
     char err[1024];
-    if (register_file_(g, label, text, err, sizeof err) < 0) return wgpt_gpu_fail_(g, "%s", err);
+    if (register_file_(g, label, text, err, sizeof err) < 0) return wgpt_gpu_fail(g, "%s", err);
     return 0;
 }
 
@@ -219,7 +219,7 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     }
     wgpt_ksrc_composed src;
     if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
-        return wgpt_gpu_fail_(g, "out of memory composing kernel %s", k->name);
+        return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
 
     WGPUShaderSourceWGSL wgsl = {{NULL, WGPUSType_ShaderSourceWGSL}, wgpt_sv_(src.code)};
     WGPUShaderModuleDescriptor md = {&wgsl.chain, wgpt_sv_(k->name)};
@@ -235,10 +235,10 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
         wgpuShaderModuleRelease(mod);
         wgpt_ksrc_composed_free(&src);
         if (r.errors)
-            return wgpt_gpu_fail_(g, "kernel '%s' (%s) failed to compile:%s%s", k->name, f->label, report,
+            return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile:%s%s", k->name, f->label, report,
                                   r.errors > 8 ? "\n  ..." : "");
         if (g->failed) return -1;
-        return wgpt_gpu_fail_(g, "kernel '%s' (%s) failed to compile: %s", k->name, f->label, g->err);
+        return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile: %s", k->name, f->label, g->err);
     }
 
     WGPUComputePipelineDescriptor pd;
@@ -256,7 +256,7 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
         k->pipeline = NULL;
         char inner[sizeof g->err];
         snprintf(inner, sizeof inner, "%s", g->err);
-        return wgpt_gpu_fail_(g, "kernel '%s' (%s): the pipeline could not be created (is there a function "
+        return wgpt_gpu_fail(g, "kernel '%s' (%s): the pipeline could not be created (is there a function "
                               "named '%s' with @compute?): %s",
                               k->name, f->label, k->name, inner);
     }
@@ -272,6 +272,6 @@ wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
         if (!k->pipeline && compile_(g, k) < 0) return NULL;
         return k;
     }
-    wgpt_gpu_fail_(g, "no kernel named '%s' in the kernel files", name);
+    wgpt_gpu_fail(g, "no kernel named '%s' in the kernel files", name);
     return NULL;
 }

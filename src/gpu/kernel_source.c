@@ -2,20 +2,13 @@
 #include "kernel_source.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char MARKER_HEAD[] = "// --- KERNEL:";
+#include "util/err.h"
 
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+static const char MARKER_HEAD[] = "// --- KERNEL:";
 
 static int is_ident_(const char *s, size_t n) {
     if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return 0;
@@ -47,7 +40,7 @@ int wgpt_ksrc_check_shared(const char *label, const char *text, char *err, size_
         const char *e = strchr(p, '\n');
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n >= sizeof MARKER_HEAD - 1 && memcmp(p, MARKER_HEAD, sizeof MARKER_HEAD - 1) == 0)
-            return fail_(err, errlen,
+            return wgpt_errf(err, errlen,
                          "%s:%u: the shared preamble must not contain a kernel marker "
                          "(it is pasted in front of every kernel)",
                          label, line);
@@ -72,7 +65,7 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
     f->text = strdup(text);
     if (!f->label || !f->text) {
         wgpt_ksrc_free(f);
-        return fail_(err, errlen, "%s: out of memory", label);
+        return wgpt_errf(err, errlen, "%s: out of memory", label);
     }
     int cap = 0;
     uint32_t line = 1;
@@ -84,7 +77,7 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
         int m = parse_marker_(p, n, name, sizeof name);
         if (m < 0) {
             wgpt_ksrc_free(f);
-            return fail_(err, errlen,
+            return wgpt_errf(err, errlen,
                          "%s:%u: malformed kernel marker; write `// --- KERNEL: name ---` "
                          "with a WGSL identifier of under 64 characters",
                          label, line);
@@ -93,14 +86,14 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
             for (int i = 0; i < f->nkernels; i++)
                 if (strcmp(f->kernels[i].name, name) == 0) {
                     wgpt_ksrc_free(f);
-                    return fail_(err, errlen, "%s:%u: kernel '%s' is defined twice", label, line, name);
+                    return wgpt_errf(err, errlen, "%s:%u: kernel '%s' is defined twice", label, line, name);
                 }
             if (f->nkernels == cap) {
                 cap = cap ? cap * 2 : 8;
                 wgpt_ksrc_kernel *nk = realloc(f->kernels, (size_t)cap * sizeof *nk);
                 if (!nk) {
                     wgpt_ksrc_free(f);
-                    return fail_(err, errlen, "%s: out of memory", label);
+                    return wgpt_errf(err, errlen, "%s: out of memory", label);
                 }
                 f->kernels = nk;
             }
@@ -118,7 +111,7 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
     }
     if (f->nkernels == 0) {
         wgpt_ksrc_free(f);
-        return fail_(err, errlen, "%s: no kernel markers (`// --- KERNEL: name ---`) in this file", label);
+        return wgpt_errf(err, errlen, "%s: no kernel markers (`// --- KERNEL: name ---`) in this file", label);
     }
     f->kernels[f->nkernels - 1].body_end = strlen(t);
     return 0;

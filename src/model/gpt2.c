@@ -17,11 +17,12 @@
 #include "model/linear_f16.h"
 #include "model/precision.h"
 #include "model/variant.h"
+#include "util/err.h"
 
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(m->err, sizeof m->err, fmt, ap);
+    wgpt_verrf(m->err, sizeof m->err, fmt, ap);
     va_end(ap);
     return -1;
 }

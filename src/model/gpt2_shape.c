@@ -6,12 +6,13 @@
 
 #include "model/attention.h"  // defines: WGPT_ATTENTION_MAX_HS
 #include "model/gpt2.h"
+#include "util/err.h"
 
 static int fail_(char *err, size_t errlen, int dims, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail_(char *err, size_t errlen, int dims, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    wgpt_verrf(err, errlen, fmt, ap);
     va_end(ap);
     return dims;
 }

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include <zlib.h>  // defines: crc32, crc32_combine
 
+#include "util/err.h"
 #include "util/fs.h"
 
 enum { HEADER_SIZE = 144, HEADER_CRC_AT = 140, TRAILER_SIZE = 32, NSECT = 5 };
@@ -30,14 +30,6 @@ static const char *const TENSOR_NAME[WGPT_GPT2_NUM_TENSORS] = {
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
 
 typedef unsigned long long ull;  // for printf
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // ---- little-endian fields, checked arithmetic, CRC ----
 
@@ -108,11 +100,11 @@ static int config_floats_(const wgpt_gpt2_config *c, uint64_t *floats, char *msg
                            c->num_layers,  c->num_heads,  c->channels};
     const char *names[6] = {"max_seq_len", "vocab_size", "padded_vocab_size", "num_layers", "num_heads", "channels"};
     for (int i = 0; i < 6; i++)
-        if (f[i] == 0) return fail_(msg, msglen, "config %s is 0 (must be >= 1)", names[i]);
+        if (f[i] == 0) return wgpt_errf(msg, msglen, "config %s is 0 (must be >= 1)", names[i]);
     if (c->channels % c->num_heads)
-        return fail_(msg, msglen, "config channels %u is not a multiple of num_heads %u", c->channels, c->num_heads);
+        return wgpt_errf(msg, msglen, "config channels %u is not a multiple of num_heads %u", c->channels, c->num_heads);
     if (c->vocab_size > c->padded_vocab_size)
-        return fail_(msg, msglen, "config vocab_size %u exceeds padded_vocab_size %u", c->vocab_size,
+        return wgpt_errf(msg, msglen, "config vocab_size %u exceeds padded_vocab_size %u", c->vocab_size,
                      c->padded_vocab_size);
     // Vp*C + maxT*C + L*(12*C*C + 13*C) + 2*C (see model/gpt2.h's tensor list)
     uint64_t C = c->channels, a, b, layer, n;
@@ -120,11 +112,11 @@ static int config_floats_(const wgpt_gpt2_config *c, uint64_t *floats, char *msg
               mul_(layer, c->num_layers, &n) || mul_(C, (uint64_t)c->padded_vocab_size + c->max_seq_len + 2, &a) ||
               add_(n, a, &n) || n > SIZE_MAX / 4 || n > UINT64_MAX / 4;
     if (bad)
-        return fail_(msg, msglen,
+        return wgpt_errf(msg, msglen,
                      "config (maxT=%u, Vp=%u, L=%u, C=%u) has more parameters than this machine can address",
                      c->max_seq_len, c->padded_vocab_size, c->num_layers, c->channels);
     if ((uint64_t)wgpt_gpt2_num_params(c) != n)  // the model's own count must agree with the format's
-        return fail_(msg, msglen, "config parameter count %llu disagrees with the model's %zu (a wgpt bug)",
+        return wgpt_errf(msg, msglen, "config parameter count %llu disagrees with the model's %zu (a wgpt bug)",
                      (ull)n, wgpt_gpt2_num_params(c));
     *floats = n;
     return 0;
@@ -172,7 +164,7 @@ static int finite_(const wgpt_gpt2_config *c, const char *what, const float *x, 
         if (isfinite(x[i])) continue;
         char where[128];
         locate_(c, i, where, sizeof where);
-        return fail_(msg, msglen, "%s element %llu (%s) is %s", what, (ull)i, where, isnan(x[i]) ? "NaN" : "Inf");
+        return wgpt_errf(msg, msglen, "%s element %llu (%s) is %s", what, (ull)i, where, isnan(x[i]) ? "NaN" : "Inf");
     }
     return 0;
 }
@@ -215,24 +207,24 @@ static int write_prepare_(const char *path, const wgpt_checkpoint *ck, unsigned 
     char msg[512];
     uint64_t floats;
     if (config_floats_(&ck->config, &floats, msg, sizeof msg) < 0)
-        return fail_(err, errlen, "%s: not written: %s", path, msg);
-    if (!ck->params) return fail_(err, errlen, "%s: not written: params is NULL", path);
+        return wgpt_errf(err, errlen, "%s: not written: %s", path, msg);
+    if (!ck->params) return wgpt_errf(err, errlen, "%s: not written: params is NULL", path);
     if (!ck->adam_m != !ck->adam_v)
-        return fail_(err, errlen, "%s: not written: adam_m is %s but adam_v is %s (give both moments or neither)",
+        return wgpt_errf(err, errlen, "%s: not written: adam_m is %s but adam_v is %s (give both moments or neither)",
                      path, ck->adam_m ? "set" : "NULL", ck->adam_v ? "set" : "NULL");
     if ((ck->train_opts_len && !ck->train_opts) || (ck->loader_state_len && !ck->loader_state))
-        return fail_(err, errlen, "%s: not written: %s has length %zu but its pointer is NULL", path,
+        return wgpt_errf(err, errlen, "%s: not written: %s has length %zu but its pointer is NULL", path,
                      ck->train_opts_len && !ck->train_opts ? "train_opts" : "loader_state",
                      ck->train_opts_len && !ck->train_opts ? ck->train_opts_len : ck->loader_state_len);
     if (!tokenizer_ok_(ck->tokenizer, 0))
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: not written: tokenizer name must be 1 to %d printable characters without spaces "
                      "(e.g. \"gpt2\", \"bytes\")",
                      path, WGPT_CHECKPOINT_TOKENIZER_MAX - 1);
     const float *t[3] = {ck->params, ck->adam_m, ck->adam_v};
     for (int i = 0; i < 3; i++)
         if (t[i] && finite_(&ck->config, SECT_NAME[S_PARAMS + i], t[i], floats, msg, sizeof msg) < 0)
-            return fail_(err, errlen, "%s: not written (training has diverged?): %s", path, msg);
+            return wgpt_errf(err, errlen, "%s: not written (training has diverged?): %s", path, msg);
 
     len[S_OPTS] = ck->train_opts_len;
     len[S_LOADER] = ck->loader_state_len;
@@ -279,27 +271,27 @@ static uint64_t write_body_(writer_ *w, const wgpt_checkpoint *ck, const unsigne
 }
 
 int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err, size_t errlen) {
-    if (!path || !*path || !ck) return fail_(err, errlen, "checkpoint write: path and checkpoint are required");
+    if (!path || !*path || !ck) return wgpt_errf(err, errlen, "checkpoint write: path and checkpoint are required");
     unsigned char hdr[HEADER_SIZE];
     uint64_t len[NSECT];
     if (write_prepare_(path, ck, hdr, len, err, errlen) < 0) return -1;
 
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
-    if (!tmp) return fail_(err, errlen, "%s: not written: out of memory", path);
+    if (!tmp) return wgpt_errf(err, errlen, "%s: not written: out of memory", path);
     memcpy(tmp, path, plen);
     memcpy(tmp + plen, ".tmp", 5);
     // A stale path.tmp (a write killed earlier) is replaced; O_EXCL then never follows a link planted there.
     if (unlink(tmp) != 0 && errno != ENOENT) {
         int e = errno;
         free(tmp);
-        return fail_(err, errlen, "%s.tmp: cannot remove the stale temporary file: %s", path, strerror(e));
+        return wgpt_errf(err, errlen, "%s.tmp: cannot remove the stale temporary file: %s", path, strerror(e));
     }
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return fail_(err, errlen, "%s.tmp: cannot create (%s); %s was left as it was", path, strerror(e), path);
+        return wgpt_errf(err, errlen, "%s.tmp: cannot create (%s); %s was left as it was", path, strerror(e), path);
     }
     writer_ w = {fdopen(fd, "wb"), 0, 0};
     if (!w.f) {
@@ -317,13 +309,13 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
     if (w.errnum) {
         unlink(tmp);
         free(tmp);
-        return fail_(err, errlen, "%s.tmp: %s failed after %llu of %llu bytes (%s); %s was left as it was", path,
+        return wgpt_errf(err, errlen, "%s.tmp: %s failed after %llu of %llu bytes (%s); %s was left as it was", path,
                      stage, (ull)w.done, (ull)total, strerror(w.errnum), path);
     }
     free(tmp);
     int e = wgpt_sync_parent(path);
     if (e)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: written and renamed into place, but its folder could not be synced (%s): "
                      "the new checkpoint may not survive a power loss",
                      path, strerror(e));
@@ -337,30 +329,30 @@ static int read_header_(FILE *f, const char *path, uint64_t fsize, wgpt_checkpoi
                         unsigned char raw[HEADER_SIZE], char *err, size_t errlen) {
     size_t want = fsize < HEADER_SIZE ? (size_t)fsize : HEADER_SIZE;
     if (fread(raw, 1, want, f) != want)
-        return fail_(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
+        return wgpt_errf(err, errlen, "%s: cannot read the header: %s", path, strerror(errno));
     if (memcmp(raw, MAGIC, want < 8 ? want : 8) != 0)
-        return fail_(err, errlen, "%s: not a wgpt checkpoint (it does not start with \"WGPTCKPT\")", path);
+        return wgpt_errf(err, errlen, "%s: not a wgpt checkpoint (it does not start with \"WGPTCKPT\")", path);
     if (fsize >= 12) {
         uint32_t v = get_u32_(raw + 8);
         if (v != WGPT_CHECKPOINT_VERSION)
-            return fail_(err, errlen,
+            return wgpt_errf(err, errlen,
                          "%s: format version %u, this build reads version %u (%s)", path, v, WGPT_CHECKPOINT_VERSION,
                          v > WGPT_CHECKPOINT_VERSION ? "written by a newer wgpt, or the header is damaged"
                                                      : "the header is damaged");
     }
     if (fsize < HEADER_SIZE + TRAILER_SIZE)
-        return fail_(err, errlen, "%s: truncated: %llu bytes, a checkpoint has at least %d", path, (ull)fsize,
+        return wgpt_errf(err, errlen, "%s: truncated: %llu bytes, a checkpoint has at least %d", path, (ull)fsize,
                      HEADER_SIZE + TRAILER_SIZE);
     if (get_u32_(raw + 12) != HEADER_SIZE)
-        return fail_(err, errlen, "%s: header size field says %u, version 1 headers are %d bytes (damaged header)",
+        return wgpt_errf(err, errlen, "%s: header size field says %u, version 1 headers are %d bytes (damaged header)",
                      path, get_u32_(raw + 12), HEADER_SIZE);
     uint32_t stored = get_u32_(raw + HEADER_CRC_AT), got = crc_(0, raw, HEADER_CRC_AT);
     if (stored != got)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: header checksum mismatch (stored 0x%08x, computed 0x%08x): the header is damaged", path,
                      stored, got);
     if (get_u32_(raw + 136) != 0)
-        return fail_(err, errlen, "%s: unknown header flags 0x%08x (written by a newer wgpt?)", path,
+        return wgpt_errf(err, errlen, "%s: unknown header flags 0x%08x (written by a newer wgpt?)", path,
                      get_u32_(raw + 136));
 
     wgpt_gpt2_config *c = &ck->config;
@@ -369,24 +361,24 @@ static int read_header_(FILE *f, const char *path, uint64_t fsize, wgpt_checkpoi
     for (int i = 0; i < 6; i++) *cf[i] = get_u32_(raw + 16 + 4 * i);
     char msg[512];
     uint64_t floats;
-    if (config_floats_(c, &floats, msg, sizeof msg) < 0) return fail_(err, errlen, "%s: %s", path, msg);
+    if (config_floats_(c, &floats, msg, sizeof msg) < 0) return wgpt_errf(err, errlen, "%s: %s", path, msg);
     ck->step = get_u64_(raw + 40);
     memcpy(ck->tokenizer, raw + 48, WGPT_CHECKPOINT_TOKENIZER_MAX);
     if (!tokenizer_ok_(ck->tokenizer, 1))
-        return fail_(err, errlen, "%s: the tokenizer name field is not 1 to %d printable characters", path,
+        return wgpt_errf(err, errlen, "%s: the tokenizer name field is not 1 to %d printable characters", path,
                      WGPT_CHECKPOINT_TOKENIZER_MAX - 1);
     for (int i = 0; i < 4; i++) ck->rng[i] = get_u64_(raw + 64 + 8 * i);
     for (int i = 0; i < NSECT; i++) len[i] = get_u64_(raw + 96 + 8 * i);
 
     if (len[S_PARAMS] != floats * 4)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: the params section holds %llu bytes but the config (maxT=%u V=%u Vp=%u L=%u NH=%u C=%u) "
                      "needs %llu (%llu floats)",
                      path, (ull)len[S_PARAMS], c->max_seq_len, c->vocab_size, c->padded_vocab_size, c->num_layers,
                      c->num_heads, c->channels, (ull)(floats * 4), (ull)floats);
     for (int i = S_ADAM_M; i <= S_ADAM_V; i++)
         if (len[i] != len[S_ADAM_M] || (len[i] != 0 && len[i] != floats * 4))
-            return fail_(err, errlen,
+            return wgpt_errf(err, errlen,
                          "%s: the %s section holds %llu bytes; it must be 0 (no moments) or %llu like params, "
                          "and adam_m and adam_v must agree",
                          path, SECT_NAME[i], (ull)len[i], (ull)(floats * 4));
@@ -394,13 +386,13 @@ static int read_header_(FILE *f, const char *path, uint64_t fsize, wgpt_checkpoi
     for (int i = 0; i < NSECT; i++)
         if (add_(total, len[i], &total) < 0) total = UINT64_MAX;
     if (total != fsize)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: the header's section sizes add up to a %llu-byte file but it holds %llu bytes "
                      "(truncated, or the header is damaged)",
                      path, (ull)total, (ull)fsize);
     for (int i = 0; i < NSECT; i++)
         if ((uint64_t)(size_t)len[i] != len[i])  // only on 32-bit machines
-            return fail_(err, errlen, "%s: the %s section (%llu bytes) is too large for this machine", path,
+            return wgpt_errf(err, errlen, "%s: the %s section (%llu bytes) is too large for this machine", path,
                          SECT_NAME[i], (ull)len[i]);
     ck->train_opts_len = (size_t)len[S_OPTS];
     ck->loader_state_len = (size_t)len[S_LOADER];
@@ -410,7 +402,7 @@ static int read_header_(FILE *f, const char *path, uint64_t fsize, wgpt_checkpoi
 // Opens path as a regular file and returns its size.
 static FILE *open_(const char *path, uint64_t *fsize, char *err, size_t errlen) {
     if (!path) {
-        fail_(err, errlen, "checkpoint read: path is NULL");
+        wgpt_errf(err, errlen, "checkpoint read: path is NULL");
         return NULL;
     }
     // A FIFO or a device there is refused without blocking in open.
@@ -418,7 +410,7 @@ static FILE *open_(const char *path, uint64_t *fsize, char *err, size_t errlen) 
     if (!f) return NULL;
     struct stat st;
     if (fstat(fileno(f), &st) != 0) {
-        fail_(err, errlen, "%s: cannot read its size: %s", path, strerror(errno));
+        wgpt_errf(err, errlen, "%s: cannot read its size: %s", path, strerror(errno));
         fclose(f);
         return NULL;
     }
@@ -445,20 +437,20 @@ static int read_body_(FILE *f, const char *path, const uint64_t len[NSECT], cons
     uint64_t at = HEADER_SIZE;
     for (int i = 0; i < NSECT; i++) {
         if (len[i] && !(sect[i] = malloc((size_t)len[i])))
-            return fail_(err, errlen, "%s: cannot allocate %llu bytes for the %s section", path, (ull)len[i],
+            return wgpt_errf(err, errlen, "%s: cannot allocate %llu bytes for the %s section", path, (ull)len[i],
                          SECT_NAME[i]);
         if (len[i] && fread(sect[i], 1, (size_t)len[i], f) != len[i])
-            return fail_(err, errlen, "%s: cannot read the %s section (bytes %llu..%llu): %s", path, SECT_NAME[i],
+            return wgpt_errf(err, errlen, "%s: cannot read the %s section (bytes %llu..%llu): %s", path, SECT_NAME[i],
                          (ull)at, (ull)(at + len[i]), ferror(f) ? strerror(errno) : "file shrank while reading");
         crc[i] = crc_(0, sect[i], len[i]);
         at += len[i];
     }
     unsigned char tr[TRAILER_SIZE];
     if (fread(tr, 1, TRAILER_SIZE, f) != TRAILER_SIZE)
-        return fail_(err, errlen, "%s: cannot read the trailer: %s", path,
+        return wgpt_errf(err, errlen, "%s: cannot read the trailer: %s", path,
                      ferror(f) ? strerror(errno) : "file shrank while reading");
     if (memcmp(tr + 24, END_MARK, 8) != 0)
-        return fail_(err, errlen, "%s: the end marker \"WGPTEND\" is missing (damaged or incompletely written file)",
+        return wgpt_errf(err, errlen, "%s: the end marker \"WGPTEND\" is missing (damaged or incompletely written file)",
                      path);
     uint32_t file = crc_(0, raw, HEADER_SIZE);
     for (int i = 0; i < NSECT; i++) file = crc_combine_(file, crc[i], len[i]);
@@ -467,12 +459,12 @@ static int read_body_(FILE *f, const char *path, const uint64_t len[NSECT], cons
     at = HEADER_SIZE;
     for (int i = 0; i < NSECT; at += len[i], i++)
         if (crc[i] != get_u32_(tr + 4 * i))
-            return fail_(err, errlen,
+            return wgpt_errf(err, errlen,
                          "%s: checksum mismatch in the %s section (bytes %llu..%llu): the data or its stored "
                          "checksum is damaged",
                          path, SECT_NAME[i], (ull)at, (ull)(at + len[i]));
     if (file != stored)
-        return fail_(err, errlen, "%s: file checksum mismatch (stored 0x%08x, computed 0x%08x): the trailer is damaged",
+        return wgpt_errf(err, errlen, "%s: file checksum mismatch (stored 0x%08x, computed 0x%08x): the trailer is damaged",
                      path, stored, file);
     return 0;
 }
@@ -493,7 +485,7 @@ int wgpt_checkpoint_read(const char *path, wgpt_checkpoint *ck, char *err, size_
     char msg[512];
     for (int i = S_PARAMS; rc == 0 && i <= S_ADAM_V; i++)
         if (sect[i] && finite_(&ck->config, SECT_NAME[i], sect[i], len[i] / 4, msg, sizeof msg) < 0)
-            rc = fail_(err, errlen, "%s: %s", path, msg);
+            rc = wgpt_errf(err, errlen, "%s: %s", path, msg);
     if (rc < 0) {
         for (int i = 0; i < NSECT; i++) free(sect[i]);
         memset(ck, 0, sizeof *ck);

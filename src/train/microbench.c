@@ -3,13 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_ms_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
+#include "util/clock.h"
+static double now_ms_(void) { return wgpt_clock_s() * 1e3; }
 
 static int cmp_double_(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

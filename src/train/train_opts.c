@@ -2,10 +2,11 @@
 #include "train/train_opts.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/err.h"
 
 void wgpt_train_defaults(wgpt_train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -92,15 +93,6 @@ const wgpt_train_limit *wgpt_train_limit_of(const char *option) {
     return NULL;
 }
 
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int in_range_(const wgpt_train_limit *l, double v) {
     return isfinite(v) && (l->open_min ? v > l->min : v >= l->min) && (l->open_max ? v < l->max : v <= l->max);
 }
@@ -133,35 +125,35 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
         }
         if (in_range_(&l->l, v)) continue;
         if (l->type == 'u')
-            return fail_(err, errlen, "--%s %.0f: out of range: allowed %.0f to %.0f", l->l.option, v, l->l.min,
+            return wgpt_errf(err, errlen, "--%s %.0f: out of range: allowed %.0f to %.0f", l->l.option, v, l->l.min,
                          l->l.max);
-        return fail_(err, errlen, "--%s %g: out of range: allowed %c%g, %g%c", l->l.option, v,
+        return wgpt_errf(err, errlen, "--%s %g: out of range: allowed %c%g, %g%c", l->l.option, v,
                      l->l.open_min ? '(' : '[', l->l.min, l->l.max, l->l.open_max ? ')' : ']');
     }
-    if (!(o->eps > 0 && o->eps < 1)) return fail_(err, errlen, "AdamW eps %g: must be in (0, 1)", (double)o->eps);
-    if (!o->data || !*o->data) return fail_(err, errlen, "--data: no shard files given");
-    if (!o->out_dir || !*o->out_dir) return fail_(err, errlen, "--out: no output folder given");
+    if (!(o->eps > 0 && o->eps < 1)) return wgpt_errf(err, errlen, "AdamW eps %g: must be in (0, 1)", (double)o->eps);
+    if (!o->data || !*o->data) return wgpt_errf(err, errlen, "--data: no shard files given");
+    if (!o->out_dir || !*o->out_dir) return wgpt_errf(err, errlen, "--out: no output folder given");
     if (!o->precision || (strcmp(o->precision, "fp32") != 0 && strcmp(o->precision, "f16") != 0))
-        return fail_(err, errlen, "--precision '%s': unknown (fp32 or f16)", o->precision ? o->precision : "");
+        return wgpt_errf(err, errlen, "--precision '%s': unknown (fp32 or f16)", o->precision ? o->precision : "");
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") != 0 && strcmp(o->tokenizer, "bytes") != 0)
-        return fail_(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
+        return wgpt_errf(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))
-        return fail_(err, errlen, "--bpe-dir: no folder given for the gpt2 tokenizer's files");
+        return wgpt_errf(err, errlen, "--bpe-dir: no folder given for the gpt2 tokenizer's files");
     if (o->channels % o->heads)
-        return fail_(err, errlen, "--channels %u is not a multiple of --heads %u", o->channels, o->heads);
+        return wgpt_errf(err, errlen, "--channels %u is not a multiple of --heads %u", o->channels, o->heads);
     uint64_t micro = (uint64_t)o->batch * o->seq;
     uint64_t total = o->total_batch ? o->total_batch : micro;
     if (total % micro)
-        return fail_(err, errlen, "--total-batch %llu is not a multiple of --batch x --seq = %u x %u = %llu",
+        return wgpt_errf(err, errlen, "--total-batch %llu is not a multiple of --batch x --seq = %u x %u = %llu",
                      (unsigned long long)total, o->batch, o->seq, (unsigned long long)micro);
     if (total / micro > WGPT_TRAIN_MAX_ACCUM)
-        return fail_(err, errlen, "--total-batch %llu would take %llu micro-batches a step; at most %u",
+        return wgpt_errf(err, errlen, "--total-batch %llu would take %llu micro-batches a step; at most %u",
                      (unsigned long long)total, (unsigned long long)(total / micro), WGPT_TRAIN_MAX_ACCUM);
     if (o->stop_at > o->steps)
-        return fail_(err, errlen, "--stop-at %u is past the end of the run (--steps %u)", o->stop_at, o->steps);
+        return wgpt_errf(err, errlen, "--stop-at %u is past the end of the run (--steps %u)", o->stop_at, o->steps);
     if (o->spike_factor > 0 && o->spike_factor < 1)
-        return fail_(err, errlen, "--spike-factor %g would skip ordinary steps: 0 (off) or >= 1", (double)o->spike_factor);
+        return wgpt_errf(err, errlen, "--spike-factor %g would skip ordinary steps: 0 (off) or >= 1", (double)o->spike_factor);
     if (o->inject_nan && !step_list_ok_(o->inject_nan))
-        return fail_(err, errlen, "--inject-nan '%s': not a comma-separated list of steps (e.g. 3,5)", o->inject_nan);
+        return wgpt_errf(err, errlen, "--inject-nan '%s': not a comma-separated list of steps (e.g. 3,5)", o->inject_nan);
     return 0;
 }

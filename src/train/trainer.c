@@ -20,6 +20,7 @@
 #include "train/model_file.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
+#include "util/clock.h"
 #include "util/dir_lock.h"
 #include "util/fs.h"
 
@@ -68,12 +69,6 @@ static int fail_(const char *fmt, ...) {
     fprintf(stderr, "\n");
     va_end(ap);
     return 1;
-}
-
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static int stop_requested_(const run_ *r) { return r->o->stop && *r->o->stop; }
@@ -467,7 +462,7 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
                        unsigned char *loader_at_start) {
     char kept[4608];
     const wgpt_train_opts *o = r->o;
-    double t0 = now_();
+    double t0 = wgpt_clock_s();
     ac->lr = s->lr = wgpt_lr_at(sched, s->t);
     s->loss = 0;
     wgpt_loader_save_state(r->loader, loader_at_start);
@@ -485,7 +480,7 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
         return fail_("step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
                      kept_(r, kept, sizeof kept));
     s->loss /= r->accum;
-    s->seconds = now_() - t0;
+    s->seconds = wgpt_clock_s() - t0;
     return 0;
 }
 
@@ -523,7 +518,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     float recent[20];  // norms of the last good steps, for the spike threshold
     uint32_t nrecent = 0, skips_in_row = 0;
     int tty = isatty(STDOUT_FILENO);
-    double t_start = now_();
+    double t_start = wgpt_clock_s();
     uint32_t first_step = r.step;
     unsigned char loader_at_start[128];  // the loader's state at the start of a step (72 bytes)
     if (r.step == 0 && o->val_every) {  // the loss before training, for the plot
@@ -569,7 +564,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             for (uint32_t i = 0; i < 20; i++) mean += recent[i];
             ac.skip_norm = (float)(o->spike_factor * mean / 20);
         }
-        double elapsed = now_() - t_start, eta = elapsed / (t - first_step) * (o->steps - t);
+        double elapsed = wgpt_clock_s() - t_start, eta = elapsed / (t - first_step) * (o->steps - t);
         char etas[32];
         format_eta_(eta, etas, sizeof etas);
         if (tty && !o->quiet) {

@@ -1,0 +1,22 @@
+// err.h: the library's one error contract, and its helper.
+//
+// A library function that can fail returns -1 (or NULL) and leaves a message
+// a user can act on: in the caller's buffer (err, errlen) where it takes one,
+// else in the object it was called on (wgpt_gpu_error, wgpt_gpt2_error,
+// wgpt_loader_error). Every failure leaves a message. Nothing below src/cli
+// prints or picks an exit code: the commands print the message and choose
+// the exit status. (One exception to "no signal handlers in the library":
+// data/bus_guard.h catches SIGBUS for the length of one shard read.)
+#ifndef WGPT_UTIL_ERR_H
+#define WGPT_UTIL_ERR_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+// Formats the message into err[0, errlen) (nothing when err is NULL or errlen
+// is 0) and returns -1, so that a failure reads `return wgpt_errf(err, errlen, ...)`.
+int wgpt_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+// The same with a va_list (for helpers that add a prefix or keep the message in an object).
+int wgpt_verrf(char *err, size_t errlen, const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
+#endif
