@@ -51,7 +51,7 @@ int wgpt_cmd_tokenize(int argc, char **argv) {
                                      {"val-fraction", 0, 1, WGPT_OPT_LT_MAX}};
     int rc = wgpt_opts_parse_ranged(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), ranges, 2, USAGE_, files,
                                     argc, &nfiles);
-    if (rc == 0 && strcmp(tokname, "gpt2") != 0 && strcmp(tokname, "bytes") != 0) {
+    if (rc == 0 && !wgpt_tokenizer_known(tokname)) {
         fprintf(stderr, "wgpt tokenize: --tokenizer '%s': unknown (gpt2 or bytes)\n", tokname);
         rc = 2;
     }
@@ -71,16 +71,7 @@ int wgpt_cmd_tokenize(int argc, char **argv) {
     o.split_files = strcmp(split, "file") == 0;
 
     char err[4096];
-    wgpt_tokenizer *tok;
-    if (strcmp(tokname, "bytes") == 0) {
-        tok = wgpt_tokenizer_open_bytes();
-        if (!tok) snprintf(err, sizeof err, "out of host memory");
-    } else {
-        char enc[4200], bpe[4200];
-        snprintf(enc, sizeof enc, "%s/encoder.json", bpe_dir);
-        snprintf(bpe, sizeof bpe, "%s/vocab.bpe", bpe_dir);
-        tok = wgpt_tokenizer_open_gpt2(enc, bpe, err, sizeof err);
-    }
+    wgpt_tokenizer *tok = wgpt_tokenizer_open(tokname, bpe_dir, err, sizeof err);
     if (!tok) {
         fprintf(stderr, "wgpt tokenize: %s\n", err);
         free(files);

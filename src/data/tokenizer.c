@@ -1,8 +1,10 @@
 // tokenizer.c: the tokenizer handle, the byte tokenizer, encode and decode
 // (GPT-2's files are read by tokenizer_gpt2.c).
+#include <stdio.h>
 #include <string.h>
 
 #include "data/tokenizer_internal.h"
+#include "util/err.h"
 
 wgpt_tokenizer *wgpt_tokenizer_open_bytes(void) {
     wgpt_tokenizer *t = calloc(1, sizeof *t);
@@ -22,6 +24,28 @@ wgpt_tokenizer *wgpt_tokenizer_open_bytes(void) {
     }
     t->off[256] = 256;
     return t;
+}
+
+int wgpt_tokenizer_known(const char *name) { return strcmp(name, "gpt2") == 0 || strcmp(name, "bytes") == 0; }
+
+wgpt_tokenizer *wgpt_tokenizer_open(const char *name, const char *bpe_dir, char *err, size_t errlen) {
+    if (strcmp(name, "bytes") == 0) {
+        wgpt_tokenizer *t = wgpt_tokenizer_open_bytes();
+        if (!t) wgpt_errf(err, errlen, "out of host memory");
+        return t;
+    }
+    if (strcmp(name, "gpt2") != 0) {
+        wgpt_errf(err, errlen, "unknown tokenizer '%s' (gpt2 or bytes)", name);
+        return NULL;
+    }
+    char enc[4200], voc[4200];
+    if ((size_t)snprintf(enc, sizeof enc, "%s/encoder.json", bpe_dir) >= sizeof enc ||
+        (size_t)snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe_dir) >= sizeof voc) {
+        wgpt_errf(err, errlen, "the folder of GPT-2's tokenizer files, %.64s..., is a path of %zu bytes: too long",
+                  bpe_dir, strlen(bpe_dir));
+        return NULL;
+    }
+    return wgpt_tokenizer_open_gpt2(enc, voc, err, errlen);
 }
 
 void wgpt_tokenizer_free(wgpt_tokenizer *t) {

@@ -21,6 +21,12 @@ typedef struct wgpt_tokenizer wgpt_tokenizer;
 wgpt_tokenizer *wgpt_tokenizer_open_gpt2(const char *encoder_json, const char *vocab_bpe, char *err, size_t errlen);
 // The byte tokenizer: id b is the byte b. Returns NULL only on out of memory.
 wgpt_tokenizer *wgpt_tokenizer_open_bytes(void);
+// 1 if wgpt knows a tokenizer of this name ("gpt2", "bytes"), else 0.
+int wgpt_tokenizer_known(const char *name);
+// A tokenizer by its name, as options and checkpoints give it: "bytes", or
+// "gpt2" from bpe_dir/encoder.json and bpe_dir/vocab.bpe. NULL with err on an
+// unknown name, a missing or bad file, or out of memory.
+wgpt_tokenizer *wgpt_tokenizer_open(const char *name, const char *bpe_dir, char *err, size_t errlen);
 void wgpt_tokenizer_free(wgpt_tokenizer *t);  // NULL is fine
 
 const char *wgpt_tokenizer_name(const wgpt_tokenizer *t);    // "gpt2" or "bytes" (static string)

@@ -18,19 +18,13 @@ int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, c
     l->cfg = ck.config;
     l->step = (unsigned long long)ck.step;
     int rc = -1;
-    if (strcmp(ck.tokenizer, "bytes") == 0) {
-        l->tok = wgpt_tokenizer_open_bytes();
-    } else if (strcmp(ck.tokenizer, "gpt2") == 0) {
-        char enc[4096], voc[4096];
-        snprintf(enc, sizeof enc, "%s/encoder.json", bpe_dir);
-        snprintf(voc, sizeof voc, "%s/vocab.bpe", bpe_dir);
-        l->tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
-    } else if (!ck.tokenizer[0]) {
+    if (wgpt_tokenizer_known(ck.tokenizer))
+        l->tok = wgpt_tokenizer_open(ck.tokenizer, bpe_dir, err, sizeof err);
+    else if (!ck.tokenizer[0])
         snprintf(err, sizeof err, "%s: its vocabulary of %u ids fits neither GPT-2's tokenizer (50257) nor bytes (256)",
                  path, ck.config.vocab_size);
-    } else {
+    else
         snprintf(err, sizeof err, "%s: unknown tokenizer '%s'", path, ck.tokenizer);
-    }
     if (!l->tok) {
         fprintf(stderr, "%s: %s\n", cmd, err);
     } else if (wgpt_tokenizer_vocab_size(l->tok) != ck.config.vocab_size) {

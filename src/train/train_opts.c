@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/tokenizer.h"
+#include "model/gpt2.h"  // defines: wgpt_precision_parse
 #include "util/err.h"
 
 void wgpt_train_defaults(wgpt_train_opts *o) {
@@ -133,9 +135,10 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     if (!(o->eps > 0 && o->eps < 1)) return wgpt_errf(err, errlen, "AdamW eps %g: must be in (0, 1)", (double)o->eps);
     if (!o->data || !*o->data) return wgpt_errf(err, errlen, "--data: no shard files given");
     if (!o->out_dir || !*o->out_dir) return wgpt_errf(err, errlen, "--out: no output folder given");
-    if (!o->precision || (strcmp(o->precision, "fp32") != 0 && strcmp(o->precision, "f16") != 0))
+    wgpt_precision precision;
+    if (!o->precision || wgpt_precision_parse(o->precision, &precision) < 0)
         return wgpt_errf(err, errlen, "--precision '%s': unknown (fp32 or f16)", o->precision ? o->precision : "");
-    if (o->tokenizer && strcmp(o->tokenizer, "gpt2") != 0 && strcmp(o->tokenizer, "bytes") != 0)
+    if (o->tokenizer && !wgpt_tokenizer_known(o->tokenizer))
         return wgpt_errf(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))
         return wgpt_errf(err, errlen, "--bpe-dir: no folder given for the gpt2 tokenizer's files");

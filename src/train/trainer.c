@@ -294,18 +294,10 @@ static int open_tokenizer_(run_ *r) {
                      name, o->data, recorded, recorded);
     if (!name) name = recorded ? recorded : "bytes";
     char err[2048];
-    if (strcmp(name, "bytes") == 0) {
-        r->tok = wgpt_tokenizer_open_bytes();
-        if (!r->tok) return fail_("out of host memory");
-    } else if (strcmp(name, "gpt2") == 0) {
-        char enc[4200], voc[4200];
-        snprintf(enc, sizeof enc, "%s/encoder.json", o->bpe_dir);
-        snprintf(voc, sizeof voc, "%s/vocab.bpe", o->bpe_dir);
-        r->tok = wgpt_tokenizer_open_gpt2(enc, voc, err, sizeof err);
-        if (!r->tok) return fail_("%s", err);
-    } else {
+    if (!wgpt_tokenizer_known(name))
         return fail_("the shards (%s) record the tokenizer '%s', which this wgpt does not know", o->data, name);
-    }
+    r->tok = wgpt_tokenizer_open(name, o->bpe_dir, err, sizeof err);
+    if (!r->tok) return fail_("%s", err);
     if (wgpt_loader_check_vocab(r->loader, wgpt_tokenizer_vocab_size(r->tok), err, sizeof err) < 0)
         return fail_("%s", err);
     return 0;
