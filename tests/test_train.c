@@ -179,7 +179,8 @@ static void seeded_sampling(void **st) {
     snprintf(path, sizeof path, "%s/latest.ckpt", a);
     wgpt_gpu_options gpu = {.adapter_index = -1};
     wgpt_loaded l;
-    assert_int_equal(wgpt_load_for_inference(&l, "test", path, "third_party/gpt2-bpe", &gpu, 1, 0), 0);
+    char lerr[2048];
+    assert_int_equal(wgpt_load_for_inference(&l, path, "third_party/gpt2-bpe", &gpu, 1, 0, lerr, sizeof lerr), 0);
     char *x = sample_(&l, 7), *y = sample_(&l, 7), *z = sample_(&l, 8);
     printf("  seed 7: %s\n  seed 8: %s\n", x, z);
     assert_string_equal(x, y);

@@ -44,7 +44,11 @@ int wgpt_cmd_sample(int argc, char **argv) {
     wgpt_gpu_options gpu = {.adapter_index = -1};
     wgpt_gpu_args_apply(&gpu, adapter);
     wgpt_loaded l;
-    if (wgpt_load_for_inference(&l, "wgpt sample", ckpt, bpe_dir, &gpu, 1, 0) < 0) return 1;
+    char err[4096];
+    if (wgpt_load_for_inference(&l, ckpt, bpe_dir, &gpu, 1, 0, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt sample: %s\n", err);
+        return 1;
+    }
     uint32_t *pids = NULL;
     size_t np = 0, pcap = 0;
     int64_t eot = wgpt_tokenizer_eot(l.tok);
@@ -60,7 +64,6 @@ int wgpt_cmd_sample(int argc, char **argv) {
     uint32_t *out = malloc(cap * sizeof *out);
     rc = ids && out ? 0 : 1;
     if (rc) fprintf(stderr, "wgpt sample: out of host memory for %zu tokens\n", cap);
-    char err[2048];
     for (uint32_t c = 0; c < count && rc == 0; c++) {
         size_t n = 0;
         ids[n++] = eot >= 0 ? (int)eot : '\n';  // documents start after an end-of-text (or a newline)

@@ -5,45 +5,41 @@
 #include <string.h>
 
 #include "train/model_file.h"
+#include "util/err.h"
 
-int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *path, const char *bpe_dir,
-                            const wgpt_gpu_options *gpu, uint32_t B, uint32_t T) {
-    memset(l, 0, sizeof *l);
-    char err[2048];
-    wgpt_weights ck;  // a checkpoint, or weights from another program (model_file.h)
-    if (wgpt_model_file_read(path, 1, &ck, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
+// Everything but the model file itself; -1 with err, l holding what was opened.
+static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const char *bpe_dir,
+                 const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, char *err, size_t errlen) {
+    if (!ck->tokenizer[0])
+        return wgpt_errf(err, errlen, "%s: its vocabulary of %u ids fits neither GPT-2's tokenizer (50257) nor bytes (256)",
+                         path, ck->config.vocab_size);
+    if (!wgpt_tokenizer_known(ck->tokenizer))
+        return wgpt_errf(err, errlen, "%s: unknown tokenizer '%s'", path, ck->tokenizer);
+    if (!(l->tok = wgpt_tokenizer_open(ck->tokenizer, bpe_dir, err, errlen))) return -1;
+    if (wgpt_tokenizer_vocab_size(l->tok) != ck->config.vocab_size)
+        return wgpt_errf(err, errlen, "%s has a vocabulary of %u but the %s tokenizer has %u", path,
+                         ck->config.vocab_size, ck->tokenizer, wgpt_tokenizer_vocab_size(l->tok));
+    if (!(l->g = wgpt_gpu_open(gpu, err, errlen))) return -1;
+    uint32_t t = T ? T : ck->config.max_seq_len;
+    const wgpt_gpu_info *in = wgpt_gpu_get_info(l->g);
+    if ((wgpt_gpt2_check_shape(&ck->config, B, t, in->max_buffer, err, errlen) & WGPT_GPT2_DIM_B) && B > 1) {
+        size_t n = strlen(err);  // the shape is the checkpoint's but for the batch
+        snprintf(err + n, errlen - n, " on '%s': lower --batch", in->name);
         return -1;
     }
+    if (!(l->model = wgpt_gpt2_create_forward_only(l->g, &ck->config, B, t, err, errlen))) return -1;
+    if (wgpt_gpt2_set_params(l->model, ck->params) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(l->model));
+    return 0;
+}
+
+int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_dir, const wgpt_gpu_options *gpu,
+                            uint32_t B, uint32_t T, char *err, size_t errlen) {
+    memset(l, 0, sizeof *l);
+    wgpt_weights ck;  // a checkpoint, or weights from another program (model_file.h)
+    if (wgpt_model_file_read(path, 1, &ck, err, errlen) < 0) return -1;
     l->cfg = ck.config;
     l->step = (unsigned long long)ck.step;
-    int rc = -1;
-    if (wgpt_tokenizer_known(ck.tokenizer))
-        l->tok = wgpt_tokenizer_open(ck.tokenizer, bpe_dir, err, sizeof err);
-    else if (!ck.tokenizer[0])
-        snprintf(err, sizeof err, "%s: its vocabulary of %u ids fits neither GPT-2's tokenizer (50257) nor bytes (256)",
-                 path, ck.config.vocab_size);
-    else
-        snprintf(err, sizeof err, "%s: unknown tokenizer '%s'", path, ck.tokenizer);
-    if (!l->tok) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
-    } else if (wgpt_tokenizer_vocab_size(l->tok) != ck.config.vocab_size) {
-        fprintf(stderr, "%s: %s has a vocabulary of %u but the %s tokenizer has %u\n", cmd, path,
-                ck.config.vocab_size, ck.tokenizer, wgpt_tokenizer_vocab_size(l->tok));
-    } else if (!(l->g = wgpt_gpu_open(gpu, err, sizeof err))) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
-    } else if ((wgpt_gpt2_check_shape(&ck.config, B, T ? T : ck.config.max_seq_len,
-                                      wgpt_gpu_get_info(l->g)->max_buffer, err, sizeof err) & WGPT_GPT2_DIM_B) &&
-               B > 1) {  // the shape is the checkpoint's but for the batch
-        fprintf(stderr, "%s: %s on '%s': lower --batch\n", cmd, err, wgpt_gpu_get_info(l->g)->name);
-    } else if (!(l->model = wgpt_gpt2_create_forward_only(l->g, &ck.config, B, T ? T : ck.config.max_seq_len, err,
-                                                          sizeof err))) {
-        fprintf(stderr, "%s: %s\n", cmd, err);
-    } else if (wgpt_gpt2_set_params(l->model, ck.params) < 0) {
-        fprintf(stderr, "%s: %s\n", cmd, wgpt_gpt2_error(l->model));
-    } else {
-        rc = 0;
-    }
+    int rc = open_(l, &ck, path, bpe_dir, gpu, B, T, err, errlen);
     wgpt_weights_free(&ck);
     if (rc < 0) wgpt_loaded_free(l);
     return rc;

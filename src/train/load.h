@@ -15,9 +15,11 @@ typedef struct wgpt_loaded {
     unsigned long long step;
 } wgpt_loaded;
 
-// Returns 0, or -1 after printing "<cmd>: <what went wrong>" to stderr.
-int wgpt_load_for_inference(wgpt_loaded *l, const char *cmd, const char *checkpoint, const char *bpe_dir,
-                            const wgpt_gpu_options *gpu, uint32_t B, uint32_t T);
+// Opens the checkpoint's tokenizer (GPT-2's files from bpe_dir), a device and
+// a forward-only model of batch B and context T (0: the checkpoint's), with
+// the checkpoint's weights. Returns 0, or -1 with err (l is then empty).
+int wgpt_load_for_inference(wgpt_loaded *l, const char *checkpoint, const char *bpe_dir,
+                            const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, char *err, size_t errlen);
 void wgpt_loaded_free(wgpt_loaded *l);
 
 #endif

@@ -15,6 +15,7 @@
 #include "data/tokenizer.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/history.h"
 #include "train/model_file.h"
@@ -165,26 +166,15 @@ static int resume_(run_ *r, const char *path) {
 // The validation loss: 0 with *out, 1 if there is no validation data, -1 on
 // a model error or a non-finite loss (printed), -2 if a shard shrank (printed).
 static int validate_(run_ *r, float *out) {
-    uint32_t nb = r->o->val_batches;
-    uint64_t avail = wgpt_loader_val_batches(r->loader);
-    if (avail < nb) nb = (uint32_t)avail;
-    if (nb == 0) return 1;
-    wgpt_loader_reset_val(r->loader);
-    double sum = 0;
-    uint32_t done = 0;
-    for (uint32_t i = 0; i < nb; i++, done++) {
-        float l;
-        int got = wgpt_loader_next_val(r->loader, r->inputs, r->targets);
-        if (got < 0) return fail_("validation: %s", wgpt_loader_error(r->loader)), -2;
-        if (got == 0) break;
-        if (wgpt_gpt2_forward(r->model, r->inputs, r->targets, &l) < 0)
-            return -fail_("validation: %s", wgpt_gpt2_error(r->model));
-        sum += l;
-    }
-    if (!done) return 1;
-    *out = (float)(sum / done);
-    if (!isfinite(*out)) return -fail_("the validation loss at step %u is %s: the model has diverged", r->step,
-                                       isnan(*out) ? "NaN" : "Inf");
+    wgpt_val_loss v;
+    char err[2048];
+    if (wgpt_val_run(r->model, r->loader, r->o->val_batches, r->inputs, r->targets, &v, err, sizeof err) < 0)
+        return fail_("validation: %s", err), v.data_failed ? -2 : -1;
+    if (v.nonfinite)
+        return -fail_("the validation loss at step %u is %s: the model has diverged", r->step,
+                      isnan(v.bad_loss) ? "NaN" : "Inf");
+    if (!v.batches) return 1;
+    *out = (float)(v.sum / v.batches);
     return 0;
 }
 
