@@ -90,6 +90,10 @@ $(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c src/gpu/embedded.h
 $(BUILD)/libwgpt.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
+# The commands without main(), for tests that check what a command prints and returns (test_train).
+$(BUILD)/libwgptcli.a: $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ))
+	ar rcs $@ $^
+
 $(BUILD)/wgpt: $(CLI_OBJ) $(BUILD)/libwgpt.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
@@ -100,8 +104,8 @@ $(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/ref/*.h)
 $(BUILD)/libref.a: $(REF_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(wildcard src/cli/*.c) $(BUILD)/libwgpt.a $(BUILD)/libref.a
-	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
+$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
 
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
 $(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a

@@ -10,6 +10,7 @@
 
 #include "test_util.h"
 
+#include "cli/train_run.h"
 #include "data/shard.h"
 #include "train/checkpoint.h"
 #include "train/load.h"
@@ -77,6 +78,9 @@ static int group_teardown(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
+// A run as `wgpt train --quiet` makes it (cli/train_run.h): its exit status, its errors on stderr.
+static int train_(const wgpt_train_opts *o) { return wgpt_cli_train_run(o, 1); }
+
 static void opts_(wgpt_train_opts *o, const char *out) {
     wgpt_train_defaults(o);
     o->data = shards;
@@ -85,7 +89,6 @@ static void opts_(wgpt_train_opts *o, const char *out) {
     o->init_from = hf;
     o->batch = 4, o->seq = 16, o->total_batch = 0;
     o->steps = 2, o->warmup = 0, o->val_every = 0, o->checkpoint_every = 0;
-    o->quiet = 1;
 }
 
 static void read_ckpt_(const char *out, wgpt_checkpoint *ck) {
@@ -105,7 +108,7 @@ static void init_from_starts_from_its_weights(void **st) {
     o.steps = 1;
     o.lr = 1e-30f;
     o.layers = 7, o.channels = 96, o.heads = 3;  // ignored: the sizes are the file's
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     wgpt_checkpoint ck;
     read_ckpt_(path_("run1"), &ck);
     assert_memory_equal(&ck.config, &CFG, sizeof CFG);
@@ -125,9 +128,9 @@ static void init_from_then_resume(void **st) {
     wgpt_train_opts o;
     opts_(&o, path_("run2"));
     o.stop_at = 1;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     opts_(&o, path_("run2"));
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     wgpt_checkpoint ck;
     read_ckpt_(path_("run2"), &ck);
     assert_int_equal(ck.step, 2);
@@ -136,12 +139,12 @@ static void init_from_then_resume(void **st) {
     wgpt_checkpoint_free(&ck);
 }
 
-// Runs wgpt_train_run with stderr into a file; returns its exit code and the text.
+// Runs train_ with stderr into a file; returns its exit code and the text.
 static int run_captured_(const wgpt_train_opts *o, char *text, size_t n) {
     fflush(stderr);
     int saved = dup(2), fd = open(path_("stderr.txt"), O_CREAT | O_TRUNC | O_WRONLY, 0600);
     dup2(fd, 2);
-    int rc = wgpt_train_run(o);
+    int rc = train_(o);
     fflush(stderr);
     dup2(saved, 2);
     close(saved), close(fd);

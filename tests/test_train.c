@@ -16,6 +16,7 @@
 
 #include "test_util.h"
 
+#include "cli/train_run.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
@@ -67,8 +68,11 @@ static void opts_(wgpt_train_opts *o, const char *out) {
     o->batch = 4, o->seq = 16, o->total_batch = 128;  // 2 micro-batches a step
     o->steps = 8, o->warmup = 2, o->lr = 1e-2f;
     o->val_every = 4, o->val_batches = 2, o->checkpoint_every = 0;
-    o->quiet = 1;
 }
+
+// A run as `wgpt train --quiet` makes it (cli/train_run.h): its exit status
+// (0, 1 failed, 2 options refused), its errors on stderr.
+static int train_(const wgpt_train_opts *o) { return wgpt_cli_train_run(o, 1); }
 
 // The "loss" values of one kind from a metrics log, in order.
 static int losses_(const char *out, const char *kind, double *v, int max) {
@@ -99,16 +103,16 @@ static void resume_is_exact(void **st) {
     snprintf(b, sizeof b, "%s/resumed", dir);
     wgpt_train_opts o;
     opts_(&o, a);
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     opts_(&o, b);
     o.stop_at = 4;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     wgpt_checkpoint half;
     read_ckpt_(b, &half);
     assert_int_equal(half.step, 4);
     wgpt_checkpoint_free(&half);
     opts_(&o, b);  // resumes b/latest.ckpt by default
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
 
     double la[16], lb[16], va[8], vb[8];
     int na = losses_(a, "train", la, 16), nb = losses_(b, "train", lb, 16);
@@ -153,10 +157,10 @@ static void resume_with_other_shape_is_refused(void **st) {
     opts_(&o, a);
     o.batch = 8;  // total_batch 128 = 1 micro-batch of 8 x 16
     o.steps = 9;
-    assert_int_equal(wgpt_train_run(&o), 1);
+    assert_int_equal(train_(&o), 1);
     opts_(&o, a);
     o.channels = 64;
-    assert_int_equal(wgpt_train_run(&o), 1);
+    assert_int_equal(train_(&o), 1);
 }
 
 static char *sample_(wgpt_loaded *l, uint64_t seed) {
@@ -210,11 +214,11 @@ static void nan_gradient_step_is_skipped(void **st) {
     wgpt_train_opts o;
     opts_(&o, a);
     o.stop_at = 2;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     opts_(&o, b);
     o.stop_at = 3;
     o.inject_nan = "3";
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     float *p2, *p3;
     size_t n;
     uint64_t s2, s3;
@@ -233,7 +237,7 @@ static void nan_gradient_step_is_skipped(void **st) {
     fclose(f);
     assert_true(found);
     opts_(&o, b);  // and it continues from there to the end
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
 }
 
 // Faults in a row stop the run (exit 1) and keep the last good checkpoint.
@@ -245,12 +249,12 @@ static void repeated_faults_stop_the_run(void **st) {
     wgpt_train_opts o;
     opts_(&o, a);
     o.stop_at = 1;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     opts_(&o, b);
     o.checkpoint_every = 1;
     o.inject_nan = "2,3,4,5,6";
     o.max_skips = 3;
-    assert_int_equal(wgpt_train_run(&o), 1);
+    assert_int_equal(train_(&o), 1);
     float *p1, *pb;
     size_t n;
     uint64_t s1, sb;
@@ -271,7 +275,7 @@ static void device_loss_keeps_the_last_checkpoint(void **st) {
     opts_(&o, b);
     o.checkpoint_every = 1;
     o.inject_loss_at = 3;
-    assert_int_equal(wgpt_train_run(&o), 1);
+    assert_int_equal(train_(&o), 1);
     float *p;
     size_t n;
     uint64_t step;
@@ -280,7 +284,7 @@ static void device_loss_keeps_the_last_checkpoint(void **st) {
     free(p);
     opts_(&o, b);
     o.stop_at = 4;
-    assert_int_equal(wgpt_train_run(&o), 0);  // resumes on a fresh device
+    assert_int_equal(train_(&o), 0);  // resumes on a fresh device
     params_of_(b, &p, &n, &step);
     assert_int_equal(step, 4);
     free(p);
@@ -397,7 +401,7 @@ static int run_captured_(const wgpt_train_opts *o, char *buf, size_t n) {
     int fd = mkstemp(path), saved = dup(2);
     assert_true(fd >= 0 && saved >= 0);
     dup2(fd, 2);
-    int rc = wgpt_train_run(o);
+    int rc = train_(o);
     fflush(stderr);
     dup2(saved, 2);
     close(saved);
@@ -487,7 +491,7 @@ static void second_run_in_a_folder_is_refused(void **st) {
     assert_int_equal(access(path, F_OK), -1);  // nothing of the first run touched
     wgpt_dir_unlock(lock);
     o.stop_at = 1;
-    assert_int_equal(wgpt_train_run(&o), 0);  // free again once it ends
+    assert_int_equal(train_(&o), 0);  // free again once it ends
 }
 
 // A failure before the first checkpoint says that nothing is kept.
@@ -523,14 +527,14 @@ static void resume_drops_the_lost_steps_from_the_log(void **st) {
     wgpt_train_opts o;
     opts_(&o, a);
     o.stop_at = 2;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     copy_file_(ck, saved);
     opts_(&o, a);
     o.stop_at = 4;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     copy_file_(saved, ck);  // as if steps 3 and 4 were logged but the process died before their checkpoint
     opts_(&o, a);
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     snprintf(path, sizeof path, "%s/metrics.jsonl", a);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -583,7 +587,7 @@ static void recorded_tokenizer_is_checked_and_inferred(void **st) {
     snprintf(bpe, sizeof bpe, "%s/third_party/gpt2-bpe", WGPT_SOURCE_DIR);
     o.bpe_dir = bpe;
     o.stop_at = 1;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     wgpt_checkpoint ck;
     read_ckpt_(a, &ck);
     assert_string_equal(ck.tokenizer, "gpt2");
@@ -601,7 +605,7 @@ static void non_finite_results_are_errors(void **st) {
     wgpt_train_opts o;
     opts_(&o, a);
     o.stop_at = 1;
-    assert_int_equal(wgpt_train_run(&o), 0);
+    assert_int_equal(train_(&o), 0);
     wgpt_checkpoint c;
     read_ckpt_(a, &c);
     size_t np = wgpt_gpt2_num_params(&c.config);

@@ -1,10 +1,10 @@
-// cmd_train.c: `wgpt train`: parses options and runs the training loop.
+// cmd_train.c: `wgpt train`: parses options and runs the training loop (train_run.h prints it).
 #include "cli/commands.h"
 #include "cli/data_files.h"
 #include "cli/gpu_args.h"
 #include "cli/options.h"
 #include "cli/signals.h"
-#include "train/trainer.h"
+#include "cli/train_run.h"
 
 // Each numeric option gets the range the training layer allows (train_opts.c),
 // so that the parser refuses a bad value up front and --help prints the range.
@@ -24,6 +24,7 @@ int wgpt_cmd_train(int argc, char **argv) {
     wgpt_train_defaults(&o);
     o.bpe_dir = wgpt_default_bpe_dir();
     const char *adapter = NULL;
+    int quiet = 0;
     const wgpt_opt opts[] = {
         {"data", WGPT_OPT_STR, &o.data, "token shards (a glob) made by `wgpt tokenize`"},
         {"out", WGPT_OPT_STR, &o.out_dir, "folder for latest.ckpt, metrics.jsonl, loss.svg"},
@@ -62,7 +63,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"inject-nan", WGPT_OPT_STR, &o.inject_nan, "testing: steps (e.g. 3,5) whose gradients get a NaN"},
         {"inject-device-loss", WGPT_OPT_U32, &o.inject_loss_at, "testing: lose the GPU device during this step"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
-        {"quiet", WGPT_OPT_FLAG, &o.quiet, "print errors only"},
+        {"quiet", WGPT_OPT_FLAG, &quiet, "print errors only"},
     };
     enum { NOPTS = sizeof opts / sizeof opts[0] };
     wgpt_opt_range ranges[NOPTS];
@@ -80,7 +81,7 @@ int wgpt_cmd_train(int argc, char **argv) {
     o.gpu.interrupt = &wgpt_cli_stop_now;
     wgpt_cli_signals_install("\nwgpt train: stopping after this step with a checkpoint (again: stop at once, "
                              "without one)\n");
-    rc = wgpt_train_run(&o);
+    rc = wgpt_cli_train_run(&o, quiet);
     wgpt_cli_signals_restore();
     return rc;
 }

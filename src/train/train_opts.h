@@ -9,6 +9,15 @@
 
 #include "gpu/gpu.h"
 
+// The kinds of line a run hands to its caller (wgpt_train_opts.say). The
+// library prints nothing; the command prints these.
+typedef enum wgpt_train_say_kind {
+    WGPT_TRAIN_INFO,  // progress: device, model, data, step lines, validation losses, samples; ends in '\n'
+    WGPT_TRAIN_LIVE,  // the live step line: starts with '\r', no newline (opts.live)
+    WGPT_TRAIN_WARN,  // one line on a problem the run continues past: a skipped step, a failed sample or plot
+} wgpt_train_say_kind;
+typedef void (*wgpt_train_say_fn)(void *ctx, wgpt_train_say_kind kind, const char *text);
+
 typedef struct wgpt_train_opts {
     const char *data;       // shard files: a glob, e.g. "data/fortunes/*.bin"
     const char *out_dir;    // checkpoint, metrics.jsonl, loss.svg, samples go here
@@ -31,14 +40,19 @@ typedef struct wgpt_train_opts {
     float temperature;
     uint32_t top_k;
     uint32_t checkpoint_every;  // also at the end and on a stop request
-    uint32_t log_every;         // progress lines when stdout is not a terminal
+    uint32_t log_every;         // progress lines when not live
     float val_fraction;         // with a single shard: its tail used for validation
     float spike_factor;         // skip a step whose gradient norm exceeds this x the recent mean (0: off)
     uint32_t max_skips;         // stop after this many skipped steps in a row (the last checkpoint is kept)
     const char *inject_nan;     // testing: comma-separated steps whose gradients get a NaN
     uint32_t inject_loss_at;    // testing: lose the GPU device during this step
     uint64_t seed;
-    int quiet;
+    // What the run tells its user, handed to say (NULL: nothing); the caller
+    // prints it. live: the step line is a WGPT_TRAIN_LIVE line rewritten in
+    // place (a terminal) rather than an INFO line every log_every steps.
+    wgpt_train_say_fn say;
+    void *say_ctx;
+    int live;
     // Set nonzero by the caller (its SIGINT/SIGTERM handler): the run finishes
     // the current step, writes a checkpoint and returns 0. NULL: never.
     volatile sig_atomic_t *stop;

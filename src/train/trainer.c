@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "data/loader.h"
@@ -23,6 +22,7 @@
 #include "train/schedule.h"
 #include "util/clock.h"
 #include "util/dir_lock.h"
+#include "util/err.h"
 #include "util/fs.h"
 
 #define LOCK_FILE ".wgpt-train.lock"
@@ -49,25 +49,37 @@ typedef struct run_ {
     int *inputs, *targets;
     int lock;  // the output folder's lock (dir_lock.h)
     char path_ckpt[4096], path_metrics[4096], path_svg[4096];
+    char err[8192];  // the error message, one line per fail_
 } run_;
 
-static void say_(const run_ *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say_(const run_ *r, const char *fmt, ...) {
-    if (r->o->quiet) return;
+// A line for the user, handed to the caller's o->say (the library prints nothing).
+static void say_(const run_ *r, wgpt_train_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say_(const run_ *r, wgpt_train_say_kind kind, const char *fmt, ...) {
+    if (!r->o->say) return;
     va_list ap;
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    fflush(stdout);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;  // a sample may be megabytes
+    if (!text) return;
+    va_start(ap, fmt);
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    r->o->say(r->o->say_ctx, kind, text);
+    free(text);
 }
+#define INFO_ WGPT_TRAIN_INFO
+#define WARN_ WGPT_TRAIN_WARN
 
-static int fail_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail_(const char *fmt, ...) {
+// Adds a line to the run's error message (what failed, then what is kept)
+// and returns 1, so that a failing step reads `return fail_(r, ...)`.
+static int fail_(run_ *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail_(run_ *r, const char *fmt, ...) {
+    size_t n = strlen(r->err);
+    if (n && n + 1 < sizeof r->err) r->err[n++] = '\n', r->err[n] = 0;
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "\nwgpt train: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(r->err + n, sizeof r->err - n, fmt, ap);
     va_end(ap);
     return 1;
 }
@@ -110,48 +122,48 @@ static int write_checkpoint_(run_ *r) {
     int rc = -1;
     char err[1024];
     if (!ck.loader_state || !ck.params || !ck.adam_m || !ck.adam_v) {
-        fail_("out of host memory writing a checkpoint");
+        fail_(r, "out of host memory writing a checkpoint");
     } else if (wgpt_gpt2_get_params(r->model, ck.params) < 0 || wgpt_gpt2_get_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
-        fail_("reading the model for a checkpoint: %s", wgpt_gpt2_error(r->model));
+        fail_(r, "reading the model for a checkpoint: %s", wgpt_gpt2_error(r->model));
     } else {
         wgpt_loader_save_state(r->loader, ck.loader_state);
-        if (wgpt_checkpoint_write(r->path_ckpt, &ck, err, sizeof err) < 0) fail_("%s", err);
+        if (wgpt_checkpoint_write(r->path_ckpt, &ck, err, sizeof err) < 0) fail_(r, "%s", err);
         else rc = 0, r->saved_step = r->step;
     }
     free(ck.loader_state), free(ck.params), free(ck.adam_m), free(ck.adam_v);
     return rc;
 }
 
-// Loads a checkpoint into the run. Returns 0, or 1 (error printed).
+// Loads a checkpoint into the run. Returns 0, or 1 (the error in r->err).
 static int resume_(run_ *r, const char *path) {
     char err[1024];
     wgpt_checkpoint ck;
-    if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) return fail_("cannot resume: %s", err);
+    if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) return fail_(r, "cannot resume: %s", err);
     int rc = 1;
     saved_opts_ now = saved_(r), was;
     memset(&was, 0, sizeof was);
     if (ck.train_opts_len == sizeof was) memcpy(&was, ck.train_opts, sizeof was);
     if (strcmp(ck.tokenizer, wgpt_tokenizer_name(r->tok)) != 0) {
-        fail_("%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", path, ck.tokenizer,
+        fail_(r, "%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", path, ck.tokenizer,
               wgpt_tokenizer_name(r->tok));
     } else if (memcmp(&ck.config, &r->cfg, sizeof r->cfg) != 0) {
-        fail_("%s holds a model of L=%u H=%u C=%u T=%u V=%u; the options ask for L=%u H=%u C=%u T=%u V=%u "
+        fail_(r, "%s holds a model of L=%u H=%u C=%u T=%u V=%u; the options ask for L=%u H=%u C=%u T=%u V=%u "
               "(pass the same --layers/--heads/--channels/--seq, or --resume none to start afresh)",
               path, ck.config.num_layers, ck.config.num_heads, ck.config.channels, ck.config.max_seq_len,
               ck.config.vocab_size, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels, r->cfg.max_seq_len,
               r->cfg.vocab_size);
     } else if (was.batch != now.batch || was.seq != now.seq || was.seed != now.seed || was.accum != now.accum) {
-        fail_("%s was made with batch %u x %u, %u micro-batches a step and seed %llu; resuming exactly needs "
+        fail_(r, "%s was made with batch %u x %u, %u micro-batches a step and seed %llu; resuming exactly needs "
               "the same (--batch, --seq, --total-batch, --seed)",
               path, was.batch, was.seq, was.accum, (unsigned long long)was.seed);
     } else if (!ck.adam_m) {
-        fail_("%s holds no optimizer state (a weights-only export): it cannot resume training", path);
+        fail_(r, "%s holds no optimizer state (a weights-only export): it cannot resume training", path);
     } else if (wgpt_loader_load_state(r->loader, ck.loader_state, ck.loader_state_len, err, sizeof err) < 0) {
-        fail_("%s: %s", path, err);
+        fail_(r, "%s: %s", path, err);
     } else if (wgpt_gpt2_set_params(r->model, ck.params) < 0 || wgpt_gpt2_set_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
-        fail_("%s", wgpt_gpt2_error(r->model));
+        fail_(r, "%s", wgpt_gpt2_error(r->model));
     } else if (ck.step > r->o->steps) {
-        fail_("%s is at step %llu, past the end of this run (--steps %u)", path, (unsigned long long)ck.step,
+        fail_(r, "%s is at step %llu, past the end of this run (--steps %u)", path, (unsigned long long)ck.step,
               r->o->steps);
     } else {
         r->step = (uint32_t)ck.step;
@@ -164,26 +176,27 @@ static int resume_(run_ *r, const char *path) {
 }
 
 // The validation loss: 0 with *out, 1 if there is no validation data, -1 on
-// a model error or a non-finite loss (printed), -2 if a shard shrank (printed).
+// a model error or a non-finite loss, -2 if a shard shrank (the error in r->err).
 static int validate_(run_ *r, float *out) {
     wgpt_val_loss v;
     char err[2048];
     if (wgpt_val_run(r->model, r->loader, r->o->val_batches, r->inputs, r->targets, &v, err, sizeof err) < 0)
-        return fail_("validation: %s", err), v.data_failed ? -2 : -1;
+        return fail_(r, "validation: %s", err), v.data_failed ? -2 : -1;
     if (v.nonfinite)
-        return -fail_("the validation loss at step %u is %s: the model has diverged", r->step,
+        return -fail_(r, "the validation loss at step %u is %s: the model has diverged", r->step,
                       isnan(v.bad_loss) ? "NaN" : "Inf");
     if (!v.batches) return 1;
     *out = (float)(v.sum / v.batches);
     return 0;
 }
 
+// A sample for the user; a failure is a warning: the run goes on.
 static void print_sample_(run_ *r, const char *tag) {
     char err[1024];
     if (!r->sampler_model) {
         r->sampler_model = wgpt_gpt2_create_inference(r->model, 1, r->o->seq, err, sizeof err);
         if (!r->sampler_model) {
-            fail_("sampling: %s", err);
+            say_(r, WARN_, "sampling: %s", err);
             return;
         }
     }
@@ -191,21 +204,21 @@ static void print_sample_(run_ *r, const char *tag) {
     size_t cap = (size_t)r->o->sample_tokens + 1, n = 0;
     int *ids = malloc(cap * sizeof *ids);
     if (!ids) {
-        fail_("sampling: out of host memory for %zu tokens", cap);
+        say_(r, WARN_, "sampling: out of host memory for %zu tokens", cap);
         return;
     }
     int64_t eot = wgpt_tokenizer_eot(r->tok);
     ids[n++] = eot >= 0 ? (int)eot : '\n';
     if (wgpt_generate(r->sampler_model, r->o->seq, r->cfg.vocab_size, &r->sampler, ids, &n, cap,
                       r->o->sample_tokens, eot, err, sizeof err) < 0) {
-        fail_("sampling: %s", err);
+        say_(r, WARN_, "sampling: %s", err);
         free(ids);
         return;
     }
     uint32_t *u = malloc(n * sizeof *u);
     for (size_t i = 0; u && i + 1 < n; i++) u[i] = (uint32_t)ids[i + 1];
     char *text = u ? wgpt_tokenizer_decode_all(r->tok, u, n - 1) : NULL;
-    if (text) say_(r, "\n--- sample %s ---\n%s\n---\n", tag, text);
+    if (text) say_(r, INFO_, "\n--- sample %s ---\n%s\n---\n", tag, text);
     free(text), free(u), free(ids);
 }
 
@@ -237,21 +250,21 @@ static int init_from_(run_ *r, int with_params) {
     const wgpt_train_opts *o = r->o;
     char err[4096];
     wgpt_weights w;
-    if (wgpt_model_file_read(o->init_from, with_params, &w, err, sizeof err) < 0) return fail_("--init-from %s", err);
+    if (wgpt_model_file_read(o->init_from, with_params, &w, err, sizeof err) < 0) return fail_(r, "--init-from %s", err);
     int rc = 1;
     uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
     const char *tn = wgpt_tokenizer_name(r->tok);
     if (w.config.vocab_size != V)
-        fail_("%s has a vocabulary of %u ids but the '%s' tokenizer has %u%s%s%s", o->init_from, w.config.vocab_size,
+        fail_(r, "%s has a vocabulary of %u ids but the '%s' tokenizer has %u%s%s%s", o->init_from, w.config.vocab_size,
               tn, V, w.tokenizer[0] ? " (pass --tokenizer " : "", w.tokenizer, w.tokenizer[0] ? ")" : "");
     else if (w.tokenizer[0] && strcmp(w.tokenizer, tn) != 0)
-        fail_("%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", o->init_from, w.tokenizer, tn);
+        fail_(r, "%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", o->init_from, w.tokenizer, tn);
     else if (o->seq > w.config.max_seq_len)
-        fail_("--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from, w.config.max_seq_len);
+        fail_(r, "--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from, w.config.max_seq_len);
     else if (with_params && memcmp(&w.config, &r->cfg, sizeof r->cfg) != 0)  // the sizes were read first
-        fail_("%s changed while it was being read", o->init_from);
+        fail_(r, "%s changed while it was being read", o->init_from);
     else if (with_params && wgpt_gpt2_set_params(r->model, w.params) < 0)
-        fail_("%s", wgpt_gpt2_error(r->model));
+        fail_(r, "%s", wgpt_gpt2_error(r->model));
     else
         rc = 0;
     if (rc == 0 && !with_params) r->cfg = w.config;
@@ -279,17 +292,17 @@ static int open_tokenizer_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     const char *recorded = wgpt_loader_tokenizer(r->loader), *name = o->tokenizer;
     if (name && recorded && strcmp(name, recorded) != 0)
-        return fail_("--tokenizer %s, but the shards (%s) were made with the %s tokenizer: pass --tokenizer %s "
+        return fail_(r, "--tokenizer %s, but the shards (%s) were made with the %s tokenizer: pass --tokenizer %s "
                      "or leave it out",
                      name, o->data, recorded, recorded);
     if (!name) name = recorded ? recorded : "bytes";
     char err[2048];
     if (!wgpt_tokenizer_known(name))
-        return fail_("the shards (%s) record the tokenizer '%s', which this wgpt does not know", o->data, name);
+        return fail_(r, "the shards (%s) record the tokenizer '%s', which this wgpt does not know", o->data, name);
     r->tok = wgpt_tokenizer_open(name, o->bpe_dir, err, sizeof err);
-    if (!r->tok) return fail_("%s", err);
+    if (!r->tok) return fail_(r, "%s", err);
     if (wgpt_loader_check_vocab(r->loader, wgpt_tokenizer_vocab_size(r->tok), err, sizeof err) < 0)
-        return fail_("%s", err);
+        return fail_(r, "%s", err);
     return 0;
 }
 
@@ -298,22 +311,22 @@ static int open_model_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     char err[2048], opts[128];
     r->g = wgpt_gpu_open(&o->gpu, err, sizeof err);
-    if (!r->g) return fail_("%s", err);
+    if (!r->g) return fail_(r, "%s", err);
     int dims = wgpt_gpt2_check_shape(&r->cfg, o->batch, o->seq, wgpt_gpu_get_info(r->g)->max_buffer, err, sizeof err);
     if (dims) {
         shape_options_(dims, opts, sizeof opts);
-        fail_("%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
+        fail_(r, "%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
         return 2;
     }
     wgpt_precision precision = WGPT_PRECISION_FP32;
     wgpt_precision_parse(o->precision, &precision);  // checked by wgpt_train_check
     r->model = wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
     if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
-        fail_("%s on '%s': the model does not fit: change --batch, --seq, --layers, --channels", err,
+        fail_(r, "%s on '%s': the model does not fit: change --batch, --seq, --layers, --channels", err,
               wgpt_gpu_get_info(r->g)->name);
         return 2;
     }
-    if (!r->model) return fail_("%s", err);
+    if (!r->model) return fail_(r, "%s", err);
     return 0;
 }
 
@@ -321,18 +334,18 @@ static int open_model_(run_ *r) {
 static int open_metrics_(run_ *r, int resumed) {
     char err[2048];
     if (resumed) {
-        if (wgpt_history_load(&r->hist, r->path_metrics, err, sizeof err) < 0) return fail_("%s", err);
+        if (wgpt_history_load(&r->hist, r->path_metrics, err, sizeof err) < 0) return fail_(r, "%s", err);
         wgpt_history_truncate(&r->hist, r->step);
-        if (wgpt_history_trim_log(r->path_metrics, r->step, err, sizeof err) < 0) return fail_("%s", err);
+        if (wgpt_history_trim_log(r->path_metrics, r->step, err, sizeof err) < 0) return fail_(r, "%s", err);
     } else {
         struct stat st;
         if (lstat(r->path_metrics, &st) == 0 && !S_ISREG(st.st_mode))  // not a log of ours: leave it
-            return fail_("%s: not a regular file (a FIFO, a link?): not the log of an earlier run", r->path_metrics);
+            return fail_(r, "%s: not a regular file (a FIFO, a link?): not the log of an earlier run", r->path_metrics);
         if (unlink(r->path_metrics) != 0 && errno != ENOENT)
-            return fail_("%s: cannot remove the log of the earlier run: %s", r->path_metrics, strerror(errno));
+            return fail_(r, "%s: cannot remove the log of the earlier run: %s", r->path_metrics, strerror(errno));
     }
     r->metrics = wgpt_fopen_regular(r->path_metrics, "a", err, sizeof err);
-    if (!r->metrics) return fail_("%s", err);
+    if (!r->metrics) return fail_(r, "%s", err);
     return 0;
 }
 
@@ -340,16 +353,16 @@ static int open_run_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     char err[2048];
     // The folder first: a second run there must not touch the first's files.
-    if (wgpt_mkdirs(o->out_dir, err, sizeof err) < 0) return fail_("--out: %s", err);
+    if (wgpt_mkdirs(o->out_dir, err, sizeof err) < 0) return fail_(r, "--out: %s", err);
     r->lock = wgpt_dir_lock(o->out_dir, LOCK_FILE, "another `wgpt train`", err, sizeof err);
-    if (r->lock < 0) return fail_("%s", err);
+    if (r->lock < 0) return fail_(r, "%s", err);
     snprintf(r->path_ckpt, sizeof r->path_ckpt, "%s/latest.ckpt", o->out_dir);
     snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.jsonl", o->out_dir);
     snprintf(r->path_svg, sizeof r->path_svg, "%s/loss.svg", o->out_dir);
 
     // Tokens are checked against the vocabulary once the tokenizer is known.
     r->loader = wgpt_loader_open(o->data, o->batch, o->seq, o->seed, o->val_fraction, 65536, err, sizeof err);
-    if (!r->loader) return fail_("%s", err);
+    if (!r->loader) return fail_(r, "%s", err);
     int rc = open_tokenizer_(r);
     if (rc) return rc;
     uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
@@ -360,7 +373,7 @@ static int open_run_(run_ *r) {
     size_t bt = (size_t)o->batch * o->seq;
     r->inputs = malloc(bt * sizeof *r->inputs);
     r->targets = malloc(bt * sizeof *r->targets);
-    if (!r->inputs || !r->targets) return fail_("out of host memory for batches of %zu tokens", bt);
+    if (!r->inputs || !r->targets) return fail_(r, "out of host memory for batches of %zu tokens", bt);
     wgpt_sampler_init(&r->sampler, o->temperature, o->top_k, o->seed ^ 0x5DEECE66Dull);
 
     const char *resume = o->resume;
@@ -369,18 +382,18 @@ static int open_run_(run_ *r) {
     int resumed = resume && strcmp(resume, "none") != 0;
     if (resumed) {
         if (resume_(r, resume)) return 1;
-        say_(r, "resumed from %s at step %u\n", resume, r->step);
+        say_(r, INFO_, "resumed from %s at step %u\n", resume, r->step);
     } else if (o->init_from) {
         if (init_from_(r, 1)) return 1;
-        say_(r, "starting from %s\n", o->init_from);
+        say_(r, INFO_, "starting from %s\n", o->init_from);
     } else {
         size_t np = wgpt_gpt2_num_params(&r->cfg);
         float *p = malloc(np * sizeof *p);
-        if (!p) return fail_("out of host memory for %zu parameters", np);
+        if (!p) return fail_(r, "out of host memory for %zu parameters", np);
         wgpt_gpt2_init_params(&r->cfg, p, o->seed);
         rc = wgpt_gpt2_set_params(r->model, p);
         free(p);
-        if (rc < 0) return fail_("%s", wgpt_gpt2_error(r->model));
+        if (rc < 0) return fail_(r, "%s", wgpt_gpt2_error(r->model));
     }
     return open_metrics_(r, resumed);
 }
@@ -408,12 +421,12 @@ static int log_(run_ *r, const char *fmt, ...) {
     va_end(ap);
     if (fflush(r->metrics) != 0 || bad) {
         char kept[4608];
-        fail_("%s: cannot write: %s", r->path_metrics, strerror(errno ? errno : EIO));
+        fail_(r, "%s: cannot write: %s", r->path_metrics, strerror(errno ? errno : EIO));
         if (r->step > 0 && r->saved_step != (int64_t)r->step && write_checkpoint_(r) == 0)
-            return fail_("a checkpoint of step %u was written to %s: free some space, then run the same command "
+            return fail_(r, "a checkpoint of step %u was written to %s: free some space, then run the same command "
                          "again to resume",
                          r->step, r->path_ckpt);
-        return fail_("%s", kept_(r, kept, sizeof kept));
+        return fail_(r, "%s", kept_(r, kept, sizeof kept));
     }
     return 0;
 }
@@ -422,13 +435,13 @@ static int log_(run_ *r, const char *fmt, ...) {
 // step t-1, so they are saved with the data position of the step's start.
 static int data_failed_(run_ *r, uint32_t t, const void *loader_at_start) {
     char err[1024], kept[4608];
-    fail_("step %u: %s", t, wgpt_loader_error(r->loader));
+    fail_(r, "step %u: %s", t, wgpt_loader_error(r->loader));
     if (wgpt_loader_load_state(r->loader, loader_at_start, wgpt_loader_state_size(), err, sizeof err) == 0 &&
         write_checkpoint_(r) == 0)
-        return fail_("a checkpoint of step %u was written to %s: run the same command again, once the data is "
+        return fail_(r, "a checkpoint of step %u was written to %s: run the same command again, once the data is "
                      "whole, to resume from it",
                      r->step, r->path_ckpt);
-    return fail_("%s", kept_(r, kept, sizeof kept));
+    return fail_(r, "%s", kept_(r, kept, sizeof kept));
 }
 
 typedef struct step_ {
@@ -439,7 +452,7 @@ typedef struct step_ {
 } step_;
 
 // One optimizer step: accum micro-batches, then the update. Returns 0, or
-// 1 after printing what failed and what is kept.
+// 1 with what failed and what is kept in r->err.
 static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *sched, step_ *s,
                        unsigned char *loader_at_start) {
     char kept[4608];
@@ -452,21 +465,29 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
         float l;
         if (wgpt_loader_next_train(r->loader, r->inputs, r->targets) < 0) return data_failed_(r, s->t, loader_at_start);
         if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k == 0, &l) < 0)
-            return fail_("step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+            return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
         s->loss += l;
     }
     if (o->inject_loss_at == s->t) wgpt_gpu_force_loss(r->g);
     if (injected_(o->inject_nan, s->t) && wgpt_gpt2_inject_nan_grad(r->model) < 0)
-        return fail_("%s", wgpt_gpt2_error(r->model));
+        return fail_(r, "%s", wgpt_gpt2_error(r->model));
     if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)r->accum, &s->res) < 0)
-        return fail_("step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
+        return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
                      kept_(r, kept, sizeof kept));
     s->loss /= r->accum;
     s->seconds = wgpt_clock_s() - t0;
     return 0;
 }
 
-int wgpt_train_run(const wgpt_train_opts *o) {
+// The run's result as wgpt_train_run returns it: rc 0, 1 (failed) or 2
+// (options refused) to 0, -1 or -2, the message copied to err.
+static int result_(const run_ *r, int rc, char *err, size_t errlen) {
+    if (rc == 0) return 0;
+    wgpt_errf(err, errlen, "%s", r->err);
+    return rc == 2 ? -2 : -1;
+}
+
+int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     run_ r;
     memset(&r, 0, sizeof r);
     r.o = o;
@@ -474,8 +495,8 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     r.lock = -1;
     char err[2048], kept[4608];
     if (wgpt_train_check(o, err, sizeof err) < 0) {
-        fprintf(stderr, "wgpt train: %s\n", err);
-        return 2;
+        wgpt_errf(errbuf, errlen, "%s", err);
+        return -2;
     }
     uint64_t micro = (uint64_t)o->batch * o->seq;
     r.accum = (uint32_t)((o->total_batch ? o->total_batch : micro) / micro);
@@ -483,15 +504,15 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     int rc = open_run_(&r);
     if (rc) {
         close_run_(&r);
-        return rc;
+        return result_(&r, rc, errbuf, errlen);
     }
     char line[512];
     wgpt_gpu_describe(wgpt_gpu_get_info(r.g), line, sizeof line);
-    say_(&r, "device: %s\nmodel: %u layers, %u heads, %u channels, context %u, vocabulary %u (%s): %zu parameters\n",
+    say_(&r, INFO_, "device: %s\nmodel: %u layers, %u heads, %u channels, context %u, vocabulary %u (%s): %zu parameters\n",
          line, r.cfg.num_layers, r.cfg.num_heads, r.cfg.channels, r.cfg.max_seq_len, r.cfg.vocab_size,
          wgpt_tokenizer_name(r.tok),
          wgpt_gpt2_num_params(&r.cfg));
-    say_(&r, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
+    say_(&r, INFO_, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
          o->batch, o->seq, r.accum);
 
@@ -499,7 +520,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
     wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip, 0.0f};
     float recent[20];  // norms of the last good steps, for the spike threshold
     uint32_t nrecent = 0, skips_in_row = 0;
-    int tty = isatty(STDOUT_FILENO);
+    int tty = o->live;
     double t_start = wgpt_clock_s();
     uint32_t first_step = r.step;
     unsigned char loader_at_start[128];  // the loader's state at the start of a step (72 bytes)
@@ -510,7 +531,7 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         else if (v == 0) {
             rc = log_(&r, "{\"kind\":\"val\",\"step\":0,\"loss\":%.9g}\n", vl);
             wgpt_history_add(&r.hist, 1, 0, vl);
-            say_(&r, "step %5u | val loss %.4f\n", 0, vl);
+            say_(&r, INFO_, "step %5u | val loss %.4f\n", 0, vl);
         }
     }
     uint32_t last = o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
@@ -527,11 +548,11 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             break;
         wgpt_history_add(&r.hist, 0, t, (float)s.loss);
         if (s.res.skipped) {
-            fprintf(stderr, "\nwgpt train: step %u: %s: update skipped, parameters unchanged\n", t,
-                    s.res.skipped == 1 ? "the loss or gradient is NaN/Inf"
-                                       : "gradient norm spike (above the --spike-factor threshold)");
+            say_(&r, WARN_, "step %u: %s: update skipped, parameters unchanged", t,
+                 s.res.skipped == 1 ? "the loss or gradient is NaN/Inf"
+                                    : "gradient norm spike (above the --spike-factor threshold)");
             if (++skips_in_row >= o->max_skips && o->max_skips) {
-                rc = fail_("%u steps in a row were skipped: stopping; %s. Lower --lr or check the data", skips_in_row,
+                rc = fail_(&r, "%u steps in a row were skipped: stopping; %s. Lower --lr or check the data", skips_in_row,
                            kept_(&r, kept, sizeof kept));
                 break;
             }
@@ -549,12 +570,11 @@ int wgpt_train_run(const wgpt_train_opts *o) {
         double elapsed = wgpt_clock_s() - t_start, eta = elapsed / (t - first_step) * (o->steps - t);
         char etas[32];
         format_eta_(eta, etas, sizeof etas);
-        if (tty && !o->quiet) {
-            printf("\rstep %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left   ", t, o->steps, s.loss,
-                   s.lr, s.res.grad_norm, tps, etas);
-            fflush(stdout);
+        if (tty) {
+            say_(&r, WGPT_TRAIN_LIVE, "\rstep %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left   ", t,
+                 o->steps, s.loss, s.lr, s.res.grad_norm, tps, etas);
         } else if (t % (o->log_every ? o->log_every : 1) == 0 || t == o->steps) {
-            say_(&r, "step %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left\n", t, o->steps, s.loss,
+            say_(&r, INFO_, "step %5u/%u | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %s left\n", t, o->steps, s.loss,
                  s.lr, s.res.grad_norm, tps, etas);
         }
         if (o->val_every && (t % o->val_every == 0 || t == o->steps)) {
@@ -562,23 +582,23 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             int v = validate_(&r, &vl);
             if (v == -2) {  // a shard shrank: step t itself is whole, save it
                 rc = write_checkpoint_(&r) == 0
-                         ? fail_("a checkpoint of step %u was written to %s: run the same command again, once the "
+                         ? fail_(&r, "a checkpoint of step %u was written to %s: run the same command again, once the "
                                  "data is whole, to resume from it",
                                  r.step, r.path_ckpt)
-                         : fail_("%s", kept_(&r, kept, sizeof kept));
+                         : fail_(&r, "%s", kept_(&r, kept, sizeof kept));
                 break;
             }
             if (v < 0) {
-                rc = fail_("%s", kept_(&r, kept, sizeof kept));
+                rc = fail_(&r, "%s", kept_(&r, kept, sizeof kept));
                 break;
             }
             if (v == 0) {
                 if ((rc = log_(&r, "{\"kind\":\"val\",\"step\":%u,\"loss\":%.9g}\n", t, vl)) != 0) break;
                 wgpt_history_add(&r.hist, 1, t, vl);
-                say_(&r, "%sstep %5u | val loss %.4f\n", tty ? "\n" : "", t, vl);
+                say_(&r, INFO_, "%sstep %5u | val loss %.4f\n", tty ? "\n" : "", t, vl);
             }
             if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
-                fail_("%s", err);
+                say_(&r, WARN_, "%s", err);
         }
         if (o->sample_every && t % o->sample_every == 0) {
             char tag[32];
@@ -589,17 +609,18 @@ int wgpt_train_run(const wgpt_train_opts *o) {
             if (write_checkpoint_(&r) < 0) rc = 1;
     }
     if (rc == 0) {
-        if (tty) say_(&r, "\n");
+        if (tty) say_(&r, INFO_, "\n");
         if (r.step == first_step && r.step < last)
-            say_(&r, "stopped before step %u on request; nothing new to save%s%s\n", r.step + 1,
+            say_(&r, INFO_, "stopped before step %u on request; nothing new to save%s%s\n", r.step + 1,
                  r.saved_step >= 0 ? ", the checkpoint is still " : "", r.saved_step >= 0 ? r.path_ckpt : "");
         else if (stop_requested_(&r) || r.step < o->steps)
-            say_(&r, "stopped at step %u of %u; checkpoint %s (run again to continue)\n", r.step, o->steps,
+            say_(&r, INFO_, "stopped at step %u of %u; checkpoint %s (run again to continue)\n", r.step, o->steps,
                  r.path_ckpt);
-        else say_(&r, "done: %u steps; checkpoint %s, metrics %s, plot %s\n", r.step, r.path_ckpt, r.path_metrics,
+        else say_(&r, INFO_, "done: %u steps; checkpoint %s, metrics %s, plot %s\n", r.step, r.path_ckpt, r.path_metrics,
                   r.path_svg);
-        if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0) fail_("%s", err);
+        if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
+            say_(&r, WARN_, "%s", err);
     }
     close_run_(&r);
-    return rc;
+    return result_(&r, rc, errbuf, errlen);
 }

@@ -7,10 +7,12 @@
 #include "train/train_opts.h"
 
 // Runs (or resumes) a training run in o->out_dir, which it locks for the
-// run's length (a second run there is refused). Returns 0 when it finished or
-// stopped on request (a checkpoint is written either way), 1 on an error (the
-// message is printed, prefixed with "wgpt train: ", and says which checkpoint
-// is kept, if any), 2 on bad options (checked before anything is opened).
-int wgpt_train_run(const wgpt_train_opts *o);
+// run's length (a second run there is refused); progress goes to o->say.
+// Returns 0 when it finished or stopped on request (a checkpoint is written
+// either way); -1 on an error, -2 when the options are refused (checked
+// before anything is opened, or a model shape the device cannot take). On
+// either, err holds the message, one line per problem, the last saying which
+// checkpoint is kept, if any.
+int wgpt_train_run(const wgpt_train_opts *o, char *err, size_t errlen);
 
 #endif
