@@ -48,11 +48,17 @@ int wgpt_embedding_bucket(uint32_t *idx, const uint32_t *tokens, uint32_t N, uin
 int wgpt_encoder_bucket_upload(wgpt_gpu *g, wgpt_view bucket, const uint32_t *tokens, uint32_t N, uint32_t V,
                                uint32_t *bad) {
     uint64_t words = wgpt_embedding_bucket_words(N);
-    if (bucket.size && bucket.size < words * 4) return -1;
+    if (!bucket.buf || (bucket.size && bucket.size < words * 4))
+        return wgpt_gpu_fail(g, "encoder bucket: the view %s; it needs %llu bytes for %u tokens",
+                             bucket.buf ? "is too small" : "has no buffer", (unsigned long long)(words * 4), N);
     uint32_t *idx = malloc(words * sizeof *idx);
-    if (!idx) return -1;
-    int rc = wgpt_embedding_bucket(idx, tokens, N, V, bad);
-    if (rc == 0) rc = wgpt_buf_upload(g, bucket.buf, bucket.offset, idx, words * 4);
+    if (!idx) return wgpt_gpu_fail(g, "encoder bucket: out of host memory for %u tokens", N);
+    uint32_t b = 0;  // >= V after -1: a bad token; else out of memory
+    int rc = wgpt_embedding_bucket(idx, tokens, N, V, &b);
+    if (rc < 0 && bad) *bad = b;
+    if (rc < 0 && V && b >= V) wgpt_gpu_fail(g, "encoder bucket: token id %u is out of range [0, %u)", b, V);
+    else if (rc < 0) wgpt_gpu_fail(g, "encoder bucket: out of host memory for %u tokens", N);
+    else rc = wgpt_buf_upload(g, bucket.buf, bucket.offset, idx, words * 4);
     free(idx);
     return rc;
 }

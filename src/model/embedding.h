@@ -39,8 +39,9 @@ int wgpt_encoder_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dwte, wgpt_view dw
                           wgpt_view bucket, uint32_t B, uint32_t T, uint32_t C, uint32_t Vp);
 
 // Per step: builds the index of tokens (N) and uploads it to bucket (in order
-// with the work recorded so far). -1 on a token >= V or a GPU error; the
-// message is in wgpt_gpu_error only for GPU errors (*bad names the token).
+// with the work recorded so far). -1 with the message in wgpt_gpu_error on a
+// token >= V (*bad, if not NULL, is the first such token), a view too small,
+// out of memory or a GPU error.
 int wgpt_encoder_bucket_upload(wgpt_gpu *g, wgpt_view bucket, const uint32_t *tokens, uint32_t N, uint32_t V,
                                uint32_t *bad);
 

@@ -21,7 +21,10 @@ wgpt_bind *wgpt_op_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_
     if (op->n == op->cap) {
         int cap = op->cap ? op->cap * 2 : 8;
         wgpt_op_step *s = realloc(op->steps, (size_t)cap * sizeof *s);
-        if (!s) return NULL;
+        if (!s) {
+            wgpt_gpu_fail(g, "out of host memory preparing kernel '%s'", kernel);
+            return NULL;
+        }
         op->steps = s;
         op->cap = cap;
     }

@@ -100,11 +100,20 @@ int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_v
         return wgpt_gpu_fail(g, "grad_norm: %s", n == 0 ? "no gradients" : "grads or state is missing or too small");
     uint64_t nchunks = opt_chunks(g, 0, n, NULL, 0);
     opt_chunk *chunks = malloc(nchunks * sizeof *chunks);
-    if (!chunks) return -1;
+    if (!chunks) return wgpt_gpu_fail(g, "grad_norm: out of host memory for %llu chunks", (unsigned long long)nchunks);
     opt_chunks(g, 0, n, chunks, nchunks);
     uint64_t parts = norm_parts(chunks, nchunks);
     int rc = -1;
-    if (parts > UINT32_MAX / 2 || !opt_covers(scratch, parts * 2)) goto done;
+    if (parts > UINT32_MAX / 2) {
+        wgpt_gpu_fail(g, "grad_norm: %llu gradients make %llu partial sums; at most %u", (unsigned long long)n,
+                      (unsigned long long)parts, UINT32_MAX / 2);
+        goto done;
+    }
+    if (!opt_covers(scratch, parts * 2)) {
+        wgpt_gpu_fail(g, "grad_norm: the scratch %s; it needs %llu bytes (wgpt_grad_norm_scratch_bytes)",
+                      scratch.buf ? "is too small" : "has no buffer", (unsigned long long)(parts * 8));
+        goto done;
+    }
     wgpt_view part_view = {scratch.buf, scratch.offset, parts * 8};
     uint64_t base = 0;
     for (uint64_t c = 0; c < nchunks; c++) {
@@ -134,10 +143,10 @@ static int range_cmp(const void *a, const void *b) {
 }
 
 // Sorted copy of the non-empty ranges, adjacent ones with the same decay
-// merged; -1 if two overlap. Returns how many are left in *out (malloc'ed).
+// merged; -1 if two overlap, -2 out of memory. Returns how many are left in *out (malloc'ed).
 static int ranges_normalise(const wgpt_adamw_range *in, int n, wgpt_adamw_range **out) {
     wgpt_adamw_range *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
-    if (!r) return -1;
+    if (!r) return -2;
     int k = 0;
     for (int i = 0; i < n; i++)
         if (in[i].count) r[k++] = in[i];
@@ -180,26 +189,42 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
                              WGPT_OPTIM_STATE_BYTES);
     wgpt_adamw_range *r = NULL;
     int nr = ranges_normalise(ranges, nranges, &r);
+    if (nr == -2) return wgpt_gpu_fail(g, "adamw: out of host memory for %d ranges", nranges);
     if (nr < 0) return wgpt_gpu_fail(g, "adamw: two parameter ranges overlap");
     wgpt_adamw *h = calloc(1, sizeof *h);
     uint64_t total = 0;
     int rc = -1;
-    if (!h) goto done;
+    if (!h) {
+        wgpt_gpu_fail(g, "adamw: out of host memory");
+        goto done;
+    }
     for (int i = 0; i < nr; i++) {
         uint64_t end = r[i].offset + r[i].count;
-        if (!opt_covers(params, end) || !opt_covers(grads, end) || !opt_covers(m, end) || !opt_covers(v, end))
+        if (!opt_covers(params, end) || !opt_covers(grads, end) || !opt_covers(m, end) || !opt_covers(v, end)) {
+            wgpt_gpu_fail(g, "adamw: the range [%llu, %llu) reaches past params, grads, m or v (or one has no buffer)",
+                          (unsigned long long)r[i].offset, (unsigned long long)end);
             goto done;
+        }
         total += opt_chunks(g, r[i].offset, r[i].count, NULL, 0);
     }
-    if (total > INT32_MAX) goto done;
+    if (total > INT32_MAX) {
+        wgpt_gpu_fail(g, "adamw: %llu dispatches; at most %d", (unsigned long long)total, INT32_MAX);
+        goto done;
+    }
     h->binds = calloc(total ? total : 1, sizeof *h->binds);
     h->params = calloc(total ? total : 1, sizeof *h->params);
-    if (!h->binds || !h->params) goto done;
+    if (!h->binds || !h->params) {
+        wgpt_gpu_fail(g, "adamw: out of host memory for %llu dispatches", (unsigned long long)total);
+        goto done;
+    }
     wgpt_view st = {state.buf, state.offset, WGPT_OPTIM_STATE_BYTES};
     for (int i = 0; i < nr; i++) {
         uint64_t nc = opt_chunks(g, r[i].offset, r[i].count, NULL, 0);
         opt_chunk *chunks = malloc(nc * sizeof *chunks);
-        if (!chunks) goto done;
+        if (!chunks) {
+            wgpt_gpu_fail(g, "adamw: out of host memory for %llu chunks", (unsigned long long)nc);
+            goto done;
+        }
         opt_chunks(g, r[i].offset, r[i].count, chunks, nc);
         for (uint64_t c = 0; c < nc; c++) {
             adamw_params *p = &h->params[h->n];

@@ -8,7 +8,7 @@
 // Offsets and counts are in floats. The base views' offsets must be multiples
 // of the device's minStorageBufferOffsetAlignment; size 0 means "to the
 // buffer's end". Functions return 0, or -1 with the message in wgpt_gpu_error
-// (invalid arguments, which the GPU layer never sees, return -1 without one).
+// (invalid arguments and out of memory included).
 #ifndef WGPT_MODEL_OPTIMIZER_H
 #define WGPT_MODEL_OPTIMIZER_H
 
