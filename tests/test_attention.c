@@ -28,31 +28,37 @@
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
 
-static wgpt_gpu *G;
+static wgpt_gpu *G;                // the device of the twin in force: one of
+static wgpt_gpu *G_GPU, *G_CPU;    // the default adapter opened with each twin (wgpt_gpu_options.kernels)
 
 // Per-test setups: which twin the wrappers pick (see BOTH in main).
 static int CPU;  // 1 while the CPU twins are in force
 static int use_gpu_kernels_(void **state) {
     (void)state;
-    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    G = G_GPU;
     CPU = 0;
     return 0;
 }
 static int use_cpu_kernels_(void **state) {
     (void)state;
-    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    G = G_CPU;
     CPU = 1;
     return 0;
 }
 
 static int group_setup(void **state) {
     (void)state;
-    G = tu_gpu_open(NULL);
+    wgpt_gpu_options gpu = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options cpu = {.adapter_index = -1, .kernels = WGPT_KERNELS_CPU};
+    G_GPU = tu_gpu_open(&gpu);
+    G_CPU = tu_gpu_open(&cpu);
+    G = G_GPU;
     return 0;
 }
 static int group_teardown(void **state) {
     (void)state;
-    wgpt_gpu_close(G);
+    wgpt_gpu_close(G_GPU);
+    wgpt_gpu_close(G_CPU);
     return 0;
 }
 
@@ -282,7 +288,8 @@ static void refuses_bad_shapes_and_views(void **st) {
     wgpt_buf_free(big);
 
     // A device that binds at most 64 KiB: out (51 KB) fits, qkv (154 KB) must be refused, not split.
-    wgpt_gpu_options opt = {.adapter_index = -1, .max_binding = 64 << 10};
+    wgpt_gpu_options opt = {.adapter_index = -1, .max_binding = 64 << 10,
+                            .kernels = CPU ? WGPT_KERNELS_CPU : WGPT_KERNELS_GPU};
     wgpt_gpu *g2 = tu_gpu_open(&opt);
     const shape s = {1, 100, 128, 2, 1.0f};
     wgpt_buf *b2 = wgpt_buf_create(g2, n_qkv(&s) * 4, "qkv");

@@ -39,23 +39,32 @@
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
 
-static wgpt_gpu *G;      // the default device
+static wgpt_gpu *G;      // the default device, with the twin in force
 static wgpt_gpu *SPLIT;  // the same adapter with 64 KiB bindings: row chunks
+// Both opened with each twin (wgpt_gpu_options.kernels); the setups pick.
+static wgpt_gpu *G_GPU, *G_CPU, *SPLIT_GPU, *SPLIT_CPU;
 
 static const float EPS32 = 5.9604645e-8f;  // 2^-24
 static const float RTOL = 8 * 5.9604645e-8f;
 
 static int group_setup(void **state) {
     (void)state;
-    G = tu_gpu_open(NULL);
-    wgpt_gpu_options o = {.adapter_index = -1, .max_binding = 64 * 1024};
-    SPLIT = tu_gpu_open(&o);
+    wgpt_gpu_options o = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    G = G_GPU = tu_gpu_open(&o);
+    o.kernels = WGPT_KERNELS_CPU;
+    G_CPU = tu_gpu_open(&o);
+    o.max_binding = 64 * 1024;
+    SPLIT_CPU = tu_gpu_open(&o);
+    o.kernels = WGPT_KERNELS_GPU;
+    SPLIT = SPLIT_GPU = tu_gpu_open(&o);
     return 0;
 }
 static int group_teardown(void **state) {
     (void)state;
-    wgpt_gpu_close(SPLIT);
-    wgpt_gpu_close(G);
+    wgpt_gpu_close(SPLIT_GPU);
+    wgpt_gpu_close(SPLIT_CPU);
+    wgpt_gpu_close(G_GPU);
+    wgpt_gpu_close(G_CPU);
     return 0;
 }
 
@@ -72,14 +81,14 @@ static int SCRATCH = SCRATCH_FULL;
 static int VEC4_(uint32_t C) { return !CPU && C % 4 == 0 && C <= 1024; }
 static int use_gpu_kernels_(void **state) {
     (void)state;
-    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    G = G_GPU, SPLIT = SPLIT_GPU;
     CPU = 0;
     SCRATCH = SCRATCH_FULL;
     return 0;
 }
 static int use_cpu_kernels_(void **state) {
     (void)state;
-    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    G = G_CPU, SPLIT = SPLIT_CPU;
     CPU = 1;
     SCRATCH = SCRATCH_FULL;
     return 0;

@@ -32,17 +32,27 @@ static wgpt_gpu *GS;     // the same adapter, bindings limited to SPLIT_BINDING 
 #define PAD 64           // floats of sentinel before and after every tensor
 static const float SENTINEL = -777.25f;
 
+// G and GS opened with each twin (wgpt_gpu_options.kernels); the setups pick.
+static wgpt_gpu *G_GPU, *G_CPU, *GS_GPU, *GS_CPU;
+static wgpt_kernels KERNELS = WGPT_KERNELS_AUTO;  // the twin in force (AUTO: the device's choice)
+
 static int group_setup(void **state) {
     (void)state;
-    G = tu_gpu_open(NULL);
     wgpt_gpu_options o = {.adapter_index = -1, .max_binding = SPLIT_BINDING};
-    GS = tu_gpu_open(&o);
+    o.kernels = WGPT_KERNELS_GPU;
+    GS_GPU = tu_gpu_open(&o);
+    o.kernels = WGPT_KERNELS_CPU;
+    GS_CPU = tu_gpu_open(&o);
+    o.max_binding = 0;
+    G_CPU = tu_gpu_open(&o);
+    o.kernels = WGPT_KERNELS_GPU;
+    G_GPU = tu_gpu_open(&o);
+    G = G_GPU, GS = GS_GPU;
     return 0;
 }
 static int group_teardown(void **state) {
     (void)state;
-    wgpt_gpu_close(G);
-    wgpt_gpu_close(GS);
+    wgpt_gpu_close(G_GPU), wgpt_gpu_close(G_CPU), wgpt_gpu_close(GS_GPU), wgpt_gpu_close(GS_CPU);
     return 0;
 }
 
@@ -50,13 +60,13 @@ static int group_teardown(void **state) {
 static const char *VARIANT = "";
 static int use_gpu_kernels_(void **state) {
     (void)state;
-    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
+    G = G_GPU, GS = GS_GPU, KERNELS = WGPT_KERNELS_GPU;
     VARIANT = "gpu kernels";
     return 0;
 }
 static int use_cpu_kernels_(void **state) {
     (void)state;
-    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
+    G = G_CPU, GS = GS_CPU, KERNELS = WGPT_KERNELS_CPU;
     VARIANT = "cpu kernels";
     return 0;
 }
@@ -351,9 +361,9 @@ static void bad_arguments_are_refused(void **st) {
     dt_free_(&a), dt_free_(&b), dt_free_(&o);
 }
 
-// The choice of twin: WGPT_KERNELS (read once, at the first choice in the
-// process: this test runs first) overrides the device type, and a forced
-// variant overrides both. On lavapipe (type "CPU") auto picks the CPU twins.
+// The choice of twin, per device: WGPT_KERNELS (read when the device is
+// opened) overrides the device type, and wgpt_gpu_options.kernels overrides
+// both. On lavapipe (type "CPU") auto picks the CPU twins.
 // The split-k choice (linear_split.c): whatever it picks covers k exactly
 // in whole stages and fits the scratch; outputs with enough tiles for every
 // unit are not split; small outputs with a long k are; with no unit count,
@@ -388,16 +398,21 @@ static void split_choice(void **st) {
 static void variant_choice(void **st) {
     (void)st;
     assert_int_equal(setenv("WGPT_KERNELS", "gpu", 1), 0);
-    wgpt_kernel_variant_force(WGPT_KERNELS_AUTO);
-    assert_int_equal(wgpt_kernel_variant_cpu(G), 0);
+    wgpt_gpu_options o = {.adapter_index = -1};
+    wgpt_gpu *g = tu_gpu_open(&o);
+    assert_int_equal(wgpt_kernel_variant_cpu(g), 0);
     assert_int_equal(setenv("WGPT_KERNELS", "cpu", 1), 0);  // already read: no effect
-    assert_int_equal(wgpt_kernel_variant_cpu(G), 0);
-    wgpt_kernel_variant_force(WGPT_KERNELS_CPU);
-    assert_int_equal(wgpt_kernel_variant_cpu(G), 1);
-    wgpt_kernel_variant_force(WGPT_KERNELS_GPU);
-    assert_int_equal(wgpt_kernel_variant_cpu(G), 0);
-    wgpt_kernel_variant_force(WGPT_KERNELS_AUTO);
+    assert_int_equal(wgpt_kernel_variant_cpu(g), 0);
+    o.kernels = WGPT_KERNELS_CPU;
+    wgpt_gpu *gc = tu_gpu_open(&o);
+    assert_int_equal(wgpt_kernel_variant_cpu(gc), 1);
+    o.kernels = WGPT_KERNELS_GPU;
+    wgpt_gpu *gg = tu_gpu_open(&o);
+    assert_int_equal(wgpt_kernel_variant_cpu(gg), 0);
     unsetenv("WGPT_KERNELS");
+    assert_int_equal(wgpt_kernel_variant_cpu(g), 0);  // two devices of one process differ, and stay as opened
+    assert_int_equal(wgpt_kernel_variant_cpu(gc), 1);
+    wgpt_gpu_close(g), wgpt_gpu_close(gc), wgpt_gpu_close(gg);
 }
 
 // The flat twins cover 16 rows a workgroup: past 65535 * 16 rows the wrapper
@@ -460,18 +475,19 @@ static void vec4_kernels_match_reference(void **st) {
                          bias, r.fwd_steps, r.bwd_steps, fwd, bwd);
             lresult_free_(&r), lcase_free_(&c);
         }
-    // Many parts (forced): the reduce's four-at-a-time loop and its tail.
-    wgpt_linear_force_splits(7);
+    // Many parts (forced on a device of their own): the reduce's four-at-a-time loop and its tail.
     {
+        wgpt_gpu_options o7 = {.adapter_index = -1, .kernels = KERNELS, .matmul_splits = 7};
+        wgpt_gpu *g7 = tu_gpu_open(&o7);
         lcase c;
         lcase_init_(&c, 70, 40, 64, 1, 1);  // forward 5 parts (k 40), input 7 (k 64), weight 7 (k 70)
-        lresult r = run_gpu_(G, &c, wgpt_linear_scratch_bytes(G, 70, 40, 64));
+        lresult r = run_gpu_(g7, &c, wgpt_linear_scratch_bytes(g7, 70, 40, 64));
         check_case_("default device, vec4, 7 parts", &c, &r);
         if (!cpu && (r.fwd_steps != 2 || r.bwd_steps != 5))
             fail_msg("%s forced 7 parts: %d + %d dispatches, expected 2 + 5", VARIANT, r.fwd_steps, r.bwd_steps);
         lresult_free_(&r), lcase_free_(&c);
+        wgpt_gpu_close(g7);
     }
-    wgpt_linear_force_splits(0);
     // Split or not, two runs agree bit for bit.
     lcase c;
     lcase_init_(&c, 600, 36, 20, 1, 1);

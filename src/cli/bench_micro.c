@@ -51,18 +51,31 @@ wgpt_buf *wgpt_bench_micro_buffer(wgpt_bench_ctx *b, uint64_t floats, float lo, 
     return buf;
 }
 
-// The GPU memory the plain `wgpt bench` allocates (GPT-2 124M, batch 4 x 1024).
-static void print_step_memory_(wgpt_gpu *g) {
+// The GPU memory the plain `wgpt bench` allocates (GPT-2 124M, batch 4 x
+// 1024): on g, or where g splits its matmuls as asked (--micro-splits: more
+// scratch), on a second device of opt's adapter that splits them as usual.
+static void print_step_memory_(wgpt_gpu *g, const wgpt_gpu_options *opt) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     char err[1024];
-    wgpt_gpt2 *m = wgpt_gpt2_create(g, &c, 4, 1024, err, sizeof err);
-    if (!m) {
+    wgpt_gpu *plain = NULL;
+    if (wgpt_gpu_get_info(g)->matmul_splits) {
+        wgpt_gpu_options o = *opt;
+        o.matmul_splits = 0, o.profile = 0;
+        if (!(plain = wgpt_gpu_open(&o, err, sizeof err))) {
+            printf("GPU memory of the 124M training step: not measured (%s)\n", err);
+            return;
+        }
+    }
+    wgpt_gpt2 *m = wgpt_gpt2_create(plain ? plain : g, &c, 4, 1024, err, sizeof err);
+    uint64_t pb = 0, ab = 0;
+    int made = m != NULL;
+    if (made) wgpt_gpt2_memory(m, &pb, &ab);
+    wgpt_gpt2_free(m);
+    wgpt_gpu_close(plain);
+    if (!made) {
         printf("GPU memory of the 124M training step: not measured (%s)\n", err);
         return;
     }
-    uint64_t pb, ab;
-    wgpt_gpt2_memory(m, &pb, &ab);
-    wgpt_gpt2_free(m);
     printf("GPU memory of the 124M training step (batch 4 x 1024): %.1f MiB parameters+gradients+AdamW, "
            "%.1f MiB activations and scratch, %.1f MiB in all\n",
            pb / 1048576.0, ab / 1048576.0, (pb + ab) / 1048576.0);
@@ -70,9 +83,11 @@ static void print_step_memory_(wgpt_gpu *g) {
 
 // Opens the device with timestamps if it has them (and wall_clock is 0),
 // else without: the wall clock.
-static wgpt_gpu *open_(const wgpt_gpu_options *opt, int wall_clock, int *timestamps, char *why, size_t whylen) {
+static wgpt_gpu *open_(const wgpt_gpu_options *opt, uint32_t splits, int wall_clock, int *timestamps, char *why,
+                       size_t whylen) {
     char err[2048];
     wgpt_gpu_options o = *opt;
+    o.matmul_splits = splits;
     wgpt_gpu *g = NULL;
     if (!wall_clock) {
         o.profile = 1;
@@ -92,7 +107,7 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     double scale = mo->scale, width = mo->width;
     int runs = mo->runs;
     wgpt_bench_ctx b = {.timing = {.warmup = 2, .runs = runs, .min_warmup_ms = 100}, .rng = 0x9E3779B97F4A7C15ull};
-    b.g = open_(opt, mo->wall_clock, &b.timing.timestamps, why, sizeof why);
+    b.g = open_(opt, mo->splits, mo->wall_clock, &b.timing.timestamps, why, sizeof why);
     if (!b.g) return 1;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(b.g);
     int cpu = strcmp(in->type, "CPU") == 0;
@@ -110,9 +125,8 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
            wgpt_bench_micro_scaled(4096, b.scale, 64),
            wgpt_bench_micro_scaled(64u << 20, b.scale, 1024) * 4 / 1048576.0, b.width,
            cpu && (scale <= 0 || width <= 0) ? "; a CPU adapter: 1/16 by default" : "");
-    print_step_memory_(b.g);
+    print_step_memory_(b.g, opt);
     if (mo->splits) printf("splits: every matmul's k in %u parts (--micro-splits)\n", mo->splits);
-    wgpt_linear_force_splits(mo->splits);
     fflush(stdout);
     int rc = wgpt_bench_micro_matmul(&b) < 0 || wgpt_bench_micro_memory(&b) < 0;
     wgpt_gpu_close(b.g);

@@ -26,7 +26,7 @@ typedef struct wgpt_bench_micro_opts {
     double width;    // <= 0: the same default
     int runs;        // timed runs behind each median
     int wall_clock;  // time with the wall clock even where the device has timestamps
-    uint32_t splits; // 0, or every matmul's split count over k (wgpt_linear_force_splits)
+    uint32_t splits; // 0, or every matmul's split count over k (wgpt_gpu_options.matmul_splits)
 } wgpt_bench_micro_opts;
 
 // Runs the micro-benchmarks on the device opt selects and prints them.

@@ -614,6 +614,9 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.max_workgroups_per_dim = g->limits.maxComputeWorkgroupsPerDimension;
     g->info.storage_offset_align = g->limits.minStorageBufferOffsetAlignment;
     if (opt->max_binding && opt->max_binding < g->info.max_storage_binding) g->info.max_storage_binding = opt->max_binding;
+    g->info.cpu_kernels = opt->kernels == WGPT_KERNELS_CPU ||
+                          (opt->kernels != WGPT_KERNELS_GPU && wgpt_gpu_env_kernels_(g->info.type) == WGPT_KERNELS_CPU);
+    g->info.matmul_splits = opt->matmul_splits;
     g->batch = 1;
     if (wgpt_chip_fill_(&g->info, err, errlen) < 0) {
         wgpt_gpu_close(g);

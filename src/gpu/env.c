@@ -49,6 +49,13 @@ static int toggles_ok_(const char *var, int max, char *err, size_t errlen) {
     }
 }
 
+wgpt_kernels wgpt_gpu_env_kernels_(const char *type) {
+    const char *s = getenv("WGPT_KERNELS");
+    if (s && strcmp(s, "gpu") == 0) return WGPT_KERNELS_GPU;
+    if (s && strcmp(s, "cpu") == 0) return WGPT_KERNELS_CPU;
+    return type && strcmp(type, "CPU") == 0 ? WGPT_KERNELS_CPU : WGPT_KERNELS_GPU;
+}
+
 int wgpt_gpu_env_check_(char *err, size_t errlen) {
     const char *s = getenv("WGPT_GPU_TIMEOUT_S");
     if (s && *s) {
@@ -66,6 +73,11 @@ int wgpt_gpu_env_check_(char *err, size_t errlen) {
     s = getenv("WGPT_ROBUST");
     if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
         snprintf(err, errlen, "WGPT_ROBUST='%s': must be 1 (keep Dawn's robustness) or 0", s);
+        return -1;
+    }
+    s = getenv("WGPT_KERNELS");
+    if (s && *s && strcmp(s, "gpu") != 0 && strcmp(s, "cpu") != 0) {
+        snprintf(err, errlen, "WGPT_KERNELS='%s': must be gpu or cpu (or unset: chosen by the device)", s);
         return -1;
     }
     if (toggles_ok_("WGPT_DAWN_TOGGLES", WGPT_GPU_TOGGLES_ON_MAX, err, errlen) < 0) return -1;

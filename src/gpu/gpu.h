@@ -20,6 +20,15 @@ typedef struct wgpt_bind wgpt_bind;
 #define WGPT_WG 256u
 #define WGPT_MAX_WG_DIM 65535u
 
+// Which of the layers' kernel twins a device runs (the layers above decide
+// what a twin is: model/variant.h): the GPU kernels (tiled, workgroup memory)
+// or their CPU twins (flat, no barriers), or chosen by the device.
+typedef enum wgpt_kernels {
+    WGPT_KERNELS_AUTO = 0,  // $WGPT_KERNELS if set, else the CPU twins on a device of type "CPU"
+    WGPT_KERNELS_GPU = 1,
+    WGPT_KERNELS_CPU = 2,
+} wgpt_kernels;
+
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
     const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
@@ -29,6 +38,8 @@ typedef struct wgpt_gpu_options {
     uint64_t max_binding;      // 0: the device's maxStorageBufferBindingSize; else the
                                // smaller of the two (tests of code that splits bindings)
     int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too; also WGPT_ROBUST=1
+    wgpt_kernels kernels;      // which twins the layers dispatch on this device (info.cpu_kernels)
+    uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
     // NULL, or a flag (set by the caller's signal handler) that ends a wait
     // for the GPU at once: the call fails with "interrupted" and the device
     // is left hung (see wgpt_gpu_close).
@@ -78,6 +89,10 @@ typedef struct wgpt_gpu_info {
     // the adapter's; WGPT_SGM_CONFIG=i picks config i instead (experiments).
     int sgm_config;
     int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
+    // Settings of the layers above, kept per device so that two devices in
+    // one process may differ (from wgpt_gpu_options; the GPU layer only keeps them):
+    int cpu_kernels;          // 1: the layers dispatch their CPU twins (options.kernels, WGPT_KERNELS, the type)
+    uint32_t matmul_splits;   // options.matmul_splits
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
     uint32_t max_workgroup_storage;

@@ -91,6 +91,8 @@ int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what);
 // GPU variable's value: 0, or -1 with err naming the variable.
 double wgpt_gpu_timeout_s_(void);
 int wgpt_gpu_env_check_(char *err, size_t errlen);
+// WGPT_KERNELS=gpu|cpu, else by the device type: the CPU twins on a "CPU".
+wgpt_kernels wgpt_gpu_env_kernels_(const char *type);
 // Room for the WGPT_DAWN_TOGGLES(_OFF) lists (device.c adds its own toggles).
 #define WGPT_GPU_TOGGLES_MAX_CHARS 512
 #define WGPT_GPU_TOGGLES_ON_MAX 13

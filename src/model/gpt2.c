@@ -322,7 +322,6 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
 
 static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                           const wgpt_gpt2 *share, wgpt_precision precision, char *err, size_t errlen) {
-    if (wgpt_kernel_variant_check_env(err, errlen) < 0) return NULL;
     if (wgpt_gpt2_check_shape(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     wgpt_gpt2 *m = calloc(1, sizeof *m);
     if (!m) {

@@ -79,18 +79,15 @@ static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
 
 // ---- The vec4 kernels (03_linear_vec4.wgsl): GPUs, whole-vec4 rows, one binding ----
 
-// wgpt_linear_force_splits: 0, or the split count every vec4 matmul asks for.
-static uint32_t forced_splits_;
-
-void wgpt_linear_force_splits(uint32_t splits) { forced_splits_ = splits; }
-
-// The split of an (m, n) output's sum over k (linear_split.h) on g's device.
+// The split of an (m, n) output's sum over k (linear_split.h) on g's device
+// (wgpt_gpu_options.matmul_splits: 0, or the split count every vec4 matmul asks for).
 static wgpt_split v4_split_(wgpt_gpu *g, uint64_t m, uint64_t n, uint32_t k, int with_bias, uint64_t scratch_bytes) {
-    return wgpt_split_pick(wgpt_gpu_get_info(g)->compute_units, m, n, k, with_bias, scratch_bytes, forced_splits_);
+    const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
+    return wgpt_split_pick(in->compute_units, m, n, k, with_bias, scratch_bytes, in->matmul_splits);
 }
 
 uint64_t wgpt_linear_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
-    uint32_t u = wgpt_gpu_get_info(g)->compute_units, f = forced_splits_;
+    uint32_t u = wgpt_gpu_get_info(g)->compute_units, f = wgpt_gpu_get_info(g)->matmul_splits;
     uint64_t b = 256;  // the stand-in binding when nothing splits
     uint64_t fw = wgpt_split_bytes(u, N, OC, C, 0, f), in = wgpt_split_bytes(u, N, C, OC, 0, f);
     uint64_t w = wgpt_split_bytes(u, OC, C, N, 1, f);

@@ -53,11 +53,11 @@ int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_v
                                 wgpt_view dout, wgpt_view inp, wgpt_view weight, uint32_t N, uint32_t C, uint32_t OC,
                                 int accumulate_dinp, wgpt_view scratch, unsigned passes);
 
-// For benchmarks: from now on every vec4 matmul of this process splits its
-// sum over k into `splits` parts (at most k / 16; a smaller scratch splits
-// less), or, with 0, as many as its shape asks for (the default). Changes the
-// order of the sums, so results differ in the last bits between split counts.
-void wgpt_linear_force_splits(uint32_t splits);
+// On a device opened with wgpt_gpu_options.matmul_splits = S > 0 (for
+// benchmarks), every vec4 matmul splits its sum over k into S parts (at most
+// k / 16; a smaller scratch splits less) instead of as many as its shape asks
+// for. That changes the order of the sums, so results differ in the last bits
+// between split counts.
 
 // Bytes of scratch that let every pass of an (N, C, OC) layer split as much
 // as it wants to on g's device (at least 256).

@@ -5,32 +5,18 @@
 // attention layers have CPU twins ("*_flat" kernels: small workgroups, no
 // barriers) with the same bindings, params and results up to rounding.
 //
-// Choice, in order: wgpt_kernel_variant_force (tests), else the environment
-// variable WGPT_KERNELS=gpu|cpu (read once), else the device: the CPU twins on
-// a device whose type is "CPU". The choice is made when a layer's dispatches
-// are prepared (the wrappers of linear.h, layernorm.h, attention.h).
+// The choice belongs to the device (so two devices in one process may
+// differ): wgpt_gpu_options.kernels when it says GPU or CPU, else the
+// environment variable WGPT_KERNELS=gpu|cpu (read when the device is opened;
+// another value is refused there), else the CPU twins on a device whose type
+// is "CPU". It applies when a layer's dispatches are prepared (the wrappers
+// of linear.h, layernorm.h, attention.h).
 #ifndef WGPT_MODEL_VARIANT_H
 #define WGPT_MODEL_VARIANT_H
 
-#include <stddef.h>
-
 #include "gpu/gpu.h"
 
-typedef enum wgpt_kernel_variant {
-    WGPT_KERNELS_AUTO = -1,  // the environment, else the device type
-    WGPT_KERNELS_GPU = 0,
-    WGPT_KERNELS_CPU = 1,
-} wgpt_kernel_variant;
-
-// Overrides the choice for every device until called again with
-// WGPT_KERNELS_AUTO. For tests that run each case with both twins.
-void wgpt_kernel_variant_force(wgpt_kernel_variant v);
-
-// 1 if layers prepared now for g use the CPU twins, else 0.
-int wgpt_kernel_variant_cpu(const wgpt_gpu *g);
-
-// 0 if WGPT_KERNELS is unset, empty, "gpu" or "cpu"; else -1 with err naming
-// it (checked where a model is created, so that a typo is not ignored).
-int wgpt_kernel_variant_check_env(char *err, size_t errlen);
+// 1 if layers prepared for g use the CPU twins, else 0.
+static inline int wgpt_kernel_variant_cpu(const wgpt_gpu *g) { return wgpt_gpu_get_info(g)->cpu_kernels; }
 
 #endif
