@@ -3,7 +3,6 @@
 #include "model/attention.h"
 
 #include <math.h>
-#include <stdio.h>
 
 #include "model/variant.h"
 
@@ -23,40 +22,39 @@ typedef struct attn_params {
 #define ATTN_BLOCK 32u
 #define ATTN_FLAT_BLOCK 16u
 
-typedef enum attn_set { ATTN_FAST, ATTN_GENERIC, ATTN_FLAT } attn_set;
+// The kernel sets, all with the same bindings and params: the fast flash
+// kernels, their 48 KiB twins (one more 16 KiB tile of workgroup memory,
+// where the device has it: the H200; WebGPU guarantees only 16 KiB, lavapipe
+// offers 32 KiB), the generic ones (other head sizes) and the flat CPU twins.
+typedef enum attn_set { ATTN_FAST, ATTN_FAST_48K, ATTN_GENERIC, ATTN_FLAT, ATTN_NSETS } attn_set;
+typedef enum attn_pass { ATTN_FORWARD, ATTN_DQ, ATTN_DKDV, ATTN_NPASSES } attn_pass;
+
+// Every kernel of a set, by full name (a grep for a kernel finds its use here).
+static const char *const ATTN_KERNEL[ATTN_NSETS][ATTN_NPASSES] = {
+    [ATTN_FAST] = {"attention_forward", "attention_backward_dq", "attention_backward_dkdv"},
+    [ATTN_FAST_48K] = {"attention_forward_48k", "attention_backward_dq_48k", "attention_backward_dkdv_48k"},
+    [ATTN_GENERIC] = {"attention_forward_generic", "attention_backward_dq_generic",
+                      "attention_backward_dkdv_generic"},
+    [ATTN_FLAT] = {"attention_forward_flat", "attention_backward_dq_flat", "attention_backward_dkdv_flat"},
+};
+
+// Workgroup memory the 48 KiB twins use (three 16 KiB tiles).
+#define ATTN_48K_STORAGE 49152u
 
 // The flat CPU twins (variant.h) pass rows between the lanes of groups of 8
 // with subgroup shuffles: they need subgroups of a multiple of 8 lanes.
 static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs) {
     if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8) return ATTN_FLAT;
-    return hs <= ATTN_FAST_MAX_HS && hs % 4 == 0 ? ATTN_FAST : ATTN_GENERIC;
+    if (hs > ATTN_FAST_MAX_HS || hs % 4) return ATTN_GENERIC;
+    return wgpt_gpu_get_info(g)->max_workgroup_storage >= ATTN_48K_STORAGE ? ATTN_FAST_48K : ATTN_FAST;
 }
 
 // Workgroups along T: query (key) blocks of the kernels in use.
 static uint32_t attn_blocks(attn_set set, uint32_t T) {
-    uint32_t rows = set == ATTN_FAST ? ATTN_FAST_BLOCK : set == ATTN_FLAT ? ATTN_FLAT_BLOCK : ATTN_BLOCK;
+    uint32_t rows = set == ATTN_FAST || set == ATTN_FAST_48K ? ATTN_FAST_BLOCK
+                    : set == ATTN_FLAT                       ? ATTN_FLAT_BLOCK
+                                                             : ATTN_BLOCK;
     return (T + rows - 1) / rows;
-}
-
-// The name of kernel `base` ("attention_forward", ...) in the set in use.
-static const char *attn_kernel(attn_set set, const char *base, char *buf, size_t n) {
-    static const char *const suffix[] = {"", "_generic", "_flat"};
-    snprintf(buf, n, "%s%s", base, suffix[set]);
-    return buf;
-}
-
-// Workgroup memory the *_48k twins of the fast forward, dq and dk/dv kernels use (three 16 KiB
-// tiles); WebGPU guarantees only 16 KiB, lavapipe offers 32 KiB, the H200 48 KiB.
-#define ATTN_48K_STORAGE 49152u
-
-// Kernel `base` ("attention_forward", ...) in the set in use; for the fast set, its 48 KiB twin
-// (base + "_48k") where the device allows it.
-static const char *attn_kernel_for(const wgpt_gpu *g, attn_set set, const char *base, char *buf, size_t n) {
-    if (set == ATTN_FAST && wgpt_gpu_get_info(g)->max_workgroup_storage >= ATTN_48K_STORAGE) {
-        snprintf(buf, n, "%s_48k", base);
-        return buf;
-    }
-    return attn_kernel(set, base, buf, n);
 }
 
 // Checks the shape and the grid the kernels need; fills the params.
@@ -126,9 +124,7 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
     if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
     wgpt_view v[3] = {out, lse, qkv};
     attn_set set = attn_pick(g, p.hs);
-    char k[64];
-    if (!wgpt_op_add(g, op, attn_kernel_for(g, set, "attention_forward", k, sizeof k), v, 3, &p, sizeof p,
-                     attn_blocks(set, T), NH, B))
+    if (!wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_FORWARD], v, 3, &p, sizeof p, attn_blocks(set, T), NH, B))
         return -1;
     return 0;
 }
@@ -152,17 +148,14 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
         return -1;
     attn_set set = attn_pick(g, p.hs);
     uint32_t blocks = attn_blocks(set, T);
-    char kdq[64], kdkdv[64];
     int n0 = op->n;
     wgpt_view pre[3] = {D, dout, out};
     if (!wgpt_op_add1d(g, op, "attention_backward_preprocess", pre, 3, &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
-    if (!wgpt_op_add(g, op, attn_kernel_for(g, set, "attention_backward_dq", kdq, sizeof kdq), grads, 5, &p,
-                     sizeof p, blocks, NH, B) ||
-        !wgpt_op_add(g, op, attn_kernel_for(g, set, "attention_backward_dkdv", kdkdv, sizeof kdkdv), grads, 5,
-                     &p, sizeof p, blocks, NH, B))
+    if (!wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_DQ], grads, 5, &p, sizeof p, blocks, NH, B) ||
+        !wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_DKDV], grads, 5, &p, sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
 }

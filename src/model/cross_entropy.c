@@ -7,8 +7,11 @@ typedef struct ce_params {
     float dloss;
 } ce_params;
 
-// The _vec4 twins bind the logits as vec4s: every row and the view must start
-// on a 16-byte boundary. (Row chunks start at multiples of 64 rows.)
+// The kernels, by full name: [vec4] the twin that binds the logits as vec4s
+// (every row and the view must start on a 16-byte boundary; row chunks start
+// at multiples of 64 rows).
+static const char *const CE_FORWARD[] = {"crossentropy_forward", "crossentropy_forward_vec4"};
+static const char *const CE_BACKWARD[] = {"crossentropy_backward", "crossentropy_backward_vec4"};
 static int ce_vec4(wgpt_view logits, uint32_t Vp) { return Vp % 4 == 0 && wgpt_views_vec4(&logits, 1); }
 
 int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
@@ -25,7 +28,7 @@ int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_v
         if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]))
             return wgpt_gpu_fail(g, "crossentropy_forward: logits are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, 0.0f};
-        const char *k = ce_vec4(logits, Vp) ? "crossentropy_forward_vec4" : "crossentropy_forward";
+        const char *k = CE_FORWARD[ce_vec4(logits, Vp)];
         if (!wgpt_op_add1d(g, op, k, v, 5, &p, sizeof p, rows)) return -1;
     }
     return 0;
@@ -44,7 +47,7 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
         if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[0]))
             return wgpt_gpu_fail(g, "crossentropy_backward: logits are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
-        const char *k = ce_vec4(logits, Vp) ? "crossentropy_backward_vec4" : "crossentropy_backward";
+        const char *k = CE_BACKWARD[ce_vec4(logits, Vp)];
         if (!wgpt_op_add1d(g, op, k, v, 3, &p, sizeof p, rows)) return -1;
     }
     return 0;

@@ -2,7 +2,6 @@
 // flat kernels of 00_infrastructure.wgsl (see elementwise.h).
 #include "model/elementwise.h"
 
-#include <stdio.h>
 #include <string.h>
 
 // The kernels' GeluParams / ResidualParams take n only; 00_infrastructure's
@@ -14,7 +13,27 @@ typedef struct ew_params {
 } ew_params;
 
 #define EW_MAX_VIEWS 3
-#define EW_KERNEL_NAME 40
+
+// Every kernel this file dispatches: the scalar kernel and its vec4 twin
+// (full names, so that a grep finds each use), views bound, params bytes (4: n; 8: n, c).
+typedef enum ew_kernel {
+    EW_GELU_FORWARD, EW_GELU_BACKWARD, EW_RESIDUAL_FORWARD,
+    EW_FILL_ZERO, EW_FILL_CONST, EW_SCALE, EW_AXPY, EW_COPY, EW_NKERNELS
+} ew_kernel;
+static const struct {
+    const char *name, *vec4;
+    int nviews;
+    size_t params_size;
+} EW_KERNEL[EW_NKERNELS] = {
+    [EW_GELU_FORWARD] = {"gelu_forward", "gelu_forward_vec4", 2, sizeof(uint32_t)},
+    [EW_GELU_BACKWARD] = {"gelu_backward", "gelu_backward_vec4", 3, sizeof(uint32_t)},
+    [EW_RESIDUAL_FORWARD] = {"residual_forward", "residual_forward_vec4", 3, sizeof(uint32_t)},
+    [EW_FILL_ZERO] = {"fill_zero", "fill_zero_vec4", 1, sizeof(ew_params)},
+    [EW_FILL_CONST] = {"fill_const", "fill_const_vec4", 1, sizeof(ew_params)},
+    [EW_SCALE] = {"scale", "scale_vec4", 1, sizeof(ew_params)},
+    [EW_AXPY] = {"axpy", "axpy_vec4", 2, sizeof(ew_params)},
+    [EW_COPY] = {"copy", "copy_vec4", 2, sizeof(ew_params)},
+};
 
 // Floats per dispatch: all n if a binding of n floats fits the device, else
 // the largest multiple of 64 floats that does (256 bytes: chunk offsets stay
@@ -32,10 +51,11 @@ int wgpt_ew_vec4_ok(const wgpt_view *views, int nviews, uint64_t n) {
     return n % 4 == 0 && wgpt_views_vec4(views, nviews);
 }
 
-// Appends `kernel` (or its _vec4 twin where wgpt_ew_vec4_ok) over n floats:
-// views[0..nviews) all hold n floats. params_size: 4 (n) or 8 (n, c).
-static int ew_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews, uint64_t n,
-                  float c, size_t params_size) {
+// Appends kernel k (or its vec4 twin where wgpt_ew_vec4_ok) over n floats:
+// views[0..nviews) all hold n floats.
+static int ew_add(wgpt_gpu *g, wgpt_op *op, ew_kernel k, const wgpt_view *views, uint64_t n, float c) {
+    const char *kernel = EW_KERNEL[k].name;
+    int nviews = EW_KERNEL[k].nviews;
     if (n == 0) return 0;
     for (int i = 0; i < nviews; i++)
         if (!views[i].buf || (views[i].size != 0 && views[i].size < n * 4))
@@ -44,16 +64,13 @@ static int ew_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view 
                                  (unsigned long long)n);
     // Chunks are multiples of 64 floats, so every chunk of a vec4 range is too.
     int vec4 = wgpt_ew_vec4_ok(views, nviews, n);
-    char name[EW_KERNEL_NAME];
-    if (vec4 && strlen(kernel) + 6 > sizeof name) vec4 = 0;
-    if (vec4) snprintf(name, sizeof name, "%s_vec4", kernel);
     uint64_t chunk = ew_chunk(g, n);
     for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
         uint64_t cnt = n - i0 < chunk ? n - i0 : chunk;
         wgpt_view v[EW_MAX_VIEWS];
         for (int i = 0; i < nviews; i++) v[i] = (wgpt_view){views[i].buf, views[i].offset + i0 * 4, cnt * 4};
         ew_params p = {(uint32_t)cnt, c};
-        if (!wgpt_op_add1d(g, op, vec4 ? name : kernel, v, nviews, &p, params_size,
+        if (!wgpt_op_add1d(g, op, vec4 ? EW_KERNEL[k].vec4 : kernel, v, nviews, &p, EW_KERNEL[k].params_size,
                            vec4 ? wgpt_ew_vec4_groups(cnt) : wgpt_groups(cnt)))
             return -1;
     }
@@ -62,28 +79,26 @@ static int ew_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view 
 
 int wgpt_gelu_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, uint64_t n) {
     wgpt_view v[2] = {out, inp};
-    return ew_add(g, op, "gelu_forward", v, 2, n, 0.0f, sizeof(uint32_t));
+    return ew_add(g, op, EW_GELU_FORWARD, v, n, 0.0f);
 }
 
 int wgpt_gelu_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view inp, wgpt_view dout, uint64_t n) {
     wgpt_view v[3] = {dinp, inp, dout};
-    return ew_add(g, op, "gelu_backward", v, 3, n, 0.0f, sizeof(uint32_t));
+    return ew_add(g, op, EW_GELU_BACKWARD, v, n, 0.0f);
 }
 
 int wgpt_residual_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view a, wgpt_view b, uint64_t n) {
     wgpt_view v[3] = {out, a, b};
-    return ew_add(g, op, "residual_forward", v, 3, n, 0.0f, sizeof(uint32_t));
+    return ew_add(g, op, EW_RESIDUAL_FORWARD, v, n, 0.0f);
 }
 
 int wgpt_infra_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews, uint64_t n,
                    float c) {
-    static const char *const VEC4[] = {"fill_zero", "fill_const", "scale", "axpy", "copy"};
-    static const int NVIEWS[] = {1, 1, 1, 2, 2};
-    for (int k = 0; k < 5; k++)
-        if (!strcmp(kernel, VEC4[k])) {
-            if (nviews != NVIEWS[k])
-                return wgpt_gpu_fail(g, "%s: %d views given; it binds %d", kernel, nviews, NVIEWS[k]);
-            return ew_add(g, op, kernel, views, nviews, n, c, sizeof(ew_params));
+    for (int k = EW_FILL_ZERO; k <= EW_COPY; k++)
+        if (!strcmp(kernel, EW_KERNEL[k].name)) {
+            if (nviews != EW_KERNEL[k].nviews)
+                return wgpt_gpu_fail(g, "%s: %d views given; it binds %d", kernel, nviews, EW_KERNEL[k].nviews);
+            return ew_add(g, op, (ew_kernel)k, views, n, c);
         }
     return wgpt_gpu_fail(g, "wgpt_infra_add: %s is not one of fill_zero, fill_const, scale, axpy, copy", kernel);
 }

@@ -40,6 +40,16 @@ static uint64_t ln_chunk(wgpt_gpu *g, uint32_t N, uint32_t C) {
 // their vec4 versions (LN_ROWS_PER_WG rows a workgroup) or the CPU twins.
 enum { LN_GPU, LN_GPU_VEC4, LN_CPU };
 
+// Every kernel this file dispatches, by full name (a grep finds each use):
+// the two row kernels in each kind above, then the column sums of the
+// parameter gradients (two-phase, scalar or vec4 first phase; or one pass).
+static const char *const LN_FORWARD[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat"};
+static const char *const LN_BACKWARD_INPUT[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
+                                                "layernorm_backward_input_flat"};
+static const char *const LN_PARAMS_PART[] = {"layernorm_params_part", "layernorm_params_part_vec4"};
+static const char LN_PARAMS_REDUCE[] = "layernorm_params_reduce";
+static const char LN_BACKWARD_PARAMS[] = "layernorm_backward_params";
+
 // The vec4 kernels bind the (N, C) and (C) views as vec4s: C % 4 == 0 (row
 // chunks then start on 16 bytes too), offsets on 16 bytes, C held in registers.
 static int ln_pick(const wgpt_gpu *g, uint32_t C, const wgpt_view *vc, int nvc) {
@@ -66,7 +76,6 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
     uint64_t chunk = ln_chunk(g, N, C);
     const wgpt_view vc[4] = {out, inp, weight, bias};
     int kind = ln_pick(g, C, vc, 4);
-    static const char *const NAME[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat"};
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         wgpt_view v[6] = {
@@ -74,7 +83,7 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
             ln_rows(inp, r0, rows, C),  ln_vec(weight, C),            ln_vec(bias, C),
         };
         ln_params p = {(uint32_t)rows, C};
-        if (!wgpt_op_add1d(g, op, NAME[kind], v, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
+        if (!wgpt_op_add1d(g, op, LN_FORWARD[kind], v, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
     }
     return 0;
 }
@@ -116,8 +125,6 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
     const wgpt_view vp4[3] = {dout, inp, scratch};
     int part_vec4 = two_phase && C % 4 == 0 && wgpt_views_vec4(vp4, 3);
     uint64_t part_cols = part_vec4 ? C / 4 : C;
-    static const char *const NAME[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
-                                       "layernorm_backward_input_flat"};
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         ln_params p = {(uint32_t)rows, C};
@@ -125,7 +132,7 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
             ln_rows(dinp, r0, rows, C), ln_rows(dout, r0, rows, C),  ln_rows(inp, r0, rows, C),
             ln_vec(weight, C),          ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),
         };
-        if (!wgpt_op_add1d(g, op, NAME[kind], vi, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
+        if (!wgpt_op_add1d(g, op, LN_BACKWARD_INPUT[kind], vi, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
         // Chunks add their column sums into dweight/dbias one after another: a
         // fixed order, so the result is still the same on every run.
         if (two_phase) {
@@ -138,17 +145,16 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
                                ln_rows(mean, r0, rows, 1), ln_rows(rstd, r0, rows, 1)};
             uint64_t blocks = (rows + LN_PART_ROWS - 1) / LN_PART_ROWS;
             uint64_t groups1 = (part_cols + LN_COLS - 1) / LN_COLS * blocks;
-            const char *k1 = part_vec4 ? "layernorm_params_part_vec4" : "layernorm_params_part";
-            if (!wgpt_op_add1d(g, op, k1, v1, 5, &p, sizeof p, groups1)) return -1;
+            if (!wgpt_op_add1d(g, op, LN_PARAMS_PART[part_vec4], v1, 5, &p, sizeof p, groups1)) return -1;
             wgpt_view v2[3] = {ln_vec(dweight, C), ln_vec(dbias, C), part};
-            if (!wgpt_op_add1d(g, op, "layernorm_params_reduce", v2, 3, &p, sizeof p, col_groups)) return -1;
+            if (!wgpt_op_add1d(g, op, LN_PARAMS_REDUCE, v2, 3, &p, sizeof p, col_groups)) return -1;
             continue;
         }
         wgpt_view vp[6] = {
             ln_vec(dweight, C),         ln_vec(dbias, C),            ln_rows(dout, r0, rows, C),
             ln_rows(inp, r0, rows, C),  ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),
         };
-        if (!wgpt_op_add1d(g, op, "layernorm_backward_params", vp, 6, &p, sizeof p, col_groups)) return -1;
+        if (!wgpt_op_add1d(g, op, LN_BACKWARD_PARAMS, vp, 6, &p, sizeof p, col_groups)) return -1;
     }
     return 0;
 }

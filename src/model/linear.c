@@ -24,6 +24,19 @@ typedef struct linear_params {
     uint32_t split;  // 1: partials to the scratch
 } linear_params;
 
+// Every kernel this file dispatches, by full name (a grep finds each use):
+// per pass the 64 x 64 tiled kernel of 03_linear.wgsl, its flat CPU twin and
+// the register-tiled kernel of 03_linear_vec4.wgsl; then the bias column sums
+// and the reduce of split partials.
+typedef enum mm_pass { MM_FORWARD, MM_BACKWARD_INPUT, MM_BACKWARD_WEIGHT, MM_NPASSES } mm_pass;
+static const char *const MM_TILED[MM_NPASSES] = {"matmul_forward", "matmul_backward_input", "matmul_backward_weight"};
+static const char *const MM_FLAT[MM_NPASSES] = {"matmul_forward_flat", "matmul_backward_input_flat",
+                                                "matmul_backward_weight_flat"};
+static const char *const MM_VEC4[MM_NPASSES] = {"matmul_forward_vec4", "matmul_backward_input_vec4",
+                                                "matmul_backward_weight_vec4"};
+static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
+static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
+
 static uint32_t tiles_(uint64_t n, uint32_t tile) { return (uint32_t)((n + tile - 1) / tile); }
 static uint64_t min_(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
@@ -53,7 +66,7 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
     return r;
 }
 
-// The kernel (tiled, or its flat CPU twin `<tiled>_flat`, see variant.h) and
+// The kernel of a pass (tiled, or its flat CPU twin, see variant.h) and
 // grid for an (m, n) output. The flat grid needs ceil(m / 16) <= 65535 rows
 // of workgroups; past that the tiled kernel serves on every device.
 typedef struct mm_pick {
@@ -61,10 +74,10 @@ typedef struct mm_pick {
     uint32_t x, y;
 } mm_pick;
 
-static mm_pick pick_(wgpt_gpu *g, const char *tiled, const char *flat, uint64_t m, uint64_t n) {
+static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n) {
     if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM)
-        return (mm_pick){flat, tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
-    return (mm_pick){tiled, tiles_(n, TILE), tiles_(m, TILE)};
+        return (mm_pick){MM_FLAT[pass], tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
+    return (mm_pick){MM_TILED[pass], tiles_(n, TILE), tiles_(m, TILE)};
 }
 
 static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -112,7 +125,7 @@ static int v4_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view part, wgpt_view bias, 
     wgpt_view v[3] = {part, bias.buf ? bias : part, dst};
     linear_params p = {m, n, splits, ld, off, (add ? 1u : 0u) | (bias.buf ? 2u : 0u), 0, 0};
     uint64_t threads = (uint64_t)m * (n / 4);
-    return wgpt_op_add1d(g, op, "matmul_split_reduce", v, 3, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
+    return wgpt_op_add1d(g, op, MM_SPLIT_REDUCE, v, 3, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
 }
 
 static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
@@ -125,7 +138,7 @@ static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, w
     if (bias.buf) bias = sub_(bias, 0, (uint64_t)OC * 4);
     wgpt_view v[4] = {inp, weight, bias.buf ? bias : weight, split ? part : out};
     linear_params p = {N, OC, C, OC, 0, bias.buf ? 2u : 0u, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_forward_vec4", v, 4, &p, sizeof p, tiles_(OC, WGPT_V4_TILE),
+    if (!wgpt_op_add(g, op, MM_VEC4[MM_FORWARD], v, 4, &p, sizeof p, tiles_(OC, WGPT_V4_TILE),
                      tiles_(N, WGPT_V4_TILE), sp.n))
         return -1;
     return split ? v4_reduce_(g, op, part, bias, out, N, OC, sp.n, OC, 0, 0) : 0;
@@ -140,7 +153,7 @@ static int v4_backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_vie
     dinp = sub_(dinp, 0, (uint64_t)N * C * 4);
     wgpt_view v[3] = {dout, weight, split ? part : dinp};
     linear_params p = {N, C, OC, OC, 0, accumulate ? 1u : 0u, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_backward_input_vec4", v, 3, &p, sizeof p, tiles_(C, WGPT_V4_TILE),
+    if (!wgpt_op_add(g, op, MM_VEC4[MM_BACKWARD_INPUT], v, 3, &p, sizeof p, tiles_(C, WGPT_V4_TILE),
                      tiles_(N, WGPT_V4_TILE), sp.n))
         return -1;
     return split ? v4_reduce_(g, op, part, none, dinp, N, C, sp.n, C, 0, accumulate) : 0;
@@ -161,7 +174,7 @@ static int v4_backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt
     // without a bias the kernel never writes binding 3: a scratch piece stands in
     wgpt_view v[4] = {dout, inp, split ? part : dweight, split || !with_bias ? bpart : dbias};
     linear_params p = {OC, C, N, OC, 0, with_bias ? 2u : 0u, sp.ks, (uint32_t)split};
-    if (!wgpt_op_add(g, op, "matmul_backward_weight_vec4", v, 4, &p, sizeof p, tiles_(C, WGPT_V4_TILE),
+    if (!wgpt_op_add(g, op, MM_VEC4[MM_BACKWARD_WEIGHT], v, 4, &p, sizeof p, tiles_(C, WGPT_V4_TILE),
                      tiles_(OC, WGPT_V4_TILE), sp.n))
         return -1;
     if (!split) return 0;
@@ -195,7 +208,7 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
                 sub_(out, n0 * OC * 4, nr * OC * 4),
             };
             linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL, 0, 0};
-            mm_pick k = pick_(g, "matmul_forward", "matmul_forward_flat", nr, orr);
+            mm_pick k = pick_(g, MM_FORWARD, nr, orr);
             if (!wgpt_op_add(g, op, k.kernel, v, 4, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -216,7 +229,7 @@ static int backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view d
                 sub_(dinp, n0 * C * 4, nr * C * 4),
             };
             linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate, 0, 0};
-            mm_pick k = pick_(g, "matmul_backward_input", "matmul_backward_input_flat", nr, C);
+            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C);
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -237,7 +250,7 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
                 sub_(dweight, o0 * C * 4, orr * C * 4),
             };
             linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0, 0, 0};
-            mm_pick k = pick_(g, "matmul_backward_weight", "matmul_backward_weight_flat", orr, C);
+            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C);
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -250,7 +263,7 @@ static int backward_bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view d
         uint64_t nr = min_(rows_n, N - n0);
         wgpt_view v[2] = {sub_(dout, n0 * OC * 4, nr * OC * 4), sub_(dbias, 0, (uint64_t)OC * 4)};
         linear_params p = {0, OC, (uint32_t)nr, OC, 0, 0, 0, 0};
-        if (!wgpt_op_add(g, op, "matmul_backward_bias", v, 2, &p, sizeof p, tiles_(OC, BB_COLS), 1, 1)) return -1;
+        if (!wgpt_op_add(g, op, MM_BACKWARD_BIAS, v, 2, &p, sizeof p, tiles_(OC, BB_COLS), 1, 1)) return -1;
     }
     return 0;
 }
