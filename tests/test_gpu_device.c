@@ -145,6 +145,48 @@ static void f16_only_where_available(void **st) {
     free(text);
 }
 
+// A variant marker compiles its section under another name with override
+// constants: the constants reach the kernel, and a workgroup array sized by
+// one counts at its variant's size (the base's 16 KiB + 16 B fit every
+// device; the wide one's 48 KiB only where the device allows it, else the
+// pipeline is refused naming the size).
+static void variants_set_override_constants(void **st) {
+    (void)st;
+    wgpt_gpu_options opt = {.adapter_index = -1};
+    wgpt_gpu *g = tu_gpu_open(&opt);
+    char *text = tu_read_source("tests/kernels/test_variant.wgsl");
+    TU_OK(g, wgpt_gpu_add_kernel_file(g, "test_variant.wgsl", text));
+    free(text);
+    wgpt_buf *b = wgpt_buf_create(g, 256 * 4, "o");
+    TU_NONNULL(g, b);
+    static const struct {
+        const char *name;
+        float want;
+        uint32_t storage;  // bytes of workgroup memory it uses
+    } cases[] = {{"test_variant", 3, 16400}, {"test_variant_scaled", 6, 16400}, {"test_variant_wide", 18, 49152}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wgpt_kernel *k = wgpt_kernel_get(g, cases[i].name);
+        if (cases[i].storage > wgpt_gpu_get_info(g)->max_workgroup_storage) {
+            assert_null(k);
+            if (!strstr(wgpt_gpu_error(g), "49152")) fail_msg("%s: %s", cases[i].name, wgpt_gpu_error(g));
+            continue;
+        }
+        TU_NONNULL(g, k);
+        assert_string_equal(wgpt_kernel_name(k), cases[i].name);
+        wgpt_view v = {b, 0, 0};
+        wgpt_bind *bd = wgpt_bind_create(g, k, &v, 1, NULL, 0);
+        TU_NONNULL(g, bd);
+        TU_OK(g, wgpt_dispatch(g, bd, 1, 1, 1));
+        float out[256];
+        TU_OK(g, wgpt_buf_download(g, b, 0, out, sizeof out));
+        for (int t = 0; t < 256; t++)
+            if (out[t] != cases[i].want) fail_msg("%s: o[%d] = %g, expected %g", cases[i].name, t, out[t], cases[i].want);
+        wgpt_bind_free(bd);
+    }
+    wgpt_buf_free(b);
+    wgpt_gpu_close(g);
+}
+
 // Every configuration the adapter reports, read through our 28-byte
 // WGPUSubgroupMatrixConfig: plausible fields, subgroup sizes inside the
 // adapter's range (a misread stride would give garbage past the first entry).
@@ -449,6 +491,7 @@ int main(void) {
         cmocka_unit_test(subgroup_matrix_matmul_is_exact),
         cmocka_unit_test(compile_error_names_file_and_line),
         cmocka_unit_test(kernel_lookup_errors),
+        cmocka_unit_test(variants_set_override_constants),
         cmocka_unit_test(kernel_folder_rules),
         cmocka_unit_test(buffer_and_binding_limits),
         cmocka_unit_test(timestamps_per_dispatch),

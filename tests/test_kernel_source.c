@@ -122,6 +122,73 @@ static void composes_in_order_and_maps_lines(void **state) {
     wgpt_ksrc_free(&f);
 }
 
+// A variant marker names a kernel compiled from a section with override
+// constants: it opens no section (the body around it stays the section's),
+// shares its section's body and entry point, and may come before it.
+static void variant_markers(void **state) {
+    (void)state;
+    const char *text =
+        "override W: bool = false;\n"                                   // 1
+        "// --- KERNEL: k_early = k with W=1 ---\n"                     // 2
+        "// --- KERNEL: k ---\n"                                        // 3
+        "// --- KERNEL: k_two = k with W=1, S=-2.5e1, T=0x10 ---\r\n"  // 4
+        "fn k() {}\n"                                                   // 5
+        "// --- KERNEL: other ---\n"                                    // 6
+        "fn other() {}\n";
+    wgpt_ksrc_file f;
+    char err[512];
+    assert_int_equal(wgpt_ksrc_parse(&f, "v.wgsl", text, err, sizeof err), 0);
+    assert_int_equal(f.nkernels, 4);
+    assert_string_equal(f.kernels[0].name, "k_early");
+    assert_string_equal(f.kernels[1].name, "k");
+    assert_string_equal(f.kernels[2].name, "k_two");
+    assert_int_equal(f.kernels[0].base, 1);
+    assert_int_equal(f.kernels[1].base, -1);
+    assert_int_equal(f.kernels[2].base, 1);
+    assert_int_equal(f.kernels[3].base, -1);
+    assert_int_equal(f.preamble_end, strlen("override W: bool = false;\n// --- KERNEL: k_early = k with W=1 ---\n"));
+    assert_string_equal(wgpt_ksrc_entry(&f, 2), "k");
+    assert_string_equal(wgpt_ksrc_entry(&f, 3), "other");
+    assert_int_equal(f.kernels[2].nconsts, 3);
+    assert_string_equal(f.kernels[2].consts[0].name, "W");
+    assert_true(f.kernels[2].consts[0].value == 1.0);
+    assert_string_equal(f.kernels[2].consts[1].name, "S");
+    assert_true(f.kernels[2].consts[1].value == -25.0);
+    assert_true(f.kernels[2].consts[2].value == 16.0);
+    // k's body runs to the next section, over the variant line; the variants share it
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(f.kernels[i].body_start, f.kernels[1].body_start);
+        assert_int_equal(f.kernels[i].body_end, f.kernels[1].body_end);
+        assert_int_equal(f.kernels[i].body_line, 4);
+    }
+    assert_memory_equal(f.text + f.kernels[1].body_start, "// --- KERNEL: k_two", 20);
+    wgpt_ksrc_composed c;
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "const X: u32 = 1u;\n", &f, 2), 0);
+    assert_non_null(strstr(c.code, "fn k() {}"));
+    assert_null(strstr(c.code, "fn other"));
+    wgpt_ksrc_composed_free(&c);
+    wgpt_ksrc_free(&f);
+
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = nothere with X=1 ---\n", "v.wgsl:2: kernel 'b' is a variant of 'nothere'"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = a with X=1 ---\n// --- KERNEL: c = b with X=2 ---\n",
+         "v.wgsl:3: kernel 'c' is a variant of 'b'"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: a = a with X=1 ---\n", "v.wgsl:2: kernel 'a' is defined twice"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = a with X=one ---\n", "v.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = a with X= ---\n", "v.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = a ---\n", "v.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b=a with X=1 ---\n", "v.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = a with A=1, B=2, C=3, D=4, E=5 ---\n", "v.wgsl:2: malformed"},
+        {"// --- KERNEL: b = a with X=1 ---\n", "no kernel markers"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(wgpt_ksrc_parse(&f, "v.wgsl", bad[i].text, err, sizeof err), -1);
+        if (!strstr(err, bad[i].needle)) fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
+    }
+}
+
 static void real_kernel_files_follow_the_rules(void **state) {
     (void)state;
     char err[256];
@@ -149,6 +216,7 @@ int main(void) {
         cmocka_unit_test(malformed_and_duplicate_markers),
         cmocka_unit_test(shared_preamble_refuses_markers),
         cmocka_unit_test(composes_in_order_and_maps_lines),
+        cmocka_unit_test(variant_markers),
         cmocka_unit_test(real_kernel_files_follow_the_rules),
     };
     return cmocka_run_group_tests_name("kernel_source", tests, NULL, NULL);

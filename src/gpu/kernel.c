@@ -241,11 +241,19 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
         return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile: %s", k->name, f->label, g->err);
     }
 
+    // A variant (kernel_source.h) is its section's entry point with override constants set.
+    const wgpt_ksrc_kernel *sk = &f->kernels[k->index];
+    const char *entry = wgpt_ksrc_entry(f, k->index);
+    WGPUConstantEntry consts[WGPT_KSRC_MAX_CONSTS];
+    for (int i = 0; i < sk->nconsts; i++)
+        consts[i] = (WGPUConstantEntry){NULL, wgpt_sv_(sk->consts[i].name), sk->consts[i].value};
     WGPUComputePipelineDescriptor pd;
     memset(&pd, 0, sizeof pd);
     pd.label = wgpt_sv_(k->name);
     pd.compute.module = mod;
-    pd.compute.entryPoint = wgpt_sv_(k->name);
+    pd.compute.entryPoint = wgpt_sv_(entry);
+    pd.compute.constantCount = (size_t)sk->nconsts;
+    pd.compute.constants = sk->nconsts ? consts : NULL;
     wgpt_gpu_scope_push_(g);
     k->pipeline = wgpuDeviceCreateComputePipeline(g->device, &pd);
     scope = wgpt_gpu_scope_pop_(g, "compute pipeline");
@@ -257,8 +265,9 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
         char inner[sizeof g->err];
         snprintf(inner, sizeof inner, "%s", g->err);
         return wgpt_gpu_fail(g, "kernel '%s' (%s): the pipeline could not be created (is there a function "
-                              "named '%s' with @compute?): %s",
-                              k->name, f->label, k->name, inner);
+                              "named '%s' with @compute%s?): %s",
+                              k->name, f->label, entry, sk->nconsts ? ", and an override for each constant" : "",
+                              inner);
     }
     k->layout = wgpuComputePipelineGetBindGroupLayout(k->pipeline, 0);
     return 0;

@@ -17,9 +17,48 @@ static int is_ident_(const char *s, size_t n) {
     return 1;
 }
 
-// Parses one line [s, s+n) as a marker. Returns 1 with the name on a marker,
-// 0 if the line is not a marker, -1 if it starts like one but is malformed.
-static int parse_marker_(const char *s, size_t n, char *name, size_t namecap) {
+// The variant part of a marker, "section with A=1, B=2" at [s, s+n), into k
+// (base name in *base). Returns 0, or -1 if it is malformed.
+static int parse_variant_(const char *s, size_t n, wgpt_ksrc_kernel *k, char *base, size_t basecap) {
+    const char *with = " with ";
+    const char *w = NULL;
+    for (size_t i = 0; i + strlen(with) <= n; i++)
+        if (memcmp(s + i, with, strlen(with)) == 0) {
+            w = s + i;
+            break;
+        }
+    if (!w || !is_ident_(s, (size_t)(w - s)) || (size_t)(w - s) >= basecap) return -1;
+    memcpy(base, s, (size_t)(w - s));
+    base[w - s] = 0;
+    const char *p = w + strlen(with), *end = s + n;
+    k->nconsts = 0;
+    for (;;) {
+        const char *eq = memchr(p, '=', (size_t)(end - p));
+        if (!eq || !is_ident_(p, (size_t)(eq - p)) || (size_t)(eq - p) >= sizeof k->consts[0].name ||
+            k->nconsts == WGPT_KSRC_MAX_CONSTS)
+            return -1;
+        wgpt_ksrc_const *c = &k->consts[k->nconsts++];
+        memcpy(c->name, p, (size_t)(eq - p));
+        c->name[eq - p] = 0;
+        const char *v = eq + 1, *comma = memchr(v, ',', (size_t)(end - v));
+        const char *vend = comma ? comma : end;
+        char num[64];
+        if (vend == v || (size_t)(vend - v) >= sizeof num) return -1;
+        memcpy(num, v, (size_t)(vend - v));
+        num[vend - v] = 0;
+        char *stop;
+        c->value = strtod(num, &stop);
+        if (*stop || stop == num) return -1;
+        if (!comma) return 0;
+        p = comma + 1;
+        if (p < end && *p == ' ') p++;
+    }
+}
+
+// Parses one line [s, s+n) as a marker. Returns 1 with the name on a section
+// marker, 2 with k and *base filled on a variant marker, 0 if the line is not
+// a marker, -1 if it starts like one but is malformed.
+static int parse_marker_(const char *s, size_t n, wgpt_ksrc_kernel *k, char *base, size_t basecap) {
     size_t hl = sizeof MARKER_HEAD - 1;
     if (n < hl || memcmp(s, MARKER_HEAD, hl) != 0) return 0;
     if (n && s[n - 1] == '\r') n--;
@@ -28,10 +67,15 @@ static int parse_marker_(const char *s, size_t n, char *name, size_t namecap) {
     if (n < hl + 1 + tl || s[hl] != ' ' || memcmp(s + n - tl, tail, tl) != 0) return -1;
     const char *nm = s + hl + 1;
     size_t nl = n - hl - 1 - tl;
-    if (!is_ident_(nm, nl) || nl >= namecap) return -1;
-    memcpy(name, nm, nl);
-    name[nl] = 0;
-    return 1;
+    const char *eq = memchr(nm, '=', nl);
+    size_t idl = eq ? (size_t)(eq - nm) : nl;
+    if (eq && (idl < 2 || nm[idl - 1] != ' ' || eq + 1 >= nm + nl || eq[1] != ' ')) return -1;
+    if (eq) idl--;  // the space before '='
+    if (!is_ident_(nm, idl) || idl >= sizeof k->name) return -1;
+    memcpy(k->name, nm, idl);
+    k->name[idl] = 0;
+    if (!eq) return 1;
+    return parse_variant_(eq + 2, (size_t)(nm + nl - (eq + 2)), k, base, basecap) < 0 ? -1 : 2;
 }
 
 int wgpt_ksrc_check_shared(const char *label, const char *text, char *err, size_t errlen) {
@@ -67,54 +111,78 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
         wgpt_ksrc_free(f);
         return wgpt_errf(err, errlen, "%s: out of memory", label);
     }
-    int cap = 0;
+    int cap = 0, last_section = -1;
+    char (*bases)[64] = NULL;  // each variant's section name, resolved at the end
     uint32_t line = 1;
     const char *t = f->text;
-    for (const char *p = t; *p;) {
+    int rc = 0;
+    for (const char *p = t; *p && rc == 0;) {
         const char *e = strchr(p, '\n');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        char name[64];
-        int m = parse_marker_(p, n, name, sizeof name);
+        wgpt_ksrc_kernel k;
+        memset(&k, 0, sizeof k);
+        char base[64] = "";
+        int m = parse_marker_(p, n, &k, base, sizeof base);
         if (m < 0) {
-            wgpt_ksrc_free(f);
-            return wgpt_errf(err, errlen,
-                         "%s:%u: malformed kernel marker; write `// --- KERNEL: name ---` "
-                         "with a WGSL identifier of under 64 characters",
-                         label, line);
+            rc = wgpt_errf(err, errlen,
+                           "%s:%u: malformed kernel marker; write `// --- KERNEL: name ---`, or `// --- KERNEL: "
+                           "name = section with CONST=number, ... ---` for a variant (at most %d constants), with "
+                           "WGSL identifiers of under 64 characters",
+                           label, line, WGPT_KSRC_MAX_CONSTS);
+            break;
         }
         if (m > 0) {
-            for (int i = 0; i < f->nkernels; i++)
-                if (strcmp(f->kernels[i].name, name) == 0) {
-                    wgpt_ksrc_free(f);
-                    return wgpt_errf(err, errlen, "%s:%u: kernel '%s' is defined twice", label, line, name);
-                }
+            for (int i = 0; i < f->nkernels && rc == 0; i++)
+                if (strcmp(f->kernels[i].name, k.name) == 0)
+                    rc = wgpt_errf(err, errlen, "%s:%u: kernel '%s' is defined twice", label, line, k.name);
+            if (rc) break;
             if (f->nkernels == cap) {
                 cap = cap ? cap * 2 : 8;
                 wgpt_ksrc_kernel *nk = realloc(f->kernels, (size_t)cap * sizeof *nk);
-                if (!nk) {
-                    wgpt_ksrc_free(f);
-                    return wgpt_errf(err, errlen, "%s: out of memory", label);
+                char (*nb)[64] = realloc(bases, (size_t)cap * sizeof *nb);
+                if (nk) f->kernels = nk;
+                if (nb) bases = nb;
+                if (!nk || !nb) {
+                    rc = wgpt_errf(err, errlen, "%s: out of memory", label);
+                    break;
                 }
-                f->kernels = nk;
             }
-            wgpt_ksrc_kernel *k = &f->kernels[f->nkernels];
-            if (f->nkernels == 0) f->preamble_end = (size_t)(p - t);
-            else f->kernels[f->nkernels - 1].body_end = (size_t)(p - t);
-            snprintf(k->name, sizeof k->name, "%s", name);
-            k->body_start = e ? (size_t)(e + 1 - t) : strlen(t);
-            k->body_line = line + 1;
-            f->nkernels++;
+            k.marker_line = line;
+            k.base = -1;
+            snprintf(bases[f->nkernels], sizeof bases[0], "%s", base);
+            if (m == 1) {  // a section: it ends the one before
+                if (last_section < 0) f->preamble_end = (size_t)(p - t);
+                else f->kernels[last_section].body_end = (size_t)(p - t);
+                k.body_start = e ? (size_t)(e + 1 - t) : strlen(t);
+                k.body_line = line + 1;
+                last_section = f->nkernels;
+            }
+            f->kernels[f->nkernels++] = k;
         }
         if (!e) break;
         p = e + 1;
         line++;
     }
-    if (f->nkernels == 0) {
-        wgpt_ksrc_free(f);
-        return wgpt_errf(err, errlen, "%s: no kernel markers (`// --- KERNEL: name ---`) in this file", label);
+    if (rc == 0 && last_section < 0)
+        rc = wgpt_errf(err, errlen, "%s: no kernel markers (`// --- KERNEL: name ---`) in this file", label);
+    if (rc == 0) f->kernels[last_section].body_end = strlen(t);
+    for (int i = 0; rc == 0 && i < f->nkernels; i++) {
+        if (!bases[i][0]) continue;
+        wgpt_ksrc_kernel *k = &f->kernels[i];
+        for (int j = 0; j < f->nkernels && k->base < 0; j++)
+            if (strcmp(f->kernels[j].name, bases[i]) == 0 && !bases[j][0]) k->base = j;
+        if (k->base < 0) {
+            rc = wgpt_errf(err, errlen, "%s:%u: kernel '%s' is a variant of '%s', which is no section of this file",
+                           label, k->marker_line, k->name, bases[i]);
+            break;
+        }
+        k->body_start = f->kernels[k->base].body_start;
+        k->body_end = f->kernels[k->base].body_end;
+        k->body_line = f->kernels[k->base].body_line;
     }
-    f->kernels[f->nkernels - 1].body_end = strlen(t);
-    return 0;
+    free(bases);
+    if (rc) wgpt_ksrc_free(f);
+    return rc;
 }
 
 static uint32_t count_lines_(const char *s, size_t n) {

@@ -8,10 +8,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// A WGSL pipeline-overridable constant (`override NAME: T = ...;`) and the
+// value a variant's pipeline sets it to (a bool is 0 or 1).
+typedef struct wgpt_ksrc_const {
+    char name[64];
+    double value;
+} wgpt_ksrc_const;
+#define WGPT_KSRC_MAX_CONSTS 4
+
+// A kernel: a section of the file (after `// --- KERNEL: name ---`), or a
+// variant of one (`// --- KERNEL: name = section with A=1, B=2 ---`): the same
+// source compiled under its own name, its entry point the section's, with
+// override constants set when its pipeline is created.
 typedef struct wgpt_ksrc_kernel {
     char name[64];
-    size_t body_start, body_end;  // bytes of the file after the marker line
+    size_t body_start, body_end;  // bytes of the file after the marker line (a variant: its section's)
     uint32_t body_line;           // 1-based file line where the body starts
+    uint32_t marker_line;         // the marker's own line
+    int base;                     // -1: a section; else the index of the section a variant compiles
+    int nconsts;                  // a variant's override constants
+    wgpt_ksrc_const consts[WGPT_KSRC_MAX_CONSTS];
 } wgpt_ksrc_kernel;
 
 typedef struct wgpt_ksrc_file {
@@ -22,9 +38,14 @@ typedef struct wgpt_ksrc_file {
     int nkernels;
 } wgpt_ksrc_file;
 
-// Splits text at its markers. A file with no marker, a malformed marker line,
-// a name that is not a WGSL identifier or is used twice are errors naming the
-// file and line. Returns 0 or -1 (err filled); free with wgpt_ksrc_free.
+// Splits text at its markers; kernels[] lists sections and variants in file
+// order. A variant line opens no section (the lines after it still belong to
+// the one before) and may stand anywhere in the file; its section must be a
+// section of the same file. A file with no section, a malformed marker line, a
+// name that is not a WGSL identifier or is used twice, a variant of a missing
+// section or of a variant, more than WGPT_KSRC_MAX_CONSTS constants or a
+// value that is not a number are errors naming the file and line. Returns 0
+// or -1 (err filled); free with wgpt_ksrc_free.
 int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char *err, size_t errlen);
 void wgpt_ksrc_free(wgpt_ksrc_file *f);
 
@@ -44,6 +65,11 @@ typedef struct wgpt_ksrc_composed {
     wgpt_line_seg seg[4];
     int nseg;
 } wgpt_ksrc_composed;
+
+// The name of kernel i's entry point: its section's (a variant's base).
+static inline const char *wgpt_ksrc_entry(const wgpt_ksrc_file *f, int i) {
+    return f->kernels[i].base >= 0 ? f->kernels[f->kernels[i].base].name : f->kernels[i].name;
+}
 
 // code = enables + shared + file preamble + kernel body, each part ending in a
 // newline so that lines map exactly. Returns 0 or -1 (out of memory).
