@@ -17,12 +17,21 @@
 //   AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
 //   the lanes of a group of AF_G = 8 with subgroupShuffle, so the subgroup size
 //   must be a multiple of 8.
-// The fast kernels have 48 KiB twins, attention_forward_48k,
+// The fast kernels have 48 KiB variants, attention_forward_48k,
 // attention_backward_dq_48k and attention_backward_dkdv_48k (one more 16 KiB
 // tile; same bindings, params and grid), which attention.c picks where
-// maxComputeWorkgroupStorageSize allows (the H200; not lavapipe's 32 KiB).
+// maxComputeWorkgroupStorageSize allows (the H200; not lavapipe's 32 KiB):
+// each is its 32 KiB kernel's section compiled with ATTN_48K = true (a variant
+// marker under the section's), one body for both.
 // attention_backward_preprocess serves all three: ceil(B*NH*T / WG) through
 // dispatch1d. See docs/kernels/04_attention.md.
+
+// The fast kernels' variants: true gives each a third 16 KiB tile of
+// workgroup memory (one of its workgroup arrays doubles: 49,152 bytes in all)
+// and the code that uses it; false (the default) keeps them within 32 KiB.
+// Set when a pipeline is created (its variant marker), so the branches on it
+// are constant and each variant compiles to its own straight code.
+override ATTN_48K: bool = false;
 
 struct AttnParams {
     B: u32,
@@ -84,6 +93,7 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
 }
 
 // --- KERNEL: attention_forward ---
+// --- KERNEL: attention_forward_48k = attention_forward with ATTN_48K=1 ---
 // The fast forward (hs <= FHS, hs % 4 == 0). One workgroup per (query block
 // of FB, head, batch), the longest rows (last block) first. Thread (ty, tx)
 // owns queries q0 + 4ty + i (i < 4) and, per key block, the scores against
@@ -99,16 +109,23 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
 // keys; for each, tk holds P^T of those keys (rows 0 .. 31) and their V rows
 // ([key][vec4 column], rows at TH + ...). V of the block is loaded into
 // registers (vr) at the block's top, so its latency hides behind S = Q K^T.
+// attention_forward_48k (ATTN_48K: 48 KiB, where the device has it): V has
+// a third tile, tk[TV ..] ([key][vec4 column]), stored from vr after S, so
+// P V runs over the whole block at once, P^T of all 64 keys in tk: 4 barriers
+// a block instead of 6 (with subgroups of 16 or more; 2 more for the row max
+// otherwise). Same order of summation (keys 0 .. 63 in order): the same results.
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
 @group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C)
 @group(0) @binding(3) var<uniform> p: AttnParams;
 
 var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
-// K^T [d][key]; then, per half block, P^T [key][query] (swizzled) | V [key][d]; or scratch
-var<workgroup> tk: array<vec4<f32>, FT>;
+// K^T [d][key]; then, per half block, P^T [key][query] (swizzled) | V [key][d]; or scratch.
+// ATTN_48K: K^T, then P^T of the whole block; V [key][d] in a second tile at TV.
+var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
 const TH: u32 = 512u;  // vec4 of P^T (or V) for half a block: FB / 2 * FV
 const_assert 2u * TH == FT;
+const TV: u32 = FT;    // ATTN_48K: where V starts in tk
 
 @compute @workgroup_size(WG)
 fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
@@ -164,7 +181,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             tk[o + 3u * FV][r % 4u] = v.w;
         }
         // V of this block, element e = tid + u * WG: row e / FV, vec4 column e % FV
-        // (u < 2: the first half of the keys).
+        // (u < 2: the first half of the keys; ATTN_48K: stored to tk[TV + e] after S, that
+        // tile last read before the last block's end barrier).
         var vr = array<vec4<f32>, 4>();
         for (var u = 0u; u < 4u; u++) {
             let e = tid + u * WG;
@@ -237,30 +255,49 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 kn[u] = v;
             }
         }
-        // P V in two halves of 32 keys (threads tx < 8 own the first half's P).
-        for (var hf = 0u; hf < 2u; hf++) {
-            workgroupBarrier();  // K^T, the scratch or the last half is read
+        if (ATTN_48K) {
+            // P V over the whole block: V in its own tile.
+            for (var u = 0u; u < 4u; u++) { tk[TV + tid + u * WG] = vr[u]; }
+            workgroupBarrier();  // K^T or the scratch is read
             // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
             // spreads the 16 threads tx of one store over the banks.
-            if (tx / 8u == hf) {
-                for (var j = 0u; j < 4u; j++) {
-                    tk[(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
-                        vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
-                }
+            for (var j = 0u; j < 4u; j++) {
+                tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
             }
-            tk[TH + tid] = vr[2u * hf];
-            tk[TH + WG + tid] = vr[2u * hf + 1u];
             workgroupBarrier();
-            for (var k = 0u; k < FB / 2u; k++) {
-                let pv = tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))];
-                let vv = tk[TH + k * FV + tx];  // keys past T: V = 0 and P = 0
+            for (var k = 0u; k < FB; k++) {
+                let pv = tk[k * FV + (ty ^ (k / 4u))];
+                let vv = tk[TV + k * FV + tx];  // keys past T: V = 0 and P = 0
                 acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
                 acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
                 acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
                 acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
             }
+        } else {
+            // P V in two halves of 32 keys (threads tx < 8 own the first half's P).
+            for (var hf = 0u; hf < 2u; hf++) {
+                workgroupBarrier();  // K^T, the scratch or the last half is read
+                // P^T [key][query], swizzled as above.
+                if (tx / 8u == hf) {
+                    for (var j = 0u; j < 4u; j++) {
+                        tk[(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
+                            vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+                    }
+                }
+                tk[TH + tid] = vr[2u * hf];
+                tk[TH + WG + tid] = vr[2u * hf + 1u];
+                workgroupBarrier();
+                for (var k = 0u; k < FB / 2u; k++) {
+                    let pv = tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))];
+                    let vv = tk[TH + k * FV + tx];  // keys past T: V = 0 and P = 0
+                    acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
+                    acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
+                    acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
+                    acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+                }
+            }
         }
-        workgroupBarrier();  // P^T and V are read before the next K^T
+        workgroupBarrier();  // P^T and V are read before the next K^T (and V)
     }
     // The row sums: the 16 parts in tx order.
     tk[tid] = l;
@@ -301,6 +338,7 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 }
 
 // --- KERNEL: attention_backward_dq ---
+// --- KERNEL: attention_backward_dq_48k = attention_backward_dq with ATTN_48K=1 ---
 // The fast dq (hs <= FHS, hs % 4 == 0). One workgroup per (query block,
 // head, batch), longest rows first; thread (ty, tx) owns queries
 // q0 + 4ty + i, keys k0 + 4tx + j of each block and dq columns 4tx + j.
@@ -315,6 +353,10 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 // line d, so dq += dS K reads K[4kg .. 4kg + 3][4tx + c] as tk line 4tx + c,
 // slot kg ^ tx (4 loads for 4 keys, no conflict within 8 lanes) instead of a
 // global K row per key.
+// attention_backward_dq_48k (ATTN_48K: 48 KiB, where the device has it):
+// Q^T stays in a third tile, tk[TQ ..], for the whole workgroup (stored once,
+// as in the forward), so S = Q K^T reads it instead of Q rows from global
+// memory; only dout rows still come from global (64 loads a block, not 192).
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
@@ -322,8 +364,10 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key], slot (key / 4) ^ (d / 4)
+// K^T [d][key], slot (key / 4) ^ (d / 4); ATTN_48K: then Q^T [d][query] at TQ, for the whole workgroup
+var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
 var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query] (swizzled)
+const TQ: u32 = FT;  // ATTN_48K: where Q^T starts in tk
 
 @compute @workgroup_size(WG)
 fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -356,6 +400,19 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         }
         kn[u] = kv;
         vn[u] = vv;
+    }
+    if (ATTN_48K) {
+        for (var e = tid; e < FT; e += WG) {
+            let r = e % FB;
+            let j = e / FB;
+            var v = vec4<f32>();
+            if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
+            let o = TQ + 4u * j * FV + r / 4u;
+            tk[o][r % 4u] = v.x;
+            tk[o + FV][r % 4u] = v.y;
+            tk[o + 2u * FV][r % 4u] = v.z;
+            tk[o + 3u * FV][r % 4u] = v.w;
+        }
     }
     var lse_r = vec4<f32>();
     var d_r = vec4<f32>();
@@ -390,18 +447,34 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         for (var j = 0u; j < FV; j++) {
             let live = j < hs4;
             let jj = min(j, hs4 - 1u);
-            var qa = array<vec4<f32>, 4>();
-            var oa = array<vec4<f32>, 4>();
-            for (var i = 0u; i < 4u; i++) {
-                qa[i] = select(vec4<f32>(), qkv[base + qrow[i] * rs + jj], live);
-                oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
-            }
-            for (var c = 0u; c < 4u; c++) {
-                let kv = tk[(4u * j + c) * FV + (tx ^ j)];
-                let vv = tv[(4u * j + c) * FV + tx];
+            if (ATTN_48K) {  // Q from Q^T in tk[TQ ..]
+                var oa = array<vec4<f32>, 4>();
                 for (var i = 0u; i < 4u; i++) {
-                    s[i] = fma(vec4<f32>(qa[i][c]), kv, s[i]);
-                    dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
+                    oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
+                }
+                for (var c = 0u; c < 4u; c++) {
+                    let qa = tk[TQ + (4u * j + c) * FV + ty];
+                    let kv = tk[(4u * j + c) * FV + (tx ^ j)];
+                    let vv = tv[(4u * j + c) * FV + tx];
+                    for (var i = 0u; i < 4u; i++) {
+                        s[i] = fma(vec4<f32>(qa[i]), kv, s[i]);
+                        dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
+                    }
+                }
+            } else {  // Q rows from global memory, like dout's
+                var qa = array<vec4<f32>, 4>();
+                var oa = array<vec4<f32>, 4>();
+                for (var i = 0u; i < 4u; i++) {
+                    qa[i] = select(vec4<f32>(), qkv[base + qrow[i] * rs + jj], live);
+                    oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
+                }
+                for (var c = 0u; c < 4u; c++) {
+                    let kv = tk[(4u * j + c) * FV + (tx ^ j)];
+                    let vv = tv[(4u * j + c) * FV + tx];
+                    for (var i = 0u; i < 4u; i++) {
+                        s[i] = fma(vec4<f32>(qa[i][c]), kv, s[i]);
+                        dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
+                    }
                 }
             }
         }
@@ -460,6 +533,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 }
 
 // --- KERNEL: attention_backward_dkdv ---
+// --- KERNEL: attention_backward_dkdv_48k = attention_backward_dkdv with ATTN_48K=1 ---
 // The fast dk, dv (hs <= FHS, hs % 4 == 0). One workgroup per (key block,
 // head, batch); thread (ty, tx) owns keys k0 + 4ty + i, queries q0 + 4tx + j
 // of each query block and dk, dv columns 4tx + j. Query blocks from the
@@ -474,6 +548,11 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // block and the last one (rows past T) need the mask.
 // dout^T is stored with slot (query / 4) ^ (d / 4) of line d, so dv += P^T dout
 // reads dout[4qg .. 4qg + 3][4tx + c] as tdo line 4tx + c, slot qg ^ tx.
+// attention_backward_dkdv_48k (ATTN_48K: 48 KiB, where the device has it): P,
+// then dS, go to a third tile, tq[TP ..], so Q^T stays: stored swizzled like
+// dout^T, dk += dS^T Q reads it from workgroup memory as dv's product reads
+// dout (the dv and dk products read only workgroup memory), and P needs no
+// barrier before it is stored.
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
@@ -481,8 +560,11 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query], then P, then dS [query][key] (swizzled)
+// Q^T [d][query], then P, then dS [query][key] (swizzled); ATTN_48K: Q^T
+// swizzled like dout^T, and P, then dS, in a second tile at TP
+var<workgroup> tq: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
 var<workgroup> tdo: array<vec4<f32>, FT>;  // dout^T [d][query], slot (query / 4) ^ (d / 4)
+const TP: u32 = FT;  // ATTN_48K: where P and dS start in tq
 
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -502,6 +584,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
     let lb = (b * p.NH + h) * p.T;
+    let po = select(0u, TP, ATTN_48K);  // P and dS in tq: over Q^T, or in their own tile
     // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
     // Q, dout, lse and D of the next query block (the diagonal one first).
     var qn = array<vec4<f32>, 4>();
@@ -536,12 +619,13 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             let r = e % FB;
             let o = 4u * (e / FB) * FV + r / 4u;
             let oo = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
+            let oq = select(o, oo, ATTN_48K);
             let qv = qn[u];
             let ov = on[u];
-            tq[o][r % 4u] = qv.x;
-            tq[o + FV][r % 4u] = qv.y;
-            tq[o + 2u * FV][r % 4u] = qv.z;
-            tq[o + 3u * FV][r % 4u] = qv.w;
+            tq[oq][r % 4u] = qv.x;
+            tq[oq + FV][r % 4u] = qv.y;
+            tq[oq + 2u * FV][r % 4u] = qv.z;
+            tq[oq + 3u * FV][r % 4u] = qv.w;
             tdo[oo][r % 4u] = ov.x;
             tdo[oo + FV][r % 4u] = ov.y;
             tdo[oo + 2u * FV][r % 4u] = ov.z;
@@ -564,7 +648,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
                 va[i] = select(vec4<f32>(), qkv[base + 2u * C4 + krow[i] * rs + jj], live);
             }
             for (var c = 0u; c < 4u; c++) {
-                let qv = tq[(4u * j + c) * FV + tx];
+                let qv = tq[(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
                 let ov = tdo[(4u * j + c) * FV + (tx ^ j)];
                 for (var i = 0u; i < 4u; i++) {
                     s[i] = fma(vec4<f32>(ka[i][c]), qv, s[i]);
@@ -584,9 +668,11 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             pr[i] = e4;
             ds[i] = pr[i] * (dp[i] - d_c);
         }
-        workgroupBarrier();  // Q^T is read
+        if (!ATTN_48K) {
+            workgroupBarrier();  // Q^T is read (ATTN_48K: P's tile was last read before this block's top barrier)
+        }
         for (var j = 0u; j < 4u; j++) {
-            tq[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+            tq[po + (4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
         }
         // The next query block: in flight during the dv, dk products.
         if (qb + 1u < nqb) {
@@ -614,7 +700,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             var ot = array<vec4<f32>, 4>();  // ot[c][qq] = dout[q0 + 4qg + qq][4tx + c]
             for (var c = 0u; c < 4u; c++) { ot[c] = tdo[(4u * tx + c) * FV + (qg ^ tx)]; }
             for (var qq = 0u; qq < 4u; qq++) {
-                let pv = tq[(4u * qg + qq) * FV + (ty ^ qg)];
+                let pv = tq[po + (4u * qg + qq) * FV + (ty ^ qg)];
                 let ov = vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]);
                 dv[0] = fma(vec4<f32>(pv.x), ov, dv[0]);
                 dv[1] = fma(vec4<f32>(pv.y), ov, dv[1]);
@@ -624,578 +710,36 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         }
         workgroupBarrier();  // P is read
         for (var j = 0u; j < 4u; j++) {
-            tq[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+            tq[po + (4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
         }
         workgroupBarrier();
-        for (var q = 0u; q < FB; q++) {
-            let dsv = tq[q * FV + (ty ^ (q / 4u))];
-            let row = min(q0 + q, p.T - 1u);  // queries past T have dS = 0
-            let qv = qkv[base + row * rs + jc];
-            dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
-            dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
-            dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
-            dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
-        }
-        workgroupBarrier();  // dS and dout^T are read before the next block
-    }
-    if (tx < hs4) {
-        for (var i = 0u; i < 4u; i++) {
-            if (kpos[i] < p.T) {
-                let o = base + kpos[i] * rs + tx;
-                dqkv[o + C4] = p.scale * dk[i];
-                dqkv[o + 2u * C4] = dv[i];
-            }
-        }
-    }
-}
-
-// --- KERNEL: attention_forward_48k ---
-// The fast forward (hs <= FHS, hs % 4 == 0). One workgroup per (query block
-// of FB, head, batch), the longest rows (last block) first. Thread (ty, tx)
-// owns queries q0 + 4ty + i (i < 4) and, per key block, the scores against
-// keys k0 + 4tx + j and output columns 4tx + j. Q^T stays in tq; per key
-// block K^T goes to tk, S = Q K^T in registers, the row max over the 16
-// threads of a row (subgroup shuffles, or tk as scratch), then P^T replaces
-// K^T in tk and O += P V.
-// Prefetch: each thread's 4 vec4 of the next block's K are loaded into
-// registers (kn) just before P V, where S is dead, and stored to tk at the top
-// of the next block, so their latency hides behind P V. Only the diagonal
-// block (kb == qb) holds keys past a query or past T: the others skip the mask.
-// The 48 KiB twin of attention_forward (same bindings, params and grid;
-// attention.c picks it where maxComputeWorkgroupStorageSize >= 48 KiB): V has
-// a third tile, tv ([key][vec4 column]), so P V runs over the whole block at
-// once, P^T of all 64 keys in tk: 4 barriers a block instead of 6 (with
-// subgroups of 16 or more; 2 more for the row max otherwise). V of the block
-// is loaded into registers (vr) at the block's top, so its latency hides
-// behind S = Q K^T, and stored to tv after S. Same order of summation as
-// attention_forward (keys 0 .. 63 in order): the same results.
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C)
-@group(0) @binding(3) var<uniform> p: AttnParams;
-
-var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
-var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key]; then P^T [key][query] (swizzled); or scratch
-var<workgroup> tv: array<vec4<f32>, FT>;  // V [key][vec4 column]
-
-@compute @workgroup_size(WG)
-fn attention_forward_48k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
-                         @builtin(subgroup_size) sg_size: u32) {
-    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;                              // vec4 per row of qkv
-    let base = b * p.T * rs + h * hs4;             // q of (b, t = 0, head h); k at + C4, v at + 2 C4
-    let q0 = qb * FB;
-    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
-    // transposed stores do not conflict), vec4 column e / FB.
-    var kn = array<vec4<f32>, 4>();                // K of the next key block (block 0 first)
-    for (var u = 0u; u < 4u; u++) {
-        let e = tid + u * WG;
-        let r = e % FB;
-        let j = e / FB;
-        var v = vec4<f32>();
-        if (r < p.T && j < hs4) { v = qkv[base + C4 + r * rs + j]; }
-        kn[u] = v;
-    }
-    for (var e = tid; e < FT; e += WG) {
-        let r = e % FB;
-        let j = e / FB;
-        var v = vec4<f32>();
-        if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
-        let o = 4u * j * FV + r / 4u;
-        tq[o][r % 4u] = v.x;
-        tq[o + FV][r % 4u] = v.y;
-        tq[o + 2u * FV][r % 4u] = v.z;
-        tq[o + 3u * FV][r % 4u] = v.w;
-    }
-
-    var m = vec4<f32>(NEG_INF);        // running max of rows 4ty + i
-    var l = vec4<f32>();               // this thread's part of the running sums (its keys)
-    var acc = array<vec4<f32>, 4>();   // out rows 4ty + i, columns 4tx .. 4tx + 3
-    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
-    for (var kb = 0u; kb <= qb; kb++) {
-        let k0 = kb * FB;
-        let diag = kb == qb;
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let v = kn[u];
-            tk[o][r % 4u] = v.x;
-            tk[o + FV][r % 4u] = v.y;
-            tk[o + 2u * FV][r % 4u] = v.z;
-            tk[o + 3u * FV][r % 4u] = v.w;
-        }
-        // V of this block, element e = tid + u * WG: row e / FV, vec4 column e % FV
-        // (stored to tv at e after S: tv was last read before the last block's end barrier).
-        var vr = array<vec4<f32>, 4>();
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e / FV;
-            let j = e % FV;
-            var v = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) { v = qkv[base + 2u * C4 + (k0 + r) * rs + j]; }
-            vr[u] = v;
-        }
-        workgroupBarrier();
-        var s = array<vec4<f32>, 4>();
-        for (var d = 0u; d < FHS; d++) {
-            let a = tq[d * FV + ty];
-            let kv = tk[d * FV + tx];
-            s[0] = fma(vec4<f32>(a.x), kv, s[0]);
-            s[1] = fma(vec4<f32>(a.y), kv, s[1]);
-            s[2] = fma(vec4<f32>(a.z), kv, s[2]);
-            s[3] = fma(vec4<f32>(a.w), kv, s[3]);
-        }
-        let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
-        var bm = vec4<f32>(NEG_INF);
-        if (diag) {
-            for (var i = 0u; i < 4u; i++) {
-                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
-                s[i] = select(vec4<f32>(NEG_INF), s[i] * p.scale, ok);
-                bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
+        if (ATTN_48K) {
+            // dk += dS^T Q; queries past T have dS = 0 and Q = 0, columns past hs Q = 0.
+            for (var qg = 0u; qg < FV; qg++) {
+                var qt = array<vec4<f32>, 4>();  // qt[c][qq] = Q[q0 + 4qg + qq][4tx + c]
+                for (var c = 0u; c < 4u; c++) { qt[c] = tq[(4u * tx + c) * FV + (qg ^ tx)]; }
+                for (var qq = 0u; qq < 4u; qq++) {
+                    let dsv = tq[TP + (4u * qg + qq) * FV + (ty ^ qg)];
+                    let qv = vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]);
+                    dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
+                    dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
+                    dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
+                    dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
+                }
             }
         } else {
-            for (var i = 0u; i < 4u; i++) {
-                s[i] = s[i] * p.scale;
-                bm[i] = max(max(s[i].x, s[i].y), max(s[i].z, s[i].w));
-            }
-        }
-        // Row max over the 16 threads tx of row group ty (lanes 16ty .. 16ty + 15).
-        if (sg_size >= FV) {
-            bm = max(bm, subgroupShuffleXor(bm, 1u));
-            bm = max(bm, subgroupShuffleXor(bm, 2u));
-            bm = max(bm, subgroupShuffleXor(bm, 4u));
-            bm = max(bm, subgroupShuffleXor(bm, 8u));
-        } else {
-            workgroupBarrier();  // K^T is read
-            tk[tid] = bm;
-            workgroupBarrier();
-            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[ty * FV + t]); }
-        }
-        // Every row has a key in the block (k0 <= q0 < T), so bm is finite.
-        let m_new = max(m, bm);
-        let alpha = exp(m - m_new);  // rescales what was summed under the old max
-        m = m_new;
-        var pr = array<vec4<f32>, 4>();
-        for (var i = 0u; i < 4u; i++) {
-            var e4 = exp(s[i] - vec4<f32>(m_new[i]));
-            if (diag) {
-                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
-                e4 = select(vec4<f32>(), e4, ok);
-            }
-            pr[i] = e4;
-            l[i] = l[i] * alpha[i] + ((pr[i].x + pr[i].y) + (pr[i].z + pr[i].w));
-            acc[i] *= alpha[i];
-        }
-        // The next block's K: in flight during P V.
-        if (!diag) {
-            let k1 = k0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var v = vec4<f32>();
-                if (k1 + r < p.T && j < hs4) { v = qkv[base + C4 + (k1 + r) * rs + j]; }
-                kn[u] = v;
-            }
-        }
-        for (var u = 0u; u < 4u; u++) { tv[tid + u * WG] = vr[u]; }
-        workgroupBarrier();  // K^T or the scratch is read
-        // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
-        // spreads the 16 threads tx of one store over the banks.
-        for (var j = 0u; j < 4u; j++) {
-            tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
-        }
-        workgroupBarrier();
-        for (var k = 0u; k < FB; k++) {
-            let pv = tk[k * FV + (ty ^ (k / 4u))];
-            let vv = tv[k * FV + tx];  // keys past T: V = 0 and P = 0
-            acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
-            acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
-            acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
-            acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
-        }
-        workgroupBarrier();  // P^T and V are read before the next K^T and V
-    }
-    // The row sums: the 16 parts in tx order.
-    tk[tid] = l;
-    workgroupBarrier();
-    var lsum = vec4<f32>();
-    for (var t = 0u; t < FV; t++) { lsum += tk[ty * FV + t]; }
-    for (var i = 0u; i < 4u; i++) {
-        let t = qpos[i];
-        if (t < p.T) {
-            if (tx < hs4) { out[(b * p.T + t) * C4 + h * hs4 + tx] = acc[i] / lsum[i]; }
-            if (tx == 0u) { lse[(b * p.NH + h) * p.T + t] = m[i] + log(lsum[i]); }
-        }
-    }
-}
-
-// --- KERNEL: attention_backward_dq_48k ---
-// The fast dq (hs <= FHS, hs % 4 == 0). One workgroup per (query block,
-// head, batch), longest rows first; thread (ty, tx) owns queries
-// q0 + 4ty + i, keys k0 + 4tx + j of each block and dq columns 4tx + j.
-// Per key block: K^T to tk, V^T to tv; S = Q K^T with Q^T from tq (stored
-// once, as in the forward) and dP = dout V^T with dout rows read from global
-// memory (4 rows x 4 columns a step);
-// dS = P * (dP - D) with P = exp(s - lse); dS^T replaces V^T in tv; then
-// dq += dS K with K from K^T in tk. Writes the q part of dqkv.
-// Prefetch: the next block's K and V (4 + 4 vec4 a thread) are loaded into
-// registers before dq += dS K, where S and dP are dead, and stored at the top
-// of the next block. Only the diagonal block needs the causal mask.
-// dS K from workgroup memory: K^T is stored with slot (key / 4) ^ (d / 4) of
-// line d, so dq += dS K reads K[4kg .. 4kg + 3][4tx + c] as tk line 4tx + c,
-// slot kg ^ tx (4 loads for 4 keys, no conflict within 8 lanes) instead of a
-// global K row per key.
-// 48 KiB of workgroup memory (three tiles): the host picks this kernel only
-// where maxComputeWorkgroupStorageSize >= 49152; attention_backward_dq is the
-// 32 KiB twin.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query], for the whole workgroup
-var<workgroup> tk: array<vec4<f32>, FT>;  // K^T [d][key], slot (key / 4) ^ (d / 4)
-var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query] (swizzled)
-
-@compute @workgroup_size(WG)
-fn attention_backward_dq_48k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;
-    let base = b * p.T * rs + h * hs4;      // q of (b, 0, h) in qkv and dqkv
-    let obase = b * p.T * C4 + h * hs4;     // (b, 0, h) in dout
-    let q0 = qb * FB;
-    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
-    let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
-    let lb = (b * p.NH + h) * p.T;
-    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
-    var kn = array<vec4<f32>, 4>();  // K and V of the next key block (block 0 first)
-    var vn = array<vec4<f32>, 4>();
-    for (var u = 0u; u < 4u; u++) {
-        let e = tid + u * WG;
-        let r = e % FB;
-        let j = e / FB;
-        var kv = vec4<f32>();
-        var vv = vec4<f32>();
-        if (r < p.T && j < hs4) {
-            kv = qkv[base + C4 + r * rs + j];
-            vv = qkv[base + 2u * C4 + r * rs + j];
-        }
-        kn[u] = kv;
-        vn[u] = vv;
-    }
-    for (var e = tid; e < FT; e += WG) {
-        let r = e % FB;
-        let j = e / FB;
-        var v = vec4<f32>();
-        if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
-        let o = 4u * j * FV + r / 4u;
-        tq[o][r % 4u] = v.x;
-        tq[o + FV][r % 4u] = v.y;
-        tq[o + 2u * FV][r % 4u] = v.z;
-        tq[o + 3u * FV][r % 4u] = v.w;
-    }
-    var lse_r = vec4<f32>();
-    var d_r = vec4<f32>();
-    for (var i = 0u; i < 4u; i++) {
-        lse_r[i] = lse[lb + qrow[i]];
-        d_r[i] = delta[lb + qrow[i]];
-    }
-    var acc = array<vec4<f32>, 4>();
-    for (var kb = 0u; kb <= qb; kb++) {
-        let k0 = kb * FB;
-        let diag = kb == qb;
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let ok = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let kv = kn[u];
-            let vv = vn[u];
-            tk[ok][r % 4u] = kv.x;
-            tk[ok + FV][r % 4u] = kv.y;
-            tk[ok + 2u * FV][r % 4u] = kv.z;
-            tk[ok + 3u * FV][r % 4u] = kv.w;
-            tv[o][r % 4u] = vv.x;
-            tv[o + FV][r % 4u] = vv.y;
-            tv[o + 2u * FV][r % 4u] = vv.z;
-            tv[o + 3u * FV][r % 4u] = vv.w;
-        }
-        workgroupBarrier();
-        // s = q . k as in the forward (same products, same order), dp = dout . v.
-        var s = array<vec4<f32>, 4>();
-        var dp = array<vec4<f32>, 4>();
-        for (var j = 0u; j < FV; j++) {
-            let live = j < hs4;
-            let jj = min(j, hs4 - 1u);
-            var oa = array<vec4<f32>, 4>();
-            for (var i = 0u; i < 4u; i++) {
-                oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
-            }
-            for (var c = 0u; c < 4u; c++) {
-                let qa = tq[(4u * j + c) * FV + ty];
-                let kv = tk[(4u * j + c) * FV + (tx ^ j)];
-                let vv = tv[(4u * j + c) * FV + tx];
-                for (var i = 0u; i < 4u; i++) {
-                    s[i] = fma(vec4<f32>(qa[i]), kv, s[i]);
-                    dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
-                }
-            }
-        }
-        let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
-        var ds = array<vec4<f32>, 4>();
-        for (var i = 0u; i < 4u; i++) {
-            var pr = exp(s[i] * p.scale - vec4<f32>(lse_r[i]));
-            if (diag) {
-                let ok = (key <= vec4<u32>(qpos[i])) & (key < vec4<u32>(p.T));
-                pr = select(vec4<f32>(), pr, ok);
-            }
-            ds[i] = pr * (dp[i] - vec4<f32>(d_r[i]));
-        }
-        workgroupBarrier();  // V^T is read
-        for (var j = 0u; j < 4u; j++) {
-            tv[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
-        }
-        // The next block's K and V: in flight during dS K.
-        if (!diag) {
-            let k1 = k0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var kv = vec4<f32>();
-                var vv = vec4<f32>();
-                if (k1 + r < p.T && j < hs4) {
-                    kv = qkv[base + C4 + (k1 + r) * rs + j];
-                    vv = qkv[base + 2u * C4 + (k1 + r) * rs + j];
-                }
-                kn[u] = kv;
-                vn[u] = vv;
-            }
-        }
-        workgroupBarrier();
-        // Keys past T: K = 0 and dS = 0. Columns past hs: K = 0.
-        for (var kg = 0u; kg < FV; kg++) {
-            var kt = array<vec4<f32>, 4>();  // kt[c][kk] = K[k0 + 4kg + kk][4tx + c]
-            for (var c = 0u; c < 4u; c++) { kt[c] = tk[(4u * tx + c) * FV + (kg ^ tx)]; }
-            for (var kk = 0u; kk < 4u; kk++) {
-                let dv = tv[(4u * kg + kk) * FV + (ty ^ kg)];
-                let kv = vec4<f32>(kt[0][kk], kt[1][kk], kt[2][kk], kt[3][kk]);
-                acc[0] = fma(vec4<f32>(dv.x), kv, acc[0]);
-                acc[1] = fma(vec4<f32>(dv.y), kv, acc[1]);
-                acc[2] = fma(vec4<f32>(dv.z), kv, acc[2]);
-                acc[3] = fma(vec4<f32>(dv.w), kv, acc[3]);
-            }
-        }
-        workgroupBarrier();  // dS^T and K^T are read before the next block
-    }
-    if (tx < hs4) {
-        for (var i = 0u; i < 4u; i++) {
-            if (qpos[i] < p.T) { dqkv[base + qpos[i] * rs + tx] = p.scale * acc[i]; }
-        }
-    }
-}
-
-// --- KERNEL: attention_backward_dkdv_48k ---
-// The fast dk, dv (hs <= FHS, hs % 4 == 0). One workgroup per (key block,
-// head, batch); thread (ty, tx) owns keys k0 + 4ty + i, queries q0 + 4tx + j
-// of each query block and dk, dv columns 4tx + j. Query blocks from the
-// diagonal on: Q^T to tq, dout^T to to; S^T = K Q^T and dP^T = V dout^T with
-// K and V rows from global memory; P (as [query][key]) goes to tp and
-// dv += P^T dout reads dout from dout^T in workgroup memory; then dS replaces P
-// and dk += dS^T Q reads Q from Q^T in workgroup memory.
-// Writes the k and v parts of dqkv.
-// Prefetch: the next query block's Q and dout (4 + 4 vec4 a thread) and its
-// lse and D are loaded into registers before the dv, dk products, where S
-// and dP are dead, and stored at the top of the next block. Only the diagonal
-// block and the last one (rows past T) need the mask.
-// Q^T and dout^T are stored with slot (query / 4) ^ (d / 4) of line d, so
-// dv += P^T dout reads dout[4qg .. 4qg + 3][4tx + c] as tdo line 4tx + c, slot
-// qg ^ tx (and dk += dS^T Q the same from tq).
-// 48 KiB of workgroup memory (three tiles): the host picks this kernel only
-// where maxComputeWorkgroupStorageSize >= 49152; attention_backward_dkdv is the
-// 32 KiB twin.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query], slot (query / 4) ^ (d / 4)
-var<workgroup> tdo: array<vec4<f32>, FT>;  // dout^T [d][query], slot (query / 4) ^ (d / 4)
-var<workgroup> tp: array<vec4<f32>, FT>;  // P, then dS [query][key] (swizzled)
-
-@compute @workgroup_size(WG)
-fn attention_backward_dkdv_48k(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let kb = wid.x;  // the first key blocks meet the most queries: they start first
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;
-    let base = b * p.T * rs + h * hs4;
-    let obase = b * p.T * C4 + h * hs4;
-    let k0 = kb * FB;
-    let nqb = (p.T + FB - 1u) / FB;
-    let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
-    let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
-    let lb = (b * p.NH + h) * p.T;
-    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
-    // Q, dout, lse and D of the next query block (the diagonal one first).
-    var qn = array<vec4<f32>, 4>();
-    var on = array<vec4<f32>, 4>();
-    var lse_n = vec4<f32>();
-    var d_n = vec4<f32>();
-    {
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let j = e / FB;
-            var qv = vec4<f32>();
-            var ov = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) {
-                qv = qkv[base + (k0 + r) * rs + j];
-                ov = dout[obase + (k0 + r) * C4 + j];
-            }
-            qn[u] = qv;
-            on[u] = ov;
-        }
-        let qr = min(vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
-        lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
-        d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
-    }
-    var dk = array<vec4<f32>, 4>();
-    var dv = array<vec4<f32>, 4>();
-    for (var qb = kb; qb < nqb; qb++) {
-        let q0 = qb * FB;
-        let edge = qb == kb || qb + 1u == nqb;  // keys past a query, or queries past T
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let oo = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let qv = qn[u];
-            let ov = on[u];
-            tq[oo][r % 4u] = qv.x;
-            tq[oo + FV][r % 4u] = qv.y;
-            tq[oo + 2u * FV][r % 4u] = qv.z;
-            tq[oo + 3u * FV][r % 4u] = qv.w;
-            tdo[oo][r % 4u] = ov.x;
-            tdo[oo + FV][r % 4u] = ov.y;
-            tdo[oo + 2u * FV][r % 4u] = ov.z;
-            tdo[oo + 3u * FV][r % 4u] = ov.w;
-        }
-        let qpos = vec4<u32>(q0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
-        let lse_c = lse_n;
-        let d_c = d_n;
-        workgroupBarrier();
-        // s^T = k . q: the forward's products in the forward's order; dp^T = v . dout.
-        var s = array<vec4<f32>, 4>();
-        var dp = array<vec4<f32>, 4>();
-        for (var j = 0u; j < FV; j++) {
-            let live = j < hs4;
-            let jj = min(j, hs4 - 1u);
-            var ka = array<vec4<f32>, 4>();
-            var va = array<vec4<f32>, 4>();
-            for (var i = 0u; i < 4u; i++) {
-                ka[i] = select(vec4<f32>(), qkv[base + C4 + krow[i] * rs + jj], live);
-                va[i] = select(vec4<f32>(), qkv[base + 2u * C4 + krow[i] * rs + jj], live);
-            }
-            for (var c = 0u; c < 4u; c++) {
-                let qv = tq[(4u * j + c) * FV + (tx ^ j)];
-                let ov = tdo[(4u * j + c) * FV + (tx ^ j)];
-                for (var i = 0u; i < 4u; i++) {
-                    s[i] = fma(vec4<f32>(ka[i][c]), qv, s[i]);
-                    dp[i] = fma(vec4<f32>(va[i][c]), ov, dp[i]);
-                }
-            }
-        }
-        var pr = array<vec4<f32>, 4>();
-        var ds = array<vec4<f32>, 4>();
-        for (var i = 0u; i < 4u; i++) {
-            var e4 = exp(s[i] * p.scale - lse_c);
-            if (edge) {
-                // kpos <= qpos < T also keeps keys past T out.
-                let ok = (vec4<u32>(kpos[i]) <= qpos) & (qpos < vec4<u32>(p.T));
-                e4 = select(vec4<f32>(), e4, ok);
-            }
-            pr[i] = e4;
-            ds[i] = pr[i] * (dp[i] - d_c);
-        }
-        // tp was last read before the barrier at this block's top.
-        for (var j = 0u; j < 4u; j++) {
-            tp[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
-        }
-        // The next query block: in flight during the dv, dk products.
-        if (qb + 1u < nqb) {
-            let q1 = q0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var qv = vec4<f32>();
-                var ov = vec4<f32>();
-                if (q1 + r < p.T && j < hs4) {
-                    qv = qkv[base + (q1 + r) * rs + j];
-                    ov = dout[obase + (q1 + r) * C4 + j];
-                }
-                qn[u] = qv;
-                on[u] = ov;
-            }
-            let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
-            lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
-            d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
-        }
-        workgroupBarrier();
-        // dv += P^T dout; queries past T have P = 0 and dout = 0, columns past hs dout = 0.
-        for (var qg = 0u; qg < FV; qg++) {
-            var ot = array<vec4<f32>, 4>();  // ot[c][qq] = dout[q0 + 4qg + qq][4tx + c]
-            for (var c = 0u; c < 4u; c++) { ot[c] = tdo[(4u * tx + c) * FV + (qg ^ tx)]; }
-            for (var qq = 0u; qq < 4u; qq++) {
-                let pv = tp[(4u * qg + qq) * FV + (ty ^ qg)];
-                let ov = vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]);
-                dv[0] = fma(vec4<f32>(pv.x), ov, dv[0]);
-                dv[1] = fma(vec4<f32>(pv.y), ov, dv[1]);
-                dv[2] = fma(vec4<f32>(pv.z), ov, dv[2]);
-                dv[3] = fma(vec4<f32>(pv.w), ov, dv[3]);
-            }
-        }
-        workgroupBarrier();  // P is read
-        for (var j = 0u; j < 4u; j++) {
-            tp[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
-        }
-        workgroupBarrier();
-        // dk += dS^T Q; queries past T have dS = 0 and Q = 0, columns past hs Q = 0.
-        for (var qg = 0u; qg < FV; qg++) {
-            var qt = array<vec4<f32>, 4>();  // qt[c][qq] = Q[q0 + 4qg + qq][4tx + c]
-            for (var c = 0u; c < 4u; c++) { qt[c] = tq[(4u * tx + c) * FV + (qg ^ tx)]; }
-            for (var qq = 0u; qq < 4u; qq++) {
-                let dsv = tp[(4u * qg + qq) * FV + (ty ^ qg)];
-                let qv = vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]);
+            // dk += dS^T Q with Q rows from global memory.
+            for (var q = 0u; q < FB; q++) {
+                let dsv = tq[q * FV + (ty ^ (q / 4u))];
+                let row = min(q0 + q, p.T - 1u);  // queries past T have dS = 0
+                let qv = qkv[base + row * rs + jc];
                 dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
                 dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
                 dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
                 dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
             }
         }
-        workgroupBarrier();  // dS, Q^T and dout^T are read before the next block
+        workgroupBarrier();  // dS, dout^T (and Q^T) are read before the next block
     }
     if (tx < hs4) {
         for (var i = 0u; i < 4u; i++) {
