@@ -1,4 +1,5 @@
-// cmd_sample.c: `wgpt sample`: text from a checkpoint.
+// cmd_sample.c: `wgpt sample`: parses options and prints text from a checkpoint
+// (train/load.h, train/generate.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,6 @@ int wgpt_cmd_sample(int argc, char **argv) {
     }
     uint32_t *pids = NULL;
     size_t np = 0, pcap = 0;
-    int64_t eot = wgpt_tokenizer_eot(l.tok);
     if (wgpt_tokenizer_encode(l.tok, prompt, strlen(prompt), &pids, &np, &pcap) < 0) {
         fprintf(stderr, "wgpt sample: out of memory encoding the prompt\n");
         wgpt_loaded_free(&l);
@@ -59,30 +59,18 @@ int wgpt_cmd_sample(int argc, char **argv) {
     }
     wgpt_sampler s;
     wgpt_sampler_init(&s, temperature, top_k, seed);
-    size_t cap = 1 + np + (size_t)tokens;
-    int *ids = malloc(cap * sizeof *ids);
-    uint32_t *out = malloc(cap * sizeof *out);
-    rc = ids && out ? 0 : 1;
-    if (rc) fprintf(stderr, "wgpt sample: out of host memory for %zu tokens\n", cap);
     for (uint32_t c = 0; c < count && rc == 0; c++) {
-        size_t n = 0;
-        ids[n++] = eot >= 0 ? (int)eot : '\n';  // documents start after an end-of-text (or a newline)
-        for (size_t i = 0; i < np; i++) ids[n++] = (int)pids[i];
-        size_t start = n;
-        if (wgpt_generate(l.model, l.cfg.max_seq_len, l.cfg.vocab_size, &s, ids, &n, cap, tokens, eot, err,
-                          sizeof err) < 0) {
+        char *text = wgpt_generate_text(l.model, l.cfg.max_seq_len, l.tok, &s, pids, np, tokens, 1, err, sizeof err);
+        if (!text) {
             fprintf(stderr, "wgpt sample: %s: %s\n", ckpt, err);
             rc = 1;
             break;
         }
-        if (n > start && eot >= 0 && ids[n - 1] == eot) n--;
-        for (size_t i = 0; i < n - start; i++) out[i] = (uint32_t)ids[start + i];
-        char *text = wgpt_tokenizer_decode_all(l.tok, out, n - start);
         if (count > 1) printf("--- sample %u ---\n", c + 1);
-        printf("%s%s\n", prompt, text ? text : "");
+        printf("%s%s\n", prompt, text);
         free(text);
     }
-    free(ids), free(out), free(pids);
+    free(pids);
     wgpt_loaded_free(&l);
     return rc;
 }

@@ -46,3 +46,28 @@ int wgpt_generate(wgpt_gpt2 *m, uint32_t T, uint32_t vocab, wgpt_sampler *s, int
     free(window), free(logits), free(pf), free(pi);
     return rc;
 }
+
+char *wgpt_generate_text(wgpt_gpt2 *m, uint32_t T, const wgpt_tokenizer *tok, wgpt_sampler *s,
+                         const uint32_t *prompt, size_t np, size_t n_new, int drop_eot, char *err, size_t errlen) {
+    size_t cap = 1 + np + n_new;  // size_t: n_new + 1 in 32 bits could wrap to 0
+    int *ids = malloc(cap * sizeof *ids);
+    uint32_t *out = malloc(cap * sizeof *out);
+    char *text = NULL;
+    int64_t eot = wgpt_tokenizer_eot(tok);
+    size_t n = 0;
+    if (!ids || !out) {
+        snprintf(err, errlen, "out of host memory for %zu tokens", cap);
+        goto done;
+    }
+    ids[n++] = eot >= 0 ? (int)eot : '\n';  // documents start after an end-of-text (or a newline)
+    for (size_t i = 0; i < np; i++) ids[n++] = (int)prompt[i];
+    size_t start = n;
+    if (wgpt_generate(m, T, wgpt_tokenizer_vocab_size(tok), s, ids, &n, cap, n_new, eot, err, errlen) < 0) goto done;
+    if (drop_eot && n > start && eot >= 0 && ids[n - 1] == eot) n--;
+    for (size_t i = start; i < n; i++) out[i - start] = (uint32_t)ids[i];
+    text = wgpt_tokenizer_decode_all(tok, out, n - start);
+    if (!text) snprintf(err, errlen, "out of host memory decoding %zu tokens", n - start);
+done:
+    free(ids), free(out);
+    return text;
+}

@@ -200,26 +200,14 @@ static void print_sample_(run_ *r, const char *tag) {
             return;
         }
     }
-    // size_t: sample_tokens + 1 in 32 bits wraps to 0 (train_opts.c bounds it too)
-    size_t cap = (size_t)r->o->sample_tokens + 1, n = 0;
-    int *ids = malloc(cap * sizeof *ids);
-    if (!ids) {
-        say_(r, WARN_, "sampling: out of host memory for %zu tokens", cap);
-        return;
-    }
-    int64_t eot = wgpt_tokenizer_eot(r->tok);
-    ids[n++] = eot >= 0 ? (int)eot : '\n';
-    if (wgpt_generate(r->sampler_model, r->o->seq, r->cfg.vocab_size, &r->sampler, ids, &n, cap,
-                      r->o->sample_tokens, eot, err, sizeof err) < 0) {
+    char *text = wgpt_generate_text(r->sampler_model, r->o->seq, r->tok, &r->sampler, NULL, 0, r->o->sample_tokens,
+                                    0, err, sizeof err);
+    if (!text) {
         say_(r, WARN_, "sampling: %s", err);
-        free(ids);
         return;
     }
-    uint32_t *u = malloc(n * sizeof *u);
-    for (size_t i = 0; u && i + 1 < n; i++) u[i] = (uint32_t)ids[i + 1];
-    char *text = u ? wgpt_tokenizer_decode_all(r->tok, u, n - 1) : NULL;
-    if (text) say_(r, INFO_, "\n--- sample %s ---\n%s\n---\n", tag, text);
-    free(text), free(u), free(ids);
+    say_(r, INFO_, "\n--- sample %s ---\n%s\n---\n", tag, text);
+    free(text);
 }
 
 // Whether step t is in the comma-separated list (testing hook).
