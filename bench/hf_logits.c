@@ -8,18 +8,12 @@
 // the mean loss over all B*T positions is printed with the time.
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "cli/gpu_args.h"
 #include "cli/options.h"
 #include "model/gpt2.h"
 #include "train/model_file.h"
-
-static double now_(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 int main(int argc, char **argv) {
     const char *model = NULL, *tokens_path = NULL, *out_path = NULL, *adapter = NULL;
@@ -42,13 +36,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[4096];
-    double t0 = now_();
+    double t0 = wgpt_clock_s();
     wgpt_weights w;
     if (wgpt_model_file_read(model, 1, &w, err, sizeof err) < 0) {
         fprintf(stderr, "bench_hf_logits: %s\n", err);
         return 1;
     }
-    double t_read = now_() - t0;
+    double t_read = wgpt_clock_s() - t0;
     if (!T) T = w.config.max_seq_len;
     size_t n = (size_t)B * T, V = w.config.vocab_size;
     int *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
@@ -76,7 +70,7 @@ int main(int argc, char **argv) {
         rc = 0;
     if (rc == 0)
         printf("bench_hf_logits: %s (%s) read in %.1f s; %u x %u tokens: loss %.6f; %.1f s in all\n", model, w.format,
-               t_read, B, T, loss, now_() - t0);
+               t_read, B, T, loss, wgpt_clock_s() - t0);
     wgpt_gpt2_free(m);
     wgpt_gpu_close(g);
     wgpt_weights_free(&w);

@@ -2,22 +2,13 @@
 #include "weights/hf_config.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>  // defines: cJSON_ParseWithLength, cJSON_GetObjectItemCaseSensitive, cJSON_Print
 
 #include "weights/weights.h"
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "util/err.h"
 
 // A size field: absent gives the default; present it must be a whole number in [1, 2^31).
 static int size_(const cJSON *root, const char *key, uint32_t dflt, uint32_t *out, const char *label, char *err,
@@ -29,7 +20,7 @@ static int size_(const cJSON *root, const char *key, uint32_t dflt, uint32_t *ou
     }
     double d = cJSON_IsNumber(x) ? x->valuedouble : -1;
     if (!(d >= 1 && d < 2147483648.0 && d == floor(d)))
-        return fail_(err, errlen, "%s: %s is not a whole number >= 1", label, key);
+        return wgpt_errf(err, errlen, "%s: %s is not a whole number >= 1", label, key);
     *out = (uint32_t)d;
     return 0;
 }
@@ -42,27 +33,27 @@ static int is_(const cJSON *root, const char *key, int want_true) {
 static int check_math_(const cJSON *root, uint32_t C, const char *label, char *err, size_t errlen) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (x && (!cJSON_IsString(x) || strcmp(x->valuestring, "gpt2") != 0))
-        return fail_(err, errlen, "%s: model_type is %s, not gpt2", label, cJSON_IsString(x) ? x->valuestring : "?");
+        return wgpt_errf(err, errlen, "%s: model_type is %s, not gpt2", label, cJSON_IsString(x) ? x->valuestring : "?");
     x = cJSON_GetObjectItemCaseSensitive(root, "activation_function");
     if (x && (!cJSON_IsString(x) || (strcmp(x->valuestring, "gelu_new") != 0 &&
                                      strcmp(x->valuestring, "gelu_pytorch_tanh") != 0 &&
                                      strcmp(x->valuestring, "gelu_fast") != 0)))
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: activation_function %s: wgpt's GPT-2 uses GELU's tanh form (gelu_new, gelu_pytorch_tanh)",
                      label, cJSON_IsString(x) ? x->valuestring : "(not a string)");
     x = cJSON_GetObjectItemCaseSensitive(root, "layer_norm_epsilon");
     if (x && (!cJSON_IsNumber(x) || fabs(x->valuedouble - 1e-5) > 1e-12))
-        return fail_(err, errlen, "%s: layer_norm_epsilon %g: wgpt's LayerNorm uses 1e-5", label,
+        return wgpt_errf(err, errlen, "%s: layer_norm_epsilon %g: wgpt's LayerNorm uses 1e-5", label,
                      cJSON_IsNumber(x) ? x->valuedouble : NAN);
     x = cJSON_GetObjectItemCaseSensitive(root, "n_inner");
     if (x && !cJSON_IsNull(x) && (!cJSON_IsNumber(x) || x->valuedouble != 4.0 * C))
-        return fail_(err, errlen, "%s: n_inner is not 4 * n_embd (%u): wgpt's MLP is 4C wide", label, 4 * C);
+        return wgpt_errf(err, errlen, "%s: n_inner is not 4 * n_embd (%u): wgpt's MLP is 4C wide", label, 4 * C);
     if (is_(root, "scale_attn_weights", 0))
-        return fail_(err, errlen, "%s: scale_attn_weights is false: wgpt scales attention by 1/sqrt(head size)", label);
+        return wgpt_errf(err, errlen, "%s: scale_attn_weights is false: wgpt scales attention by 1/sqrt(head size)", label);
     if (is_(root, "scale_attn_by_inverse_layer_idx", 1))
-        return fail_(err, errlen, "%s: scale_attn_by_inverse_layer_idx is true: wgpt's attention does not", label);
+        return wgpt_errf(err, errlen, "%s: scale_attn_by_inverse_layer_idx is true: wgpt's attention does not", label);
     if (is_(root, "add_cross_attention", 1))
-        return fail_(err, errlen, "%s: add_cross_attention is true: wgpt's GPT-2 has no cross-attention", label);
+        return wgpt_errf(err, errlen, "%s: add_cross_attention is true: wgpt's GPT-2 has no cross-attention", label);
     return 0;
 }
 
@@ -72,7 +63,7 @@ int wgpt_hf_config_parse(const char *text, size_t len, const char *label, wgpt_g
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return fail_(err, errlen, "%s: not a JSON object", label);
+        return wgpt_errf(err, errlen, "%s: not a JSON object", label);
     }
     uint32_t L, NH, C, T, V;
     int rc = -1;

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 
 #include "weights/file_out.h"
 #include "weights/hf_config.h"
+#include "util/err.h"
 
 #define PREFIX "transformer."
 
@@ -37,15 +37,6 @@ static const hf_name_ HF[WGPT_GPT2_NUM_TENSORS] = {
 };
 
 static int layered_(int t) { return t >= LN1W && t <= FCPROJB; }
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // The HF shape of tensor t: ndim and dims; the ref slice is the same numbers, swapped when transposed.
 static uint32_t hf_shape_(int t, const wgpt_gpt2_config *c, uint64_t dims[2]) {
@@ -76,7 +67,7 @@ static const wgpt_st_tensor *lookup_(const wgpt_safetensors *st, const char *nam
     const wgpt_st_tensor *a = wgpt_safetensors_find(st, name), *b = wgpt_safetensors_find(st, full);
     if (a && b) {
         *dup = 1;
-        fail_(err, errlen, "%s: both '%s' and '%s' are present", label, name, full);
+        wgpt_errf(err, errlen, "%s: both '%s' and '%s' are present", label, name, full);
         return NULL;
     }
     return a ? a : b;
@@ -106,10 +97,10 @@ static int config_from_shapes_(const wgpt_safetensors *st, const char *label, wg
     const wgpt_st_tensor *wpe = dup ? NULL : lookup_(st, "wpe.weight", label, &dup, err, errlen);
     if (dup) return -1;
     if (!wte || !wpe)
-        return fail_(err, errlen, "%s: no tensor %s: not a GPT-2 model (expected wte.weight, wpe.weight, h.0..., ln_f)",
+        return wgpt_errf(err, errlen, "%s: no tensor %s: not a GPT-2 model (expected wte.weight, wpe.weight, h.0..., ln_f)",
                      label, !wte ? "wte.weight" : "wpe.weight");
     if (wte->ndim != 2 || wpe->ndim != 2 || wte->shape[1] != wpe->shape[1])
-        return fail_(err, errlen, "%s: wte.weight and wpe.weight are not (V, C) and (positions, C)", label);
+        return wgpt_errf(err, errlen, "%s: wte.weight and wpe.weight are not (V, C) and (positions, C)", label);
     long L = 0;
     for (size_t i = 0; i < st->count; i++) {
         const char *rest;
@@ -117,9 +108,9 @@ static int config_from_shapes_(const wgpt_safetensors *st, const char *label, wg
         if (b >= L) L = b + 1;
     }
     uint64_t C = wte->shape[1], V = wte->shape[0], T = wpe->shape[0];
-    if (L == 0) return fail_(err, errlen, "%s: no transformer blocks (h.0.*)", label);
+    if (L == 0) return wgpt_errf(err, errlen, "%s: no transformer blocks (h.0.*)", label);
     if (C == 0 || C % 64 || C > UINT32_MAX || V > UINT32_MAX - 127 || T > UINT32_MAX)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: %llu channels: without a config.json wgpt takes GPT-2's head size 64, which must divide "
                      "the channels; put the model's config.json beside the file",
                      label, (unsigned long long)C);
@@ -151,7 +142,7 @@ static int convert_(const wgpt_st_tensor *t, float *dst, int transposed, const c
         for (uint64_t k = 0; k < cols; k++) {
             float v = wgpt_st_get_f32(t, r * cols + k);
             if (!isfinite(v))
-                return fail_(err, errlen, "%s: tensor '%s' element %llu is %s", label, t->name,
+                return wgpt_errf(err, errlen, "%s: tensor '%s' element %llu is %s", label, t->name,
                              (unsigned long long)(r * cols + k), isnan(v) ? "NaN" : "Inf");
             dst[transposed ? k * rows + r : r * cols + k] = v;
         }
@@ -181,17 +172,17 @@ static int map_tensors_(reader_ *r, wgpt_st_dtype *first_dtype, int *mixed) {
             int dup = 0;
             const wgpt_st_tensor *x = lookup_(r->st, name, r->label, &dup, r->err, r->errlen);
             if (dup) return -1;
-            if (!x) return fail_(r->err, r->errlen, "%s: tensor '%s' is missing", r->label, name);
+            if (!x) return wgpt_errf(r->err, r->errlen, "%s: tensor '%s' is missing", r->label, name);
             uint64_t dims[2];
             uint32_t nd = hf_shape_(t, r->c, dims);
             if (!shape_is_(x, nd, dims)) {
                 shape_str_(want, sizeof want, nd, dims);
                 shape_str_(got, sizeof got, x->ndim, x->shape);
-                return fail_(r->err, r->errlen, "%s: tensor '%s' has shape %s; the model's sizes need %s", r->label,
+                return wgpt_errf(r->err, r->errlen, "%s: tensor '%s' has shape %s; the model's sizes need %s", r->label,
                              x->name, got, want);
             }
             if (!wgpt_st_is_float(x->dtype))
-                return fail_(r->err, r->errlen, "%s: tensor '%s' is %s; wgpt reads F32, F16 and BF16", r->label,
+                return wgpt_errf(r->err, r->errlen, "%s: tensor '%s' is %s; wgpt reads F32, F16 and BF16", r->label,
                              x->name, wgpt_st_dtype_name(x->dtype));
             if (t == WTE) *first_dtype = x->dtype;
             else if (x->dtype != *first_dtype) *mixed = 1;
@@ -213,11 +204,11 @@ static int check_lm_head_(reader_ *r) {
     uint64_t dims[2];
     uint32_t nd = hf_shape_(WTE, r->c, dims);
     if (!shape_is_(x, nd, dims) || !wgpt_st_is_float(x->dtype))
-        return fail_(r->err, r->errlen, "%s: lm_head.weight is not a float (V, C) tensor like wte.weight", r->label);
+        return wgpt_errf(r->err, r->errlen, "%s: lm_head.weight is not a float (V, C) tensor like wte.weight", r->label);
     r->used[x - r->st->tensors] = 1;
     for (uint64_t i = 0; r->params && i < x->count; i++)
         if (wgpt_st_get_f32(x, i) != r->params[i])
-            return fail_(r->err, r->errlen,
+            return wgpt_errf(r->err, r->errlen,
                          "%s: lm_head.weight differs from wte.weight at element %llu: wgpt ties the output "
                          "projection to the token embedding, so an untied model cannot be imported",
                          r->label, (unsigned long long)i);
@@ -232,7 +223,7 @@ static int check_leftovers_(reader_ *r) {
         long b = block_of_(r->st->tensors[i].name, &rest);
         if (b >= 0 && (uint64_t)b < r->c->num_layers && (strcmp(rest, "attn.bias") == 0 || strcmp(rest, "attn.masked_bias") == 0))
             continue;
-        return fail_(r->err, r->errlen, "%s: unexpected tensor '%s': not part of a %u-layer GPT-2", r->label,
+        return wgpt_errf(r->err, r->errlen, "%s: unexpected tensor '%s': not part of a %u-layer GPT-2", r->label,
                      r->st->tensors[i].name, r->c->num_layers);
     }
     return 0;
@@ -249,7 +240,7 @@ int wgpt_hf_gpt2_from_safetensors(const wgpt_safetensors *st, const char *config
     if (with_params) r.params = calloc(wgpt_gpt2_num_params(&c), sizeof(float));  // padded wte rows stay 0
     wgpt_st_dtype dtype = WGPT_ST_F32;
     int mixed = 0;
-    if (!r.used || (with_params && !r.params)) rc = fail_(err, errlen, "%s: out of host memory", label);
+    if (!r.used || (with_params && !r.params)) rc = wgpt_errf(err, errlen, "%s: out of host memory", label);
     else if (map_tensors_(&r, &dtype, &mixed) < 0 || check_lm_head_(&r) < 0 || check_leftovers_(&r) < 0) rc = -1;
     free(r.used);
     if (rc < 0) {
@@ -276,7 +267,7 @@ static char *read_text_(const char *path, size_t *len, char *err, size_t errlen)
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > (1 << 24)) {
-        fail_(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file of at most 16 MiB");
+        wgpt_errf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file of at most 16 MiB");
         if (fd >= 0) close(fd);
         return NULL;
     }
@@ -285,7 +276,7 @@ static char *read_text_(const char *path, size_t *len, char *err, size_t errlen)
     close(fd);
     if (got != sb.st_size) {
         free(s);
-        fail_(err, errlen, "%s: cannot read it", path);
+        wgpt_errf(err, errlen, "%s: cannot read it", path);
         return NULL;
     }
     s[got] = 0;
@@ -297,7 +288,7 @@ int wgpt_hf_gpt2_read(const char *path, int with_params, wgpt_weights *w, char *
     memset(w, 0, sizeof *w);
     char file[4096], cfg[4096];
     struct stat sb;
-    if (stat(path, &sb) < 0) return fail_(err, errlen, "%s: %s", path, strerror(errno));
+    if (stat(path, &sb) < 0) return wgpt_errf(err, errlen, "%s: %s", path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
         snprintf(file, sizeof file, "%s/model.safetensors", path);
         snprintf(cfg, sizeof cfg, "%s/config.json", path);
@@ -305,10 +296,10 @@ int wgpt_hf_gpt2_read(const char *path, int with_params, wgpt_weights *w, char *
             char other[4200];
             snprintf(other, sizeof other, "%s/model.safetensors.index.json", path);
             if (is_file_(other))
-                return fail_(err, errlen, "%s: a sharded checkpoint (model.safetensors.index.json): wgpt reads one "
+                return wgpt_errf(err, errlen, "%s: a sharded checkpoint (model.safetensors.index.json): wgpt reads one "
                                           "model.safetensors", path);
             snprintf(other, sizeof other, "%s/pytorch_model.bin", path);
-            return fail_(err, errlen, "%s: a folder without model.safetensors%s", path,
+            return wgpt_errf(err, errlen, "%s: a folder without model.safetensors%s", path,
                          is_file_(other) ? " (only pytorch_model.bin: wgpt reads safetensors, not pickles)"
                                          : ": not a checkpoint or a Hugging Face GPT-2 folder");
         }
@@ -367,7 +358,7 @@ static int write_safetensors_(const char *path, const wgpt_weights *w, char *err
     size_t hlen = 0;
     int rc = -1;
     if (!e || !spec || !tmp) {
-        fail_(err, errlen, "%s: out of host memory", path);
+        wgpt_errf(err, errlen, "%s: out of host memory", path);
         goto done;
     }
     entries_(c, e);
@@ -398,19 +389,19 @@ done:
 }
 
 int wgpt_hf_gpt2_write(const char *dir, const wgpt_weights *w, char *err, size_t errlen) {
-    if (!w->params) return fail_(err, errlen, "%s: no parameters to write", dir);
+    if (!w->params) return wgpt_errf(err, errlen, "%s: no parameters to write", dir);
     const wgpt_gpt2_config *c = &w->config;
     for (size_t i = (size_t)c->vocab_size * c->channels; i < (size_t)c->padded_vocab_size * c->channels; i++)
         if (w->params[i] != 0)  // the HF file has V rows only: these would be lost
-            return fail_(err, errlen, "%s: wte's padding rows (%u..%u) are not zero; llm.c's format keeps them", dir,
+            return wgpt_errf(err, errlen, "%s: wte's padding rows (%u..%u) are not zero; llm.c's format keeps them", dir,
                          c->vocab_size, c->padded_vocab_size);
-    if (mkdir(dir, 0777) < 0 && errno != EEXIST) return fail_(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
+    if (mkdir(dir, 0777) < 0 && errno != EEXIST) return wgpt_errf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
     struct stat sb;
-    if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode)) return fail_(err, errlen, "%s: not a folder", dir);
+    if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode)) return wgpt_errf(err, errlen, "%s: not a folder", dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *json = wgpt_hf_config_format(&w->config, w->tokenizer);
-    if (!json) return fail_(err, errlen, "%s: out of host memory", path);
+    if (!json) return wgpt_errf(err, errlen, "%s: out of host memory", path);
     wgpt_file_out o;
     int rc = wgpt_file_out_begin(&o, path, err, errlen);
     if (rc == 0) {

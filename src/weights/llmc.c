@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,15 +11,7 @@
 #include <unistd.h>
 
 #include "weights/file_out.h"
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "util/err.h"
 
 static uint32_t le32_(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -42,7 +33,7 @@ static int read_params_(FILE *f, float *dst, size_t n, unsigned width, const wgp
     size_t per = sizeof buf / width;
     for (size_t at = 0; at < n;) {
         size_t k = n - at < per ? n - at : per;
-        if (fread(buf, width, k, f) != k) return fail_(err, errlen, "%s: cannot read its parameters", path);
+        if (fread(buf, width, k, f) != k) return wgpt_errf(err, errlen, "%s: cannot read its parameters", path);
         for (size_t j = 0; j < k; j++) {
             uint32_t u = width == 4 ? le32_(buf + 4 * j) : (uint32_t)(buf[2 * j] | buf[2 * j + 1] << 8) << 16;
             float v;
@@ -50,7 +41,7 @@ static int read_params_(FILE *f, float *dst, size_t n, unsigned width, const wgp
             if (!isfinite(v)) {
                 char where[96];
                 locate_(c, at + j, where, sizeof where);
-                return fail_(err, errlen, "%s: %s is %s", path, where, isnan(v) ? "NaN" : "Inf");
+                return wgpt_errf(err, errlen, "%s: %s is %s", path, where, isnan(v) ? "NaN" : "Inf");
             }
             dst[at + j] = v;
         }
@@ -62,32 +53,32 @@ static int read_params_(FILE *f, float *dst, size_t n, unsigned width, const wgp
 int wgpt_llmc_read(const char *path, int with_params, wgpt_weights *w, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     int fd = open(path, O_RDONLY | O_NONBLOCK);  // a FIFO must not hang: refused below
-    if (fd < 0) return fail_(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return wgpt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     FILE *f = NULL;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || !(f = fdopen(fd, "rb"))) {
         close(fd);
-        return fail_(err, errlen, "%s: not a regular file", path);
+        return wgpt_errf(err, errlen, "%s: not a regular file", path);
     }
     unsigned char h[WGPT_LLMC_HEADER_BYTES];
     int rc = -1;
     if (fread(h, 1, sizeof h, f) != sizeof h) {
-        fail_(err, errlen, "%s: shorter than llm.c's 1024-byte header", path);
+        wgpt_errf(err, errlen, "%s: shorter than llm.c's 1024-byte header", path);
         goto done;
     }
     uint32_t v[8];
     for (int i = 0; i < 8; i++) v[i] = le32_(h + 4 * i);
     if (v[0] != WGPT_LLMC_MAGIC) {
-        fail_(err, errlen, "%s: magic %u is not llm.c's model magic %u", path, v[0], WGPT_LLMC_MAGIC);
+        wgpt_errf(err, errlen, "%s: magic %u is not llm.c's model magic %u", path, v[0], WGPT_LLMC_MAGIC);
         goto done;
     }
     if (v[1] != 3 && v[1] != 5) {
-        fail_(err, errlen, "%s: llm.c model version %u; wgpt reads version 3 (fp32) and 5 (bf16)", path, v[1]);
+        wgpt_errf(err, errlen, "%s: llm.c model version %u; wgpt reads version 3 (fp32) and 5 (bf16)", path, v[1]);
         goto done;
     }
     for (int i = 2; i < 8; i++)
         if (v[i] > INT32_MAX) {
-            fail_(err, errlen, "%s: header field %d is negative", path, i);
+            wgpt_errf(err, errlen, "%s: header field %d is negative", path, i);
             goto done;
         }
     w->config = (wgpt_gpt2_config){.max_seq_len = v[2], .vocab_size = v[3], .padded_vocab_size = v[7],
@@ -96,13 +87,13 @@ int wgpt_llmc_read(const char *path, int with_params, wgpt_weights *w, char *err
     unsigned width = v[1] == 3 ? 4 : 2;
     size_t n = wgpt_gpt2_num_params(&w->config);
     if ((uint64_t)sb.st_size != WGPT_LLMC_HEADER_BYTES + (uint64_t)n * width) {
-        fail_(err, errlen, "%s: %lld bytes, but its header's model (%zu parameters of %u bytes) needs %llu", path,
+        wgpt_errf(err, errlen, "%s: %lld bytes, but its header's model (%zu parameters of %u bytes) needs %llu", path,
               (long long)sb.st_size, n, width, (unsigned long long)(WGPT_LLMC_HEADER_BYTES + (uint64_t)n * width));
         goto done;
     }
     if (with_params) {
         if (!(w->params = malloc(n * sizeof *w->params))) {
-            fail_(err, errlen, "%s: out of host memory for %zu parameters", path, n);
+            wgpt_errf(err, errlen, "%s: out of host memory for %zu parameters", path, n);
             goto done;
         }
         if (read_params_(f, w->params, n, width, &w->config, path, err, errlen) < 0) goto done;
@@ -118,7 +109,7 @@ done:
 
 int wgpt_llmc_write(const char *path, const wgpt_weights *w, char *err, size_t errlen) {
     const wgpt_gpt2_config *c = &w->config;
-    if (!w->params) return fail_(err, errlen, "%s: no parameters to write", path);
+    if (!w->params) return wgpt_errf(err, errlen, "%s: no parameters to write", path);
     const uint32_t fields[8] = {WGPT_LLMC_MAGIC, 3, c->max_seq_len, c->vocab_size, c->num_layers, c->num_heads,
                                 c->channels, c->padded_vocab_size};
     unsigned char h[WGPT_LLMC_HEADER_BYTES] = {0};

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,8 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>  // defines: cJSON_ParseWithLengthOpts, cJSON_Print..., cJSON_Delete
+
+#include "util/err.h"
 
 static const struct {
     const char *name;
@@ -26,15 +27,6 @@ static const struct {
 const char *wgpt_st_dtype_name(wgpt_st_dtype d) { return d < WGPT_ST_NUM_DTYPES ? DTYPES[d].name : "?"; }
 unsigned wgpt_st_dtype_size(wgpt_st_dtype d) { return d < WGPT_ST_NUM_DTYPES ? DTYPES[d].size : 0; }
 int wgpt_st_is_float(wgpt_st_dtype d) { return d == WGPT_ST_F32 || d == WGPT_ST_F16 || d == WGPT_ST_BF16; }
-
-static int fail_(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail_(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 // ---- element access ----
 
@@ -120,45 +112,45 @@ static int whole_(const cJSON *x, uint64_t *v) {
 static int tensor_entry_(const cJSON *o, wgpt_st_tensor *t, uint64_t *begin, uint64_t *end, const char *label,
                          char *err, size_t errlen) {
     const char *name = o->string;
-    if (!cJSON_IsObject(o)) return fail_(err, errlen, "%s: tensor '%s': not a JSON object", label, name);
+    if (!cJSON_IsObject(o)) return wgpt_errf(err, errlen, "%s: tensor '%s': not a JSON object", label, name);
     const cJSON *dtype = NULL, *shape = NULL, *offs = NULL;
     for (const cJSON *c = o->child; c; c = c->next) {
         const cJSON **slot = strcmp(c->string, "dtype") == 0 ? &dtype
                              : strcmp(c->string, "shape") == 0 ? &shape
                              : strcmp(c->string, "data_offsets") == 0 ? &offs : NULL;
-        if (!slot) return fail_(err, errlen, "%s: tensor '%s': unknown field '%s'", label, name, c->string);
-        if (*slot) return fail_(err, errlen, "%s: tensor '%s': field '%s' given twice", label, name, c->string);
+        if (!slot) return wgpt_errf(err, errlen, "%s: tensor '%s': unknown field '%s'", label, name, c->string);
+        if (*slot) return wgpt_errf(err, errlen, "%s: tensor '%s': field '%s' given twice", label, name, c->string);
         *slot = c;
     }
     if (!dtype || !shape || !offs)
-        return fail_(err, errlen, "%s: tensor '%s': missing '%s'", label, name,
+        return wgpt_errf(err, errlen, "%s: tensor '%s': missing '%s'", label, name,
                      !dtype ? "dtype" : !shape ? "shape" : "data_offsets");
-    if (!cJSON_IsString(dtype)) return fail_(err, errlen, "%s: tensor '%s': dtype is not a string", label, name);
+    if (!cJSON_IsString(dtype)) return wgpt_errf(err, errlen, "%s: tensor '%s': dtype is not a string", label, name);
     int d = -1;
     for (int k = 0; k < WGPT_ST_NUM_DTYPES && d < 0; k++)
         if (strcmp(dtype->valuestring, DTYPES[k].name) == 0) d = k;
-    if (d < 0) return fail_(err, errlen, "%s: tensor '%s': unknown dtype '%s'", label, name, dtype->valuestring);
+    if (d < 0) return wgpt_errf(err, errlen, "%s: tensor '%s': unknown dtype '%s'", label, name, dtype->valuestring);
     t->dtype = (wgpt_st_dtype)d;
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > WGPT_ST_MAX_DIMS)
-        return fail_(err, errlen, "%s: tensor '%s': shape is not an array of at most %d sizes", label, name,
+        return wgpt_errf(err, errlen, "%s: tensor '%s': shape is not an array of at most %d sizes", label, name,
                      WGPT_ST_MAX_DIMS);
     t->ndim = 0;
     t->count = 1;
     for (const cJSON *c = shape->child; c; c = c->next) {
         uint64_t v;
-        if (!whole_(c, &v)) return fail_(err, errlen, "%s: tensor '%s': a shape entry is not a whole number", label, name);
-        if (v && t->count > UINT64_MAX / v) return fail_(err, errlen, "%s: tensor '%s': shape overflows", label, name);
+        if (!whole_(c, &v)) return wgpt_errf(err, errlen, "%s: tensor '%s': a shape entry is not a whole number", label, name);
+        if (v && t->count > UINT64_MAX / v) return wgpt_errf(err, errlen, "%s: tensor '%s': shape overflows", label, name);
         t->shape[t->ndim++] = v;
         t->count *= v;
     }
     unsigned sz = DTYPES[d].size;
-    if (t->count > UINT64_MAX / sz) return fail_(err, errlen, "%s: tensor '%s': shape overflows", label, name);
+    if (t->count > UINT64_MAX / sz) return wgpt_errf(err, errlen, "%s: tensor '%s': shape overflows", label, name);
     t->nbytes = t->count * sz;
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !whole_(offs->child, begin) ||
         !whole_(offs->child->next, end))
-        return fail_(err, errlen, "%s: tensor '%s': data_offsets is not [begin, end] in whole numbers", label, name);
+        return wgpt_errf(err, errlen, "%s: tensor '%s': data_offsets is not [begin, end] in whole numbers", label, name);
     if (*end < *begin || *end - *begin != t->nbytes)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: tensor '%s': data_offsets [%llu, %llu] do not hold its %llu elements of %s (%llu bytes)",
                      label, name, (unsigned long long)*begin, (unsigned long long)*end,
                      (unsigned long long)t->count, DTYPES[d].name, (unsigned long long)t->nbytes);
@@ -194,20 +186,20 @@ static int check_tiling_(span_ *s, size_t n, uint64_t size, const wgpt_st_tensor
     uint64_t at = 0;
     for (size_t i = 0; i < n; i++) {
         if (s[i].end > size)
-            return fail_(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past the data's %llu bytes",
+            return wgpt_errf(err, errlen, "%s: tensor '%s': data_offsets [%llu, %llu] run past the data's %llu bytes",
                          label, ts[s[i].index].name, (unsigned long long)s[i].begin, (unsigned long long)s[i].end,
                          (unsigned long long)size);
         if (s[i].begin < at)
-            return fail_(err, errlen, "%s: tensor '%s' overlaps tensor '%s' (bytes [%llu, %llu))", label,
+            return wgpt_errf(err, errlen, "%s: tensor '%s' overlaps tensor '%s' (bytes [%llu, %llu))", label,
                          ts[s[i].index].name, ts[s[i - 1].index].name, (unsigned long long)s[i].begin,
                          (unsigned long long)at);
         if (s[i].begin > at)
-            return fail_(err, errlen, "%s: bytes [%llu, %llu) of the data, before tensor '%s', belong to no tensor",
+            return wgpt_errf(err, errlen, "%s: bytes [%llu, %llu) of the data, before tensor '%s', belong to no tensor",
                          label, (unsigned long long)at, (unsigned long long)s[i].begin, ts[s[i].index].name);
         at = s[i].end;
     }
     if (at != size)
-        return fail_(err, errlen, "%s: bytes [%llu, %llu) at the end of the data belong to no tensor", label,
+        return wgpt_errf(err, errlen, "%s: bytes [%llu, %llu) at the end of the data belong to no tensor", label,
                      (unsigned long long)at, (unsigned long long)size);
     return 0;
 }
@@ -218,7 +210,7 @@ static int read_entries_(wgpt_safetensors *st, const cJSON *root, const unsigned
     size_t n = 0, name_bytes = 0;
     for (const cJSON *c = root->child; c; c = c->next) {
         if (strcmp(c->string, "__metadata__") == 0) {
-            if (!metadata_ok_(c)) return fail_(err, errlen, "%s: __metadata__ is not an object of strings", label);
+            if (!metadata_ok_(c)) return wgpt_errf(err, errlen, "%s: __metadata__ is not an object of strings", label);
             continue;
         }
         n++;
@@ -229,7 +221,7 @@ static int read_entries_(wgpt_safetensors *st, const cJSON *root, const unsigned
     span_ *spans = malloc((n ? n : 1) * sizeof *spans);
     int rc = -1;
     if (!st->tensors || !st->names || !spans) {
-        fail_(err, errlen, "%s: out of memory for %zu tensors", label, n);
+        wgpt_errf(err, errlen, "%s: out of memory for %zu tensors", label, n);
         goto out;
     }
     char *np = st->names;
@@ -237,7 +229,7 @@ static int read_entries_(wgpt_safetensors *st, const cJSON *root, const unsigned
     for (const cJSON *c = root->child; c; c = c->next) {
         if (strcmp(c->string, "__metadata__") == 0) {
             if (metadata_seen++) {
-                fail_(err, errlen, "%s: __metadata__ given twice", label);
+                wgpt_errf(err, errlen, "%s: __metadata__ given twice", label);
                 goto out;
             }
             continue;
@@ -256,7 +248,7 @@ static int read_entries_(wgpt_safetensors *st, const cJSON *root, const unsigned
     qsort(st->tensors, n, sizeof *st->tensors, by_name_);
     for (size_t i = 1; i < n; i++)
         if (strcmp(st->tensors[i].name, st->tensors[i - 1].name) == 0) {
-            fail_(err, errlen, "%s: tensor '%s' appears twice", label, st->tensors[i].name);
+            wgpt_errf(err, errlen, "%s: tensor '%s' appears twice", label, st->tensors[i].name);
             goto out;
         }
     rc = 0;
@@ -270,34 +262,34 @@ int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size,
     memset(st, 0, sizeof *st);
     const unsigned char *b = bytes;
     if (size < 8)
-        return fail_(err, errlen, "%s: %zu bytes, too short for a safetensors file (8-byte header length first)",
+        return wgpt_errf(err, errlen, "%s: %zu bytes, too short for a safetensors file (8-byte header length first)",
                      label, size);
     uint64_t n = (uint64_t)le32_(b) | (uint64_t)le32_(b + 4) << 32;
     if (n < 2 || n > WGPT_ST_MAX_HEADER || n > size - 8)
-        return fail_(err, errlen,
+        return wgpt_errf(err, errlen,
                      "%s: header length %llu is outside [2, %llu] or past the file's end (%zu bytes): not a "
                      "safetensors file",
                      label, (unsigned long long)n, (unsigned long long)WGPT_ST_MAX_HEADER, size);
     const char *h = (const char *)b + 8;
-    if (h[0] != '{') return fail_(err, errlen, "%s: the header does not start with '{': not a safetensors file", label);
+    if (h[0] != '{') return wgpt_errf(err, errlen, "%s: the header does not start with '{': not a safetensors file", label);
     const char *nul = memchr(h, 0, (size_t)n);
-    if (nul) return fail_(err, errlen, "%s: a NUL byte at byte %zu of the JSON header", label, (size_t)(nul - h));
+    if (nul) return wgpt_errf(err, errlen, "%s: a NUL byte at byte %zu of the JSON header", label, (size_t)(nul - h));
     size_t bad = utf8_bad_((const unsigned char *)h, (size_t)n);
-    if (bad < n) return fail_(err, errlen, "%s: the JSON header is not UTF-8 (byte %zu)", label, bad);
+    if (bad < n) return wgpt_errf(err, errlen, "%s: the JSON header is not UTF-8 (byte %zu)", label, bad);
     bad = nul_escape_(h, (size_t)n);
-    if (bad < n) return fail_(err, errlen, "%s: the JSON header holds \\u0000 (byte %zu)", label, bad);
+    if (bad < n) return wgpt_errf(err, errlen, "%s: the JSON header holds \\u0000 (byte %zu)", label, bad);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(h, (size_t)n, &end, 0);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();
         size_t off = at && at >= h && at <= h + n ? (size_t)(at - h) : 0;
-        return fail_(err, errlen, "%s: the header is not valid JSON (near byte %zu of %llu)", label, off,
+        return wgpt_errf(err, errlen, "%s: the header is not valid JSON (near byte %zu of %llu)", label, off,
                      (unsigned long long)n);
     }
     int rc = -1;
     while (end && end < h + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
-    if (!cJSON_IsObject(root)) fail_(err, errlen, "%s: the header is not a JSON object", label);
-    else if (end != h + n) fail_(err, errlen, "%s: bytes after the JSON header's end (byte %zu)", label, (size_t)(end - h));
+    if (!cJSON_IsObject(root)) wgpt_errf(err, errlen, "%s: the header is not a JSON object", label);
+    else if (end != h + n) wgpt_errf(err, errlen, "%s: bytes after the JSON header's end (byte %zu)", label, (size_t)(end - h));
     else rc = read_entries_(st, root, b + 8 + n, size - 8 - n, label, err, errlen);
     cJSON_Delete(root);
     if (rc < 0) {
@@ -313,11 +305,11 @@ int wgpt_safetensors_open(wgpt_safetensors *st, const char *path, char *err, siz
     memset(st, 0, sizeof *st);
     // O_NONBLOCK: a FIFO must not hang the open; it is refused just below.
     int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) return fail_(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return wgpt_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return fail_(err, errlen, "%s: not a regular file", path);
+        return wgpt_errf(err, errlen, "%s: not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
     void *map = NULL;
@@ -326,7 +318,7 @@ int wgpt_safetensors_open(wgpt_safetensors *st, const char *path, char *err, siz
         if (map == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return fail_(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
+            return wgpt_errf(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
         }
     }
     close(fd);
@@ -374,7 +366,7 @@ unsigned char *wgpt_safetensors_header(const wgpt_st_spec *t, size_t n, size_t *
         for (uint32_t k = 0; k < t[i].ndim; k++) count *= t[i].shape[k], dims[k] = (double)t[i].shape[k];
         // cJSON prints whole numbers below 1e15 exactly (15 significant digits)
         if (count > (uint64_t)1e14 / 4 || at > (uint64_t)1e14) {
-            fail_(err, errlen, "tensor '%s': too large for this writer (%llu elements)", t[i].name,
+            wgpt_errf(err, errlen, "tensor '%s': too large for this writer (%llu elements)", t[i].name,
                   (unsigned long long)count);
             goto fail;
         }
@@ -403,7 +395,7 @@ unsigned char *wgpt_safetensors_header(const wgpt_st_spec *t, size_t n, size_t *
     cJSON_Delete(root);
     return out;
 oom:
-    fail_(err, errlen, "out of memory writing a safetensors header");
+    wgpt_errf(err, errlen, "out of memory writing a safetensors header");
 fail:
     free(json);
     cJSON_Delete(meta);
