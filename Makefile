@@ -18,6 +18,8 @@ LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/
           $(wildcard src/util/*.c)
 LIB_SRC += $(wildcard src/weights/*.c)
 CLI_SRC = $(wildcard src/cli/*.c)
+# The benchmarks (`wgpt bench`): above the library, beside the commands.
+BENCH_SRC = $(wildcard src/bench/*.c)
 KERNELS = $(sort $(wildcard kernels/*.wgsl))
 TEST_SRC = $(wildcard tests/test_*.c)
 # The plain C reference of the math every kernel is tested against.
@@ -27,6 +29,7 @@ TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+BENCH_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(BENCH_SRC))
 
 .PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install
 all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits
@@ -90,11 +93,12 @@ $(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c src/gpu/embedded.h
 $(BUILD)/libwgpt.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
-# The commands without main(), for tests that check what a command prints and returns (test_train).
-$(BUILD)/libwgptcli.a: $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ))
+# The commands without main() and the benchmarks, for tests that check what a
+# command prints and returns (test_train) or time ops (test_microbench).
+$(BUILD)/libwgptcli.a: $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ)) $(BENCH_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/wgpt: $(CLI_OBJ) $(BUILD)/libwgpt.a
+$(BUILD)/wgpt: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libwgpt.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
 $(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/ref/*.h)

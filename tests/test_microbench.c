@@ -1,4 +1,4 @@
-// test_microbench.c: timing prepared ops (train/microbench.h): the median, the
+// test_microbench.c: timing prepared ops (bench/microbench.h): the median, the
 // per-kernel split from GPU timestamps, the exact number of warm-up and timed
 // runs (test kernels count their own runs), the wall-clock fallback, a larger
 // op timing longer, and the refusals (bad run counts, untimed dispatches, too
@@ -6,7 +6,7 @@
 #include "test_util.h"
 
 #include "model/op.h"
-#include "train/microbench.h"
+#include "bench/microbench.h"
 
 static wgpt_gpu *T;  // opened with profiling (NULL if the device has no timestamps)
 static wgpt_gpu *W;  // without: the wall clock

@@ -5,7 +5,8 @@
 // else in the object it was called on (wgpt_gpu_error, wgpt_gpt2_error,
 // wgpt_loader_error). Every failure leaves a message. Nothing below src/cli
 // prints or picks an exit code: the commands print the message and choose
-// the exit status. (One exception to "no signal handlers in the library":
+// the exit status. (The benchmarks, src/bench beside src/cli, print their
+// own reports.) (One exception to "no signal handlers in the library":
 // data/bus_guard.h catches SIGBUS for the length of one shard read.)
 #ifndef WGPT_UTIL_ERR_H
 #define WGPT_UTIL_ERR_H

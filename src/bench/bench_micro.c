@@ -1,6 +1,6 @@
 // bench_micro.c: `wgpt bench --micro` (see bench_micro.h): the device, how
 // it is timed, the 124M step's memory, then the matmul and memory sections.
-#include "cli/bench_micro.h"
+#include "bench/bench_micro.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +108,7 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     int runs = mo->runs;
     wgpt_bench_ctx b = {.timing = {.warmup = 2, .runs = runs, .min_warmup_ms = 100}, .rng = 0x9E3779B97F4A7C15ull};
     b.g = open_(opt, mo->splits, mo->wall_clock, &b.timing.timestamps, why, sizeof why);
-    if (!b.g) return 1;
+    if (!b.g) return -1;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(b.g);
     int cpu = strcmp(in->type, "CPU") == 0;
     b.scale = scale > 0 ? scale : cpu ? 1.0 / 16 : 1.0;
@@ -128,7 +128,7 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     print_step_memory_(b.g, opt);
     if (mo->splits) printf("splits: every matmul's k in %u parts (--micro-splits)\n", mo->splits);
     fflush(stdout);
-    int rc = wgpt_bench_micro_matmul(&b) < 0 || wgpt_bench_micro_memory(&b) < 0;
+    int rc = wgpt_bench_micro_matmul(&b) < 0 || wgpt_bench_micro_memory(&b) < 0 ? -1 : 0;
     wgpt_gpu_close(b.g);
     return rc;
 }

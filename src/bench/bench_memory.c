@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cli/bench_micro.h"
+#include "bench/bench_micro.h"
 #include "model/cross_entropy.h"
 #include "model/elementwise.h"
 #include "model/layernorm.h"
 #include "model/optimizer.h"
-#include "train/microbench.h"
+#include "bench/microbench.h"
 
 typedef struct mem_arrays {
     uint64_t n;       // floats in each of a, b, c, d

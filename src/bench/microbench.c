@@ -1,5 +1,5 @@
 // microbench.c: medians of a prepared op's GPU time (see microbench.h).
-#include "train/microbench.h"
+#include "bench/microbench.h"
 
 #include <stdlib.h>
 #include <string.h>

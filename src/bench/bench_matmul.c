@@ -4,11 +4,11 @@
 // forward and both backward passes, and a square N x N x N forward.
 #include <stdio.h>
 
-#include "cli/bench_micro.h"
+#include "bench/bench_micro.h"
 #include "model/linear.h"
 #include "model/linear_f16.h"
 #include "model/precision.h"
-#include "train/microbench.h"
+#include "bench/microbench.h"
 
 typedef struct mm_shape {
     const char *name;

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "gpu/gpu.h"
-#include "train/microbench.h"
+#include "bench/microbench.h"
 
 // What the sections share: the open device and how to time.
 typedef struct wgpt_bench_ctx {
@@ -29,8 +29,9 @@ typedef struct wgpt_bench_micro_opts {
     uint32_t splits; // 0, or every matmul's split count over k (wgpt_gpu_options.matmul_splits)
 } wgpt_bench_micro_opts;
 
-// Runs the micro-benchmarks on the device opt selects and prints them.
-// Returns the process exit status: 0, or 1 after printing the error to stderr.
+// Runs the micro-benchmarks on the device opt selects and prints them (the
+// benchmarks print their own reports and errors: this folder is the top of
+// the tree beside src/cli). Returns 0, or -1 after printing the error to stderr.
 int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opts *mo);
 
 // The sections: each prints its rows and returns 0, or -1 with the error

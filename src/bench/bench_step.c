@@ -1,0 +1,134 @@
+// bench_step.c: `wgpt bench`'s training steps (see bench_step.h).
+#include "bench/bench_step.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/clock.h"
+
+// Sums the GPU time of the last step's dispatches per kernel, largest first.
+static void print_profile_(wgpt_gpu *g) {
+    enum { MAXT = 2048, MAXK = 64 };
+    static wgpt_timing t[MAXT];
+    int n = wgpt_gpu_timings(g, t, MAXT);
+    if (n <= 0) return;
+    const char *names[MAXK];
+    double ms[MAXK] = {0}, total = 0;
+    int calls[MAXK] = {0}, nk = 0;
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < nk && strcmp(names[k], t[i].kernel) != 0) k++;
+        if (k == nk) {
+            if (nk == MAXK) continue;
+            names[nk++] = t[i].kernel;
+        }
+        ms[k] += t[i].ms, calls[k]++, total += t[i].ms;
+    }
+    for (int a = 0; a < nk; a++)  // selection sort by time, descending
+        for (int b = a + 1; b < nk; b++)
+            if (ms[b] > ms[a]) {
+                double tm = ms[a];
+                ms[a] = ms[b], ms[b] = tm;
+                int tc = calls[a];
+                calls[a] = calls[b], calls[b] = tc;
+                const char *tn = names[a];
+                names[a] = names[b], names[b] = tn;
+            }
+    printf("GPU time per kernel over the last step (%d dispatches, %.1f ms):\n", n, total);
+    for (int k = 0; k < nk; k++)
+        printf("  %-32s %8.2f ms %5.1f%%  %4d calls\n", names[k], ms[k], 100 * ms[k] / total, calls[k]);
+}
+
+int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
+    wgpt_gpt2_config c = so->config;
+    uint32_t B = so->B, T = so->T, steps = so->steps;
+    int profile = so->gpu.profile;
+    float peak = so->peak_tflops;
+    wgpt_precision precision = so->precision;
+    const wgpt_gpu_options opt = so->gpu;
+    char err[2048], line[512];
+    wgpt_gpu *g = wgpt_gpu_open(&opt, err, sizeof err);
+    if (!g) {
+        fprintf(stderr, "wgpt bench: %s\n", err);
+        return -1;
+    }
+    wgpt_gpu_describe(wgpt_gpu_get_info(g), line, sizeof line);
+    printf("adapter: %s\n", line);
+    int dims = wgpt_gpt2_check_shape(&c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, sizeof err);
+    wgpt_gpt2 *m = dims ? NULL : wgpt_gpt2_create_precision(g, &c, B, T, 1, precision, err, sizeof err);
+    if (dims) {
+        fprintf(stderr, "wgpt bench: %s: change %s%s%s%s%s%s\n", err, dims & WGPT_GPT2_DIM_B ? "--batch " : "",
+                dims & WGPT_GPT2_DIM_T ? "--seq " : "", dims & WGPT_GPT2_DIM_C ? "--channels " : "",
+                dims & WGPT_GPT2_DIM_NH ? "--heads " : "", dims & WGPT_GPT2_DIM_L ? "--layers " : "",
+                dims & WGPT_GPT2_DIM_V ? "--vocab" : "");
+        wgpt_gpu_close(g);
+        return -2;
+    }
+    if (!m) {
+        fprintf(stderr, "wgpt bench: %s\n", err);
+        wgpt_gpu_close(g);
+        return -1;
+    }
+    size_t np = wgpt_gpt2_num_params(&c);
+    float *params = malloc(np * sizeof *params);
+    int *tok = malloc((size_t)B * T * sizeof *tok), *tgt = malloc((size_t)B * T * sizeof *tgt);
+    int rc = -1;
+    if (!params || !tok || !tgt) {
+        fprintf(stderr, "wgpt bench: out of host memory\n");
+        goto done;
+    }
+    wgpt_gpt2_init_params(&c, params, 1337);
+    wgpt_gpt2_bench_tokens(&c, tok, tgt, (size_t)B * T);
+    if (wgpt_gpt2_set_params(m, params) < 0) {
+        fprintf(stderr, "wgpt bench: %s\n", wgpt_gpt2_error(m));
+        goto done;
+    }
+    uint64_t pb, ab;
+    wgpt_gpt2_memory(m, &pb, &ab);
+    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens; precision %s\n",
+           c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T,
+           wgpt_precision_name(precision));
+    printf("GPU memory: %.1f MiB parameters+gradients+AdamW, %.1f MiB activations and scratch\n", pb / 1048576.0,
+           ab / 1048576.0);
+    wgpt_adamw_config o = {.lr = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    double t0 = 0;
+    for (uint32_t step = 1; step <= steps + 2; step++) {
+        if (step == 3) t0 = wgpt_clock_s();
+        if (profile && step == steps + 2) {  // keep only the last step's timings
+            static wgpt_timing drain[4096];
+            while (wgpt_gpu_timings(g, drain, 4096) > 0) {
+            }
+        }
+        wgpt_step_result r;
+        double ts = wgpt_clock_s();
+        if (wgpt_gpt2_train_step(m, tok, tgt, &o, (int)step, &r) < 0) {
+            fprintf(stderr, "wgpt bench: step %u: %s\n", step, wgpt_gpt2_error(m));
+            goto done;
+        }
+        if (!isfinite(r.loss)) {  // timings of a diverged step would be reported as a success
+            fprintf(stderr, "wgpt bench: step %u: the loss is %s\n", step, isnan(r.loss) ? "NaN" : "Inf");
+            goto done;
+        }
+        printf("step %3u%s: loss %.4f, grad norm %.3f, %.1f ms%s\n", step, step <= 2 ? " (warm-up)" : "", r.loss,
+               r.grad_norm, (wgpt_clock_s() - ts) * 1e3, r.skipped ? " (skipped)" : "");
+    }
+    double ms = (wgpt_clock_s() - t0) * 1e3 / steps;
+    if (profile) print_profile_(g);
+    double tps = (double)B * T / (ms * 1e-3);
+    double flops = wgpt_gpt2_flops_per_token(&c, T);
+    double tf = flops * tps * 1e-12;
+    if (!peak) peak = wgpt_gpu_get_info(g)->fp32_peak_tflops;
+    char mfu[96] = "";
+    if (peak > 0) snprintf(mfu, sizeof mfu, ", MFU %.1f%% of %.0f TFLOP/s fp32", 100 * tf / peak, peak);
+    printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u, precision %s)\n", ms, tps, tf, mfu,
+           B, T, wgpt_precision_name(precision));
+    rc = 0;
+done:
+    free(params), free(tok), free(tgt);
+    wgpt_gpt2_free(m);
+    wgpt_gpu_close(g);
+    return rc;
+}
