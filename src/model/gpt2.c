@@ -501,6 +501,15 @@ static int record_grad_scale_(wgpt_gpt2 *m, int k) {
     return 0;
 }
 
+// A new loss scale rebuilds the backward, whose first kernel carries it.
+static int use_loss_scale_(wgpt_gpt2 *m, float scale) {
+    if (scale == m->loss_scale) return 0;
+    m->loss_scale = scale;
+    wgpt_op_free(&m->bwd);
+    wgpt_op_init(&m->bwd);
+    return build_backward_(m);
+}
+
 // After an update's state was read back (so no recorded work still uses the
 // backward op; the f16 copy of the new parameters was recorded before that):
 // the dynamic loss scale, halved by an overflow, doubled after
@@ -517,11 +526,7 @@ static int after_update_(wgpt_gpt2 *m, const wgpt_optim_state *st, wgpt_step_res
         s = s < 16777216.0f ? s * 2.0f : s;
         m->clean_steps = 0;
     }
-    if (s == m->loss_scale) return 0;
-    m->loss_scale = s;
-    wgpt_op_free(&m->bwd);
-    wgpt_op_init(&m->bwd);
-    return build_backward_(m);
+    return use_loss_scale_(m, s);
 }
 
 int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_steps, wgpt_step_result *out) {
@@ -545,11 +550,7 @@ int wgpt_gpt2_set_loss_scale(wgpt_gpt2 *m, float scale) {
     if (!(scale >= 1.0f && scale <= 16777216.0f) || frexpf(scale, &e) != 0.5f)
         return wgpt_gpt2_fail_(m, "loss scale %g: must be a power of two in [1, 2^24]", scale);
     m->clean_steps = 0;
-    if (scale == m->loss_scale) return 0;
-    m->loss_scale = scale;
-    wgpt_op_free(&m->bwd);
-    wgpt_op_init(&m->bwd);
-    return build_backward_(m);
+    return use_loss_scale_(m, scale);
 }
 
 int wgpt_gpt2_inject_nan_grad(wgpt_gpt2 *m) {

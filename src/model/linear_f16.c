@@ -40,19 +40,15 @@ static const char *const KERNEL[2][3] = {
 // Appends one dispatch of a pass over an (m, n) output.
 static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
                 uint32_t m, uint32_t n, uint32_t k, uint32_t flag) {
-    int sgm = wgpt_linear_f16_uses_sgm(g);
-    if (sgm) {  // the subgroup-matrix kernels bind at least one fragment of output (WebGPU's minimum binding size)
-        const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
-        sgm = (uint64_t)m * n >= (uint64_t)i->matrix_configs[i->sgm_config].m * i->matrix_configs[i->sgm_config].n;
-    }
+    // The subgroup-matrix kernels bind at least one fragment of output (WebGPU's
+    // minimum binding size): smaller outputs take the plain kernels.
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
+    const wgpt_matrix_config *c = wgpt_linear_f16_uses_sgm(g) ? &i->matrix_configs[i->sgm_config] : NULL;
+    int sgm = c && (uint64_t)m * n >= (uint64_t)c->m * c->n;
     const char *kernel = KERNEL[sgm][pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
-    uint32_t bm = F16_ROWS, bn = F16_COLS;
-    if (sgm) {  // BM, BN of 03_linear_sgm.wgsl
-        const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
-        bm = 8 * i->matrix_configs[i->sgm_config].m, bn = 8 * i->matrix_configs[i->sgm_config].n;
-    }
+    uint32_t bm = sgm ? 8 * c->m : F16_ROWS, bn = sgm ? 8 * c->n : F16_COLS;  // BM, BN of the kernel file
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
