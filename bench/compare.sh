@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # compare.sh: wgpt beside PyTorch on this machine's GPU, in one command.
 # Run from a built tree (make all) on the GPU machine:
-#   bench/compare.sh [--peak-tflops 67] [--batch 4] [--steps 10] [--python python3]
+#   bench/compare.sh [--peak-tflops 67] [--tf32-peak 494.7] [--f16-peak 989.4]
+#                    [--batch 4] [--steps 10] [--python python3]
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
 #                    [--compile] [--no-step] [--no-micro]
-# 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024, fp32) and bench/pytorch_gpt2.py in its
-#    three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of tokens/s,
-#    ms/step, TFLOP/s, MFU against --peak-tflops, memory, and wgpt / PyTorch.
-# 2. `wgpt bench --micro` and pytorch_gpt2.py --matmul (fp32, TF32 off) at the same
-#    shapes: ms and TFLOP/s per shape and pass, and the ratio; the memory-bound rows.
+# 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024) in fp32 and f16 and bench/pytorch_gpt2.py
+#    in its three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of
+#    tokens/s, ms/step, TFLOP/s, MFU against the peak of each row's arithmetic (the
+#    H200's by default: fp32 67, TF32 494.7, f16/bf16 989.4 dense), memory, and wgpt
+#    over PyTorch (wgpt fp32 beside the fp32 rows, wgpt f16 beside bf16).
+# 2. `wgpt bench --micro` and pytorch_gpt2.py --matmul (fp32, TF32 off; and f16 beside
+#    wgpt's _f16 rows) at the same shapes: ms and TFLOP/s per shape and pass, and the
+#    ratio; the memory-bound rows.
 # --model passes the same model options to both (e.g. "--layers 2 --channels 128
 # --heads 4 --vocab 1000 --seq 64" for a quick try); --micro-args goes to
 # `wgpt bench --micro` (e.g. "--micro-scale 0.5"). Without python3, torch or a CUDA
@@ -17,13 +21,15 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-peak=67 batch=4 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args="" compile=""
+peak=67 tf32_peak=494.7 f16_peak=989.4 batch=4 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args="" compile=""
 do_step=1 do_micro=1
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --peak-tflops) need "$@"; peak=$2; shift 2 ;;
+    --tf32-peak) need "$@"; tf32_peak=$2; shift 2 ;;
+    --f16-peak) need "$@"; f16_peak=$2; shift 2 ;;
     --batch) need "$@"; batch=$2; shift 2 ;;
     --steps) need "$@"; steps=$2; shift 2 ;;
     --python) need "$@"; py=$2; shift 2 ;;
@@ -38,7 +44,9 @@ while [ $# -gt 0 ]; do
     *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
 done
-case "$peak" in ''|*[!0-9.]*|.) echo "compare.sh: --peak-tflops needs a number, got '$peak'" >&2; exit 2 ;; esac
+for v in peak tf32_peak f16_peak; do
+  case "${!v}" in ''|*[!0-9.]*|.) echo "compare.sh: --${v/_/-} needs a number, got '${!v}'" >&2; exit 2 ;; esac
+done
 for v in batch steps; do
   case "${!v}" in ''|*[!0-9]*|0) echo "compare.sh: --$v needs a positive integer, got '${!v}'" >&2; exit 2 ;; esac
 done
@@ -93,14 +101,18 @@ status=0
 if [ $do_step = 1 ]; then
   echo
   echo "== training step: $wgpt bench and bench/pytorch_gpt2.py"
-  # shellcheck disable=SC2086  # $model is a list of options on purpose
-  run "$out/wgpt_bench.txt" "$wgpt" bench --batch "$batch" --steps "$steps" $model || status=1
-  grep -E '^(adapter|model):' "$out/wgpt_bench.txt" | sed 's/^/  /'
   rows="$out/step_rows.txt"
-  # row: label, tokens/s, ms/step, TFLOP/s, memory MiB, memory kind
-  awk '/^result:/ {r = $4 " " $2 " " $6}
-       /^GPU memory:/ {m = $3 + $5}
-       END {if (r != "") print "wgpt_fp32", r, m, "allocated"}' "$out/wgpt_bench.txt" >"$rows"
+  : >"$rows"
+  for prec in fp32 f16; do
+    # shellcheck disable=SC2086  # $model is a list of options on purpose
+    run "$out/wgpt_bench_$prec.txt" "$wgpt" bench --precision "$prec" --batch "$batch" --steps "$steps" $model ||
+      { [ $prec = fp32 ] && status=1; }  # f16 needs shader-f16: a device without it has no f16 row
+    grep -E '^(adapter|model):' "$out/wgpt_bench_$prec.txt" | sed 's/^/  /'
+    # row: label, tokens/s, ms/step, TFLOP/s, memory MiB, memory kind
+    awk -v p="$prec" '/^result:/ {r = $4 " " $2 " " $6}
+         /^GPU memory allocated:/ {m = $4}
+         END {print "wgpt_" p, (r != "" ? r " " m " allocated" : "failed")}' "$out/wgpt_bench_$prec.txt" >>"$rows"
+  done
   if [ -z "$torch_why" ]; then
     for mode in fp32 tf32 bf16; do
       # shellcheck disable=SC2086
@@ -111,29 +123,35 @@ if [ $do_step = 1 ]; then
     done
   fi
   echo
-  awk -v peak="$peak" -v why="$torch_why" '
+  awk -v peak="$peak" -v tf32="$tf32_peak" -v f16="$f16_peak" -v why="$torch_why" '
     BEGIN {
       label["wgpt_fp32"] = "wgpt, fp32"
+      label["wgpt_f16"] = "wgpt, f16 (loss scaling)"
       label["pytorch_fp32"] = "PyTorch fp32, TF32 off"
       label["pytorch_tf32"] = "PyTorch fp32, TF32 on"
       label["pytorch_bf16"] = "PyTorch bf16 autocast"
+      # the peak of what each row multiplies on, and the wgpt row it is set beside
+      pk["wgpt_fp32"] = peak; pk["pytorch_fp32"] = peak; pk["pytorch_tf32"] = tf32
+      pk["wgpt_f16"] = f16; pk["pytorch_bf16"] = f16
+      peer["pytorch_fp32"] = "wgpt_fp32"; peer["pytorch_tf32"] = "wgpt_fp32"; peer["pytorch_bf16"] = "wgpt_f16"
     }
     { tps[$1] = $2; ms[$1] = $3; tf[$1] = $4; mem[$1] = $5; kind[$1] = $6; order[n++] = $1 }
     END {
-      printf "%-24s %10s %9s %8s %7s %11s %11s\n", "run", "tokens/s", "ms/step", "TFLOP/s", "MFU", "memory MiB",
+      printf "%-26s %10s %9s %8s %7s %11s %11s\n", "run", "tokens/s", "ms/step", "TFLOP/s", "MFU", "memory MiB",
              "wgpt/this"
-      if (!("wgpt_fp32" in tps)) print "wgpt bench gave no result (see its output above)"
       for (i = 0; i < n; i++) {
         k = order[i]
-        if (tps[k] == "failed") { printf "%-24s %s\n", label[k], "failed: see its output above"; continue }
-        ratio = (k != "wgpt_fp32" && ("wgpt_fp32" in tps) && tps[k] > 0) ? sprintf("%.2f", tps["wgpt_fp32"] / tps[k]) : "-"
-        printf "%-24s %10.0f %9.1f %8.2f %6.1f%% %11.0f %11s\n", label[k], tps[k], ms[k], tf[k], 100 * tf[k] / peak,
-               mem[k], ratio
+        if (tps[k] == "failed") { printf "%-26s %s\n", label[k], "failed: see its output above"; continue }
+        w = peer[k]
+        ratio = (w != "" && tps[w] != "failed" && tps[w] > 0 && tps[k] > 0) ? sprintf("%.2f", tps[w] / tps[k]) : "-"
+        printf "%-26s %10.0f %9.1f %8.2f %6.1f%% %11.0f %11s\n", label[k], tps[k], ms[k], tf[k],
+               (pk[k] > 0 ? 100 * tf[k] / pk[k] : 0), mem[k], ratio
       }
       if (why != "") print "PyTorch rows: none (" why ")"
-      printf "MFU: TFLOP/s (6N + 6LCT FLOPs a token) over %s TFLOP/s, the fp32 peak given by --peak-tflops; TF32 and\n", peak
-      print "bf16 run on tensor cores with higher peaks. wgpt/this: tokens/s of wgpt (fp32) over the row. Memory: wgpt,"
-      print "the GPU memory it allocates (parameters, gradients, AdamW, activations); PyTorch, torch.cuda.max_memory_allocated."
+      printf "MFU: TFLOP/s (6N + 6LCT FLOPs a token) over the peak of the row'"'"'s arithmetic: fp32 %s, TF32 %s,\n", peak, tf32
+      printf "f16/bf16 %s TFLOP/s dense (--peak-tflops, --tf32-peak, --f16-peak). wgpt/this: tokens/s of wgpt fp32\n", f16
+      print "over the fp32 rows, of wgpt f16 over bf16. Memory: wgpt, every storage buffer it allocated (peak);"
+      print "PyTorch, torch.cuda.max_memory_allocated."
     }' "$rows"
 fi
 

@@ -16,6 +16,10 @@ struct F16Params {
     n: u32,
     k: u32,
     flag: u32,  // bit 0: add to the output; bit 1: add bias (n)
+    ks: u32,    // SgmParams' split (never set for these kernels)
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a2: array<u32>;

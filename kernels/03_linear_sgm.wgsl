@@ -12,7 +12,11 @@
 // on load and stored through workgroup memory with bounds checks.
 // ABI: a (f16 as vec4<u32>), b (same), bias (f32; a stand-in when unused),
 // out (f32), then `p: SgmParams`. Dispatch: one workgroup of 4 subgroups per
-// BM x BN output block: grid (ceil(n / BN), ceil(m / BM), 1).
+// BM x BN output block and split: grid (ceil(n / BN), ceil(m / BM), splits).
+// Split-k (p.ks != 0): workgroup z sums k in [z * ks, (z + 1) * ks) and
+// writes its partial block to out[z] (m x n floats each; flag 0) for
+// matmul_split_reduce to add in order of z: a 768 x 768 weight gradient is 72
+// blocks for 132 SMs.
 // See docs/kernels/03_linear_sgm.md.
 
 struct SgmParams {
@@ -20,7 +24,16 @@ struct SgmParams {
     n: u32,     // output columns
     k: u32,     // reduction length
     flag: u32,  // bit 0: add to the output; bit 1: add bias (n) to every row
+    ks: u32,    // k per split (a multiple of BK), 0: no split
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
+
+// This workgroup's k range and the first float of its output (its split's partial).
+var<private> k_lo: u32;
+var<private> k_hi: u32;
+var<private> o_base: u32;
 
 @group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> b4: array<vec4<u32>>;
@@ -65,12 +78,12 @@ fn load_a(a_t: bool, v: u32, m0: u32, k0: u32) -> vec4<u32> {
     if (a_t) {
         let r = k0 + v / (BM / 8u);
         let c = m0 + (v % (BM / 8u)) * 8u;
-        if (r >= p.k || c >= p.m) { return vec4<u32>(); }
+        if (r >= k_hi || c >= p.m) { return vec4<u32>(); }
         return a4[(r * p.m + c) / 8u];
     }
     let r = m0 + v / (BK / 8u);
     let c = k0 + (v % (BK / 8u)) * 8u;
-    if (r >= p.m || c >= p.k) { return vec4<u32>(); }
+    if (r >= p.m || c >= k_hi) { return vec4<u32>(); }
     return a4[(r * p.k + c) / 8u];
 }
 
@@ -79,12 +92,12 @@ fn load_b(b_t: bool, v: u32, n0: u32, k0: u32) -> vec4<u32> {
     if (b_t) {
         let r = n0 + v / (BK / 8u);
         let c = k0 + (v % (BK / 8u)) * 8u;
-        if (r >= p.n || c >= p.k) { return vec4<u32>(); }
+        if (r >= p.n || c >= k_hi) { return vec4<u32>(); }
         return b4[(r * p.k + c) / 8u];
     }
     let r = k0 + v / (BN / 8u);
     let c = n0 + (v % (BN / 8u)) * 8u;
-    if (r >= p.k || c >= p.n) { return vec4<u32>(); }
+    if (r >= k_hi || c >= p.n) { return vec4<u32>(); }
     return b4[(r * p.n + c) / 8u];
 }
 
@@ -123,13 +136,13 @@ fn init_c(row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bool) -> CT {
             for (var e = lane; e < SGM_TM * SGM_TN; e += SGM_SG) {
                 let r = row + e / SGM_TN;
                 let q = col + e % SGM_TN;
-                tedge[base + e] = select(0.0, out[r * p.n + q], r < p.m && q < p.n);
+                tedge[base + e] = select(0.0, out[o_base + r * p.n + q], r < p.m && q < p.n);
             }
             workgroupBarrier();
             c = subgroupMatrixLoad<CT, row_major>(&tedge, base, SGM_TN);
             workgroupBarrier();
         } else {
-            c = subgroupMatrixLoad<CT, row_major>(&out, row * p.n + col, p.n);
+            c = subgroupMatrixLoad<CT, row_major>(&out, o_base + row * p.n + col, p.n);
         }
     } else if ((p.flag & 2u) != 0u) {
         c = subgroupMatrixLoad<CT, row_major>(&tbias, cb, BN);
@@ -139,7 +152,7 @@ fn init_c(row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bool) -> CT {
 
 fn store_c(c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
     if (!edge) {
-        subgroupMatrixStore<row_major>(&out, row * p.n + col, c, p.n);
+        subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n);
         return;
     }
     let base = sg * SGM_TM * SGM_TN;
@@ -148,7 +161,7 @@ fn store_c(c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
     for (var e = lane; e < SGM_TM * SGM_TN; e += SGM_SG) {
         let r = row + e / SGM_TN;
         let q = col + e % SGM_TN;
-        if (r < p.m && q < p.n) { out[r * p.n + q] = tedge[base + e]; }
+        if (r < p.m && q < p.n) { out[o_base + r * p.n + q] = tedge[base + e]; }
     }
     workgroupBarrier();
 }
@@ -165,6 +178,14 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
     let lr = (sg / 2u) * 4u * SGM_TM;       // ... and here in the tiles
     let lc = (sg % 2u) * 4u * SGM_TN;
     let edge = m0 + BM > p.m || n0 + BN > p.n;
+    k_lo = 0u;
+    k_hi = p.k;
+    o_base = 0u;
+    if (p.ks != 0u) {
+        k_lo = wid.z * p.ks;
+        k_hi = max(min(k_lo + p.ks, p.k), k_lo);  // the host makes no empty split
+        o_base = wid.z * p.m * p.n;
+    }
 
     if ((p.flag & 2u) != 0u) {
         for (var e = lidx; e < SGM_TM * BN; e += NT) {
@@ -192,15 +213,15 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
 
     var ra: array<vec4<u32>, APT>;
     var rb: array<vec4<u32>, BPT>;
-    for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, 0u); }
-    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, 0u); }
-    let stages = (p.k + BK - 1u) / BK;
+    for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, k_lo); }
+    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, k_lo); }
+    let stages = (k_hi - k_lo + BK - 1u) / BK;
     for (var s = 0u; s < stages; s++) {
         for (var i = 0u; i < APT; i++) { store_a(a_t, lidx + i * NT, ra[i]); }
         for (var i = 0u; i < BPT; i++) { store_b(b_t, lidx + i * NT, rb[i]); }
         workgroupBarrier();
         if (s + 1u < stages) {
-            let k1 = (s + 1u) * BK;
+            let k1 = k_lo + (s + 1u) * BK;
             for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, k1); }
             for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, k1); }
         }

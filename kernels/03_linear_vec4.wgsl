@@ -6,6 +6,9 @@
 //   matmul_backward_weight_vec4 dweight (m, n) += dout[:, off:off+m]^T @ inp (k, n)
 //                               (+ dbias (m) += row sums of that dout^T, if flag bit 1)
 //   matmul_split_reduce         dst[:, off:off+n] = (or +=) sum of the split partials (+ bias)
+//   matmul_backward_bias_part   part[z] (n) = column sums of rows [z * ks, (z + 1) * ks) of
+//                               dout (m, n): the bias gradient where no weight pass fuses it
+//                               (the f16 mode), before matmul_split_reduce
 // Shapes: n, k, ld and off multiples of 4 (every row a whole number of vec4s);
 // m any. ABI: storage buffers at bindings 0..k-1, then `p: MatmulParams`.
 // Dispatch: the matmuls one workgroup of 256 threads per 128 x 128 output
@@ -379,4 +382,38 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     let d = r * (p.ld / 4u) + p.off / 4u + cv;
     if ((p.flag & 1u) != 0u) { s += dst[d]; }
     dst[d] = s;
+}
+
+// --- KERNEL: matmul_backward_bias_part ---
+// part[z, c] = sum of dout[r, c] over rows r in [z * p.ks, min((z + 1) * p.ks, p.m)),
+// p.n a multiple of 4. A workgroup owns 64 vec4 columns of one row range;
+// its 4 row phases each sum every 4th row (64 lanes read 1 KiB of a row),
+// then the phases are added in order: deterministic, no atomics. With rows
+// in parts (grid (ceil(n / 256), parts)) a 768-wide gradient of 4096 rows is
+// 192 workgroups instead of 24 for matmul_backward_bias (03_linear.wgsl).
+// The partials then go through matmul_split_reduce (p.k = parts) into dbias.
+const BP_V: u32 = 64u;   // vec4 columns a workgroup
+const BP_PH: u32 = 4u;   // row phases: WG / BP_V
+var<workgroup> bp_sum: array<vec4<f32>, 256>;
+
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;        // (m, n)
+@group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;  // (parts, n)
+@group(0) @binding(2) var<uniform> p: MatmulParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let n4 = p.n / 4u;
+    let cv = wg.x * BP_V + tid % BP_V;
+    let ph = tid / BP_V;
+    let r0 = wg.y * p.ks;
+    let r1 = min(r0 + p.ks, p.m);
+    var s = vec4<f32>();
+    if (cv < n4) {
+        for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
+    }
+    bp_sum[tid] = s;
+    workgroupBarrier();
+    if (ph == 0u && cv < n4) {
+        part[wg.y * n4 + cv] = ((s + bp_sum[BP_V + tid]) + bp_sum[2u * BP_V + tid]) + bp_sum[3u * BP_V + tid];
+    }
 }

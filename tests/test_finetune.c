@@ -197,7 +197,7 @@ static void inference_takes_imported_models(void **st) {
     const char *models[2] = {hf, path_("m.bin")};
     for (int k = 0; k < 2; k++) {
         wgpt_loaded l;
-        assert_int_equal(wgpt_load_for_inference(&l, models[k], "third_party/gpt2-bpe", &gpu, 1, 16, err, sizeof err), 0);
+        assert_int_equal(wgpt_load_for_inference(&l, models[k], "third_party/gpt2-bpe", &gpu, 1, 16, WGPT_PRECISION_FP32, err, sizeof err), 0);
         assert_memory_equal(&l.cfg, &CFG, sizeof CFG);
         assert_int_equal(wgpt_tokenizer_vocab_size(l.tok), 256);
         if (wgpt_gpt2_forward(l.model, tokens, targets, &loss[k]) < 0) fail_msg("%s", wgpt_gpt2_error(l.model));
@@ -206,7 +206,7 @@ static void inference_takes_imported_models(void **st) {
     printf("loss of the imported model: %.6f (HF folder), %.6f (llm.c file)\n", loss[0], loss[1]);
     assert_true(loss[0] == loss[1] && isfinite(loss[0]));
     wgpt_loaded l;  // a vocabulary that fits no tokenizer
-    assert_int_equal(wgpt_load_for_inference(&l, path_("v300"), "third_party/gpt2-bpe", &gpu, 1, 16, err, sizeof err), -1);
+    assert_int_equal(wgpt_load_for_inference(&l, path_("v300"), "third_party/gpt2-bpe", &gpu, 1, 16, WGPT_PRECISION_FP32, err, sizeof err), -1);
 }
 
 int main(void) {

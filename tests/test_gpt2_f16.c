@@ -145,12 +145,62 @@ static void f16_refuses_odd_shapes(void **st) {
     assert_int_equal(wgpt_precision_parse("bf16", &p), -1);
 }
 
+// auto is f16 where the device has f16 subgroup matrices and the shape allows
+// it, fp32 elsewhere (lavapipe, an odd shape): never an error.
+static void auto_precision_follows_the_device(void **st) {
+    (void)st;
+    wgpt_precision p;
+    assert_int_equal(wgpt_precision_parse("auto", &p), 0);
+    assert_int_equal(p, WGPT_PRECISION_AUTO);
+    wgpt_precision want = wgpt_precision_auto(wgpt_gpu_get_info(G));
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    assert_int_equal(want, i->has_f16 && i->has_subgroup_matrix ? WGPT_PRECISION_F16 : WGPT_PRECISION_FP32);
+    char err[2048];
+    wgpt_gpt2 *m = wgpt_gpt2_create_precision(G, &CFG, B, T, 1, WGPT_PRECISION_AUTO, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    printf("'%s': auto is %s\n", i->name, wgpt_precision_name(wgpt_gpt2_precision(m)));
+    assert_int_equal(wgpt_gpt2_precision(m), want);
+    assert_true(wgpt_gpt2_loss_scale(m) == (want == WGPT_PRECISION_F16 ? WGPT_LOSS_SCALE_INIT : 1.0f));
+    wgpt_gpt2_free(m);
+    wgpt_gpt2_config c = CFG;
+    c.channels = 60, c.num_heads = 4;  // f16 cannot take it: auto is fp32
+    m = wgpt_gpt2_create_precision(G, &c, B, T, 1, WGPT_PRECISION_AUTO, err, sizeof err);
+    if (!m) fail_msg("%s", err);
+    assert_int_equal(wgpt_gpt2_precision(m), WGPT_PRECISION_FP32);
+    wgpt_gpt2_free(m);
+}
+
+// The loss scale's state restores whole (checkpoints), and a state that
+// cannot be is refused naming it.
+static void loss_scale_state_restores(void **st) {
+    (void)st;
+    wgpt_gpt2 *h = model_(WGPT_PRECISION_F16);
+    assert_int_equal(wgpt_gpt2_restore_loss_scale(h, 4096.0f, 999), 0);
+    assert_true(wgpt_gpt2_loss_scale(h) == 4096.0f);
+    assert_int_equal(wgpt_gpt2_loss_scale_clean_steps(h), 999);
+    wgpt_step_result r;
+    assert_int_equal(wgpt_gpt2_train_step(h, tokens, targets, &OPT, 1, &r), 0);
+    assert_int_equal(r.skipped, 0);
+    assert_true(r.loss_scale == 4096.0f);               // the step ran with it
+    assert_true(wgpt_gpt2_loss_scale(h) == 8192.0f);    // its 1000th clean step doubled it
+    assert_int_equal(wgpt_gpt2_loss_scale_clean_steps(h), 0);
+    assert_int_equal(wgpt_gpt2_restore_loss_scale(h, 4096.0f, WGPT_LOSS_SCALE_INTERVAL), -1);
+    assert_non_null(strstr(wgpt_gpt2_error(h), "clean steps"));
+    wgpt_gpt2_free(h);
+    wgpt_gpt2 *f = model_(WGPT_PRECISION_FP32);
+    assert_int_equal(wgpt_gpt2_loss_scale_clean_steps(f), 0);
+    assert_int_equal(wgpt_gpt2_restore_loss_scale(f, 4096.0f, 0), -1);
+    wgpt_gpt2_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loss_and_gradients_near_fp32),
         cmocka_unit_test(ten_steps_near_fp32),
         cmocka_unit_test(overflow_skips_and_lowers_the_scale),
         cmocka_unit_test(f16_refuses_odd_shapes),
+        cmocka_unit_test(auto_precision_follows_the_device),
+        cmocka_unit_test(loss_scale_state_restores),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

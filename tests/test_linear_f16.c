@@ -3,6 +3,7 @@
 // (03_linear_f16.wgsl) on every device, the subgroup-matrix ones
 // (03_linear_sgm.wgsl) where the device has them (the H200; elsewhere the
 // test says they were skipped).
+#include "model/linear.h"
 #include "model/linear_f16.h"
 #include "model/precision.h"
 #include "ref/gpt2_ref.h"
@@ -98,21 +99,31 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_buf *dinp = wgpt_buf_create(G, (uint64_t)N * C * 4, "dinp"), *dw = wgpt_buf_create(G, (uint64_t)OC * C * 4, "dw");
     TU_OK(G, wgpt_buf_upload(G, bb, 0, bias, OC * 4));
     TU_OK(G, wgpt_buf_upload(G, dinp, 0, prior, (uint64_t)N * C * 4));
-    float *dw0 = malloc((size_t)OC * C * 4);
-    tu_fill(dw0, (size_t)OC * C, -1, 1);
+    float *dw0 = malloc((size_t)OC * C * 4), *db0 = malloc((size_t)OC * 4);
+    tu_fill(dw0, (size_t)OC * C, -1, 1), tu_fill(db0, OC, -1, 1);
     TU_OK(G, wgpt_buf_upload(G, dw, 0, dw0, (uint64_t)OC * C * 4));
+    // the bias gradient reads the f32 gradient; split-k partials and the bias's go through scratch
+    wgpt_buf *d32 = wgpt_buf_create(G, (uint64_t)N * OC * 4, "dout"), *db = wgpt_buf_create(G, OC * 4, "dbias");
+    uint64_t sb = wgpt_linear_f16_scratch_bytes(G, N, C, OC), bsb = wgpt_linear_bias_scratch_bytes(G, N, OC);
+    wgpt_buf *scr = wgpt_buf_create(G, (sb > bsb ? sb : bsb) + 256, "scratch");
+    TU_NONNULL(G, scr);
+    TU_OK(G, wgpt_buf_upload(G, d32, 0, dout, (uint64_t)N * OC * 4));
+    TU_OK(G, wgpt_buf_upload(G, db, 0, db0, OC * 4));
     wgpt_view vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bb, 0, 0}, vo = {out, 0, 0};
-    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0};
+    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {scr, 0, 0}, vd32 = {d32, 0, 0}, vdb = {db, 0, 0};
     wgpt_op op;
     wgpt_op_init(&op);
     TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC));
     TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1));
-    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC));
+    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vscr));
+    TU_OK(G, wgpt_linear_backward_bias(G, &op, vdb, vd32, N, OC, vscr));
     run_(&op);
     float *g_out = malloc((size_t)N * OC * 4), *g_dinp = malloc((size_t)N * C * 4), *g_dw = malloc((size_t)OC * C * 4);
     TU_OK(G, wgpt_buf_download(G, out, 0, g_out, (uint64_t)N * OC * 4));
     TU_OK(G, wgpt_buf_download(G, dinp, 0, g_dinp, (uint64_t)N * C * 4));
     TU_OK(G, wgpt_buf_download(G, dw, 0, g_dw, (uint64_t)OC * C * 4));
+    float *g_db = malloc((size_t)OC * 4);
+    TU_OK(G, wgpt_buf_download(G, db, 0, g_db, OC * 4));
     double worst = 0;  // |err| / bound
     for (uint32_t n = 0; n < N; n++)
         for (uint32_t o = 0; o < OC; o++) {
@@ -138,11 +149,20 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
             if (!(e <= bound)) fail_msg("backward_weight %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, o, c, g_dw[(size_t)o * C + c], s);
             if (e / bound > worst) worst = e / bound;
         }
-    printf("f16 matmuls N=%u C=%u OC=%u: worst error %.3f of the bound\n", N, C, OC, worst);
+    // dbias: f32 sums of N + 1 terms in some order: (N + 1) ulp-scale bound on the sum of magnitudes
+    for (uint32_t o = 0; o < OC; o++) {
+        double s = db0[o], a = fabs(s);
+        for (uint32_t n = 0; n < N; n++) s += dout[(size_t)n * OC + o], a += fabs(dout[(size_t)n * OC + o]);
+        double e = fabs(g_db[o] - s), bound = (N + 1) * 0x1p-24 * a + 1e-30;
+        if (!(e <= bound)) fail_msg("backward_bias %ux%u [%u]: %.9g, want %.9g", N, OC, o, g_db[o], s);
+        if (e / bound > worst) worst = e / bound;
+    }
+    printf("f16 matmuls N=%u C=%u OC=%u (weight pass scratch %llu bytes): worst error %.3f of the bound\n", N, C, OC,
+           (unsigned long long)sb, worst);
     wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
-    wgpt_buf_free(dinp), wgpt_buf_free(dw);
-    free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0);
-    free(g_out), free(g_dinp), free(g_dw);
+    wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(d32), wgpt_buf_free(db), wgpt_buf_free(scr);
+    free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0), free(db0);
+    free(g_out), free(g_dinp), free(g_dw), free(g_db);
 }
 
 static void shapes_(void) {
@@ -167,6 +187,24 @@ static void sgm_matmuls_match_reference(void **st) {
     shapes_();
 }
 
+// Split-k of the subgroup-matrix weight pass (partials in scratch, added in
+// order) and the bias partials on the GPU kernels, on a device that splits
+// every weight pass in 3 parts (wgpt_gpu_options.matmul_splits) and runs
+// the GPU twins even on a CPU.
+static void split_weight_pass_and_bias_match_reference(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU};
+    G = tu_gpu_open(&o);
+    if (!wgpt_linear_f16_uses_sgm(G))
+        printf("'%s' has no f16 subgroup matrices: the split weight pass is skipped (the H200 runs it), "
+               "the bias partials are tested\n", wgpt_gpu_get_info(G)->name);
+    else
+        assert_true(wgpt_linear_f16_scratch_bytes(G, 256, 128, 128) == 3ull * 128 * 128 * 4);
+    shapes_();
+    wgpt_gpu_close(G);
+    G = G0;
+}
+
 // The plain kernels, on a device opened without f16 (so without subgroup
 // matrices either: they need neither).
 static void plain_matmuls_match_reference(void **st) {
@@ -188,7 +226,7 @@ static void refuses_bad_shapes(void **st) {
     wgpt_view v = {b, 0, 0}, none = {0};
     assert_int_equal(wgpt_linear_f16_forward(G, &op, v, v, v, none, 12, 8, 8), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "m=12"));
-    assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20), -1);
+    assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "dweight"));
     wgpt_buf_free(b);
     wgpt_op_free(&op);
@@ -198,6 +236,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cast_f16_rounds_as_ieee),
         cmocka_unit_test(sgm_matmuls_match_reference),
+        cmocka_unit_test(split_weight_pass_and_bias_match_reference),
         cmocka_unit_test(plain_matmuls_match_reference),
         cmocka_unit_test(refuses_bad_shapes),
     };

@@ -14,12 +14,16 @@
 
 #include <fcntl.h>
 
+#include <glob.h>
+
 #include "test_util.h"
 
 #include "cli/train_run.h"
+#include "data/corpus.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "train/checkpoint.h"
+#include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/load.h"
 #include "train/sampler.h"
@@ -184,7 +188,7 @@ static void seeded_sampling(void **st) {
     wgpt_gpu_options gpu = {.adapter_index = -1};
     wgpt_loaded l;
     char lerr[2048];
-    assert_int_equal(wgpt_load_for_inference(&l, path, "third_party/gpt2-bpe", &gpu, 1, 0, lerr, sizeof lerr), 0);
+    assert_int_equal(wgpt_load_for_inference(&l, path, "third_party/gpt2-bpe", &gpu, 1, 0, WGPT_PRECISION_FP32, lerr, sizeof lerr), 0);
     char *x = sample_(&l, 7), *y = sample_(&l, 7), *z = sample_(&l, 8);
     printf("  seed 7: %s\n  seed 8: %s\n", x, z);
     assert_string_equal(x, y);
@@ -238,6 +242,120 @@ static void nan_gradient_step_is_skipped(void **st) {
     assert_true(found);
     opts_(&o, b);  // and it continues from there to the end
     assert_int_equal(train_(&o), 0);
+}
+
+// The loss_scale values of the train records of a metrics log, in order.
+static int loss_scales_(const char *out, double *v, int max) {
+    char path[700], line[1024];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < max) {
+        const char *l = strstr(line, "\"loss_scale\":");
+        if (strstr(line, "\"kind\":\"train\"") && l) v[n++] = strtod(l + 13, NULL);
+    }
+    fclose(f);
+    return n;
+}
+
+// An f16 run's checkpoint keeps its dynamic loss scale: a NaN at step 2 halves
+// it, and the run resumed at step 4 goes on with the halved scale (not the
+// initial one), losses and parameters bit for bit as the straight run's.
+static void f16_resume_keeps_the_loss_scale(void **st) {
+    (void)st;
+    char a[650], b[650];
+    snprintf(a, sizeof a, "%s/f16straight", dir);
+    snprintf(b, sizeof b, "%s/f16resumed", dir);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.precision = "f16", o.inject_nan = "2";
+    assert_int_equal(train_(&o), 0);
+    opts_(&o, b);
+    o.precision = "f16", o.inject_nan = "2", o.stop_at = 4;
+    assert_int_equal(train_(&o), 0);
+    opts_(&o, b);
+    o.precision = "f16", o.inject_nan = "2";
+    assert_int_equal(train_(&o), 0);
+    double sa[16], sb[16], la[16], lb[16];
+    assert_int_equal(loss_scales_(a, sa, 16), 8);
+    assert_int_equal(loss_scales_(b, sb, 16), 8);
+    assert_int_equal(losses_(a, "train", la, 16), 8);
+    assert_int_equal(losses_(b, "train", lb, 16), 8);
+    for (int i = 0; i < 8; i++) {
+        printf("  step %d: loss scale %g straight, %g resumed; loss %.9g, %.9g\n", i + 1, sa[i], sb[i], la[i], lb[i]);
+        assert_true(sa[i] == (i < 2 ? WGPT_LOSS_SCALE_INIT : WGPT_LOSS_SCALE_INIT / 2));
+        assert_true(sb[i] == sa[i]);
+        if (la[i] != lb[i]) fail_msg("step %d: loss %.9g straight but %.9g after resume", i + 1, la[i], lb[i]);
+    }
+    float *pa, *pb;
+    size_t n;
+    uint64_t s1, s2;
+    params_of_(a, &pa, &n, &s1);
+    params_of_(b, &pb, &n, &s2);
+    assert_memory_equal(pa, pb, n * sizeof *pa);
+    free(pa), free(pb);
+}
+
+// On real text (this repository's own documentation, as bytes; whole files
+// held out for validation) the f16 run's validation loss after 60 steps is
+// within 1% of the fp32 run's (the issue's bar; measured on lavapipe: a few
+// 1e-4 apart), and `wgpt eval` of the f16 run's checkpoint in f16 and in fp32
+// agree within 1% too (only the matmuls' operand rounding differs).
+static void f16_validation_loss_within_1pct_of_fp32(void **st) {
+    (void)st;
+    char text[650], pat[700], err[2048];
+    snprintf(text, sizeof text, "%s/text", dir);
+    snprintf(pat, sizeof pat, "%s/docs/kernels/*.md", WGPT_SOURCE_DIR);
+    glob_t gl;
+    assert_int_equal(glob(pat, 0, NULL, &gl), 0);
+    assert_true(gl.gl_pathc >= 5);
+    wgpt_tokenizer *tok = wgpt_tokenizer_open_bytes();
+    wgpt_corpus_opts co = {.tok = tok, .out_dir = text, .shard_tokens = 1u << 20, .val_fraction = 0.1,
+                           .split_files = 1};
+    wgpt_corpus_result cr;
+    if (wgpt_corpus_tokenize(&co, gl.gl_pathv, gl.gl_pathc, &cr, err, sizeof err) < 0) fail_msg("%s", err);
+    printf("  corpus: %llu files, %llu training and %llu validation tokens\n", (unsigned long long)cr.files,
+           (unsigned long long)cr.train_tokens, (unsigned long long)cr.val_tokens);
+    wgpt_shard_set_free(&cr.set);
+    globfree(&gl);
+    wgpt_tokenizer_free(tok);
+    char data[700];
+    snprintf(data, sizeof data, "%s/*.bin", text);
+    const char *prec[2] = {"fp32", "f16"};
+    double val[2];
+    for (int i = 0; i < 2; i++) {
+        char out[700];
+        snprintf(out, sizeof out, "%s/text_%s", dir, prec[i]);
+        wgpt_train_opts o;
+        opts_(&o, out);
+        o.data = data, o.precision = prec[i];
+        o.layers = 2, o.heads = 4, o.channels = 64, o.batch = 8, o.seq = 64, o.total_batch = 0;
+        o.steps = 60, o.warmup = 5, o.lr = 3e-3f, o.val_every = 60, o.val_batches = 8;
+        assert_int_equal(train_(&o), 0);
+        double v[4];
+        assert_int_equal(losses_(out, "val", v, 4), 2);  // steps 0 and 60
+        val[i] = v[1];
+        assert_true(v[1] < v[0] - 1.0);  // it learned something: bytes of English
+    }
+    double rel = fabs(val[1] - val[0]) / val[0];
+    printf("  validation loss after 60 steps: fp32 %.5f, f16 %.5f (%.2e relative)\n", val[0], val[1], rel);
+    assert_true(rel < 0.01);
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/text_f16/latest.ckpt", dir);
+    double ev[2];
+    for (int i = 0; i < 2; i++) {
+        wgpt_eval_opts eo = {.checkpoint = ck, .data = data, .bpe_dir = "third_party/gpt2-bpe", .batch = 8,
+                             .batches = 8, .precision = i ? WGPT_PRECISION_F16 : WGPT_PRECISION_FP32,
+                             .gpu = {.adapter_index = -1}};
+        wgpt_eval_result er;
+        if (wgpt_eval_checkpoint(&eo, &er, err, sizeof err) < 0) fail_msg("%s", err);
+        assert_int_equal(er.precision, eo.precision);
+        ev[i] = er.loss;
+    }
+    printf("  wgpt eval of the f16 run: fp32 %.5f, f16 %.5f\n", ev[0], ev[1]);
+    assert_true(fabs(ev[1] - ev[0]) / ev[0] < 0.01);
+    assert_true(fabs(ev[1] - val[1]) / val[1] < 0.01);  // the trainer's own validation of the same batches
 }
 
 // Faults in a row stop the run (exit 1) and keep the last good checkpoint.
@@ -685,6 +803,8 @@ int main(void) {
         cmocka_unit_test(resume_with_other_shape_is_refused),
         cmocka_unit_test(seeded_sampling),
         cmocka_unit_test(nan_gradient_step_is_skipped),
+        cmocka_unit_test(f16_resume_keeps_the_loss_scale),
+        cmocka_unit_test(f16_validation_loss_within_1pct_of_fp32),
         cmocka_unit_test(repeated_faults_stop_the_run),
         cmocka_unit_test(device_loss_keeps_the_last_checkpoint),
         cmocka_unit_test(sigkill_never_loses_a_run),

@@ -85,6 +85,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
         fprintf(stderr, "wgpt bench: %s\n", wgpt_gpt2_error(m));
         goto done;
     }
+    precision = wgpt_gpt2_precision(m);  // what auto became
     uint64_t pb, ab;
     wgpt_gpt2_memory(m, &pb, &ab);
     printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens; precision %s\n",
@@ -120,9 +121,18 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     double tps = (double)B * T / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);
     double tf = flops * tps * 1e-12;
-    if (!peak) peak = wgpt_gpu_get_info(g)->fp32_peak_tflops;
+    // MFU against the peak of what the matmuls ran on: f16 on tensor cores, or fp32
+    const wgpt_gpu_info *info = wgpt_gpu_get_info(g);
+    int tensor = precision == WGPT_PRECISION_F16 && info->has_subgroup_matrix;
+    const char *peak_kind = tensor ? "f16 tensor" : precision == WGPT_PRECISION_F16 ? "fp32 (f16 without tensor cores)"
+                                                                                     : "fp32";
+    if (!peak) peak = tensor ? info->f16_peak_tflops : info->fp32_peak_tflops;
     char mfu[96] = "";
-    if (peak > 0) snprintf(mfu, sizeof mfu, ", MFU %.1f%% of %.0f TFLOP/s fp32", 100 * tf / peak, peak);
+    if (peak > 0) snprintf(mfu, sizeof mfu, ", MFU %.1f%% of %.0f TFLOP/s %s", 100 * tf / peak, peak, peak_kind);
+    uint64_t live, most;
+    wgpt_gpu_memory(g, &live, &most);
+    // every storage buffer the step's process made (the model's, the kernels' scratch)
+    printf("GPU memory allocated: %.1f MiB at most (storage buffers)\n", most / 1048576.0);
     printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u, precision %s)\n", ms, tps, tf, mfu,
            B, T, wgpt_precision_name(precision));
     rc = 0;

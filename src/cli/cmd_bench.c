@@ -12,17 +12,18 @@
 
 static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--precision fp32|f16] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
+            "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
             "kernel with GPU timestamps (one compute pass per dispatch: slower steps) and prints\n"
-            "where the time goes. MFU is the achieved TFLOP/s over the chip's fp32 peak: P, or\n"
-            "the peak wgpt knows for the adapter (NVIDIA H200: 67); without either, no MFU.\n"
-            "--precision f16 runs the matmuls on f16 copies (tensor cores where the device has\n"
-            "subgroup matrices; see model/gpt2.h); default fp32.\n\n"
+            "where the time goes. --precision f16 runs the matmuls on f16 copies (tensor cores\n"
+            "where the device has subgroup matrices; see model/gpt2.h); auto (the default): f16\n"
+            "where the device has them, fp32 elsewhere. MFU is the achieved TFLOP/s over the\n"
+            "chip's peak for what the matmuls ran on: P, or the peak wgpt knows for the adapter\n"
+            "(NVIDIA H200: 67 fp32, 989 dense f16 on tensor cores); without either, no MFU.\n\n"
             "--micro times single kernels instead (median of R runs, default 10, after 2 warm-up\n"
             "runs; GPU timestamps where the device has them): the matmuls at GPT-2 124M's shapes\n"
             "for 4 x 1024 tokens (ms, TFLOP/s per pass) and the memory-bound kernels (GB/s, as a\n"
@@ -37,9 +38,9 @@ int wgpt_cmd_bench(int argc, char **argv) {
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, micro = 0, micro_wall = 0;
     float scale = 0, width = 0, peak = 0;
-    const char *adapter = NULL, *precision_s = "fp32";
+    const char *adapter = NULL, *precision_s = "auto";
     const wgpt_opt opts[] = {
-        {"precision", WGPT_OPT_STR, &precision_s, "fp32 or f16: what the matmuls multiply"},
+        {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32 or f16: what the matmuls multiply"},
         {"batch", WGPT_OPT_U32, &B, "sequences a step"},
         {"seq", WGPT_OPT_U32, &T, "tokens a sequence"},
         {"steps", WGPT_OPT_U32, &steps, "timed steps"},
@@ -48,7 +49,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"channels", WGPT_OPT_U32, &c.channels, "width"},
         {"vocab", WGPT_OPT_U32, &c.vocab_size, "vocabulary size (padded to a multiple of 128)"},
         {"profile", WGPT_OPT_FLAG, &profile, "GPU time per kernel"},
-        {"peak-tflops", WGPT_OPT_F32, &peak, "the chip's fp32 peak for MFU (0: the known figure, if any)"},
+        {"peak-tflops", WGPT_OPT_F32, &peak, "the chip's peak for MFU, of the precision run (0: the known figure, if any)"},
         {"micro", WGPT_OPT_FLAG, &micro, "time single kernels instead"},
         {"micro-scale", WGPT_OPT_F32, &scale, "--micro sizes (0: 1, or 1/16 on a CPU)"},
         {"micro-width", WGPT_OPT_F32, &width, "--micro matmul C and OC (0: as --micro-scale's)"},
@@ -74,7 +75,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     wgpt_precision precision;
     if (wgpt_precision_parse(precision_s, &precision) < 0) {
-        fprintf(stderr, "wgpt bench: --precision must be fp32 or f16, got '%s'\n", precision_s);
+        fprintf(stderr, "wgpt bench: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
         return 2;
     }
     wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile};

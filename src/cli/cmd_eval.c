@@ -11,7 +11,7 @@
 
 int wgpt_cmd_eval(int argc, char **argv) {
     const char *ckpt = "runs/demo/latest.ckpt", *data = "data/fortunes/*.bin", *bpe_dir = wgpt_default_bpe_dir();
-    const char *adapter = NULL;
+    const char *adapter = NULL, *precision_s = "auto";
     uint32_t batch = 8, batches = 0;
     float val_fraction = 0.1f;
     const wgpt_opt opts[] = {
@@ -22,6 +22,7 @@ int wgpt_cmd_eval(int argc, char **argv) {
         {"batches", WGPT_OPT_U32, &batches, "batches to evaluate (0: the whole validation split)"},
         {"bpe-dir", WGPT_OPT_STR, &bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
+        {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32 or f16: what the matmuls multiply (auto: f16 where the GPU has tensor cores)"},
     };
     const wgpt_opt_range ranges[] = {{"val-fraction", 0, 1, WGPT_OPT_LT_MAX}, {"batch", 1, 65536, 0}};
     char *pos[1];
@@ -31,8 +32,13 @@ int wgpt_cmd_eval(int argc, char **argv) {
                              "split of token shards.",
                              pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    wgpt_precision precision;
+    if (wgpt_precision_parse(precision_s, &precision) < 0) {
+        fprintf(stderr, "wgpt eval: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
+        return 2;
+    }
     wgpt_eval_opts eo = {.checkpoint = ckpt, .data = data, .bpe_dir = bpe_dir, .batch = batch, .batches = batches,
-                         .val_fraction = val_fraction, .gpu = {.adapter_index = -1}};
+                         .val_fraction = val_fraction, .precision = precision, .gpu = {.adapter_index = -1}};
     wgpt_gpu_args_apply(&eo.gpu, adapter);
     char err[4096];
     wgpt_eval_result res;
@@ -40,7 +46,7 @@ int wgpt_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "wgpt eval: %s\n", err);
         return 1;
     }
-    printf("checkpoint %s (step %llu): loss %.4f (perplexity %.2f) over %u batches of %u x %u tokens\n", ckpt, res.step,
-           res.loss, exp(res.loss), res.batches, batch, res.T);
+    printf("checkpoint %s (step %llu): loss %.4f (perplexity %.2f) over %u batches of %u x %u tokens, precision %s\n",
+           ckpt, res.step, res.loss, exp(res.loss), res.batches, batch, res.T, wgpt_precision_name(res.precision));
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "cli/gpu_args.h"
 #include "cli/options.h"
 #include "gpu/gpu.h"
+#include "model/gpt2.h"  // defines: wgpt_precision_auto
 #include "train/model_file.h"
 
 static const char USAGE_[] =
@@ -84,9 +85,14 @@ int wgpt_cmd_info(int argc, char **argv) {
                wgpt_matrix_type_name(c->input), wgpt_matrix_type_name(c->input), wgpt_matrix_type_name(c->result),
                c->m, c->n, c->k, c->sg_min, c->sg_max, i == in->sgm_config ? " (wgpt's f16 matmuls)" : "");
     }
+    printf("precision auto: %s\n", wgpt_precision_auto(in) == WGPT_PRECISION_F16
+                                         ? "f16 (the matmuls on subgroup matrices, with loss scaling)"
+                                         : in->has_f16 ? "fp32 (f16 without subgroup matrices is slower than fp32)"
+                                                       : "fp32 (no shader-f16)");
     if (in->compute_units) {  // src/gpu/chips.c, or WGPT_COMPUTE_UNITS
         printf("compute units: %u", in->compute_units);
         if (in->fp32_peak_tflops > 0) printf(", fp32 peak %.1f TFLOP/s", in->fp32_peak_tflops);
+        if (in->f16_peak_tflops > 0) printf(", f16 tensor peak %.1f TFLOP/s (dense)", in->f16_peak_tflops);
         printf("\n");
     }
     wgpt_gpu_close(g);

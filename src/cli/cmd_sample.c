@@ -15,6 +15,7 @@
 
 int wgpt_cmd_sample(int argc, char **argv) {
     const char *ckpt = "runs/demo/latest.ckpt", *prompt = "", *bpe_dir = wgpt_default_bpe_dir(), *adapter = NULL;
+    const char *precision_s = "auto";
     uint32_t tokens = 200, top_k = 40, count = 1;
     float temperature = 0.8f;
     uint64_t seed = 42;
@@ -28,6 +29,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
         {"count", WGPT_OPT_U32, &count, "number of samples"},
         {"bpe-dir", WGPT_OPT_STR, &bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
+        {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32 or f16: what the matmuls multiply (auto: f16 where the GPU has tensor cores)"},
     };
     const wgpt_opt_range ranges[] = {
         {"tokens", 1, WGPT_TRAIN_MAX_SAMPLE_TOKENS, 0},
@@ -42,11 +44,16 @@ int wgpt_cmd_sample(int argc, char **argv) {
                                     "usage: wgpt sample [options]\n\nGenerates text from a trained model.", pos, 0,
                                     &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    wgpt_precision precision;
+    if (wgpt_precision_parse(precision_s, &precision) < 0) {
+        fprintf(stderr, "wgpt sample: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
+        return 2;
+    }
     wgpt_gpu_options gpu = {.adapter_index = -1};
     wgpt_gpu_args_apply(&gpu, adapter);
     wgpt_loaded l;
     char err[4096];
-    if (wgpt_load_for_inference(&l, ckpt, bpe_dir, &gpu, 1, 0, err, sizeof err) < 0) {
+    if (wgpt_load_for_inference(&l, ckpt, bpe_dir, &gpu, 1, 0, precision, err, sizeof err) < 0) {
         fprintf(stderr, "wgpt sample: %s\n", err);
         return 1;
     }

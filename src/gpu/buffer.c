@@ -39,11 +39,20 @@ wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
         wgpt_buf_free(b);
         return NULL;
     }
+    b->counted = 1;
+    g->mem_live += size;
+    if (g->mem_live > g->mem_peak) g->mem_peak = g->mem_live;
     return b;
+}
+
+void wgpt_gpu_memory(const wgpt_gpu *g, uint64_t *live, uint64_t *peak) {
+    if (live) *live = g->mem_live;
+    if (peak) *peak = g->mem_peak;
 }
 
 void wgpt_buf_free(wgpt_buf *b) {
     if (!b) return;
+    if (b->counted) b->gpu->mem_live -= b->size;
     if (b->buffer) {
         wgpuBufferDestroy(b->buffer);
         wgpuBufferRelease(b->buffer);

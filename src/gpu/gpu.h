@@ -103,6 +103,7 @@ typedef struct wgpt_gpu_info {
     // 0 where unknown; WGPT_COMPUTE_UNITS=N sets the first.
     uint32_t compute_units;   // SMs (NVIDIA), CUs (AMD): what can run workgroups side by side
     double fp32_peak_tflops;  // the vendor's fp32 peak without tensor cores
+    double f16_peak_tflops;   // its dense f16 (f32 accumulation) tensor-core peak
 } wgpt_gpu_info;
 
 // Lists the adapters Dawn offers (one per power preference and backend, deduplicated).
@@ -162,6 +163,9 @@ const char *wgpt_kernel_name(const wgpt_kernel *k);
 wgpt_buf *wgpt_buf_create(wgpt_gpu *gpu, uint64_t bytes, const char *label);
 void wgpt_buf_free(wgpt_buf *buf);
 uint64_t wgpt_buf_size(const wgpt_buf *buf);
+// Bytes of the device's storage buffers now and at most so far (the sizes as
+// created, rounded up to 16): what the process allocated through this layer.
+void wgpt_gpu_memory(const wgpt_gpu *gpu, uint64_t *live, uint64_t *peak);
 // Copies host memory into the buffer after all work recorded so far.
 // offset and bytes must be multiples of 4.
 int wgpt_buf_upload(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, const void *src, uint64_t bytes);

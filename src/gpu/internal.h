@@ -19,6 +19,7 @@ struct wgpt_buf {
     wgpt_gpu *gpu;
     WGPUBuffer buffer;
     uint64_t size;
+    int counted;  // its size is in gpu->mem_live
     char label[64];
 };
 
@@ -46,6 +47,7 @@ struct wgpt_gpu {
     // tearing the device down would wait for that work, so close skips it
     int hung;
     volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
+    uint64_t mem_live, mem_peak;       // bytes of storage buffers (wgpt_gpu_memory)
 
     // kernel files: the shared preamble, then every other file split at markers
     char *shared_label, *shared_text;

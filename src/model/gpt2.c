@@ -39,13 +39,20 @@ void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activ
         if ((call) < 0) return wgpt_gpt2_fail_((m), "%s", wgpt_gpu_error((m)->g)); \
     } while (0)
 
-const char *wgpt_precision_name(wgpt_precision p) { return p == WGPT_PRECISION_F16 ? "f16" : "fp32"; }
+const char *wgpt_precision_name(wgpt_precision p) {
+    return p == WGPT_PRECISION_F16 ? "f16" : p == WGPT_PRECISION_AUTO ? "auto" : "fp32";
+}
 
 int wgpt_precision_parse(const char *s, wgpt_precision *out) {
     if (strcmp(s, "fp32") == 0) *out = WGPT_PRECISION_FP32;
     else if (strcmp(s, "f16") == 0) *out = WGPT_PRECISION_F16;
+    else if (strcmp(s, "auto") == 0) *out = WGPT_PRECISION_AUTO;
     else return -1;
     return 0;
+}
+
+wgpt_precision wgpt_precision_auto(const wgpt_gpu_info *i) {
+    return i->has_f16 && i->has_subgroup_matrix && i->sgm_config >= 0 ? WGPT_PRECISION_F16 : WGPT_PRECISION_FP32;
 }
 
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m) { return m->precision; }
@@ -105,6 +112,12 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
     uint64_t most = 0;
     for (int i = 0; i < 5; i++) {
         uint64_t b = wgpt_linear_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
+        if (m->precision == WGPT_PRECISION_F16) {  // the f16 weight pass's split-k, then the bias partials
+            uint64_t h = wgpt_linear_f16_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
+            uint64_t bb = wgpt_linear_bias_scratch_bytes(m->g, BT, shapes[i][1]);
+            b = h > b ? h : b;
+            b = bb > b ? bb : b;
+        }
         if (b > most) most = b;
     }
     return (most + 3) / 4;
@@ -195,8 +208,8 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
     d16.size = (uint64_t)N * OC * 2;
     GPU_OK(m, wgpt_cast_f16(g, op, d16, dout, (uint64_t)N * OC));
     GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
-    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC));
-    if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC));
+    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
     return 0;
 }
 
@@ -334,14 +347,20 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     m->T = T;
     m->training = training;
     m->shared = share != NULL;
-    m->precision = precision;
-    m->loss_scale = precision == WGPT_PRECISION_F16 && training ? WGPT_LOSS_SCALE_INIT : 1.0f;
     if (share) m->params = share->params, m->params16 = share->params16;
     wgpt_op_init(&m->fwd);
     wgpt_op_init(&m->bwd);
     wgpt_op_init(&m->opt);
     wgpt_op_init(&m->cast);
     wgpt_gpt2_layout_params_(m);
+    if (precision == WGPT_PRECISION_AUTO) {  // f16 where tensor cores make it pay and the shape allows it
+        precision = WGPT_PRECISION_FP32;
+        if (wgpt_precision_auto(wgpt_gpu_get_info(g)) == WGPT_PRECISION_F16 && check_f16_(m) == 0)
+            precision = WGPT_PRECISION_F16;
+        m->err[0] = 0;
+    }
+    m->precision = precision;
+    m->loss_scale = precision == WGPT_PRECISION_F16 && training ? WGPT_LOSS_SCALE_INIT : 1.0f;
     int f16 = precision == WGPT_PRECISION_F16;
     if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
         (m->training && build_backward_(m) < 0) || (f16 && !m->shared && build_cast_(m) < 0)) {
@@ -368,7 +387,10 @@ wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c,
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
-    return create_(train->g, &train->c, B, T, 0, train, train->precision, err, errlen);
+    wgpt_precision p = train->precision;
+    // f16 takes rows in eights; the fp32 forward reads the same f32 parameters
+    if (p == WGPT_PRECISION_F16 && ((uint64_t)B * T) % 8) p = WGPT_PRECISION_FP32;
+    return create_(train->g, &train->c, B, T, 0, train, p, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {
@@ -543,13 +565,20 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     return after_update_(m, &st, out);
 }
 
-int wgpt_gpt2_set_loss_scale(wgpt_gpt2 *m, float scale) {
+int wgpt_gpt2_set_loss_scale(wgpt_gpt2 *m, float scale) { return wgpt_gpt2_restore_loss_scale(m, scale, 0); }
+
+uint32_t wgpt_gpt2_loss_scale_clean_steps(const wgpt_gpt2 *m) { return (uint32_t)m->clean_steps; }
+
+int wgpt_gpt2_restore_loss_scale(wgpt_gpt2 *m, float scale, uint32_t clean_steps) {
     int e;
     if (m->precision != WGPT_PRECISION_F16 || !m->training)
         return wgpt_gpt2_fail_(m, "only an f16 training model has a loss scale");
     if (!(scale >= 1.0f && scale <= 16777216.0f) || frexpf(scale, &e) != 0.5f)
         return wgpt_gpt2_fail_(m, "loss scale %g: must be a power of two in [1, 2^24]", scale);
-    m->clean_steps = 0;
+    if (clean_steps >= WGPT_LOSS_SCALE_INTERVAL)
+        return wgpt_gpt2_fail_(m, "loss scale: %u clean steps, but the scale doubles after %d", clean_steps,
+                               WGPT_LOSS_SCALE_INTERVAL);
+    m->clean_steps = (int)clean_steps;
     return use_loss_scale_(m, scale);
 }
 

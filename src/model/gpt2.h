@@ -52,12 +52,19 @@ typedef struct wgpt_step_result {
 // survive f16, and the gradients divided by it before clipping and AdamW; a
 // step whose gradient overflows is skipped (as any NaN/Inf step) and halves
 // the scale, WGPT_LOSS_SCALE_INTERVAL clean steps in a row double it.
-typedef enum wgpt_precision { WGPT_PRECISION_FP32 = 0, WGPT_PRECISION_F16 = 1 } wgpt_precision;
+// WGPT_PRECISION_AUTO (the commands' default) becomes f16 on a device with
+// shader-f16 and subgroup matrices (tensor cores: there the f16 step is 1.7x
+// the fp32 one on an H200) when the shape allows it, fp32 elsewhere (on
+// lavapipe, with f16 but no subgroup matrices, the f16 step is 2.5x slower);
+// wgpt_gpt2_precision says what a model became.
+typedef enum wgpt_precision { WGPT_PRECISION_FP32 = 0, WGPT_PRECISION_F16 = 1, WGPT_PRECISION_AUTO = 2 } wgpt_precision;
 #define WGPT_LOSS_SCALE_INIT 65536.0f
 #define WGPT_LOSS_SCALE_INTERVAL 1000
-// "fp32" / "f16"; wgpt_precision_parse returns -1 for anything else.
+// "fp32" / "f16" / "auto"; wgpt_precision_parse returns -1 for anything else.
 const char *wgpt_precision_name(wgpt_precision p);
 int wgpt_precision_parse(const char *s, wgpt_precision *out);
+// What auto becomes on a device, shape aside: f16 or fp32.
+wgpt_precision wgpt_precision_auto(const wgpt_gpu_info *info);
 
 // Number of floats of the parameters in the reference layout, and each tensor's.
 size_t wgpt_gpt2_num_params(const wgpt_gpt2_config *c);
@@ -103,17 +110,25 @@ int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uin
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen);
 // The same in a chosen precision (wgpt_gpt2_create: fp32). F16 needs C, 3C,
-// 4C, Vp and B*T multiples of 8; the error says which is not.
+// 4C, Vp and B*T multiples of 8; the error says which is not (auto then
+// takes fp32).
 wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                                       wgpt_precision precision, char *err, size_t errlen);
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m);
 // The loss scale the next backward runs with (1 in fp32).
 float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m);
-// Sets it (f16 training models: a checkpoint's, or a test's), a power of two
-// in [1, 2^24]; the count of clean steps restarts.
+// Sets it (f16 training models: a test's), a power of two in [1, 2^24]; the
+// count of clean steps restarts.
 int wgpt_gpt2_set_loss_scale(wgpt_gpt2 *m, float scale);
+// The dynamic loss scale's whole state, for checkpoints: the scale and the
+// clean steps in a row counted toward its next doubling (0 in fp32).
+uint32_t wgpt_gpt2_loss_scale_clean_steps(const wgpt_gpt2 *m);
+// Restores both (a checkpoint's): the scale as wgpt_gpt2_set_loss_scale
+// takes it, clean_steps below WGPT_LOSS_SCALE_INTERVAL.
+int wgpt_gpt2_restore_loss_scale(wgpt_gpt2 *m, float scale, uint32_t clean_steps);
 // A model with parameters but no gradients, optimizer state or backward:
-// for sampling and evaluation from a checkpoint.
+// for sampling and evaluation from a checkpoint (fp32; for another precision
+// wgpt_gpt2_create_precision with training 0).
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                                          size_t errlen);
 // A forward-only instance for batches (B, T) that uses train's parameters

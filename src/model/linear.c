@@ -36,6 +36,7 @@ static const char *const MM_VEC4[MM_NPASSES] = {"matmul_forward_vec4", "matmul_b
                                                 "matmul_backward_weight_vec4"};
 static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
+static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
 
 static uint32_t tiles_(uint64_t n, uint32_t tile) { return (uint32_t)((n + tile - 1) / tile); }
 static uint64_t min_(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -291,10 +292,48 @@ int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_v
     return 0;
 }
 
-int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC) {
+int wgpt_linear_reduce_parts(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view dst, uint32_t m, uint32_t n,
+                             uint32_t nparts) {
+    if (n % 4) return wgpt_gpu_fail(g, "linear: reducing partials of %u columns: a multiple of 4 is needed", n);
+    wgpt_view none = {0};
+    return v4_reduce_(g, op, parts, none, dst, m, n, nparts, n, 0, 1);
+}
+
+#define BIAS_PART_COLS 256u  // columns a workgroup of matmul_backward_bias_part
+#define BIAS_MIN_ROWS 64u    // rows a part keeps at least
+
+// Parts of rows for matmul_backward_bias_part: about 4 workgroups a compute unit.
+static uint32_t bias_parts_(const wgpt_gpu *g, uint32_t N, uint32_t OC) {
+    uint32_t units = wgpt_gpu_get_info(g)->compute_units;
+    uint64_t want = 4ull * (units ? units : 128), gx = tiles_(OC, BIAS_PART_COLS);
+    uint64_t parts = (want + gx - 1) / gx, most = (N + BIAS_MIN_ROWS - 1) / BIAS_MIN_ROWS;
+    if (parts > most) parts = most;
+    if (parts > 1024) parts = 1024;
+    return parts ? (uint32_t)parts : 1;
+}
+
+uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t OC) {
+    return (uint64_t)bias_parts_(g, N, OC) * OC * 4;
+}
+
+int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
+                              wgpt_view scratch) {
     if (check_sizes_(g, N, 1, OC) < 0 || check_view_(g, "dbias", dbias, OC) < 0 ||
         check_view_(g, "dout", dout, (uint64_t)N * OC) < 0)
         return -1;
+    const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
+    uint32_t parts = bias_parts_(g, N, OC);
+    uint32_t ks = (N + parts - 1) / parts;
+    parts = (N + ks - 1) / ks;  // no empty part
+    if (scratch.buf && !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
+        wgpt_view_bytes(scratch) >= (uint64_t)parts * OC * 4) {
+        wgpt_view pv = sub_(scratch, 0, (uint64_t)parts * OC * 4);
+        wgpt_view v[2] = {sub_(dout, 0, (uint64_t)N * OC * 4), pv};
+        linear_params p = {N, OC, 0, 0, 0, 0, ks, 0};
+        if (!wgpt_op_add(g, op, MM_BIAS_PART, v, 2, &p, sizeof p, tiles_(OC, BIAS_PART_COLS), parts, 1))
+            return -1;
+        return wgpt_linear_reduce_parts(g, op, pv, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts);
+    }
     uint64_t rows_n = chunk_(g, "dout", N, OC);
     return rows_n ? backward_bias_(g, op, dbias, dout, N, OC, rows_n) : -1;
 }

@@ -42,8 +42,17 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
                          int accumulate_dinp, wgpt_view scratch);
 
 // dbias (OC) += the column sums of dout (N, OC) alone (the f16 mode's matmuls
-// leave the bias to this).
-int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC);
+// leave the bias to this). On GPUs, with OC a multiple of 4 and a scratch of
+// wgpt_linear_bias_scratch_bytes: rows in parts summed side by side, then
+// the parts in order (matmul_backward_bias_part, matmul_split_reduce); else
+// (scratch.buf NULL, a CPU, other shapes) one workgroup per 32 columns.
+int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
+                              wgpt_view scratch);
+uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t OC);
+// dst (m, n) += the sum of nparts (m, n) partials at parts, in order of the
+// parts (matmul_split_reduce); n a multiple of 4. For other matmuls' split-k.
+int wgpt_linear_reduce_parts(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view dst, uint32_t m, uint32_t n,
+                             uint32_t nparts);
 
 // One or both passes of wgpt_linear_backward (for benchmarks): the input
 // pass (dinp), the weight pass (dweight and dbias).

@@ -1,11 +1,20 @@
 // linear_f16.c: the f16 matmuls' dispatches (see linear_f16.h).
 #include "model/linear_f16.h"
 
+#include "model/linear.h"  // wgpt_linear_reduce_parts
+
 // SgmParams of 03_linear_sgm.wgsl, F16Params of 03_linear_f16.wgsl.
 typedef struct sgm_params {
     uint32_t m, n, k;
     uint32_t flag;  // bit 0: add to the output; bit 1: bias
+    uint32_t ks;    // k per split (sgm only; a multiple of SGM_BK), 0: none
+    uint32_t pad[3];
 } sgm_params;
+
+#define SGM_BK 32u          // BK of 03_linear_sgm.wgsl: splits keep whole stages
+#define SGM_MIN_KS 512u     // k a split keeps at least
+#define SGM_MAX_SPLITS 8u
+#define SGM_WGS_A_UNIT 4u   // workgroups a compute unit should get (4 subgroups each)
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -37,14 +46,50 @@ static const char *const KERNEL[2][3] = {
     {"matmul_sgm_forward", "matmul_sgm_backward_input", "matmul_sgm_backward_weight"},
 };
 
-// Appends one dispatch of a pass over an (m, n) output.
-static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
-                uint32_t m, uint32_t n, uint32_t k, uint32_t flag) {
-    // The subgroup-matrix kernels bind at least one fragment of output (WebGPU's
-    // minimum binding size): smaller outputs take the plain kernels.
+// The device's fragment, if an (m, n) output takes the subgroup-matrix
+// kernels: they bind at least one fragment of output (WebGPU's minimum binding
+// size), so smaller outputs take the plain kernels.
+static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_t n) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
     const wgpt_matrix_config *c = wgpt_linear_f16_uses_sgm(g) ? &i->matrix_configs[i->sgm_config] : NULL;
-    int sgm = c && (uint64_t)m * n >= (uint64_t)c->m * c->n;
+    return c && (uint64_t)m * n >= (uint64_t)c->m * c->n ? c : NULL;
+}
+
+// Parts the sgm weight pass splits an (m, n) output's sum over k into: enough
+// blocks for SGM_WGS_A_UNIT workgroups a compute unit (a forced count from
+// wgpt_gpu_options.matmul_splits instead), each part at least SGM_MIN_KS long
+// and all partials inside `room` bytes. Returns the parts, *ks the k of each.
+static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room, uint32_t *ks) {
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
+    const wgpt_matrix_config *c = sgm_for_(g, m, n);
+    *ks = 0;
+    if (!c || i->cpu_kernels) return 1;
+    uint64_t blocks = (uint64_t)((m + 8 * c->m - 1) / (8 * c->m)) * ((n + 8 * c->n - 1) / (8 * c->n));
+    uint64_t want = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
+    uint64_t s = i->matmul_splits ? i->matmul_splits : (want + blocks - 1) / blocks;
+    uint64_t most = i->matmul_splits ? k / SGM_BK : k / SGM_MIN_KS;
+    if (s > most) s = most;
+    if (s > SGM_MAX_SPLITS && !i->matmul_splits) s = SGM_MAX_SPLITS;
+    while (s > 1 && s * m * n * 4 > room) s--;
+    if (s <= 1) return 1;
+    uint32_t per = (uint32_t)((k + s - 1) / s);
+    per = (per + SGM_BK - 1) / SGM_BK * SGM_BK;
+    *ks = per;
+    return (k + per - 1) / per;  // no empty part
+}
+
+uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
+    uint32_t ks;
+    uint32_t s = splits_(g, OC, C, N, UINT64_MAX, &ks);
+    return s > 1 ? (uint64_t)s * OC * C * 4 : 0;
+}
+
+// Appends one dispatch of a pass over an (m, n) output (splits parts of k
+// ks long: partials to out, which then holds splits x m x n floats).
+static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
+                uint32_t m, uint32_t n, uint32_t k, uint32_t flag, uint32_t splits, uint32_t ks) {
+    const wgpt_matrix_config *c = sgm_for_(g, m, n);
+    int sgm = c != NULL;
     const char *kernel = KERNEL[sgm][pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
@@ -53,8 +98,8 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
     wgpt_view v[4] = {a, b, bias.buf ? bias : a, out};  // without a bias, a stands in (never read)
-    sgm_params p = {m, n, k, flag};
-    return wgpt_op_add(g, op, kernel, v, 4, &p, sizeof p, gx, gy, 1) ? 0 : -1;
+    sgm_params p = {m, n, k, flag, splits > 1 ? ks : 0, {0, 0, 0}};
+    return wgpt_op_add(g, op, kernel, v, 4, &p, sizeof p, gx, gy, splits > 1 ? splits : 1) ? 0 : -1;
 }
 
 int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
@@ -62,7 +107,7 @@ int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view i
     if (check_(g, "out", out, (uint64_t)N * OC, 4) < 0 || check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 ||
         check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || (bias.buf && check_(g, "bias", bias, OC, 4) < 0))
         return -1;
-    return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u);
+    return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u, 1, 0);
 }
 
 int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
@@ -71,14 +116,20 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
     if (check_(g, "dinp", dinp, (uint64_t)N * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
         check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0)
         return -1;
-    return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, accumulate ? 1u : 0u);
+    return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, accumulate ? 1u : 0u, 1, 0);
 }
 
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
-                                    uint32_t N, uint32_t C, uint32_t OC) {
+                                    uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
     wgpt_view none = {0};
     if (check_(g, "dweight", dweight, (uint64_t)OC * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
         check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0)
         return -1;
-    return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u);
+    uint32_t ks, s = splits_(g, OC, C, N, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
+    if (s <= 1) return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, 1, 0);
+    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * OC * C * 4};
+    if (check_(g, "scratch", parts, (uint64_t)s * OC * C, 4) < 0 ||
+        add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, parts, OC, C, N, 0u, s, ks) < 0)
+        return -1;
+    return wgpt_linear_reduce_parts(g, op, parts, dweight, OC, C, s);
 }

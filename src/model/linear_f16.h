@@ -8,7 +8,7 @@
 // chunks: a caller whose tensors are larger uses the f32 kernels). The
 // fragment shape is the device's (wgpt_gpu_info.sgm_config).
 //
-// Each appends one dispatch to op and returns 0, or -1 with the message in
+// Each appends its dispatches to op and returns 0, or -1 with the message in
 // wgpt_gpu_error(g).
 #ifndef WGPT_LINEAR_F16_H
 #define WGPT_LINEAR_F16_H
@@ -26,8 +26,13 @@ int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view i
 // dinp (N, C) f32 = (or += with accumulate) dout16 (N, OC) @ weight16 (OC, C).
 int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
                                    uint32_t N, uint32_t C, uint32_t OC, int accumulate);
-// dweight (OC, C) f32 += dout16 (N, OC)^T @ inp16 (N, C).
+// dweight (OC, C) f32 += dout16 (N, OC)^T @ inp16 (N, C). On subgroup
+// matrices an output of few blocks splits its sum over N into parts written
+// to scratch (NULL buf: no split; see wgpt_linear_f16_scratch_bytes) and added
+// in order by a second dispatch: deterministic for a device and a shape.
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
-                                    uint32_t N, uint32_t C, uint32_t OC);
+                                    uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
+// Bytes of scratch that let that weight pass split as much as it wants to (0: it does not split).
+uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
 
 #endif

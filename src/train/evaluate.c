@@ -52,8 +52,10 @@ static wgpt_loader *open_data_(const wgpt_eval_opts *o, const wgpt_loaded *l, ch
 int wgpt_eval_checkpoint(const wgpt_eval_opts *o, wgpt_eval_result *res, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     wgpt_loaded l;
-    if (wgpt_load_for_inference(&l, o->checkpoint, o->bpe_dir, &o->gpu, o->batch, 0, err, errlen) < 0) return -1;
+    if (wgpt_load_for_inference(&l, o->checkpoint, o->bpe_dir, &o->gpu, o->batch, 0, o->precision, err, errlen) < 0)
+        return -1;
     uint32_t T = l.cfg.max_seq_len;
+    res->precision = wgpt_gpt2_precision(l.model);
     res->step = l.step;
     res->T = T;
     wgpt_loader *ld = open_data_(o, &l, err, errlen);

@@ -34,6 +34,7 @@ typedef struct wgpt_eval_opts {
     uint32_t batch;          // sequences a batch (the context is the checkpoint's)
     uint32_t batches;        // batches to evaluate (0: the whole validation split)
     float val_fraction;      // with one shard: the share of it held out (as in training)
+    wgpt_precision precision;  // of the forward (auto: model/gpt2.h)
     wgpt_gpu_options gpu;
 } wgpt_eval_opts;
 
@@ -41,6 +42,7 @@ typedef struct wgpt_eval_result {
     unsigned long long step;  // the checkpoint's
     double loss;              // mean over the batches
     uint32_t batches, T;      // batches of o->batch x T tokens
+    wgpt_precision precision;  // what auto became
 } wgpt_eval_result;
 
 // Loads the checkpoint (its tokenizer must be the one the shards record) and

@@ -9,7 +9,8 @@
 
 // Everything but the model file itself; -1 with err, l holding what was opened.
 static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const char *bpe_dir,
-                 const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, char *err, size_t errlen) {
+                 const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, wgpt_precision precision, char *err,
+                 size_t errlen) {
     if (!ck->tokenizer[0])
         return wgpt_errf(err, errlen, "%s: its vocabulary of %u ids fits neither GPT-2's tokenizer (50257) nor bytes (256)",
                          path, ck->config.vocab_size);
@@ -27,19 +28,19 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
         snprintf(err + n, errlen - n, " on '%s': lower --batch", in->name);
         return -1;
     }
-    if (!(l->model = wgpt_gpt2_create_forward_only(l->g, &ck->config, B, t, err, errlen))) return -1;
+    if (!(l->model = wgpt_gpt2_create_precision(l->g, &ck->config, B, t, 0, precision, err, errlen))) return -1;
     if (wgpt_gpt2_set_params(l->model, ck->params) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(l->model));
     return 0;
 }
 
 int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_dir, const wgpt_gpu_options *gpu,
-                            uint32_t B, uint32_t T, char *err, size_t errlen) {
+                            uint32_t B, uint32_t T, wgpt_precision precision, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     wgpt_weights ck;  // a checkpoint, or weights from another program (model_file.h)
     if (wgpt_model_file_read(path, 1, &ck, err, errlen) < 0) return -1;
     l->cfg = ck.config;
     l->step = (unsigned long long)ck.step;
-    int rc = open_(l, &ck, path, bpe_dir, gpu, B, T, err, errlen);
+    int rc = open_(l, &ck, path, bpe_dir, gpu, B, T, precision, err, errlen);
     wgpt_weights_free(&ck);
     if (rc < 0) wgpt_loaded_free(l);
     return rc;

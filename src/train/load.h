@@ -16,10 +16,12 @@ typedef struct wgpt_loaded {
 } wgpt_loaded;
 
 // Opens the checkpoint's tokenizer (GPT-2's files from bpe_dir), a device and
-// a forward-only model of batch B and context T (0: the checkpoint's), with
-// the checkpoint's weights. Returns 0, or -1 with err (l is then empty).
+// a forward-only model of batch B and context T (0: the checkpoint's) in the
+// given precision (auto: model/gpt2.h), with the checkpoint's weights.
+// Returns 0, or -1 with err (l is then empty).
 int wgpt_load_for_inference(wgpt_loaded *l, const char *checkpoint, const char *bpe_dir,
-                            const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, char *err, size_t errlen);
+                            const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, wgpt_precision precision,
+                            char *err, size_t errlen);
 void wgpt_loaded_free(wgpt_loaded *l);
 
 #endif

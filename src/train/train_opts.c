@@ -15,7 +15,7 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->data = "data/fortunes/*.bin";
     o->out_dir = "runs/demo";
     o->tokenizer = NULL;  // what the shards record
-    o->precision = "fp32";
+    o->precision = "auto";
     o->bpe_dir = "third_party/gpt2-bpe";
     o->layers = 4;
     o->heads = 4;
@@ -137,7 +137,7 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     if (!o->out_dir || !*o->out_dir) return wgpt_errf(err, errlen, "--out: no output folder given");
     wgpt_precision precision;
     if (!o->precision || wgpt_precision_parse(o->precision, &precision) < 0)
-        return wgpt_errf(err, errlen, "--precision '%s': unknown (fp32 or f16)", o->precision ? o->precision : "");
+        return wgpt_errf(err, errlen, "--precision '%s': unknown (auto, fp32 or f16)", o->precision ? o->precision : "");
     if (o->tokenizer && !wgpt_tokenizer_known(o->tokenizer))
         return wgpt_errf(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,18 @@
 
 #define LOCK_FILE ".wgpt-train.lock"
 
-// What a checkpoint must agree on to resume exactly (stored as its opaque blob).
+// What a checkpoint must agree on to resume exactly (stored as its opaque
+// blob), and since version 2 the precision and the dynamic loss scale's state
+// (a version 1 blob, 64 bytes, is an fp32 run's).
 typedef struct saved_opts_ {
     uint32_t version, batch, seq, accum, steps, warmup;
     float lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
     uint64_t seed;
+    uint32_t precision, loss_clean_steps;  // version 2: wgpt_precision of the run (never auto)
+    float loss_scale;
+    uint32_t pad_;
 } saved_opts_;
+#define SAVED_OPTS_V1_SIZE offsetof(saved_opts_, precision)
 
 typedef struct run_ {
     const wgpt_train_opts *o;
@@ -99,8 +106,10 @@ static const char *kept_(const run_ *r, char *buf, size_t n) {
 
 static saved_opts_ saved_(const run_ *r) {
     const wgpt_train_opts *o = r->o;
-    return (saved_opts_){1, o->batch, o->seq, r->accum, o->steps, o->warmup, o->lr, o->min_lr_frac,
-                         o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, o->seed};
+    return (saved_opts_){2, o->batch, o->seq, r->accum, o->steps, o->warmup, o->lr, o->min_lr_frac,
+                         o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, o->seed,
+                         (uint32_t)wgpt_gpt2_precision(r->model), wgpt_gpt2_loss_scale_clean_steps(r->model),
+                         wgpt_gpt2_loss_scale(r->model), 0};
 }
 
 static int write_checkpoint_(run_ *r) {
@@ -134,6 +143,18 @@ static int write_checkpoint_(run_ *r) {
     return rc;
 }
 
+// An f16 run resumed from an f16 checkpoint goes on with its loss scale;
+// from an fp32 one (or a version 1 checkpoint) it starts from the initial scale.
+static int restore_loss_scale_(run_ *r, const saved_opts_ *was, const char *path) {
+    if (wgpt_gpt2_precision(r->model) != WGPT_PRECISION_F16) return 0;
+    if (was->version < 2 || was->precision != WGPT_PRECISION_F16) {
+        say_(r, INFO_, "%s is an fp32 run's: the f16 run starts with the loss scale %g\n", path,
+             (double)WGPT_LOSS_SCALE_INIT);
+        return 0;
+    }
+    return wgpt_gpt2_restore_loss_scale(r->model, was->loss_scale, was->loss_clean_steps);
+}
+
 // Loads a checkpoint into the run. Returns 0, or 1 (the error in r->err).
 static int resume_(run_ *r, const char *path) {
     char err[1024];
@@ -142,7 +163,8 @@ static int resume_(run_ *r, const char *path) {
     int rc = 1;
     saved_opts_ now = saved_(r), was;
     memset(&was, 0, sizeof was);
-    if (ck.train_opts_len == sizeof was) memcpy(&was, ck.train_opts, sizeof was);
+    if (ck.train_opts_len == sizeof was || ck.train_opts_len == SAVED_OPTS_V1_SIZE)
+        memcpy(&was, ck.train_opts, ck.train_opts_len);
     if (strcmp(ck.tokenizer, wgpt_tokenizer_name(r->tok)) != 0) {
         fail_(r, "%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", path, ck.tokenizer,
               wgpt_tokenizer_name(r->tok));
@@ -165,6 +187,8 @@ static int resume_(run_ *r, const char *path) {
     } else if (ck.step > r->o->steps) {
         fail_(r, "%s is at step %llu, past the end of this run (--steps %u)", path, (unsigned long long)ck.step,
               r->o->steps);
+    } else if (restore_loss_scale_(r, &was, path) < 0) {
+        fail_(r, "%s: %s", path, wgpt_gpt2_error(r->model));
     } else {
         r->step = (uint32_t)ck.step;
         r->sampler.rng = ck.rng[0];
@@ -398,6 +422,13 @@ static void close_run_(run_ *r) {
     wgpt_dir_unlock(r->lock);
 }
 
+// x as a JSON number, or null if it is NaN or Inf (JSON has neither).
+static const char *json_num_(char buf[32], double x, const char *fmt) {
+    if (!isfinite(x)) return "null";
+    snprintf(buf, 32, fmt, x);
+    return buf;
+}
+
 // Appends one record to metrics.jsonl. A write that fails (a full disk) is
 // reported with the system's reason: the run stops rather than lose its log.
 static int log_(run_ *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -496,10 +527,11 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     }
     char line[512];
     wgpt_gpu_describe(wgpt_gpu_get_info(r.g), line, sizeof line);
-    say_(&r, INFO_, "device: %s\nmodel: %u layers, %u heads, %u channels, context %u, vocabulary %u (%s): %zu parameters\n",
+    say_(&r, INFO_,
+         "device: %s\nmodel: %u layers, %u heads, %u channels, context %u, vocabulary %u (%s): %zu parameters, "
+         "precision %s\n",
          line, r.cfg.num_layers, r.cfg.num_heads, r.cfg.channels, r.cfg.max_seq_len, r.cfg.vocab_size,
-         wgpt_tokenizer_name(r.tok),
-         wgpt_gpt2_num_params(&r.cfg));
+         wgpt_tokenizer_name(r.tok), wgpt_gpt2_num_params(&r.cfg), wgpt_precision_name(wgpt_gpt2_precision(r.model)));
     say_(&r, INFO_, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
          o->batch, o->seq, r.accum);
@@ -529,10 +561,12 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
         uint32_t t = s.t;
         r.step = t;
         double tps = (double)micro * r.accum / s.seconds;
+        char loss_s[32], norm_s[32];  // a skipped step's NaN/Inf is JSON's null
         if ((rc = log_(&r,
-                       "{\"kind\":\"train\",\"step\":%u,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"ms\":%.2f,"
+                       "{\"kind\":\"train\",\"step\":%u,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.2f,"
                        "\"tokens_per_s\":%.1f,\"skipped\":%d,\"loss_scale\":%g}\n",
-                       t, s.loss, s.lr, s.res.grad_norm, s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale)) != 0)
+                       t, json_num_(loss_s, s.loss, "%.9g"), s.lr, json_num_(norm_s, s.res.grad_norm, "%.6g"),
+                       s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale)) != 0)
             break;
         wgpt_history_add(&r.hist, 0, t, (float)s.loss);
         if (s.res.skipped) {
