@@ -30,11 +30,6 @@ struct SgmParams {
     pad2: u32,
 }
 
-// This workgroup's k range and the first float of its output (its split's partial).
-var<private> k_lo: u32;
-var<private> k_hi: u32;
-var<private> o_base: u32;
-
 @group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> b4: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
@@ -73,7 +68,7 @@ var<workgroup> tedge: array<f32, 4u * SGM_TM * SGM_TN>;
 
 // vec4 v of the stage starting at k0: A (a_t: stored k x m) or B (b_t: stored n x k).
 // Rows past the matrix, and k past p.k, read as zeros.
-fn load_a(a_t: bool, v: u32, m0: u32, k0: u32) -> vec4<u32> {
+fn load_a(a_t: bool, v: u32, m0: u32, k0: u32, k_hi: u32) -> vec4<u32> {
     if (v >= AV) { return vec4<u32>(); }
     if (a_t) {
         let r = k0 + v / (BM / 8u);
@@ -87,7 +82,7 @@ fn load_a(a_t: bool, v: u32, m0: u32, k0: u32) -> vec4<u32> {
     return a4[(r * p.k + c) / 8u];
 }
 
-fn load_b(b_t: bool, v: u32, n0: u32, k0: u32) -> vec4<u32> {
+fn load_b(b_t: bool, v: u32, n0: u32, k0: u32, k_hi: u32) -> vec4<u32> {
     if (v >= BV) { return vec4<u32>(); }
     if (b_t) {
         let r = n0 + v / (BK / 8u);
@@ -128,7 +123,7 @@ fn frag_b(b_t: bool, kk: u32, c0: u32) -> RT {
 // The initial accumulator of the fragment at output (row, col): the output's
 // present value (flag bit 0; through tedge at edge blocks), else the bias
 // (bit 1; column cb of tbias), else zero. No kernel asks for both.
-fn init_c(row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bool) -> CT {
+fn init_c(o_base: u32, row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bool) -> CT {
     var c = CT();
     if ((p.flag & 1u) != 0u) {
         if (edge) {
@@ -150,7 +145,7 @@ fn init_c(row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bool) -> CT {
     return c;
 }
 
-fn store_c(c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
+fn store_c(o_base: u32, c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
     if (!edge) {
         subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n);
         return;
@@ -178,14 +173,13 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
     let lr = (sg / 2u) * 4u * SGM_TM;       // ... and here in the tiles
     let lc = (sg % 2u) * 4u * SGM_TN;
     let edge = m0 + BM > p.m || n0 + BN > p.n;
-    k_lo = 0u;
-    k_hi = p.k;
-    o_base = 0u;
-    if (p.ks != 0u) {
-        k_lo = wid.z * p.ks;
-        k_hi = max(min(k_lo + p.ks, p.k), k_lo);  // the host makes no empty split
-        o_base = wid.z * p.m * p.n;
-    }
+    // This workgroup's k range and the first float of its output (its split's
+    // partial). Lets of uniform values, so the stage loop's barriers stay in
+    // uniform control flow (a var<private> would not be).
+    let split = p.ks != 0u;
+    let k_lo = select(0u, wid.z * p.ks, split);
+    let k_hi = select(p.k, max(min(k_lo + p.ks, p.k), k_lo), split);  // the host makes no empty split
+    let o_base = select(0u, wid.z * p.m * p.n, split);
 
     if ((p.flag & 2u) != 0u) {
         for (var e = lidx; e < SGM_TM * BN; e += NT) {
@@ -194,27 +188,27 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
         }
     }
     workgroupBarrier();
-    var c00 = init_c(sr, sc, lc, sg, lane, edge);
-    var c01 = init_c(sr, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c02 = init_c(sr, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c03 = init_c(sr, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
-    var c10 = init_c(sr + SGM_TM, sc, lc, sg, lane, edge);
-    var c11 = init_c(sr + SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c12 = init_c(sr + SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c13 = init_c(sr + SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
-    var c20 = init_c(sr + 2u * SGM_TM, sc, lc, sg, lane, edge);
-    var c21 = init_c(sr + 2u * SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c22 = init_c(sr + 2u * SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c23 = init_c(sr + 2u * SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
-    var c30 = init_c(sr + 3u * SGM_TM, sc, lc, sg, lane, edge);
-    var c31 = init_c(sr + 3u * SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c32 = init_c(sr + 3u * SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c33 = init_c(sr + 3u * SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
+    var c00 = init_c(o_base, sr, sc, lc, sg, lane, edge);
+    var c01 = init_c(o_base, sr, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
+    var c02 = init_c(o_base, sr, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
+    var c03 = init_c(o_base, sr, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
+    var c10 = init_c(o_base, sr + SGM_TM, sc, lc, sg, lane, edge);
+    var c11 = init_c(o_base, sr + SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
+    var c12 = init_c(o_base, sr + SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
+    var c13 = init_c(o_base, sr + SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
+    var c20 = init_c(o_base, sr + 2u * SGM_TM, sc, lc, sg, lane, edge);
+    var c21 = init_c(o_base, sr + 2u * SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
+    var c22 = init_c(o_base, sr + 2u * SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
+    var c23 = init_c(o_base, sr + 2u * SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
+    var c30 = init_c(o_base, sr + 3u * SGM_TM, sc, lc, sg, lane, edge);
+    var c31 = init_c(o_base, sr + 3u * SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
+    var c32 = init_c(o_base, sr + 3u * SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
+    var c33 = init_c(o_base, sr + 3u * SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
 
     var ra: array<vec4<u32>, APT>;
     var rb: array<vec4<u32>, BPT>;
-    for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, k_lo); }
-    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, k_lo); }
+    for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, k_lo, k_hi); }
+    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, k_lo, k_hi); }
     let stages = (k_hi - k_lo + BK - 1u) / BK;
     for (var s = 0u; s < stages; s++) {
         for (var i = 0u; i < APT; i++) { store_a(a_t, lidx + i * NT, ra[i]); }
@@ -222,8 +216,8 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
         workgroupBarrier();
         if (s + 1u < stages) {
             let k1 = k_lo + (s + 1u) * BK;
-            for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, k1); }
-            for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, k1); }
+            for (var i = 0u; i < APT; i++) { ra[i] = load_a(a_t, lidx + i * NT, m0, k1, k_hi); }
+            for (var i = 0u; i < BPT; i++) { rb[i] = load_b(b_t, lidx + i * NT, n0, k1, k_hi); }
         }
         for (var kk = 0u; kk < BK; kk += SGM_TK) {
             let a0 = frag_a(a_t, lr, kk);
@@ -253,22 +247,22 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
         }
         workgroupBarrier();
     }
-    store_c(c00, sr, sc, sg, lane, edge);
-    store_c(c01, sr, sc + SGM_TN, sg, lane, edge);
-    store_c(c02, sr, sc + 2u * SGM_TN, sg, lane, edge);
-    store_c(c03, sr, sc + 3u * SGM_TN, sg, lane, edge);
-    store_c(c10, sr + SGM_TM, sc, sg, lane, edge);
-    store_c(c11, sr + SGM_TM, sc + SGM_TN, sg, lane, edge);
-    store_c(c12, sr + SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-    store_c(c13, sr + SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
-    store_c(c20, sr + 2u * SGM_TM, sc, sg, lane, edge);
-    store_c(c21, sr + 2u * SGM_TM, sc + SGM_TN, sg, lane, edge);
-    store_c(c22, sr + 2u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-    store_c(c23, sr + 2u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
-    store_c(c30, sr + 3u * SGM_TM, sc, sg, lane, edge);
-    store_c(c31, sr + 3u * SGM_TM, sc + SGM_TN, sg, lane, edge);
-    store_c(c32, sr + 3u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-    store_c(c33, sr + 3u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c00, sr, sc, sg, lane, edge);
+    store_c(o_base, c01, sr, sc + SGM_TN, sg, lane, edge);
+    store_c(o_base, c02, sr, sc + 2u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c03, sr, sc + 3u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c10, sr + SGM_TM, sc, sg, lane, edge);
+    store_c(o_base, c11, sr + SGM_TM, sc + SGM_TN, sg, lane, edge);
+    store_c(o_base, c12, sr + SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c13, sr + SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c20, sr + 2u * SGM_TM, sc, sg, lane, edge);
+    store_c(o_base, c21, sr + 2u * SGM_TM, sc + SGM_TN, sg, lane, edge);
+    store_c(o_base, c22, sr + 2u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c23, sr + 2u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c30, sr + 3u * SGM_TM, sc, sg, lane, edge);
+    store_c(o_base, c31, sr + 3u * SGM_TM, sc + SGM_TN, sg, lane, edge);
+    store_c(o_base, c32, sr + 3u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c33, sr + 3u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
 }
 
 // --- KERNEL: matmul_sgm_forward ---
