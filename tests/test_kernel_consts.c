@@ -35,21 +35,6 @@ static const pair PAIRS[] = {
     {"src/model/linear_f16.c", "F16_COLS", "kernels/03_linear_f16.wgsl", "F16_COLS", NULL, 1},
 };
 
-static char *slurp_(const char *rel) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", WGPT_SOURCE_DIR, rel);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    rewind(f);
-    char *s = malloc((size_t)n + 1);
-    size_t got = s ? fread(s, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (s) s[got] = '\0';
-    return s;
-}
-
 // The number after the first line that starts with `prefix` followed by
 // `name` and a space-like end (so TILE does not match TILE_X); -1 if none.
 static long value_after_(const char *text, const char *prefix, const char *name, const char *sep) {
@@ -69,9 +54,7 @@ static void host_copies_match_kernels(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) {
         const pair *p = &PAIRS[i];
-        char *h = slurp_(p->host), *k = slurp_(p->kernel);
-        assert_non_null(h);
-        assert_non_null(k);
+        char *h = tu_read_source(p->host), *k = tu_read_source(p->kernel);
         long host = value_after_(h, "#define ", p->macro, " ");
         long a = value_after_(k, "const ", p->a, ": u32 =");
         long b = p->b ? value_after_(k, "const ", p->b, ": u32 =") : 1;

@@ -56,6 +56,26 @@ static inline void tu_assert_close(const char *what, const float *got, const flo
     }
 }
 
+// A storage buffer of `bytes` holding host's bytes (as created where host is NULL).
+static inline wgpt_buf *tu_upload(wgpt_gpu *g, const void *host, uint64_t bytes, const char *label) {
+    wgpt_buf *b = wgpt_buf_create(g, bytes, label);
+    TU_NONNULL(g, b);
+    if (host) TU_OK(g, wgpt_buf_upload(g, b, 0, host, bytes));
+    return b;
+}
+static inline wgpt_buf *tu_upload_f32(wgpt_gpu *g, const float *x, uint64_t n, const char *label) {
+    return tu_upload(g, x, n * 4, label);
+}
+
+// The buffer's first `bytes` in a malloc'd copy the caller frees.
+static inline void *tu_download(wgpt_gpu *g, wgpt_buf *b, uint64_t bytes) {
+    void *h = malloc(bytes);
+    assert_non_null(h);
+    TU_OK(g, wgpt_buf_download(g, b, 0, h, bytes));
+    return h;
+}
+static inline float *tu_download_f32(wgpt_gpu *g, wgpt_buf *b, uint64_t n) { return tu_download(g, b, n * 4); }
+
 // Reads a file of the source tree (tests/kernels/..., kernels/...).
 static inline char *tu_read_source(const char *rel) {
     char path[4096];
