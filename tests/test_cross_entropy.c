@@ -43,13 +43,6 @@ static int group_setup(void **state) {
     SMALL = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SMALL);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 typedef struct ce_shape {
     uint32_t B, T, V, Vp;
 } ce_shape;
@@ -277,5 +270,5 @@ int main(void) {
         cmocka_unit_test(stable_for_large_logits),
         cmocka_unit_test(rows_past_65535_workgroups),
     };
-    return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, tu_group_teardown);
 }

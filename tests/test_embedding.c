@@ -28,13 +28,6 @@ static int group_setup(void **state) {
     SMALL = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SMALL);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 typedef struct shape {
     uint32_t B, T, C, V, Vp, maxT;
 } shape;
@@ -348,5 +341,5 @@ int main(void) {
         cmocka_unit_test(backward_wide_channels_one_token),
         cmocka_unit_test(backward_past_65535_workgroups),
     };
-    return cmocka_run_group_tests_name("embedding", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("embedding", tests, group_setup, tu_group_teardown);
 }

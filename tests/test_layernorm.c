@@ -59,15 +59,6 @@ static int group_setup(void **state) {
     SPLIT = SPLIT_GPU = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SPLIT_GPU);
-    wgpt_gpu_close(SPLIT_CPU);
-    wgpt_gpu_close(G_GPU);
-    wgpt_gpu_close(G_CPU);
-    return 0;
-}
-
 // Per-test setups: which twin the wrappers pick (see BOTH in main).
 static int CPU;  // 1 while the CPU twins are in force
 
@@ -608,5 +599,5 @@ int main(void) {
         {"two_phase_kernels_stop_at_N_and_C [gpu kernels]", two_phase_kernels_stop_at_N_and_C, use_gpu_kernels_,
          NULL, NULL},
     };
-    return cmocka_run_group_tests_name("layernorm", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("layernorm", tests, group_setup, tu_group_teardown);
 }

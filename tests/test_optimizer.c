@@ -36,13 +36,6 @@ static int group_setup(void **state) {
     SPLIT = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SPLIT);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 // The norm of x (n floats) placed `pad` floats into its buffer (the floats
 // before it are NaN: reading them would set the flag).
 static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint64_t pad, float max_norm) {
@@ -483,5 +476,5 @@ int main(void) {
         cmocka_unit_test(norm_and_adamw_are_deterministic),
         cmocka_unit_test(bad_arguments_are_refused),
     };
-    return cmocka_run_group_tests_name("optimizer", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("optimizer", tests, group_setup, tu_group_teardown);
 }

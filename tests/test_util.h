@@ -15,12 +15,25 @@
 
 #include "gpu/gpu.h"
 
-// Opens the default device once per test program; every GPU test needs it.
+// The devices tu_gpu_open opened, for tu_group_teardown.
+static wgpt_gpu *tu_gpus[16] __attribute__((unused));
+static size_t tu_ngpus __attribute__((unused));
+
+// Opens a device (NULL: the default one) or fails the test with the reason.
 static inline wgpt_gpu *tu_gpu_open(const wgpt_gpu_options *opt) {
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(opt, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
+    if (tu_ngpus < sizeof tu_gpus / sizeof tu_gpus[0]) tu_gpus[tu_ngpus++] = g;
     return g;
+}
+
+// A group teardown that closes every device tu_gpu_open opened, last first.
+// Only for programs that close no device themselves.
+static inline int tu_group_teardown(void **state) {
+    (void)state;
+    while (tu_ngpus) wgpt_gpu_close(tu_gpus[--tu_ngpus]);
+    return 0;
 }
 
 // Asserts a GPU-layer call succeeded, printing the layer's message if not.
