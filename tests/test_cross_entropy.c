@@ -43,30 +43,9 @@ static int group_setup(void **state) {
     SMALL = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SMALL);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 typedef struct ce_shape {
     uint32_t B, T, V, Vp;
 } ce_shape;
-
-static wgpt_buf *upload_(wgpt_gpu *g, const void *host, uint64_t bytes, const char *label) {
-    wgpt_buf *b = wgpt_buf_create(g, bytes, label);
-    TU_NONNULL(g, b);
-    if (host) TU_OK(g, wgpt_buf_upload(g, b, 0, host, bytes));
-    return b;
-}
-
-static void *download_(wgpt_gpu *g, wgpt_buf *b, uint64_t bytes) {
-    void *h = malloc(bytes);
-    assert_non_null(h);
-    TU_OK(g, wgpt_buf_download(g, b, 0, h, bytes));
-    return h;
-}
 
 // The reference keeps no log-sum-exp: computed here in double as it does.
 static void ref_lse_(float *lse, const float *logits, uint32_t BT, uint32_t V, uint32_t Vp) {
@@ -93,9 +72,9 @@ static ce_run run_(wgpt_gpu *g, ce_shape s, const float *logits, const uint32_t 
     ce_run r = {.BT = s.B * s.T};
     uint32_t BT = r.BT;
     uint64_t lbytes = (uint64_t)BT * s.Vp * 4;
-    wgpt_buf *bl = upload_(g, logits, lbytes, "logits"), *bt = upload_(g, targets, BT * 4, "targets");
-    wgpt_buf *bloss = upload_(g, NULL, BT * 4, "losses"), *blse = upload_(g, NULL, BT * 4, "lse");
-    wgpt_buf *bst = upload_(g, NULL, WGPT_STATUS_BYTES, "status"), *bmean = upload_(g, NULL, 4, "mean");
+    wgpt_buf *bl = tu_upload(g, logits, lbytes, "logits"), *bt = tu_upload(g, targets, BT * 4, "targets");
+    wgpt_buf *bloss = tu_upload(g, NULL, BT * 4, "losses"), *blse = tu_upload(g, NULL, BT * 4, "lse");
+    wgpt_buf *bst = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status"), *bmean = tu_upload(g, NULL, 4, "mean");
     wgpt_view vl = {bl, 0, 0}, vt = {bt, 0, 0}, vloss = {bloss, 0, 0}, vlse = {blse, 0, 0};
     wgpt_op fwd, mean, bwd;
     wgpt_op_init(&fwd), wgpt_op_init(&mean), wgpt_op_init(&bwd);
@@ -106,9 +85,9 @@ static ce_run run_(wgpt_gpu *g, ce_shape s, const float *logits, const uint32_t 
     TU_OK(g, wgpt_op_record(g, &fwd));
     TU_OK(g, wgpt_op_record(g, &mean));
     TU_OK(g, wgpt_op_record(g, &bwd));
-    r.losses = download_(g, bloss, BT * 4);
-    r.lse = download_(g, blse, BT * 4);
-    r.dlogits = download_(g, bl, lbytes);
+    r.losses = tu_download(g, bloss, BT * 4);
+    r.lse = tu_download(g, blse, BT * 4);
+    r.dlogits = tu_download(g, bl, lbytes);
     TU_OK(g, wgpt_buf_download(g, bmean, 0, &r.mean, 4));
     TU_OK(g, wgpt_buf_download(g, bst, 0, r.status, WGPT_STATUS_BYTES));
     wgpt_op_free(&fwd), wgpt_op_free(&mean), wgpt_op_free(&bwd);
@@ -291,5 +270,5 @@ int main(void) {
         cmocka_unit_test(stable_for_large_logits),
         cmocka_unit_test(rows_past_65535_workgroups),
     };
-    return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, tu_group_teardown);
 }

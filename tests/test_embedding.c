@@ -28,13 +28,6 @@ static int group_setup(void **state) {
     SMALL = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SMALL);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 typedef struct shape {
     uint32_t B, T, C, V, Vp, maxT;
 } shape;
@@ -42,20 +35,6 @@ typedef struct shape {
 static const shape BASE = {2, 37, 48, 97, 128, 40};
 // wte (272, 48) = 52224 bytes: chunks of 64 rows (12288 bytes) on SMALL: 64,64,64,64,16.
 static const shape SPLIT = {2, 37, 48, 250, 272, 40};
-
-static wgpt_buf *upload_(wgpt_gpu *g, const void *host, uint64_t bytes, const char *label) {
-    wgpt_buf *b = wgpt_buf_create(g, bytes, label);
-    TU_NONNULL(g, b);
-    if (host) TU_OK(g, wgpt_buf_upload(g, b, 0, host, bytes));
-    return b;
-}
-
-static float *download_(wgpt_gpu *g, wgpt_buf *b, uint64_t floats) {
-    float *h = malloc(floats * sizeof *h);
-    assert_non_null(h);
-    TU_OK(g, wgpt_buf_download(g, b, 0, h, floats * 4));
-    return h;
-}
 
 // Tokens in [0, V) with many repeats (half drawn from 0..5) so buckets hold
 // several positions, and the first and last ids of the vocabulary present.
@@ -82,18 +61,18 @@ static void check_forward_(wgpt_gpu *g, shape s, int expect_steps) {
     tu_fill(wpe, (size_t)s.maxT * s.C, -1, 1);
     ref_encoder_forward(want, itok, wte, wpe, (int)s.B, (int)s.T, (int)s.C);
 
-    wgpt_buf *bout = upload_(g, NULL, (uint64_t)N * s.C * 4, "out");
-    wgpt_buf *btok = upload_(g, tok, N * 4, "tokens");
-    wgpt_buf *bwte = upload_(g, wte, (uint64_t)s.Vp * s.C * 4, "wte");
-    wgpt_buf *bwpe = upload_(g, wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
-    wgpt_buf *bst = upload_(g, NULL, WGPT_STATUS_BYTES, "status");
+    wgpt_buf *bout = tu_upload(g, NULL, (uint64_t)N * s.C * 4, "out");
+    wgpt_buf *btok = tu_upload(g, tok, N * 4, "tokens");
+    wgpt_buf *bwte = tu_upload(g, wte, (uint64_t)s.Vp * s.C * 4, "wte");
+    wgpt_buf *bwpe = tu_upload(g, wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
+    wgpt_buf *bst = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status");
     wgpt_op op;
     wgpt_op_init(&op);
     TU_OK(g, wgpt_encoder_forward(g, &op, (wgpt_view){bout, 0, 0}, (wgpt_view){bst, 0, 0}, (wgpt_view){btok, 0, 0},
                                   (wgpt_view){bwte, 0, 0}, (wgpt_view){bwpe, 0, 0}, s.B, s.T, s.C, s.V, s.Vp));
     assert_int_equal(op.n, expect_steps);
     TU_OK(g, wgpt_op_record(g, &op));
-    float *got = download_(g, bout, (uint64_t)N * s.C);
+    float *got = tu_download_f32(g, bout, (uint64_t)N * s.C);
     tu_assert_close("encoder_forward", got, want, (size_t)N * s.C, 0, 0);
     char msg[128];
     assert_int_equal(wgpt_input_status_check(g, (wgpt_view){bst, 0, 0}, s.V, msg, sizeof msg), 0);
@@ -135,20 +114,20 @@ static void forward_flags_bad_token(void **st) {
     memset(want + (size_t)bad1 * s.C, 0, s.C * 4);
     memset(want + (size_t)bad2 * s.C, 0, s.C * 4);
 
-    wgpt_buf *bout = upload_(g, NULL, (uint64_t)N * s.C * 4, "out");
+    wgpt_buf *bout = tu_upload(g, NULL, (uint64_t)N * s.C * 4, "out");
     float nan_fill[64];
     for (int i = 0; i < 64; i++) nan_fill[i] = NAN;  // bad rows must be overwritten
     TU_OK(g, wgpt_buf_upload(g, bout, (uint64_t)bad2 * s.C * 4, nan_fill, s.C * 4));
-    wgpt_buf *btok = upload_(g, tok, N * 4, "tokens");
-    wgpt_buf *bwte = upload_(g, wte, (uint64_t)s.Vp * s.C * 4, "wte");
-    wgpt_buf *bwpe = upload_(g, wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
-    wgpt_buf *bst = upload_(g, NULL, WGPT_STATUS_BYTES, "status");
+    wgpt_buf *btok = tu_upload(g, tok, N * 4, "tokens");
+    wgpt_buf *bwte = tu_upload(g, wte, (uint64_t)s.Vp * s.C * 4, "wte");
+    wgpt_buf *bwpe = tu_upload(g, wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
+    wgpt_buf *bst = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status");
     wgpt_op op;
     wgpt_op_init(&op);
     TU_OK(g, wgpt_encoder_forward(g, &op, (wgpt_view){bout, 0, 0}, (wgpt_view){bst, 0, 0}, (wgpt_view){btok, 0, 0},
                                   (wgpt_view){bwte, 0, 0}, (wgpt_view){bwpe, 0, 0}, s.B, s.T, s.C, s.V, s.Vp));
     TU_OK(g, wgpt_op_record(g, &op));
-    float *got = download_(g, bout, (uint64_t)N * s.C);
+    float *got = tu_download_f32(g, bout, (uint64_t)N * s.C);
     tu_assert_close("encoder_forward with bad ids", got, want, (size_t)N * s.C, 0, 0);
     uint32_t words[WGPT_STATUS_WORDS];
     TU_OK(g, wgpt_buf_download(g, bst, 0, words, sizeof words));
@@ -220,10 +199,10 @@ typedef struct bwd_case {
 // dout and the bucket index).
 static void bwd_prepare_(wgpt_gpu *g, shape s, bwd_case *c) {
     uint32_t N = s.B * s.T;
-    c->dwte = upload_(g, NULL, (uint64_t)s.Vp * s.C * 4, "dwte");
-    c->dwpe = upload_(g, NULL, (uint64_t)s.maxT * s.C * 4, "dwpe");
-    c->dout = upload_(g, NULL, (uint64_t)N * s.C * 4, "dout");
-    c->bucket = upload_(g, NULL, wgpt_embedding_bucket_words(N) * 4, "bucket");
+    c->dwte = tu_upload(g, NULL, (uint64_t)s.Vp * s.C * 4, "dwte");
+    c->dwpe = tu_upload(g, NULL, (uint64_t)s.maxT * s.C * 4, "dwpe");
+    c->dout = tu_upload(g, NULL, (uint64_t)N * s.C * 4, "dout");
+    c->bucket = tu_upload(g, NULL, wgpt_embedding_bucket_words(N) * 4, "bucket");
     wgpt_op_init(&c->op);
     TU_OK(g, wgpt_encoder_backward(g, &c->op, (wgpt_view){c->dwte, 0, 0}, (wgpt_view){c->dwpe, 0, 0},
                                    (wgpt_view){c->dout, 0, 0}, (wgpt_view){c->bucket, 0, 0}, s.B, s.T, s.C, s.Vp));
@@ -268,7 +247,7 @@ static void bwd_step_(wgpt_gpu *g, shape s, bwd_case *c, float **got_wte, float 
         }
     }
     ref_encoder_backward(dwte, dwpe, dout, itok, (int)s.B, (int)s.T, (int)s.C);
-    float *gw = download_(g, c->dwte, nwte), *gp = download_(g, c->dwpe, nwpe);
+    float *gw = tu_download_f32(g, c->dwte, nwte), *gp = tu_download_f32(g, c->dwpe, nwpe);
     assert_sum_close_("dwte", gw, dwte, mwte, kwte, nwte);
     assert_sum_close_("dwpe", gp, dwpe, mwpe, kwpe, nwpe);
     if (got_wte) *got_wte = gw; else free(gw);
@@ -332,7 +311,7 @@ static void backward_wide_channels_one_token(void **st) {
     // Same order as the kernel (f32, positions increasing from 0): exact.
     for (uint32_t n = 0; n < N; n++)
         for (uint32_t ch = 0; ch < s.C; ch++) want[7 * s.C + ch] += dout[(size_t)n * s.C + ch];
-    float *got = download_(G, c.dwte, nwte);
+    float *got = tu_download_f32(G, c.dwte, nwte);
     tu_assert_close("dwte, one token everywhere", got, want, nwte, 0, 0);
     free(tok), free(dout), free(want), free(got);
     bwd_free_(&c);
@@ -362,5 +341,5 @@ int main(void) {
         cmocka_unit_test(backward_wide_channels_one_token),
         cmocka_unit_test(backward_past_65535_workgroups),
     };
-    return cmocka_run_group_tests_name("embedding", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("embedding", tests, group_setup, tu_group_teardown);
 }

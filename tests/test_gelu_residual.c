@@ -37,13 +37,6 @@ static int group_setup(void **state) {
     SPLIT = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SPLIT);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 static float *alloc_(size_t n) {
     float *p = malloc((n ? n : 1) * sizeof *p);
     assert_non_null(p);
@@ -243,5 +236,5 @@ int main(void) {
         cmocka_unit_test(past_65535_workgroups),
         cmocka_unit_test(kernels_stop_at_n),
     };
-    return cmocka_run_group_tests_name("gelu_residual", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("gelu_residual", tests, group_setup, tu_group_teardown);
 }

@@ -21,12 +21,6 @@ static int group_setup(void **state) {
     G = tu_gpu_open(NULL);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 // How run_ dispatches: `name` itself with wgpt_groups(n) (WAY_SCALAR) or
 // wgpt_ew_vec4_groups(n) (WAY_VEC4), or wgpt_infra_add choosing (WAY_HOST).
 enum { WAY_SCALAR, WAY_VEC4, WAY_HOST };
@@ -313,5 +307,5 @@ int main(void) {
         cmocka_unit_test(binding_with_offset),
         cmocka_unit_test(zero_fill_is_ordered),
     };
-    return cmocka_run_group_tests_name("infrastructure", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("infrastructure", tests, group_setup, tu_group_teardown);
 }

@@ -59,15 +59,6 @@ static int group_setup(void **state) {
     SPLIT = SPLIT_GPU = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SPLIT_GPU);
-    wgpt_gpu_close(SPLIT_CPU);
-    wgpt_gpu_close(G_GPU);
-    wgpt_gpu_close(G_CPU);
-    return 0;
-}
-
 // Per-test setups: which twin the wrappers pick (see BOTH in main).
 static int CPU;  // 1 while the CPU twins are in force
 
@@ -92,13 +83,6 @@ static int use_cpu_kernels_(void **state) {
     CPU = 1;
     SCRATCH = SCRATCH_FULL;
     return 0;
-}
-
-static wgpt_buf *upload_(wgpt_gpu *g, const float *x, size_t n, const char *label) {
-    wgpt_buf *b = wgpt_buf_create(g, n * 4, label);
-    TU_NONNULL(g, b);
-    TU_OK(g, wgpt_buf_upload(g, b, 0, x, n * 4));
-    return b;
 }
 
 static float *alloc_(size_t n) {
@@ -164,7 +148,9 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     uint32_t N = k->N, C = k->C;
     size_t NC = (size_t)N * C;
     uint64_t rstd_off = ((uint64_t)N * 4 + 255) / 256 * 256;
-    wgpt_buf *inp = upload_(g, k->inp, NC, "inp"), *w = upload_(g, k->w, C, "w"), *b = upload_(g, k->b, C, "b");
+    wgpt_buf *inp = tu_upload_f32(g, k->inp, NC, "inp");
+    wgpt_buf *w = tu_upload_f32(g, k->w, C, "w");
+    wgpt_buf *b = tu_upload_f32(g, k->b, C, "b");
     wgpt_buf *out = wgpt_buf_create(g, NC * 4, "out"), *stats = wgpt_buf_create(g, rstd_off + N * 4, "stats");
     TU_NONNULL(g, out);
     TU_NONNULL(g, stats);
@@ -184,8 +170,8 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     uint64_t chunks = (N + rows0 - 1) / rows0, blocks0 = (rows0 + 63) / 64;
     int two_phase = !CPU && SCRATCH == SCRATCH_FULL;
     if (backward) {
-        dout = upload_(g, k->dout, NC, "dout"), dinp = upload_(g, k->dinp0, NC, "dinp");
-        dw = upload_(g, k->dw0, C, "dweight"), db = upload_(g, k->db0, C, "dbias");
+        dout = tu_upload_f32(g, k->dout, NC, "dout"), dinp = tu_upload_f32(g, k->dinp0, NC, "dinp");
+        dw = tu_upload_f32(g, k->dw0, C, "dweight"), db = tu_upload_f32(g, k->db0, C, "dbias");
         // The scratch at a 256-byte offset, every float 1e30 beforehand: a
         // partial left unwritten would show in dweight/dbias.
         uint64_t sbytes = SCRATCH == SCRATCH_SHORT ? 256 : wgpt_layernorm_scratch_bytes(N, C);
@@ -193,7 +179,7 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
         assert_true(SCRATCH != SCRATCH_SHORT || 2 * blocks0 * C * 4 > sbytes);
         float *junk = alloc_((256 + sbytes) / 4);
         for (uint64_t i = 0; i < (256 + sbytes) / 4; i++) junk[i] = 1e30f;
-        scratch = upload_(g, junk, (256 + sbytes) / 4, "ln scratch");
+        scratch = tu_upload_f32(g, junk, (256 + sbytes) / 4, "ln scratch");
         free(junk);
         wgpt_view vs = {SCRATCH == SCRATCH_NONE ? NULL : scratch, 256, sbytes};
         int before = op.n;
@@ -388,10 +374,11 @@ static void kernels_stop_at_N_and_C(void **st) {
     }
     float sent_vec[64 + 64];
     for (int i = 0; i < 128; i++) sent_vec[i] = i < (int)C ? 0.0f : SENT;
-    wgpt_buf *x = upload_(G, rows, (size_t)NX * C, "x"), *v = upload_(G, vec, NX, "v");
-    wgpt_buf *o = upload_(G, sent_rows, (size_t)NX * C, "o"), *o2 = upload_(G, sent_rows, (size_t)NX * C, "o2");
-    wgpt_buf *s1 = upload_(G, sent_n, NX, "s1"), *s2 = upload_(G, sent_n, NX, "s2");
-    wgpt_buf *c1 = upload_(G, sent_vec, CX, "c1"), *c2 = upload_(G, sent_vec, CX, "c2");
+    wgpt_buf *x = tu_upload_f32(G, rows, (size_t)NX * C, "x"), *v = tu_upload_f32(G, vec, NX, "v");
+    wgpt_buf *o = tu_upload_f32(G, sent_rows, (size_t)NX * C, "o");
+    wgpt_buf *o2 = tu_upload_f32(G, sent_rows, (size_t)NX * C, "o2");
+    wgpt_buf *s1 = tu_upload_f32(G, sent_n, NX, "s1"), *s2 = tu_upload_f32(G, sent_n, NX, "s2");
+    wgpt_buf *c1 = tu_upload_f32(G, sent_vec, CX, "c1"), *c2 = tu_upload_f32(G, sent_vec, CX, "c2");
     wgpt_view vx = {x, 0, 0}, vv = {v, 0, 0};
     struct { uint32_t N, C; } p = {N, C};  // LnParams
     wgpt_op op;
@@ -448,9 +435,9 @@ static void vec4_kernels_stop_at_N(void **st) {
     }
     for (uint32_t i = 0; i < NX; i++) sent_n[i] = i < N ? 0.5f : SENT;  // rstd 0.5 for the backward
     for (uint32_t i = 0; i < C; i++) vec[i] = tu_randf(0.5f, 1.5f);
-    wgpt_buf *x = upload_(G, rows, NXC, "x"), *v = upload_(G, vec, C, "v");
-    wgpt_buf *o = upload_(G, sent_rows, NXC, "o"), *o2 = upload_(G, sent_rows, NXC, "o2");
-    wgpt_buf *s1 = upload_(G, sent_n, NX, "s1"), *s2 = upload_(G, sent_n, NX, "s2");
+    wgpt_buf *x = tu_upload_f32(G, rows, NXC, "x"), *v = tu_upload_f32(G, vec, C, "v");
+    wgpt_buf *o = tu_upload_f32(G, sent_rows, NXC, "o"), *o2 = tu_upload_f32(G, sent_rows, NXC, "o2");
+    wgpt_buf *s1 = tu_upload_f32(G, sent_n, NX, "s1"), *s2 = tu_upload_f32(G, sent_n, NX, "s2");
     struct { uint32_t N, C; } p = {N, C};  // LnParams
     wgpt_view f[6] = {{o, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, {x, 0, 0}, {v, 0, 0}, {v, 0, 0}};
     wgpt_view bi[6] = {{o2, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}};
@@ -522,10 +509,14 @@ static void two_phase_kernels_stop_at_N_and_C(void **st) {
         w0[i] = i < C ? tu_randf(-1.0f, 1.0f) : SENT;
         b0[i] = i < C ? tu_randf(-1.0f, 1.0f) : SENT;
     }
-    wgpt_buf *bx = upload_(G, x, NXC, "x"), *bd = upload_(G, d, NXC, "dout"), *bm = upload_(G, m, NX, "mean");
-    wgpt_buf *br = upload_(G, r, NX, "rstd"), *p1 = upload_(G, sp, NP, "part"), *p4 = upload_(G, sp, NP, "part4");
-    wgpt_buf *dw1 = upload_(G, w0, CX, "dw1"), *db1 = upload_(G, b0, CX, "db1");
-    wgpt_buf *dw4 = upload_(G, w0, CX, "dw4"), *db4 = upload_(G, b0, CX, "db4");
+    wgpt_buf *bx = tu_upload_f32(G, x, NXC, "x");
+    wgpt_buf *bd = tu_upload_f32(G, d, NXC, "dout");
+    wgpt_buf *bm = tu_upload_f32(G, m, NX, "mean");
+    wgpt_buf *br = tu_upload_f32(G, r, NX, "rstd");
+    wgpt_buf *p1 = tu_upload_f32(G, sp, NP, "part");
+    wgpt_buf *p4 = tu_upload_f32(G, sp, NP, "part4");
+    wgpt_buf *dw1 = tu_upload_f32(G, w0, CX, "dw1"), *db1 = tu_upload_f32(G, b0, CX, "db1");
+    wgpt_buf *dw4 = tu_upload_f32(G, w0, CX, "dw4"), *db4 = tu_upload_f32(G, b0, CX, "db4");
     struct { uint32_t N, C; } p = {N, C};  // LnParams
     wgpt_view v1[5] = {{p1, 0, 0}, {bd, 0, 0}, {bx, 0, 0}, {bm, 0, 0}, {br, 0, 0}};
     wgpt_view v4[5] = {{p4, 0, 0}, {bd, 0, 0}, {bx, 0, 0}, {bm, 0, 0}, {br, 0, 0}};
@@ -608,5 +599,5 @@ int main(void) {
         {"two_phase_kernels_stop_at_N_and_C [gpu kernels]", two_phase_kernels_stop_at_N_and_C, use_gpu_kernels_,
          NULL, NULL},
     };
-    return cmocka_run_group_tests_name("layernorm", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("layernorm", tests, group_setup, tu_group_teardown);
 }

@@ -36,27 +36,13 @@ static int group_setup(void **state) {
     SPLIT = tu_gpu_open(&o);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(SPLIT);
-    wgpt_gpu_close(G);
-    return 0;
-}
-
-static wgpt_buf *upload_(wgpt_gpu *g, const float *x, uint64_t n, const char *label) {
-    wgpt_buf *b = wgpt_buf_create(g, n * 4, label);
-    TU_NONNULL(g, b);
-    if (x) TU_OK(g, wgpt_buf_upload(g, b, 0, x, n * 4));
-    return b;
-}
-
 // The norm of x (n floats) placed `pad` floats into its buffer (the floats
 // before it are NaN: reading them would set the flag).
 static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint64_t pad, float max_norm) {
     float *h = malloc((pad + n) * sizeof *h);
     for (uint64_t i = 0; i < pad; i++) h[i] = NAN;
     memcpy(h + pad, x, n * sizeof *h);
-    wgpt_buf *gr = upload_(g, h, pad + n, "grads");
+    wgpt_buf *gr = tu_upload_f32(g, h, pad + n, "grads");
     uint64_t sb = wgpt_grad_norm_scratch_bytes(g, n);
     assert_true(sb >= 8);
     wgpt_buf *scratch = wgpt_buf_create(g, sb, "norm scratch"), *st = wgpt_buf_create(g, 16, "state");
@@ -198,10 +184,10 @@ static void rig_init_(rig *r, wgpt_gpu *g, uint64_t n, float max_norm, const wgp
                       const wgpt_adamw_hparams *hp) {
     r->g = g;
     r->n = n;
-    r->p = upload_(g, NULL, n, "params");
-    r->gr = upload_(g, NULL, n, "grads");
-    r->m = upload_(g, NULL, n, "m");
-    r->v = upload_(g, NULL, n, "v");
+    r->p = tu_upload_f32(g, NULL, n, "params");
+    r->gr = tu_upload_f32(g, NULL, n, "grads");
+    r->m = tu_upload_f32(g, NULL, n, "m");
+    r->v = tu_upload_f32(g, NULL, n, "v");
     r->scratch = wgpt_buf_create(g, wgpt_grad_norm_scratch_bytes(g, n), "scratch");
     r->state = wgpt_buf_create(g, WGPT_OPTIM_STATE_BYTES, "state");
     wgpt_op_init(&r->op);
@@ -490,5 +476,5 @@ int main(void) {
         cmocka_unit_test(norm_and_adamw_are_deterministic),
         cmocka_unit_test(bad_arguments_are_refused),
     };
-    return cmocka_run_group_tests_name("optimizer", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("optimizer", tests, group_setup, tu_group_teardown);
 }

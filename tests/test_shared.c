@@ -18,12 +18,6 @@ static int group_setup(void **state) {
     free(text);
     return 0;
 }
-static int group_teardown(void **state) {
-    (void)state;
-    wgpt_gpu_close(G);
-    return 0;
-}
-
 typedef struct {
     uint32_t rows, len;
 } rows_params;
@@ -148,5 +142,5 @@ int main(void) {
         cmocka_unit_test(max_then_sum_all_negative),
         cmocka_unit_test(nan_guard_and_is_finite),
     };
-    return cmocka_run_group_tests_name("shared", tests, group_setup, group_teardown);
+    return cmocka_run_group_tests_name("shared", tests, group_setup, tu_group_teardown);
 }

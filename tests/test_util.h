@@ -15,12 +15,25 @@
 
 #include "gpu/gpu.h"
 
-// Opens the default device once per test program; every GPU test needs it.
+// The devices tu_gpu_open opened, for tu_group_teardown.
+static wgpt_gpu *tu_gpus[16] __attribute__((unused));
+static size_t tu_ngpus __attribute__((unused));
+
+// Opens a device (NULL: the default one) or fails the test with the reason.
 static inline wgpt_gpu *tu_gpu_open(const wgpt_gpu_options *opt) {
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(opt, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
+    if (tu_ngpus < sizeof tu_gpus / sizeof tu_gpus[0]) tu_gpus[tu_ngpus++] = g;
     return g;
+}
+
+// A group teardown that closes every device tu_gpu_open opened, last first.
+// Only for programs that close no device themselves.
+static inline int tu_group_teardown(void **state) {
+    (void)state;
+    while (tu_ngpus) wgpt_gpu_close(tu_gpus[--tu_ngpus]);
+    return 0;
 }
 
 // Asserts a GPU-layer call succeeded, printing the layer's message if not.
@@ -55,6 +68,26 @@ static inline void tu_assert_close(const char *what, const float *got, const flo
                      n, got[i], want[i], d, atol, rtol);
     }
 }
+
+// A storage buffer of `bytes` holding host's bytes (as created where host is NULL).
+static inline wgpt_buf *tu_upload(wgpt_gpu *g, const void *host, uint64_t bytes, const char *label) {
+    wgpt_buf *b = wgpt_buf_create(g, bytes, label);
+    TU_NONNULL(g, b);
+    if (host) TU_OK(g, wgpt_buf_upload(g, b, 0, host, bytes));
+    return b;
+}
+static inline wgpt_buf *tu_upload_f32(wgpt_gpu *g, const float *x, uint64_t n, const char *label) {
+    return tu_upload(g, x, n * 4, label);
+}
+
+// The buffer's first `bytes` in a malloc'd copy the caller frees.
+static inline void *tu_download(wgpt_gpu *g, wgpt_buf *b, uint64_t bytes) {
+    void *h = malloc(bytes);
+    assert_non_null(h);
+    TU_OK(g, wgpt_buf_download(g, b, 0, h, bytes));
+    return h;
+}
+static inline float *tu_download_f32(wgpt_gpu *g, wgpt_buf *b, uint64_t n) { return tu_download(g, b, n * 4); }
 
 // Reads a file of the source tree (tests/kernels/..., kernels/...).
 static inline char *tu_read_source(const char *rel) {

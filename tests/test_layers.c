@@ -1,0 +1,99 @@
+// test_layers.c: no layer includes one above it (docs/ARCHITECTURE.md's
+// table), and no Dawn declaration leaves src/gpu. Reads the #include lines of
+// src/*/*.[ch]; no GPU.
+#include "test_util.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <string.h>
+
+// Each layer and the folders of src/ it may include ("gpu/gpu.h" is the only
+// GPU header above src/gpu: checked apart).
+static const struct {
+    const char *layer, *may[8];
+} RULES[] = {
+    {"util", {"util"}},
+    {"gpu", {"util", "gpu"}},
+    {"model", {"util", "gpu", "model"}},
+    {"data", {"util", "data"}},
+    {"weights", {"util", "model", "weights"}},
+    {"train", {"util", "gpu", "model", "data", "weights", "train"}},
+    {"bench", {"util", "gpu", "model", "bench"}},
+    {"cli", {"util", "gpu", "model", "data", "weights", "train", "bench", "cli"}},
+};
+
+static int allowed_(size_t r, const char *inc) {
+    for (size_t i = 0; i < 8 && RULES[r].may[i]; i++) {
+        size_t n = strlen(RULES[r].may[i]);
+        if (!strncmp(inc, RULES[r].may[i], n) && inc[n] == '/') return 1;
+    }
+    return !strchr(inc, '/');  // a header of the same folder
+}
+
+static int check_file_(size_t r, const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[512];
+    int bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        char inc[256];
+        if (sscanf(line, "#include \"%255[^\"]\"", inc) != 1) continue;
+        int gpu_private = strcmp(RULES[r].layer, "gpu") && !strncmp(inc, "gpu/", 4) && strcmp(inc, "gpu/gpu.h");
+        if (!allowed_(r, inc) || gpu_private) {
+            print_error("%s includes \"%s\"\n", path, inc);
+            bad++;
+        }
+    }
+    fclose(f);
+    return bad;
+}
+
+static void no_layer_includes_an_upper_one(void **state) {
+    (void)state;
+    int bad = 0, files = 0;
+    for (size_t r = 0; r < sizeof RULES / sizeof RULES[0]; r++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/src/%s", WGPT_SOURCE_DIR, RULES[r].layer);
+        DIR *d = opendir(dir);
+        assert_non_null(d);
+        for (struct dirent *e; (e = readdir(d));) {
+            size_t n = strlen(e->d_name);
+            if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
+            char path[2048];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            bad += check_file_(r, path);
+            files++;
+        }
+        closedir(d);
+    }
+    assert_true(files > 50);
+    assert_int_equal(bad, 0);
+}
+
+// A folder of src/ not in RULES would go unchecked.
+static void every_layer_has_a_rule(void **state) {
+    (void)state;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/src", WGPT_SOURCE_DIR);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[2048];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || stat(path, &st) || !S_ISDIR(st.st_mode)) continue;
+        int known = 0;
+        for (size_t r = 0; r < sizeof RULES / sizeof RULES[0]; r++) known |= !strcmp(RULES[r].layer, e->d_name);
+        if (!known) fail_msg("src/%s has no rule in test_layers.c", e->d_name);
+    }
+    closedir(d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(no_layer_includes_an_upper_one),
+        cmocka_unit_test(every_layer_has_a_rule),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
