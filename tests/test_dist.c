@@ -228,14 +228,14 @@ static pid_t find_rank_(const char *tag, int rank) {
 
 // Starts a long 2-rank run in the background, waits for its first step,
 // sends sig to rank 1, and returns mpirun's exit status and the seconds it took.
-static int signal_rank1_(const char *out, int sig, double *seconds) {
+static int signal_rank1_(const char *out, int sig, int comm_timeout, double *seconds) {
     char cmd[4096], tag[64];
     snprintf(tag, sizeof tag, "%s-%d", out, (int)getpid());
     snprintf(cmd, sizeof cmd,
              "cd '%s' && WGPT_TEST_TAG=%s exec timeout 120 " MPIRUN " -x WGPT_TEST_TAG -np 2 '%s' train --data "
-             "'data/*.bin' --out %s --steps 100000 --resume none --checkpoint-every 0 --comm-timeout 10 " COMMON
+             "'data/*.bin' --out %s --steps 100000 --resume none --checkpoint-every 0 --comm-timeout %d " COMMON
              " > '%s.log' 2>&1",
-             dir_, tag, wgpt_, out, out);
+             dir_, tag, wgpt_, out, comm_timeout, out);
     pid_t job = fork();
     assert_true(job >= 0);
     if (job == 0) {
@@ -263,7 +263,7 @@ static void test_sigterm_one_rank_stops_all(void **state) {
     (void)state;
     if (!have_mpi_()) return;
     double s;
-    int rc = signal_rank1_("term", SIGTERM, &s);
+    int rc = signal_rank1_("term", SIGTERM, 10, &s);
     if (rc != 0) fail_msg("exit %d\n%s", rc, log_("term"));
     wgpt_checkpoint ck;
     read_ck_("term", &ck);  // written by rank 0 after the step both agreed to stop at
@@ -276,7 +276,7 @@ static void test_killed_rank_ends_the_job(void **state) {
     (void)state;
     if (!have_mpi_()) return;
     double s;
-    int rc = signal_rank1_("dead", SIGKILL, &s);
+    int rc = signal_rank1_("dead", SIGKILL, 10, &s);
     print_message("a killed rank: the job ended after %.1f s, exit %d\n", s, rc);
     assert_int_not_equal(rc, 0);
     assert_int_not_equal(rc, 124);  // not the test's own timeout: the job ended by itself
@@ -284,6 +284,21 @@ static void test_killed_rank_ends_the_job(void **state) {
     const char *l = log_("dead");
     if (!strstr(l, "signal 9") && !strstr(l, "Killed") && !strstr(l, "--comm-timeout") && !strstr(l, "died"))
         fail_msg("no clear message:\n%s", l);
+}
+
+// A rank that stops answering but does not die (SIGSTOP: mpirun sees
+// nothing wrong): the other's exchange ends at --comm-timeout with a message
+// and its MPI_Abort ends the job.
+static void test_hung_rank_times_out(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double s;
+    int rc = signal_rank1_("hung", SIGSTOP, 4, &s);
+    print_message("a stopped rank: the job ended after %.1f s, exit %d\n", s, rc);
+    assert_int_not_equal(rc, 0);
+    assert_int_not_equal(rc, 124);
+    assert_true(s >= 3 && s < 30);
+    if (!strstr(log_("hung"), "no answer from the other ranks in 4 s (--comm-timeout)")) fail_msg("%s", log_("hung"));
 }
 
 static void test_hostfile_two_hosts(void **state) {
@@ -339,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_resume_two_ranks),
         cmocka_unit_test(test_sigterm_one_rank_stops_all),
         cmocka_unit_test(test_killed_rank_ends_the_job),
+        cmocka_unit_test(test_hung_rank_times_out),
         cmocka_unit_test(test_hostfile_two_hosts),
         cmocka_unit_test(test_refusals),
     };
