@@ -1,16 +1,25 @@
 // comm_single.c: one process, one rank (the build without MPI): every
 // collective is the identity.
 #include <stdlib.h>
+#include <string.h>
 
 #include "dist/comm.h"
+#include "util/err.h"
 
 struct wgpt_comm {
     int unused;
 };
 
 wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
-    (void)timeout_s, (void)err, (void)errlen;
-    return calloc(1, sizeof(wgpt_comm));
+    (void)timeout_s;
+    // Under mpirun with several ranks each copy would train alone, all in one --out.
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (n && strcmp(n, "1") != 0)
+        return wgpt_errf(err, errlen, "this wgpt was built without MPI (WGPT_MPI=0), so it cannot be one of %s ranks: "
+                         "build it where mpicc is found", n), NULL;
+    wgpt_comm *c = calloc(1, sizeof *c);
+    if (!c) wgpt_errf(err, errlen, "out of host memory");
+    return c;
 }
 void wgpt_comm_close(wgpt_comm *c, int failed) { (void)failed, free(c); }
 int wgpt_comm_rank(const wgpt_comm *c) { return (void)c, 0; }
