@@ -11,12 +11,22 @@ DAWN_DIR = third_party/dawn
 # Dawn is not linked: src/gpu/dawn_loader.c loads $(DAWN_DIR)/dawn.node (found
 # relative to the executable) at run time. The addon's napi_* imports are bound
 # to stubs that every executable exports; libcrypto hashes the file against its pin.
-LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm
+LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm $(MPI_LIBS)
 DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 
 LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) \
           $(wildcard src/util/*.c)
 LIB_SRC += $(wildcard src/weights/*.c)
+# The communication layer (src/dist/comm.h): Open MPI where mpicc is found
+# (WGPT_MPI=1), else one process (WGPT_MPI=0: make BUILD=build-nompi WGPT_MPI=0 all).
+WGPT_MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(WGPT_MPI),1)
+LIB_SRC += src/dist/comm_mpi.c
+MPI_CFLAGS := $(shell mpicc --showme:compile)
+MPI_LIBS := $(shell mpicc --showme:link)
+else
+LIB_SRC += src/dist/comm_single.c
+endif
 CLI_SRC = $(wildcard src/cli/*.c)
 # The benchmarks (`wgpt bench`): above the library, beside the commands.
 BENCH_SRC = $(wildcard src/bench/*.c)
@@ -76,6 +86,7 @@ $(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
 $(BUILD)/obj/gpu/dawn_loader.o: scripts/pins.sh
+$(BUILD)/obj/dist/comm_mpi.o: CFLAGS_ALL += $(MPI_CFLAGS)
 $(BUILD)/obj/gpu/dawn_loader.o $(BUILD)/test_dawn_loader: CFLAGS_ALL += -DWGPT_DAWN_NODE_SHA256='"$(DAWN_NODE_SHA256)"'
 $(BUILD)/test_dawn_loader: scripts/pins.sh
 

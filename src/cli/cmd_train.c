@@ -6,6 +6,10 @@
 #include "cli/signals.h"
 #include "cli/train_run.h"
 
+#include <stdio.h>
+
+#include "dist/comm.h"
+
 // Each numeric option gets the range the training layer allows (train_opts.c),
 // so that the parser refuses a bad value up front and --help prints the range.
 static int limits_(const wgpt_opt *opts, int n, wgpt_opt_range *ranges) {
@@ -25,6 +29,7 @@ int wgpt_cmd_train(int argc, char **argv) {
     o.bpe_dir = wgpt_default_bpe_dir();
     const char *adapter = NULL;
     int quiet = 0;
+    float comm_timeout = 600;
     const wgpt_opt opts[] = {
         {"data", WGPT_OPT_STR, &o.data, "token shards (a glob) made by `wgpt tokenize`"},
         {"out", WGPT_OPT_STR, &o.out_dir, "folder for latest.ckpt, metrics.jsonl, loss.svg"},
@@ -63,6 +68,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"inject-nan", WGPT_OPT_STR, &o.inject_nan, "testing: steps (e.g. 3,5) whose gradients get a NaN"},
         {"inject-device-loss", WGPT_OPT_U32, &o.inject_loss_at, "testing: lose the GPU device during this step"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
+        {"comm-timeout", WGPT_OPT_F32, &comm_timeout, "under mpirun: seconds a rank waits for the others in one exchange before it fails"},
         {"quiet", WGPT_OPT_FLAG, &quiet, "print errors only"},
     };
     enum { NOPTS = sizeof opts / sizeof opts[0] };
@@ -76,12 +82,24 @@ int wgpt_cmd_train(int argc, char **argv) {
                              "stops at once (losing the steps since the last checkpoint).",
                              pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    if (!(comm_timeout > 0)) {
+        fprintf(stderr, "wgpt train: --comm-timeout %g: must be above 0 seconds\n", (double)comm_timeout);
+        return 2;
+    }
+    char err[1024];
+    wgpt_comm *comm = wgpt_comm_open(comm_timeout, err, sizeof err);  // one rank unless started by mpirun
+    if (!comm) {
+        fprintf(stderr, "wgpt train: %s\n", err);
+        return 1;
+    }
+    o.comm = comm;
     wgpt_gpu_args_apply(&o.gpu, adapter);
     o.stop = &wgpt_cli_stop;
     o.gpu.interrupt = &wgpt_cli_stop_now;
     wgpt_cli_signals_install("\nwgpt train: stopping after this step with a checkpoint (again: stop at once, "
                              "without one)\n");
-    rc = wgpt_cli_train_run(&o, quiet);
+    rc = wgpt_cli_train_run(&o, quiet || wgpt_comm_rank(comm) != 0);
     wgpt_cli_signals_restore();
+    wgpt_comm_close(comm, rc != 0);  // a failed rank ends the job: the others must not wait for it
     return rc;
 }

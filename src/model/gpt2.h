@@ -143,6 +143,8 @@ void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activ
 int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params);
 int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params);
 int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads);  // after a backward
+// Replaces the gradients (a data-parallel run's sum over the ranks, before wgpt_gpt2_update).
+int wgpt_gpt2_set_grads(wgpt_gpt2 *m, const float *grads);
 
 // tokens and targets are B*T ids in [0, V); an id out of range is an error
 // naming it (checked on the host before upload, and by the kernels).

@@ -98,6 +98,11 @@ int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads) {
     return move_(m, m->grads, grads, 0);
 }
 
+int wgpt_gpt2_set_grads(wgpt_gpt2 *m, const float *grads) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");
+    return move_(m, m->grads, (float *)grads, 1);
+}
+
 int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
     if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
     return move_(m, m->adam_m, adam_m, 0) < 0 ? -1 : move_(m, m->adam_v, adam_v, 0);

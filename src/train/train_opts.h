@@ -56,6 +56,10 @@ typedef struct wgpt_train_opts {
     // Set nonzero by the caller (its SIGINT/SIGTERM handler): the run finishes
     // the current step, writes a checkpoint and returns 0. NULL: never.
     volatile sig_atomic_t *stop;
+    // The ranks of a data-parallel run (dist/comm.h; NULL: one process). Each
+    // rank trains batch x seq sequences of every micro-batch on its own GPU;
+    // total_batch counts the tokens of all ranks together.
+    struct wgpt_comm *comm;
     wgpt_gpu_options gpu;  // gpu.interrupt ends a stuck GPU wait (see gpu.h)
 } wgpt_train_opts;
 

@@ -13,6 +13,7 @@
 
 #include "data/loader.h"
 #include "data/tokenizer.h"
+#include "dist/comm.h"
 #include "model/gpt2.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
@@ -55,6 +56,10 @@ typedef struct run_ {
     int64_t saved_step;  // step of the checkpoint at path_ckpt that this run may resume from; -1: none
     int *inputs, *targets;
     int lock;  // the output folder's lock (dir_lock.h)
+    wgpt_comm *comm;  // NULL: one process
+    int rank, nranks;  // rank 0 alone prints, logs and writes checkpoints
+    float *grads;      // host copy of the gradients for the sum over the ranks
+    int stopping;      // a stop every rank agreed on
     char path_ckpt[4096], path_metrics[4096], path_svg[4096];
     char err[8192];  // the error message, one line per fail_
 } run_;
@@ -62,7 +67,7 @@ typedef struct run_ {
 // A line for the user, handed to the caller's o->say (the library prints nothing).
 static void say_(const run_ *r, wgpt_train_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say_(const run_ *r, wgpt_train_say_kind kind, const char *fmt, ...) {
-    if (!r->o->say) return;
+    if (!r->o->say || r->rank != 0) return;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
@@ -106,13 +111,14 @@ static const char *kept_(const run_ *r, char *buf, size_t n) {
 
 static saved_opts_ saved_(const run_ *r) {
     const wgpt_train_opts *o = r->o;
-    return (saved_opts_){2, o->batch, o->seq, r->accum, o->steps, o->warmup, o->lr, o->min_lr_frac,
+    return (saved_opts_){2, o->batch, o->seq, r->accum * (uint32_t)r->nranks, o->steps, o->warmup, o->lr, o->min_lr_frac,
                          o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, o->seed,
                          (uint32_t)wgpt_gpt2_precision(r->model), wgpt_gpt2_loss_scale_clean_steps(r->model),
                          wgpt_gpt2_loss_scale(r->model), 0};
 }
 
 static int write_checkpoint_(run_ *r) {
+    if (r->rank != 0) return (void)(r->saved_step = r->step), 0;  // every rank holds the same state: rank 0 writes it
     size_t np = wgpt_gpt2_num_params(&r->cfg);
     wgpt_checkpoint ck;
     memset(&ck, 0, sizeof ck);
@@ -175,8 +181,8 @@ static int resume_(run_ *r, const char *path) {
               ck.config.vocab_size, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels, r->cfg.max_seq_len,
               r->cfg.vocab_size);
     } else if (was.batch != now.batch || was.seq != now.seq || was.seed != now.seed || was.accum != now.accum) {
-        fail_(r, "%s was made with batch %u x %u, %u micro-batches a step and seed %llu; resuming exactly needs "
-              "the same (--batch, --seq, --total-batch, --seed)",
+        fail_(r, "%s was made with batch %u x %u, %u micro-batches a step (all ranks together) and seed %llu; "
+              "resuming exactly needs the same (--batch, --seq, --total-batch, --seed)",
               path, was.batch, was.seq, was.accum, (unsigned long long)was.seed);
     } else if (!ck.adam_m) {
         fail_(r, "%s holds no optimizer state (a weights-only export): it cannot resume training", path);
@@ -318,11 +324,25 @@ static int open_tokenizer_(run_ *r) {
     return 0;
 }
 
+// Ranks on one host take its adapters in turn (local rank i: adapter i of
+// wgpt_gpu_list, modulo their number) unless --adapter names one. A host with
+// one adapter (lavapipe) gives every rank the default one.
+static int pick_rank_gpu_(const run_ *r, wgpt_gpu_options *gpu, char *err, size_t errlen) {
+    if (!r->comm || wgpt_comm_local_size(r->comm) < 2 || gpu->adapter_index >= 0 || gpu->adapter_name) return 0;
+    wgpt_gpu_info list[16];
+    int n = wgpt_gpu_list(list, 16, err, errlen);
+    if (n < 0) return -1;
+    if (n > 1) gpu->adapter_index = wgpt_comm_local_rank(r->comm) % n;
+    return 0;
+}
+
 // The GPU and the model, refusing a shape the kernels or the device cannot take.
 static int open_model_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     char err[2048], opts[128];
-    r->g = wgpt_gpu_open(&o->gpu, err, sizeof err);
+    wgpt_gpu_options gpu = o->gpu;
+    if (pick_rank_gpu_(r, &gpu, err, sizeof err) < 0) return fail_(r, "%s", err);
+    r->g = wgpt_gpu_open(&gpu, err, sizeof err);
     if (!r->g) return fail_(r, "%s", err);
     int dims = wgpt_gpt2_check_shape(&r->cfg, o->batch, o->seq, wgpt_gpu_get_info(r->g)->max_buffer, err, sizeof err);
     if (dims) {
@@ -365,9 +385,11 @@ static int open_run_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     char err[2048];
     // The folder first: a second run there must not touch the first's files.
-    if (wgpt_mkdirs(o->out_dir, err, sizeof err) < 0) return fail_(r, "--out: %s", err);
-    r->lock = wgpt_dir_lock(o->out_dir, LOCK_FILE, "another `wgpt train`", err, sizeof err);
-    if (r->lock < 0) return fail_(r, "%s", err);
+    if (r->rank == 0) {  // rank 0 owns the folder; the others only read a checkpoint there
+        if (wgpt_mkdirs(o->out_dir, err, sizeof err) < 0) return fail_(r, "--out: %s", err);
+        r->lock = wgpt_dir_lock(o->out_dir, LOCK_FILE, "another `wgpt train`", err, sizeof err);
+        if (r->lock < 0) return fail_(r, "%s", err);
+    }
     snprintf(r->path_ckpt, sizeof r->path_ckpt, "%s/latest.ckpt", o->out_dir);
     snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.jsonl", o->out_dir);
     snprintf(r->path_svg, sizeof r->path_svg, "%s/loss.svg", o->out_dir);
@@ -407,7 +429,9 @@ static int open_run_(run_ *r) {
         free(p);
         if (rc < 0) return fail_(r, "%s", wgpt_gpt2_error(r->model));
     }
-    return open_metrics_(r, resumed);
+    if (r->nranks > 1 && !(r->grads = malloc(wgpt_gpt2_num_params(&r->cfg) * sizeof *r->grads)))
+        return fail_(r, "out of host memory for the gradients");
+    return r->rank == 0 ? open_metrics_(r, resumed) : 0;
 }
 
 static void close_run_(run_ *r) {
@@ -418,8 +442,8 @@ static void close_run_(run_ *r) {
     wgpt_gpu_close(r->g);
     wgpt_loader_free(r->loader);
     wgpt_tokenizer_free(r->tok);
-    free(r->inputs), free(r->targets);
-    wgpt_dir_unlock(r->lock);
+    free(r->inputs), free(r->targets), free(r->grads);
+    if (r->lock >= 0) wgpt_dir_unlock(r->lock);
 }
 
 // x as a JSON number, or null if it is NaN or Inf (JSON has neither).
@@ -433,6 +457,7 @@ static const char *json_num_(char buf[32], double x, const char *fmt) {
 // reported with the system's reason: the run stops rather than lose its log.
 static int log_(run_ *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int log_(run_ *r, const char *fmt, ...) {
+    if (!r->metrics) return 0;  // ranks other than 0
     va_list ap;
     va_start(ap, fmt);
     errno = 0;
@@ -465,10 +490,27 @@ static int data_failed_(run_ *r, uint32_t t, const void *loader_at_start) {
 
 typedef struct step_ {
     uint32_t t;
-    double loss, seconds;
+    double loss, seconds, comm_seconds;
     float lr;
     wgpt_step_result res;
 } step_;
+
+// The gradients and the loss summed over the ranks, through host memory
+// (dist/comm.h: a fixed order), back on the GPU before the update.
+static int sum_over_ranks_(run_ *r, step_ *s) {
+    char err[1024], kept[4608];
+    size_t np = wgpt_gpt2_num_params(&r->cfg);
+    double c0 = wgpt_comm_seconds(r->comm);
+    if (wgpt_gpt2_get_grads(r->model, r->grads) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    if (wgpt_comm_sum_floats(r->comm, r->grads, np, err, sizeof err) < 0 ||
+        wgpt_comm_sum_double(r->comm, &s->loss, err, sizeof err) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+    if (wgpt_gpt2_set_grads(r->model, r->grads) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    s->comm_seconds = wgpt_comm_seconds(r->comm) - c0;
+    return 0;
+}
 
 // One optimizer step: accum micro-batches, then the update. Returns 0, or
 // 1 with what failed and what is kept in r->err.
@@ -480,21 +522,64 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     ac->lr = s->lr = wgpt_lr_at(sched, s->t);
     s->loss = 0;
     wgpt_loader_save_state(r->loader, loader_at_start);
-    for (uint32_t k = 0; k < r->accum; k++) {
+    // Every rank reads the global batch in the same seeded order and trains
+    // micro-batches rank, rank + N, ...: N ranks of accum micro-batches are one
+    // process of N x accum.
+    uint32_t n = (uint32_t)r->nranks, global = r->accum * n;
+    for (uint32_t k = 0; k < global; k++) {
         float l;
         if (wgpt_loader_next_train(r->loader, r->inputs, r->targets) < 0) return data_failed_(r, s->t, loader_at_start);
-        if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k == 0, &l) < 0)
+        if (k % n != (uint32_t)r->rank) continue;
+        if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k < n, &l) < 0)
             return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
         s->loss += l;
     }
+    if (n > 1 && sum_over_ranks_(r, s) != 0) return 1;
     if (o->inject_loss_at == s->t) wgpt_gpu_force_loss(r->g);
     if (injected_(o->inject_nan, s->t) && wgpt_gpt2_inject_nan_grad(r->model) < 0)
         return fail_(r, "%s", wgpt_gpt2_error(r->model));
-    if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)r->accum, &s->res) < 0)
+    if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
         return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
                      kept_(r, kept, sizeof kept));
-    s->loss /= r->accum;
+    s->loss /= global;
     s->seconds = wgpt_clock_s() - t0;
+    return 0;
+}
+
+// FNV-1a, for the options hash.
+static uint64_t fnv_(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+// Every rank must train the same model on the same data from the same step:
+// a hash of the options, the shape, the data glob and the step, compared.
+static int agree_on_run_(run_ *r) {
+    if (r->nranks < 2) return 0;
+    saved_opts_ so = saved_(r);
+    uint64_t h = fnv_(1469598103934665603ull, &so, sizeof so), lo, hi;
+    h = fnv_(h, &r->cfg, sizeof r->cfg);
+    h = fnv_(h, r->o->data, strlen(r->o->data));
+    h = fnv_(h, &r->step, sizeof r->step);
+    char err[1024];
+    if (wgpt_comm_min_max_u64(r->comm, h, &lo, &hi, err, sizeof err) < 0) return fail_(r, "%s", err);
+    if (lo != hi)
+        return fail_(r, "the %d ranks differ in their options, data or starting step (rank %d's hash %016llx): start "
+                     "every rank with the same command line and the same --out",
+                     r->nranks, r->rank, (unsigned long long)h);
+    return 0;
+}
+
+// A stop request on any rank (SIGTERM to one of them) stops them all after
+// the same step. Returns 0 with r->stopping set, or 1.
+static int agree_stop_(run_ *r) {
+    uint64_t lo, hi;
+    char err[1024], kept[4608];
+    if (!r->comm) return r->stopping = stop_requested_(r), 0;
+    if (wgpt_comm_min_max_u64(r->comm, (uint64_t)stop_requested_(r), &lo, &hi, err, sizeof err) < 0)
+        return fail_(r, "%s\n%s", err, kept_(r, kept, sizeof kept));
+    r->stopping = hi != 0;
     return 0;
 }
 
@@ -517,10 +602,24 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
         wgpt_errf(errbuf, errlen, "%s", err);
         return -2;
     }
+    r.comm = o->comm;
+    r.rank = r.comm ? wgpt_comm_rank(r.comm) : 0;
+    r.nranks = r.comm ? wgpt_comm_size(r.comm) : 1;
     uint64_t micro = (uint64_t)o->batch * o->seq;
-    r.accum = (uint32_t)((o->total_batch ? o->total_batch : micro) / micro);
+    // --total-batch counts all ranks' tokens; 0: one micro-batch a rank.
+    uint64_t global = (o->total_batch ? o->total_batch : micro * (uint64_t)r.nranks) / micro;
+    if (global % (uint64_t)r.nranks) {
+        wgpt_errf(errbuf, errlen,
+                  "--total-batch %u is %llu micro-batches of --batch %u x --seq %u, which %d ranks cannot share "
+                  "evenly: make it a multiple of %llu",
+                  o->total_batch, (unsigned long long)global, o->batch, o->seq, r.nranks,
+                  (unsigned long long)(micro * (uint64_t)r.nranks));
+        return -2;
+    }
+    r.accum = (uint32_t)(global / (uint64_t)r.nranks);
 
     int rc = open_run_(&r);
+    if (rc == 0) rc = agree_on_run_(&r);
     if (rc) {
         close_run_(&r);
         return result_(&r, rc, errbuf, errlen);
@@ -534,7 +633,12 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
          wgpt_tokenizer_name(r.tok), wgpt_gpt2_num_params(&r.cfg), wgpt_precision_name(wgpt_gpt2_precision(r.model)));
     say_(&r, INFO_, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
-         o->batch, o->seq, r.accum);
+         o->batch, o->seq, r.accum * (uint32_t)r.nranks);
+    uint64_t pbytes, abytes;
+    wgpt_gpt2_memory(r.model, &pbytes, &abytes);
+    say_(&r, INFO_, "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (parameters, "
+         "gradients, AdamW %.1f MiB; activations %.1f MiB)\n",
+         r.nranks, wgpt_comm_kind(), r.accum, (pbytes + abytes) / 1048576.0, pbytes / 1048576.0, abytes / 1048576.0);
 
     wgpt_lr_schedule sched = {o->lr, o->min_lr_frac, o->warmup, o->steps};
     wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip, 0.0f};
@@ -555,18 +659,19 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
         }
     }
     uint32_t last = o->stop_at && o->stop_at < o->steps ? o->stop_at : o->steps;
-    while (rc == 0 && r.step < last && !stop_requested_(&r)) {
+    if (rc == 0) rc = agree_stop_(&r);
+    while (rc == 0 && r.step < last && !r.stopping) {
         step_ s = {.t = r.step + 1};
         if ((rc = train_step_(&r, &ac, &sched, &s, loader_at_start)) != 0) break;
         uint32_t t = s.t;
         r.step = t;
-        double tps = (double)micro * r.accum / s.seconds;
+        double tps = (double)micro * r.accum * r.nranks / s.seconds;
         char loss_s[32], norm_s[32];  // a skipped step's NaN/Inf is JSON's null
         if ((rc = log_(&r,
                        "{\"kind\":\"train\",\"step\":%u,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.2f,"
-                       "\"tokens_per_s\":%.1f,\"skipped\":%d,\"loss_scale\":%g}\n",
+                       "\"tokens_per_s\":%.1f,\"skipped\":%d,\"loss_scale\":%g,\"ranks\":%d,\"comm_ms\":%.2f}\n",
                        t, json_num_(loss_s, s.loss, "%.9g"), s.lr, json_num_(norm_s, s.res.grad_norm, "%.6g"),
-                       s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale)) != 0)
+                       s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale, r.nranks, s.comm_seconds * 1e3)) != 0)
             break;
         wgpt_history_add(&r.hist, 0, t, (float)s.loss);
         if (s.res.skipped) {
@@ -619,15 +724,16 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
                 wgpt_history_add(&r.hist, 1, t, vl);
                 say_(&r, INFO_, "%sstep %5u | val loss %.4f\n", tty ? "\n" : "", t, vl);
             }
-            if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
+            if (r.rank == 0 && wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
                 say_(&r, WARN_, "%s", err);
         }
-        if (o->sample_every && t % o->sample_every == 0) {
+        if (o->sample_every && t % o->sample_every == 0 && r.rank == 0) {
             char tag[32];
             snprintf(tag, sizeof tag, "at step %u", t);
             print_sample_(&r, tag);
         }
-        if ((o->checkpoint_every && t % o->checkpoint_every == 0) || t == last || stop_requested_(&r))
+        if ((rc = agree_stop_(&r)) != 0) break;
+        if ((o->checkpoint_every && t % o->checkpoint_every == 0) || t == last || r.stopping)
             if (write_checkpoint_(&r) < 0) rc = 1;
     }
     if (rc == 0) {
@@ -635,12 +741,12 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
         if (r.step == first_step && r.step < last)
             say_(&r, INFO_, "stopped before step %u on request; nothing new to save%s%s\n", r.step + 1,
                  r.saved_step >= 0 ? ", the checkpoint is still " : "", r.saved_step >= 0 ? r.path_ckpt : "");
-        else if (stop_requested_(&r) || r.step < o->steps)
+        else if (r.stopping || r.step < o->steps)
             say_(&r, INFO_, "stopped at step %u of %u; checkpoint %s (run again to continue)\n", r.step, o->steps,
                  r.path_ckpt);
         else say_(&r, INFO_, "done: %u steps; checkpoint %s, metrics %s, plot %s\n", r.step, r.path_ckpt, r.path_metrics,
                   r.path_svg);
-        if (wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
+        if (r.rank == 0 && wgpt_history_plot_svg(&r.hist, r.path_svg, "wgpt training loss", err, sizeof err) < 0)
             say_(&r, WARN_, "%s", err);
     }
     close_run_(&r);

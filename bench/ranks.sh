@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# bench/ranks.sh: data-parallel scaling of `wgpt train`: the same global batch
+# on 1 rank (accumulating N micro-batches) and on N ranks under mpirun, with
+# tokens/s (median of the steps after the first), the time a step spends in
+# the gradient exchange (metrics.jsonl's comm_ms, rank 0) and its share.
+#   bench/ranks.sh [N] [any wgpt train option...]
+# On one CPU (lavapipe) the ranks share the cores: the figures prove the
+# mechanism, not a speed-up.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+wgpt=${WGPT:-$here/build/wgpt}
+n=${1:-2}; shift || true
+work=$(mktemp -d /tmp/wgpt_ranks_XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cat "$here"/README.md "$here"/docs/*.md > "$work/corpus.txt"
+"$wgpt" tokenize --tokenizer bytes --out "$work/data" "$work/corpus.txt" > /dev/null
+# The demo's shape: 3 layers, 96 channels, context 64.
+args=(--data "$work/data/*.bin" --layers 3 --heads 4 --channels 96 --seq 64 --batch 4 --steps 12
+      --val-every 0 --sample-every 0 --resume none --quiet --total-batch $((n * 4 * 64)) "$@")
+summary() {  # metrics.jsonl -> "tokens/s, step ms, comm ms, comm %"
+  python3 - "$1" <<'PY'
+import json, statistics, sys
+r = [json.loads(l) for l in open(sys.argv[1]) if '"train"' in l][1:]
+tps = statistics.median(x["tokens_per_s"] for x in r)
+ms = statistics.median(x["ms"] for x in r)
+cm = statistics.median(x.get("comm_ms", 0) for x in r)
+print(f"{tps:10.0f} tokens/s  {ms:8.1f} ms/step  {cm:7.1f} ms comm  {100 * cm / ms:5.1f}% of the step")
+PY
+}
+"$wgpt" train "${args[@]}" --out "$work/one"
+echo "1 rank,  $n micro-batches: $(summary "$work/one/metrics.jsonl")"
+mpirun --oversubscribe --allow-run-as-root -np "$n" "$wgpt" train "${args[@]}" --out "$work/many"
+echo "$n ranks, 1 micro-batch:    $(summary "$work/many/metrics.jsonl")"
+echo "overlap: 0% (the exchange runs after the backward; see docs/distributed.md)"

@@ -1,0 +1,46 @@
+// comm.h: the ranks of a data-parallel run and the few collectives the
+// trainer needs. Two implementations, chosen by the Makefile: comm_mpi.c
+// (Open MPI; WGPT_MPI=1) and comm_single.c (one process). With MPI, a process
+// not started by mpirun (no OMPI_COMM_WORLD_SIZE) is a single rank too and
+// never initialises MPI.
+//
+// Every collective is nonblocking underneath, polled against a deadline
+// (timeout_s): a rank that died or stopped answering makes the others fail
+// with a message instead of hanging. Errors return -1 with err filled.
+// Reductions have a fixed order (rank 0 + rank 1 + ... in that order), so a
+// run is reproducible for a given number of ranks whatever MPI's own
+// algorithms are: no MPI reduction operator is ever used on data.
+// The layer knows nothing of GPUs or models.
+#ifndef WGPT_DIST_COMM_H
+#define WGPT_DIST_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct wgpt_comm wgpt_comm;
+
+// Opens the run's communicator. timeout_s > 0: the longest wait of one collective.
+wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen);
+// failed: this rank is leaving on an error; with other ranks it aborts the
+// whole job (MPI_Abort), so that none waits for this one. Frees c.
+void wgpt_comm_close(wgpt_comm *c, int failed);
+
+int wgpt_comm_rank(const wgpt_comm *c);        // 0 .. size-1
+int wgpt_comm_size(const wgpt_comm *c);        // ranks of the run
+int wgpt_comm_local_rank(const wgpt_comm *c);  // rank among the ranks of this host
+int wgpt_comm_local_size(const wgpt_comm *c);
+const char *wgpt_comm_kind(void);              // "mpi" or "single": what this build has
+
+// data[0, n) of every rank summed into every rank's data, in rank order:
+// each rank sums its 1/size share (an all-to-all of shares, then rank 0's +
+// rank 1's + ...), then the shares are gathered (a reduce-scatter and an
+// all-gather, as ring all-reduces move: 2 (size-1)/size of the data).
+int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen);
+// *v of every rank, summed in rank order.
+int wgpt_comm_sum_double(wgpt_comm *c, double *v, char *err, size_t errlen);
+// The smallest and largest *v over the ranks (an options hash, a stop flag).
+int wgpt_comm_min_max_u64(wgpt_comm *c, uint64_t v, uint64_t *min, uint64_t *max, char *err, size_t errlen);
+// Seconds this rank spent in collectives so far (waits included).
+double wgpt_comm_seconds(const wgpt_comm *c);
+
+#endif

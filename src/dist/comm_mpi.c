@@ -1,0 +1,184 @@
+// comm_mpi.c: the ranks of an Open MPI job (see comm.h). Errors return on
+// the communicator (MPI_ERRORS_RETURN) and every collective is a
+// nonblocking one polled with MPI_Test until a deadline, so a dead peer is
+// an error message, never a hang.
+#define _GNU_SOURCE  // (clock_gettime, nanosleep with the MPI headers' feature set)
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/comm.h"
+#include "util/clock.h"
+#include "util/err.h"
+
+struct wgpt_comm {
+    int mpi;  // MPI initialised here (started by mpirun)
+    MPI_Comm world, local;
+    int rank, size, local_rank, local_size;
+    double timeout_s, seconds;
+    float *scratch;  // sum_floats' received shares
+    size_t scratch_n;
+    int *counts, *displs;  // per rank, for the v-collectives
+};
+
+const char *wgpt_comm_kind(void) { return "mpi"; }
+
+wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
+    wgpt_comm *c = calloc(1, sizeof *c);
+    if (!c) return wgpt_errf(err, errlen, "out of host memory"), NULL;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 600;
+    c->size = c->local_size = 1;
+    if (!getenv("OMPI_COMM_WORLD_SIZE")) return c;  // not started by mpirun: one rank, MPI untouched
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+        free(c);
+        return wgpt_errf(err, errlen, "MPI_Init failed"), NULL;
+    }
+    c->mpi = 1;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->world);
+    MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->world, &c->rank);
+    MPI_Comm_size(c->world, &c->size);
+    // The ranks that share this host's memory: their order picks the GPU.
+    MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->local);
+    MPI_Comm_set_errhandler(c->local, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(c->local, &c->local_rank);
+    MPI_Comm_size(c->local, &c->local_size);
+    c->counts = calloc((size_t)c->size, sizeof *c->counts);
+    c->displs = calloc((size_t)c->size, sizeof *c->displs);
+    if (!c->counts || !c->displs) {
+        wgpt_comm_close(c, 1);
+        return wgpt_errf(err, errlen, "out of host memory"), NULL;
+    }
+    return c;
+}
+
+void wgpt_comm_close(wgpt_comm *c, int failed) {
+    if (!c) return;
+    if (c->mpi) {
+        if (failed && c->size > 1) MPI_Abort(c->world, 1);  // the others must not wait for this rank
+        MPI_Comm_free(&c->local);
+        MPI_Comm_free(&c->world);
+        MPI_Finalize();
+    }
+    free(c->scratch), free(c->counts), free(c->displs);
+    free(c);
+}
+
+int wgpt_comm_rank(const wgpt_comm *c) { return c->rank; }
+int wgpt_comm_size(const wgpt_comm *c) { return c->size; }
+int wgpt_comm_local_rank(const wgpt_comm *c) { return c->local_rank; }
+int wgpt_comm_local_size(const wgpt_comm *c) { return c->local_size; }
+double wgpt_comm_seconds(const wgpt_comm *c) { return c->seconds; }
+
+static int mpi_fail_(const wgpt_comm *c, int code, const char *what, char *err, size_t errlen) {
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(code, s, &len);
+    return wgpt_errf(err, errlen, "rank %d of %d: %s failed: %s (another rank has probably died)", c->rank, c->size,
+                     what, s);
+}
+
+// Polls req until it completes or the deadline passes. The sleep keeps a
+// waiting rank off the cores the GPU (lavapipe: the CPU) computes on.
+static int wait_(wgpt_comm *c, MPI_Request *req, const char *what, char *err, size_t errlen) {
+    double t0 = wgpt_clock_s();
+    for (;;) {
+        int done = 0, rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            c->seconds += wgpt_clock_s() - t0;
+            return mpi_fail_(c, rc, what, err, errlen);
+        }
+        if (done) break;
+        double now = wgpt_clock_s();
+        if (now - t0 > c->timeout_s) {
+            c->seconds += now - t0;
+            return wgpt_errf(err, errlen,
+                             "rank %d of %d: %s: no answer from the other ranks in %.0f s (--comm-timeout): a rank "
+                             "has died or hangs",
+                             c->rank, c->size, what, c->timeout_s);
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    c->seconds += wgpt_clock_s() - t0;
+    return 0;
+}
+
+// Rank i's share of n floats: [displs[i], displs[i] + counts[i]).
+static void shares_(wgpt_comm *c, size_t n) {
+    size_t per = (n + (size_t)c->size - 1) / (size_t)c->size, off = 0;
+    for (int i = 0; i < c->size; i++) {
+        size_t k = off < n ? (n - off < per ? n - off : per) : 0;
+        c->counts[i] = (int)k, c->displs[i] = (int)off;
+        off += k;
+    }
+}
+
+int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+    if (c->size == 1) return 0;
+    if (n / (size_t)c->size > (size_t)1 << 30) return wgpt_errf(err, errlen, "%zu floats are too many for one sum", n);
+    shares_(c, n);
+    size_t mine = (size_t)c->counts[c->rank], need = mine * (size_t)c->size;
+    if (need > c->scratch_n) {
+        float *s = realloc(c->scratch, need * sizeof *s);
+        if (!s) return wgpt_errf(err, errlen, "out of host memory for %zu floats", need);
+        c->scratch = s, c->scratch_n = need;
+    }
+    // From every rank its copy of my share, rank i's at i*mine.
+    int *rcounts = malloc(2 * (size_t)c->size * sizeof *rcounts);
+    if (!rcounts) return wgpt_errf(err, errlen, "out of host memory");
+    int *rdispls = rcounts + c->size;
+    for (int i = 0; i < c->size; i++) rcounts[i] = (int)mine, rdispls[i] = (int)(mine * (size_t)i);
+    MPI_Request req;
+    int rc = MPI_Ialltoallv(data, c->counts, c->displs, MPI_FLOAT, c->scratch, rcounts, rdispls, MPI_FLOAT, c->world,
+                            &req);
+    free(rcounts);
+    if (rc != MPI_SUCCESS) return mpi_fail_(c, rc, "the gradient reduce-scatter", err, errlen);
+    if (wait_(c, &req, "the gradient reduce-scatter", err, errlen) < 0) return -1;
+    double t0 = wgpt_clock_s();
+    float *out = data + c->displs[c->rank];
+    for (size_t j = 0; j < mine; j++) {  // rank 0 + rank 1 + ...: the order is fixed here, not by MPI
+        float s = c->scratch[j];
+        for (int i = 1; i < c->size; i++) s += c->scratch[(size_t)i * mine + j];
+        out[j] = s;
+    }
+    c->seconds += wgpt_clock_s() - t0;
+    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, c->counts, c->displs, MPI_FLOAT, c->world, &req);
+    if (rc != MPI_SUCCESS) return mpi_fail_(c, rc, "the gradient all-gather", err, errlen);
+    return wait_(c, &req, "the gradient all-gather", err, errlen);
+}
+
+int wgpt_comm_sum_double(wgpt_comm *c, double *v, char *err, size_t errlen) {
+    if (c->size == 1) return 0;
+    double *all = malloc((size_t)c->size * sizeof *all);
+    if (!all) return wgpt_errf(err, errlen, "out of host memory");
+    MPI_Request req;
+    int rc = MPI_Iallgather(v, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, c->world, &req);
+    if (rc != MPI_SUCCESS) rc = mpi_fail_(c, rc, "a sum over the ranks", err, errlen);
+    else rc = wait_(c, &req, "a sum over the ranks", err, errlen);
+    if (rc == 0) {
+        double s = all[0];
+        for (int i = 1; i < c->size; i++) s += all[i];
+        *v = s;
+    }
+    free(all);
+    return rc;
+}
+
+int wgpt_comm_min_max_u64(wgpt_comm *c, uint64_t v, uint64_t *min, uint64_t *max, char *err, size_t errlen) {
+    *min = *max = v;
+    if (c->size == 1) return 0;
+    uint64_t *all = malloc((size_t)c->size * sizeof *all);
+    if (!all) return wgpt_errf(err, errlen, "out of host memory");
+    MPI_Request req;
+    int rc = MPI_Iallgather(&v, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, c->world, &req);
+    if (rc != MPI_SUCCESS) rc = mpi_fail_(c, rc, "an agreement of the ranks", err, errlen);
+    else rc = wait_(c, &req, "an agreement of the ranks", err, errlen);
+    for (int i = 0; rc == 0 && i < c->size; i++) {
+        if (all[i] < *min) *min = all[i];
+        if (all[i] > *max) *max = all[i];
+    }
+    free(all);
+    return rc;
+}

@@ -1,0 +1,43 @@
+// comm_single.c: one process, one rank (the build without MPI): every
+// collective is the identity.
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/comm.h"
+#include "util/err.h"
+
+struct wgpt_comm {
+    int unused;
+};
+
+wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
+    (void)timeout_s;
+    // Under mpirun with several ranks each copy would train alone, all in one --out.
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (n && strcmp(n, "1") != 0)
+        return wgpt_errf(err, errlen, "this wgpt was built without MPI (WGPT_MPI=0), so it cannot be one of %s ranks: "
+                         "build it where mpicc is found", n), NULL;
+    wgpt_comm *c = calloc(1, sizeof *c);
+    if (!c) wgpt_errf(err, errlen, "out of host memory");
+    return c;
+}
+void wgpt_comm_close(wgpt_comm *c, int failed) { (void)failed, free(c); }
+int wgpt_comm_rank(const wgpt_comm *c) { return (void)c, 0; }
+int wgpt_comm_size(const wgpt_comm *c) { return (void)c, 1; }
+int wgpt_comm_local_rank(const wgpt_comm *c) { return (void)c, 0; }
+int wgpt_comm_local_size(const wgpt_comm *c) { return (void)c, 1; }
+const char *wgpt_comm_kind(void) { return "single"; }
+int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+    (void)c, (void)data, (void)n, (void)err, (void)errlen;
+    return 0;
+}
+int wgpt_comm_sum_double(wgpt_comm *c, double *v, char *err, size_t errlen) {
+    (void)c, (void)v, (void)err, (void)errlen;
+    return 0;
+}
+int wgpt_comm_min_max_u64(wgpt_comm *c, uint64_t v, uint64_t *min, uint64_t *max, char *err, size_t errlen) {
+    (void)c, (void)err, (void)errlen;
+    *min = *max = v;
+    return 0;
+}
+double wgpt_comm_seconds(const wgpt_comm *c) { return (void)c, 0.0; }

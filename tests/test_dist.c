@@ -1,0 +1,362 @@
+// test_dist.c: data-parallel `wgpt train` under mpirun on lavapipe (2 ranks
+// on one machine, as CI runs them, as root): the same training as one
+// process accumulating the ranks' micro-batches, resume (same and other N),
+// a stop on one rank, a dead rank, a two-"host" hostfile, and refusals.
+// Skipped where the build has no MPI (WGPT_MPI=0) or mpirun is missing.
+#define _DEFAULT_SOURCE
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#include "dist/comm.h"
+#include "train/checkpoint.h"
+#include "util/clock.h"
+
+static char dir_[] = "/tmp/wgpt_test_dist_XXXXXX";
+static char wgpt_[1024];
+#define MPIRUN "mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp"
+// A tiny model: each run is a few seconds on two cores.
+#define COMMON "--layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 --sample-every 0 --quiet"
+
+static int group_setup(void **state) {
+    (void)state;
+    if (!mkdtemp(dir_)) return -1;
+    ssize_t k = readlink("/proc/self/exe", wgpt_, sizeof wgpt_ - 8);
+    if (k <= 0) return -1;
+    wgpt_[k] = 0;
+    *strrchr(wgpt_, '/') = 0;
+    strcat(wgpt_, "/wgpt");
+    // The corpus: this repository's docs, bytes-tokenized.
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cat '%s'/README.md '%s'/docs/*.md > '%s/corpus.txt' && '%s' tokenize --tokenizer bytes --out '%s/data' "
+             "'%s/corpus.txt' >/dev/null",
+             WGPT_SOURCE_DIR, WGPT_SOURCE_DIR, dir_, wgpt_, dir_, dir_);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir_);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int have_mpi_(void) {
+    if (strcmp(wgpt_comm_kind(), "mpi") != 0 || system("command -v mpirun >/dev/null 2>&1") != 0) {
+        skip();
+        return 0;
+    }
+    return 1;
+}
+
+// Runs `LAUNCH wgpt train --data ... --out DIR/out EXTRA COMMON` (bounded
+// by timeout), output to DIR/out.log. Returns the exit status.
+static int train_(const char *launch, const char *out, const char *extra) {
+    char cmd[12288];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 120 %s '%s' train --data 'data/*.bin' --out '%s' %s " COMMON " > '%s.log' 2>&1",
+             dir_, launch, wgpt_, out, extra, out);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *log_(const char *out) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s.log", dir_, out);
+    FILE *f = fopen(p, "rb");
+    static char buf[65536];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+static void read_ck_(const char *out, wgpt_checkpoint *ck) {
+    char p[700], err[512];
+    snprintf(p, sizeof p, "%s/%s/latest.ckpt", dir_, out);
+    if (wgpt_checkpoint_read(p, ck, err, sizeof err) < 0) fail_msg("%s\n%s", err, log_(out));
+}
+
+// The losses of metrics.jsonl's train records, in step order.
+static int losses_(const char *out, double *loss, int max) {
+    char p[700], line[4096];
+    snprintf(p, sizeof p, "%s/%s/metrics.jsonl", dir_, out);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        char *l = strstr(line, "\"kind\":\"train\"") ? strstr(line, "\"loss\":") : NULL;
+        if (l) loss[n++] = strtod(l + 7, NULL);
+    }
+    fclose(f);
+    return n;
+}
+
+// Largest |a - b| of the parameters and both moments.
+static double max_diff_(const wgpt_checkpoint *a, const wgpt_checkpoint *b) {
+    size_t n = wgpt_gpt2_num_params(&a->config);
+    double d = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = fabs((double)a->params[i] - b->params[i]), y = fabs((double)a->adam_m[i] - b->adam_m[i]),
+               z = fabs((double)a->adam_v[i] - b->adam_v[i]);
+        if (x > d) d = x;
+        if (y > d) d = y;
+        if (z > d) d = z;
+    }
+    return d;
+}
+
+// The tolerance: both runs add the same two micro-batch gradients in the
+// same order (rank 0's + rank 1's; the GPU adds the second micro-batch's to
+// the first's) in IEEE f32, so they agree bit for bit unless a kernel
+// contracts the addition into an FMA differently; 1e-6 absolute on values
+// of order 1e-1 (and relative 1e-6 on the losses) allows that and nothing
+// more: one wrong micro-batch moves the parameters by ~1e-4 after 4 steps.
+#define TOL 1e-6
+
+static void test_two_ranks_equal_accumulation(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    assert_int_equal(train_("", "one", "--steps 4 --total-batch 128 --resume none"), 0);
+    assert_int_equal(train_(MPIRUN " -np 2", "two", "--steps 4 --total-batch 128 --resume none"), 0);
+    double a[8], b[8];
+    int na = losses_("one", a, 8), nb = losses_("two", b, 8);
+    assert_int_equal(na, 4);
+    assert_int_equal(nb, 4);
+    for (int i = 0; i < 4; i++)
+        if (fabs(a[i] - b[i]) > TOL * fabs(a[i])) fail_msg("step %d: loss %.9g on 1 rank, %.9g on 2", i + 1, a[i], b[i]);
+    wgpt_checkpoint x, y;
+    read_ck_("one", &x), read_ck_("two", &y);
+    assert_int_equal(x.step, 4);
+    assert_int_equal(y.step, 4);
+    double d = max_diff_(&x, &y);
+    print_message("2 ranks vs 1 rank x 2 micro-batches: largest parameter/moment difference %.3g\n", d);
+    assert_true(d <= TOL);
+    // Not the same as one rank without the second micro-batch: the test can fail.
+    assert_int_equal(train_("", "half", "--steps 4 --resume none"), 0);
+    wgpt_checkpoint h;
+    read_ck_("half", &h);
+    assert_true(max_diff_(&x, &h) > 100 * TOL);
+    wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y), wgpt_checkpoint_free(&h);
+}
+
+static void test_only_rank0_prints(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 120 " MPIRUN " -np 2 '%s' train --data 'data/*.bin' --out p --steps 2 --resume none "
+             "--layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 --log-every 1 > p.log 2>&1",
+             dir_, wgpt_);
+    assert_int_equal(system(cmd), 0);
+    const char *l = log_("p");
+    const char *first = strstr(l, "ranks: 2 (mpi)");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "ranks: 2 (mpi)"));
+    assert_non_null(strstr(l, "GPU memory per rank"));
+    const char *d = strstr(l, "done: 2 steps");
+    assert_non_null(d);
+    assert_null(strstr(d + 1, "done: 2 steps"));
+}
+
+static void test_resume_two_ranks(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    assert_int_equal(train_(MPIRUN " -np 2", "whole", "--steps 6 --resume none"), 0);
+    assert_int_equal(train_(MPIRUN " -np 2", "parts", "--steps 6 --stop-at 3 --resume none"), 0);
+    wgpt_checkpoint w, p;
+    read_ck_("parts", &p);
+    assert_int_equal(p.step, 3);
+    wgpt_checkpoint_free(&p);
+    assert_int_equal(train_(MPIRUN " -np 2", "parts", "--steps 6"), 0);
+    read_ck_("whole", &w), read_ck_("parts", &p);
+    assert_int_equal(p.step, 6);
+    size_t n = wgpt_gpt2_num_params(&w.config);
+    assert_memory_equal(w.params, p.params, n * sizeof(float));  // same N: bit for bit
+    assert_memory_equal(w.adam_m, p.adam_m, n * sizeof(float));
+    wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
+    double a[8], b[8];
+    assert_int_equal(losses_("whole", a, 8), 6);
+    assert_int_equal(losses_("parts", b, 8), 6);
+    assert_memory_equal(a, b, sizeof a[0] * 6);
+    // Another N: the checkpoint holds the whole state; one rank of 2 micro-batches goes on.
+    assert_int_equal(train_(MPIRUN " -np 2", "other", "--steps 6 --stop-at 3 --resume none"), 0);
+    assert_int_equal(train_("", "other", "--steps 6 --total-batch 128"), 0);
+    read_ck_("whole", &w), read_ck_("other", &p);
+    assert_int_equal(p.step, 6);
+    assert_true(max_diff_(&w, &p) <= TOL);
+    wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
+}
+
+// The pid of rank `rank` of the job whose ranks carry WGPT_TEST_TAG=tag, or 0.
+static pid_t find_rank_(const char *tag, int rank) {
+    char want_tag[256], want_rank[64];
+    snprintf(want_tag, sizeof want_tag, "WGPT_TEST_TAG=%s", tag);
+    snprintf(want_rank, sizeof want_rank, "OMPI_COMM_WORLD_RANK=%d", rank);
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    while (d && !found && (e = readdir(d))) {
+        char p[300];
+        snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
+        FILE *f = fopen(p, "rb");
+        if (!f) continue;
+        static char env[1 << 16];
+        size_t n = fread(env, 1, sizeof env - 1, f);
+        fclose(f);
+        env[n] = 0;
+        int t = 0, r = 0;
+        for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+            t |= strcmp(env + i, want_tag) == 0, r |= strcmp(env + i, want_rank) == 0;
+        char comm[64] = "";
+        snprintf(p, sizeof p, "/proc/%s/comm", e->d_name);
+        if ((f = fopen(p, "r"))) {
+            if (!fgets(comm, sizeof comm, f)) comm[0] = 0;
+            fclose(f);
+        }
+        if (t && r && strncmp(comm, "wgpt", 4) == 0) found = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+// Starts a long 2-rank run in the background, waits for its first step,
+// sends sig to rank 1, and returns mpirun's exit status and the seconds it took.
+static int signal_rank1_(const char *out, int sig, int comm_timeout, double *seconds) {
+    char cmd[4096], tag[64];
+    snprintf(tag, sizeof tag, "%s-%d", out, (int)getpid());
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && WGPT_TEST_TAG=%s exec timeout 120 " MPIRUN " -x WGPT_TEST_TAG -np 2 '%s' train --data "
+             "'data/*.bin' --out %s --steps 100000 --resume none --checkpoint-every 0 --comm-timeout %d " COMMON
+             " > '%s.log' 2>&1",
+             dir_, tag, wgpt_, out, comm_timeout, out);
+    pid_t job = fork();
+    assert_true(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    char metrics[700];
+    snprintf(metrics, sizeof metrics, "%s/%s/metrics.jsonl", dir_, out);
+    pid_t r1 = 0;
+    struct stat st;
+    for (int i = 0; i < 600 && !(r1 && stat(metrics, &st) == 0 && st.st_size > 0); i++) {
+        if (!r1) r1 = find_rank_(tag, 1);
+        usleep(100000);
+    }
+    assert_true(r1 > 0);
+    double t0 = wgpt_clock_s();
+    kill(r1, sig);
+    int status;
+    assert_int_equal(waitpid(job, &status, 0), job);
+    *seconds = wgpt_clock_s() - t0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_sigterm_one_rank_stops_all(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double s;
+    int rc = signal_rank1_("term", SIGTERM, 10, &s);
+    if (rc != 0) fail_msg("exit %d\n%s", rc, log_("term"));
+    wgpt_checkpoint ck;
+    read_ck_("term", &ck);  // written by rank 0 after the step both agreed to stop at
+    assert_true(ck.step >= 1 && ck.step < 100000);
+    wgpt_checkpoint_free(&ck);
+    assert_true(s < 60);
+}
+
+static void test_killed_rank_ends_the_job(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double s;
+    int rc = signal_rank1_("dead", SIGKILL, 10, &s);
+    print_message("a killed rank: the job ended after %.1f s, exit %d\n", s, rc);
+    assert_int_not_equal(rc, 0);
+    assert_int_not_equal(rc, 124);  // not the test's own timeout: the job ended by itself
+    assert_true(s < 30);            // within --comm-timeout 10 and mpirun's teardown
+    const char *l = log_("dead");
+    if (!strstr(l, "signal 9") && !strstr(l, "Killed") && !strstr(l, "--comm-timeout") && !strstr(l, "died"))
+        fail_msg("no clear message:\n%s", l);
+}
+
+// A rank that stops answering but does not die (SIGSTOP: mpirun sees
+// nothing wrong): the other's exchange ends at --comm-timeout with a message
+// and its MPI_Abort ends the job.
+static void test_hung_rank_times_out(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double s;
+    int rc = signal_rank1_("hung", SIGSTOP, 4, &s);
+    print_message("a stopped rank: the job ended after %.1f s, exit %d\n", s, rc);
+    assert_int_not_equal(rc, 0);
+    assert_int_not_equal(rc, 124);
+    assert_true(s >= 3 && s < 30);
+    if (!strstr(log_("hung"), "no answer from the other ranks in 4 s (--comm-timeout)")) fail_msg("%s", log_("hung"));
+}
+
+static void test_hostfile_two_hosts(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    // Two "hosts" on one machine: localhost, and a name that the rsh agent
+    // (tests/dist/rsh_local.sh, instead of ssh) runs locally.
+    char hosts[700], log[700], launch[2048];
+    snprintf(hosts, sizeof hosts, "%s/hostfile", dir_);
+    snprintf(log, sizeof log, "%s/rsh.log", dir_);
+    FILE *f = fopen(hosts, "w");
+    assert_non_null(f);
+    fputs("localhost slots=1\nwgpt-second-host slots=1\n", f);
+    fclose(f);
+    snprintf(launch, sizeof launch,
+             "env WGPT_RSH_LOG='%s' mpirun --allow-run-as-root --hostfile '%s' --mca plm_rsh_agent '%s/tests/dist/rsh_local.sh' "
+             "-x WGPT_RSH_LOG -np 2",
+             log, hosts, WGPT_SOURCE_DIR);
+    int rc = train_(launch, "hosts", "--steps 4 --total-batch 128 --resume none");
+    if (rc != 0) fail_msg("exit %d\n%s", rc, log_("hosts"));
+    f = fopen(log, "r");
+    assert_non_null(f);  // the second rank was started through the agent
+    char line[256] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_non_null(strstr(line, "wgpt-second-host"));
+    // The same training as one process of 2 micro-batches.
+    wgpt_checkpoint a, b;
+    assert_int_equal(train_("", "hosts1", "--steps 4 --total-batch 128 --resume none"), 0);
+    read_ck_("hosts", &a), read_ck_("hosts1", &b);
+    assert_true(max_diff_(&a, &b) <= TOL);
+    wgpt_checkpoint_free(&a), wgpt_checkpoint_free(&b);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    // 3 micro-batches do not split over 2 ranks.
+    assert_int_not_equal(train_(MPIRUN " -np 2", "odd", "--steps 2 --total-batch 192 --resume none"), 0);
+    assert_non_null(strstr(log_("odd"), "2 ranks cannot share evenly"));
+    // Ranks started with different options.
+    char launch[4096];
+    snprintf(launch, sizeof launch, MPIRUN " -np 1 '%s' train --data 'data/*.bin' --out mixed --lr 1e-3 --steps 2 " COMMON
+             " : -np 1", wgpt_);
+    assert_int_not_equal(train_(launch, "mixed", "--lr 2e-3 --steps 2"), 0);
+    assert_non_null(strstr(log_("mixed"), "ranks differ in their options"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_ranks_equal_accumulation),
+        cmocka_unit_test(test_only_rank0_prints),
+        cmocka_unit_test(test_resume_two_ranks),
+        cmocka_unit_test(test_sigterm_one_rank_stops_all),
+        cmocka_unit_test(test_killed_rank_ends_the_job),
+        cmocka_unit_test(test_hung_rank_times_out),
+        cmocka_unit_test(test_hostfile_two_hosts),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
