@@ -11,20 +11,21 @@
 // Each layer and the folders of src/ it may include ("gpu/gpu.h" is the only
 // GPU header above src/gpu: checked apart).
 static const struct {
-    const char *layer, *may[8];
+    const char *layer, *may[10];
 } RULES[] = {
     {"util", {"util"}},
     {"gpu", {"util", "gpu"}},
     {"model", {"util", "gpu", "model"}},
     {"data", {"util", "data"}},
+    {"dist", {"util", "dist"}},
     {"weights", {"util", "model", "weights"}},
-    {"train", {"util", "gpu", "model", "data", "weights", "train"}},
+    {"train", {"util", "gpu", "model", "data", "weights", "dist", "train"}},
     {"bench", {"util", "gpu", "model", "bench"}},
-    {"cli", {"util", "gpu", "model", "data", "weights", "train", "bench", "cli"}},
+    {"cli", {"util", "gpu", "model", "data", "weights", "dist", "train", "bench", "cli"}},
 };
 
 static int allowed_(size_t r, const char *inc) {
-    for (size_t i = 0; i < 8 && RULES[r].may[i]; i++) {
+    for (size_t i = 0; i < 10 && RULES[r].may[i]; i++) {
         size_t n = strlen(RULES[r].may[i]);
         if (!strncmp(inc, RULES[r].may[i], n) && inc[n] == '/') return 1;
     }
