@@ -1,6 +1,7 @@
 // test_dist.c: data-parallel `wgpt train` under mpirun on lavapipe (2 ranks
 // on one machine, as CI runs them, as root): the same training as one
 // process accumulating the ranks' micro-batches, resume (same and other N),
+// ZeRO-1's halved optimizer memory,
 // a stop on one rank, a dead rank, a two-"host" hostfile, and refusals.
 // Skipped where the build has no MPI (WGPT_MPI=0) or mpirun is missing.
 #define _DEFAULT_SOURCE
