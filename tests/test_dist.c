@@ -1,6 +1,7 @@
 // test_dist.c: data-parallel `wgpt train` under mpirun on lavapipe (2 ranks
 // on one machine, as CI runs them, as root): the same training as one
 // process accumulating the ranks' micro-batches, resume (same and other N),
+// ZeRO-1's halved optimizer memory,
 // a stop on one rank, a dead rank, a two-"host" hostfile, and refusals.
 // Skipped where the build has no MPI (WGPT_MPI=0) or mpirun is missing.
 #define _DEFAULT_SOURCE
@@ -163,6 +164,36 @@ static void test_only_rank0_prints(void **state) {
     const char *d = strstr(l, "done: 2 steps");
     assert_non_null(d);
     assert_null(strstr(d + 1, "done: 2 steps"));
+}
+
+// The AdamW moments of the "GPU memory per rank" line (MiB), or -1.
+static double adam_mib_(const char *log) {
+    const char *l = strstr(log, "GPU memory per rank");
+    l = l ? strstr(l, "AdamW moments ") : NULL;
+    return l ? strtod(l + strlen("AdamW moments "), NULL) : -1;
+}
+
+// ZeRO-1: each of 2 ranks holds half of the moments (64-float shard
+// boundaries: at most 256 bytes more than half each), and says so.
+static void test_zero1_memory(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    char cmd[4096];
+    for (int np = 1; np <= 2; np++) {
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && timeout 120 %s '%s' train --data 'data/*.bin' --out mem%d --steps 1 --resume none "
+                 "--layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 > mem%d.log 2>&1",
+                 dir_, np == 1 ? "" : MPIRUN " -np 2", wgpt_, np, np);
+        assert_int_equal(system(cmd), 0);
+    }
+    char one_log[4096];
+    snprintf(one_log, sizeof one_log, "%s", log_("mem1"));
+    double one = adam_mib_(one_log), two = adam_mib_(log_("mem2"));
+    print_message("AdamW moments per rank: %.3f MiB on 1 rank, %.3f MiB on 2\n", one, two);
+    assert_true(one > 0 && two > 0);
+    assert_true(two < one);
+    assert_true(two <= one / 2 + 0.001);
+    assert_non_null(strstr(log_("mem2"), "this rank's 1/N shard"));
 }
 
 static void test_resume_two_ranks(void **state) {
@@ -352,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_two_ranks_equal_accumulation),
         cmocka_unit_test(test_only_rank0_prints),
         cmocka_unit_test(test_resume_two_ranks),
+        cmocka_unit_test(test_zero1_memory),
         cmocka_unit_test(test_sigterm_one_rank_stops_all),
         cmocka_unit_test(test_killed_rank_ends_the_job),
         cmocka_unit_test(test_hung_rank_times_out),

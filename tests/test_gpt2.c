@@ -265,6 +265,65 @@ static void accumulation_equals_one_step(void **st) {
     free(p[0]), free(p[1]);
 }
 
+// ZeRO-1: three models each updating one shard (shards of unequal sizes),
+// their pieces gathered after every step, train exactly as one whole model:
+// parameters and the gathered moments bit for bit; each holds ~1/3 of the
+// moments; set_adam keeps a shard's slice of the full moments.
+static void sharded_update_equals_whole(void **st) {
+    (void)st;
+    enum { NS = 3 };
+    wgpt_adamw_config o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    ref_gpt2 ref;
+    wgpt_gpt2 *whole = model_(G, &ref, 51), *sh[NS];
+    char err[2048];
+    for (int i = 0; i < NS; i++) {
+        sh[i] = wgpt_gpt2_create_sharded(G, &CFG, B, T, WGPT_PRECISION_FP32, (uint32_t)i, NS, err, sizeof err);
+        if (!sh[i]) fail_msg("shard %d: %s", i, err);
+        assert_int_equal(wgpt_gpt2_set_params(sh[i], ref.params), 0);
+    }
+    uint64_t P = wgpt_gpt2_padded_params(whole), off, cnt, pg, aw, as;
+    float *pad = malloc(P * sizeof *pad), *pm = malloc(P * sizeof *pm), *pv = malloc(P * sizeof *pv);
+    wgpt_step_result r;
+    for (int t = 1; t <= 3; t++) {
+        if (wgpt_gpt2_train_step(whole, tokens, targets, &o, t, &r) < 0) fail_msg("%s", wgpt_gpt2_error(whole));
+        for (int i = 0; i < NS; i++) {
+            if (wgpt_gpt2_train_step(sh[i], tokens, targets, &o, t, &r) < 0) fail_msg("%s", wgpt_gpt2_error(sh[i]));
+            wgpt_gpt2_shard_range(sh[i], (uint32_t)i, &off, &cnt);
+            assert_int_equal(wgpt_gpt2_get_param_shard(sh[i], pad + off), 0);
+            assert_int_equal(wgpt_gpt2_get_adam_shard(sh[i], pm + off, pv + off), 0);
+        }
+        for (int i = 0; i < NS; i++) assert_int_equal(wgpt_gpt2_set_params_padded(sh[i], pad), 0);
+    }
+    size_t n = wgpt_gpt2_num_params(&CFG);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c), *d = malloc(n * sizeof *d);
+    assert_int_equal(wgpt_gpt2_get_params(whole, a), 0);
+    assert_int_equal(wgpt_gpt2_get_params(sh[1], b), 0);
+    assert_memory_equal(a, b, n * sizeof *a);
+    assert_int_equal(wgpt_gpt2_get_adam(whole, a, b), 0);
+    wgpt_gpt2_unpad(whole, pm, c), wgpt_gpt2_unpad(whole, pv, d);
+    assert_memory_equal(a, c, n * sizeof *a);
+    assert_memory_equal(b, d, n * sizeof *b);
+    assert_int_equal(wgpt_gpt2_get_adam(sh[0], c, d), -1);  // a shard cannot give the whole
+    assert_non_null(strstr(wgpt_gpt2_error(sh[0]), "shard 0 of 3"));
+    wgpt_gpt2_memory_parts(whole, &pg, &aw);
+    wgpt_gpt2_memory_parts(sh[2], &pg, &as);
+    assert_true(as < aw / NS + 512);
+    // A resumed shard takes its slice of the full moments.
+    assert_int_equal(wgpt_gpt2_set_adam(sh[2], a, b), 0);
+    wgpt_gpt2_shard_range(sh[2], 2, &off, &cnt);
+    memset(pm, 0, P * sizeof *pm), memset(pv, 0, P * sizeof *pv);
+    assert_int_equal(wgpt_gpt2_get_adam_shard(sh[2], pm + off, pv + off), 0);
+    wgpt_gpt2_unpad(whole, pm, c);
+    size_t lnfb = n - CFG.channels;  // the last tensor lies in the last shard
+    assert_memory_equal(a + lnfb, c + lnfb, CFG.channels * sizeof *a);
+    assert_null(wgpt_gpt2_create_sharded(G, &CFG, B, T, WGPT_PRECISION_FP32, 3, 3, err, sizeof err));
+    for (int i = 0; i < NS; i++) wgpt_gpt2_free(sh[i]);
+    wgpt_gpt2_free(whole);
+    ref_gpt2_free(&ref);
+    free(pad), free(pm), free(pv), free(a), free(b), free(c), free(d);
+}
+
 // An inference instance shares the parameters: its logits match the
 // reference, before and after the training model updates them.
 static void inference_instance_shares_params(void **st) {
@@ -320,6 +379,7 @@ int main(void) {
         cmocka_unit_test(training_is_deterministic),
         cmocka_unit_test(split_bindings_give_the_same_model),
         cmocka_unit_test(accumulation_equals_one_step),
+        cmocka_unit_test(sharded_update_equals_whole),
         cmocka_unit_test(inference_instance_shares_params),
         cmocka_unit_test(bad_token_is_named),
     };

@@ -36,6 +36,13 @@ const char *wgpt_comm_kind(void);              // "mpi" or "single": what this b
 // rank 1's + ...), then the shares are gathered (a reduce-scatter and an
 // all-gather, as ring all-reduces move: 2 (size-1)/size of the data).
 int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen);
+// Rank i's piece of an array, all[offs[i], offs[i] + counts[i]) (mine: this
+// rank's piece, which may be that place in all), gathered into all on every
+// rank (root < 0: an all-gather) or on rank root alone (all is not touched
+// elsewhere and may be NULL there). ZeRO-1's updated parameters and, before
+// a checkpoint, its moments.
+int wgpt_comm_gather_floats(wgpt_comm *c, const float *mine, float *all, const uint64_t *offs, const uint64_t *counts,
+                            int root, char *err, size_t errlen);
 // *v of every rank, summed in rank order.
 int wgpt_comm_sum_double(wgpt_comm *c, double *v, char *err, size_t errlen);
 // The smallest and largest *v over the ranks (an options hash, a stop flag).

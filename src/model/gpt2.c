@@ -58,13 +58,37 @@ wgpt_precision wgpt_precision_auto(const wgpt_gpu_info *i) {
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m) { return m->precision; }
 float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m) { return m->loss_scale; }
 
+void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint64_t *adam_bytes) {
+    *param_grad_bytes = m->param_bytes - m->adam_bytes;
+    *adam_bytes = m->adam_bytes;
+}
+
+// Shard i of n of the padded array: 64-float (256-byte) boundaries, so that
+// every shard can be bound on any device (WebGPU's largest offset alignment)
+// and every rank computes the same boundaries whatever its GPU.
+static void shard_range_(uint64_t padded, uint32_t i, uint32_t n, uint64_t *off, uint64_t *count) {
+    uint64_t per = (padded / 64 + n - 1) / n * 64;
+    uint64_t o = (uint64_t)i * per < padded ? (uint64_t)i * per : padded;
+    *off = o;
+    *count = padded - o < per ? padded - o : per;
+}
+
+void wgpt_gpt2_shard_range(const wgpt_gpt2 *m, uint32_t i, uint64_t *off, uint64_t *count) {
+    shard_range_(m->padded_params, i, m->nshards, off, count);
+}
+
+uint32_t wgpt_gpt2_num_shards(const wgpt_gpt2 *m) { return m->nshards; }
+uint64_t wgpt_gpt2_padded_params(const wgpt_gpt2 *m) { return m->padded_params; }
+
 static int alloc_params_(wgpt_gpt2 *m) {
     wgpt_buf **bufs[4] = {&m->params, &m->grads, &m->adam_m, &m->adam_v};
     const char *names[4] = {"params", "grads", "adam m", "adam v"};
     for (int i = m->shared ? 1 : 0; i < (m->training ? 4 : 1); i++) {
-        *bufs[i] = wgpt_buf_create(m->g, m->padded_params * 4, names[i]);
+        uint64_t floats = i >= 2 ? m->shard_n : m->padded_params;  // the moments: this rank's shard only
+        *bufs[i] = wgpt_buf_create(m->g, floats * 4, names[i]);
         if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(*bufs[i]);
+        if (i >= 2) m->adam_bytes += wgpt_buf_size(*bufs[i]);
     }
     if (m->precision == WGPT_PRECISION_F16 && !m->shared) {
         m->params16 = wgpt_buf_create(m->g, m->padded_params * 2, "params f16");
@@ -305,15 +329,21 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
                              o->max_grad_norm, &m->norm_handle));
     // decay the 2D weights only, as GPT-2 training does
     static const int decayed[] = {WGPT_WTE, WGPT_WPE, WGPT_QKVW, WGPT_ATTPROJW, WGPT_FCW, WGPT_FCPROJW};
+    // Only the shard's part of each tensor, counted from the shard's start:
+    // the params and grads views start there, the moments hold the shard alone.
     wgpt_adamw_range r[WGPT_GPT2_NUM_TENSORS];
+    uint64_t s0 = m->shard_off, s1 = m->shard_off + m->shard_n;
     for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
         float wd = 0;
         for (size_t i = 0; i < sizeof decayed / sizeof decayed[0]; i++)
             if (decayed[i] == t) wd = o->weight_decay;
-        r[t] = (wgpt_adamw_range){m->pt[t].base, m->pt[t].stride * m->pt[t].slices, wd};
+        uint64_t b = m->pt[t].base, e = b + m->pt[t].stride * m->pt[t].slices;
+        b = b > s0 ? b : s0, e = e < s1 ? e : s1;
+        r[t] = (wgpt_adamw_range){b < e ? b - s0 : 0, b < e ? e - b : 0, wd};
     }
     wgpt_adamw_hparams hp = {o->lr, o->beta1, o->beta2, o->eps, 1};
-    wgpt_view pv = {m->params, 0, 0}, gv = {m->grads, 0, 0}, mv = {m->adam_m, 0, 0}, vv = {m->adam_v, 0, 0};
+    wgpt_view pv = {m->params, s0 * 4, m->shard_n * 4}, gv = {m->grads, s0 * 4, m->shard_n * 4};
+    wgpt_view mv = {m->adam_m, 0, 0}, vv = {m->adam_v, 0, 0};
     GPU_OK(m, wgpt_adamw_update(g, &m->opt, pv, gv, mv, vv, A(opt_state, 0), r, WGPT_GPT2_NUM_TENSORS, &hp,
                                 &m->adamw));
     m->opt_cfg = *o;
@@ -334,7 +364,8 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
 }
 
 static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
-                          const wgpt_gpt2 *share, wgpt_precision precision, char *err, size_t errlen) {
+                          const wgpt_gpt2 *share, wgpt_precision precision, uint32_t shard, uint32_t nshards,
+                          char *err, size_t errlen) {
     if (wgpt_gpt2_check_shape(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     wgpt_gpt2 *m = calloc(1, sizeof *m);
     if (!m) {
@@ -353,6 +384,14 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     wgpt_op_init(&m->opt);
     wgpt_op_init(&m->cast);
     wgpt_gpt2_layout_params_(m);
+    m->shard = shard, m->nshards = nshards;
+    shard_range_(m->padded_params, shard, nshards, &m->shard_off, &m->shard_n);
+    if (m->shard_n == 0) {  // more ranks than 64-float blocks: a rank would have nothing to update
+        snprintf(err, errlen, "%llu parameters cannot be split into %u optimizer shards of 64-float blocks: use "
+                 "fewer ranks or a larger model", (unsigned long long)m->padded_params, nshards);
+        free(m);
+        return NULL;
+    }
     if (precision == WGPT_PRECISION_AUTO) {  // f16 where tensor cores make it pay and the shape allows it
         precision = WGPT_PRECISION_FP32;
         if (wgpt_precision_auto(wgpt_gpu_get_info(g)) == WGPT_PRECISION_F16 && check_f16_(m) == 0)
@@ -373,24 +412,34 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
 
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen) {
-    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, err, errlen);
+    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, 0, 1, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                                       wgpt_precision precision, char *err, size_t errlen) {
-    return create_(g, c, B, T, training != 0, NULL, precision, err, errlen);
+    return create_(g, c, B, T, training != 0, NULL, precision, 0, 1, err, errlen);
+}
+
+wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
+                                    wgpt_precision precision, uint32_t shard, uint32_t nshards, char *err,
+                                    size_t errlen) {
+    if (nshards < 1 || shard >= nshards) {
+        snprintf(err, errlen, "optimizer shard %u of %u: the shard must be below the count (>= 1)", shard, nshards);
+        return NULL;
+    }
+    return create_(g, c, B, T, 1, NULL, precision, shard, nshards, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                                          size_t errlen) {
-    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, err, errlen);
+    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, 0, 1, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
     wgpt_precision p = train->precision;
     // f16 takes rows in eights; the fp32 forward reads the same f32 parameters
     if (p == WGPT_PRECISION_F16 && ((uint64_t)B * T) % 8) p = WGPT_PRECISION_FP32;
-    return create_(train->g, &train->c, B, T, 0, train, p, err, errlen);
+    return create_(train->g, &train->c, B, T, 0, train, p, 0, 1, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {

@@ -138,6 +138,32 @@ wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, 
 void wgpt_gpt2_free(wgpt_gpt2 *m);
 // Bytes of GPU memory the model allocated: params+grads+AdamW state, activations.
 void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activation_bytes);
+// The first of those split: parameters and gradients (the f16 copy included),
+// and the AdamW moments (this shard's only, in a sharded model).
+void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint64_t *adam_bytes);
+
+// ZeRO-1: a training model that keeps the AdamW moments of shard `shard` of
+// `nshards` contiguous pieces of the padded parameter array (64-float
+// boundaries, the same on every device) and whose update changes only that
+// piece of the parameters; the gradient norm still covers every gradient.
+// The caller gathers the updated pieces of all shards
+// (wgpt_gpt2_get_param_shard, wgpt_gpt2_set_params_padded). nshards 1 is an
+// ordinary training model. Fails if a shard would be empty.
+wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
+                                    wgpt_precision precision, uint32_t shard, uint32_t nshards, char *err,
+                                    size_t errlen);
+uint32_t wgpt_gpt2_num_shards(const wgpt_gpt2 *m);  // 1 unless sharded
+// Floats of the padded parameter array, and shard i's piece of it.
+uint64_t wgpt_gpt2_padded_params(const wgpt_gpt2 *m);
+void wgpt_gpt2_shard_range(const wgpt_gpt2 *m, uint32_t i, uint64_t *offset, uint64_t *count);
+// This model's piece of the parameters (padded layout, its shard's count).
+int wgpt_gpt2_get_param_shard(wgpt_gpt2 *m, float *params);
+// All parameters in the padded layout (wgpt_gpt2_padded_params floats); the f16 copies are refreshed.
+int wgpt_gpt2_set_params_padded(wgpt_gpt2 *m, const float *padded);
+// This shard's moments (padded layout, its shard's count each).
+int wgpt_gpt2_get_adam_shard(wgpt_gpt2 *m, float *adam_m, float *adam_v);
+// A padded-layout array (wgpt_gpt2_padded_params floats) in the reference layout.
+void wgpt_gpt2_unpad(const wgpt_gpt2 *m, const float *padded, float *ref);
 
 // Copies parameters (reference layout, wgpt_gpt2_num_params floats) in or out.
 int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params);
@@ -167,7 +193,9 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
 // After wgpt_gpt2_forward: the logits of every position, (B, T, V) floats
 // (the padded ones left out).
 int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out);
-// AdamW's moments in the reference layout (for checkpoints); zero before the first step.
+// AdamW's moments in the reference layout (for checkpoints); zero before the
+// first step. get fails on a sharded model (gather wgpt_gpt2_get_adam_shard);
+// set takes the full moments and keeps the model's shard of them.
 int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v);
 int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v);
 // Writes a NaN into the gradients (for tests of the fault handling): the next

@@ -33,7 +33,11 @@ struct wgpt_gpt2 {
     wgpt_gpt2_tensor pt[WGPT_GPT2_NUM_TENSORS];
     uint64_t padded_params;
     wgpt_buf *params, *grads, *adam_m, *adam_v;
-    uint64_t param_bytes, activation_bytes;
+    uint64_t param_bytes, activation_bytes, adam_bytes;
+    // ZeRO-1 (gpt2.h): adam_m and adam_v hold [shard_off, shard_off + shard_n)
+    // of the padded array; one shard of one is the whole array
+    uint32_t shard, nshards;
+    uint64_t shard_off, shard_n;
 
     // forward activations: per layer (L slices) unless noted
     wgpt_gpt2_act encoded;                        // (B,T,C), 1 slice

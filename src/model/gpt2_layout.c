@@ -105,13 +105,48 @@ int wgpt_gpt2_set_grads(wgpt_gpt2 *m, const float *grads) {
 
 int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
     if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
+    if (m->nshards > 1)
+        return wgpt_gpt2_fail_(m, "this model holds shard %u of %u of the AdamW moments: gather them with "
+                               "wgpt_gpt2_get_adam_shard", m->shard, m->nshards);
     return move_(m, m->adam_m, adam_m, 0) < 0 ? -1 : move_(m, m->adam_v, adam_v, 0);
 }
 
+// The full moments (a checkpoint's) padded on the host; only the shard is uploaded.
 int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v) {
     if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
-    return move_(m, m->adam_m, (float *)adam_m, 1) < 0 ? -1 : move_(m, m->adam_v, (float *)adam_v, 1);
+    float *tmp = calloc(m->padded_params, sizeof *tmp);
+    if (!tmp) return wgpt_gpt2_fail_(m, "out of host memory (%llu floats)", (unsigned long long)m->padded_params);
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        convert_(m, tmp, (float *)(i ? adam_v : adam_m), 1);
+        rc = wgpt_buf_upload(m->g, i ? m->adam_v : m->adam_m, 0, tmp + m->shard_off, m->shard_n * 4);
+    }
+    free(tmp);
+    if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    return 0;
 }
+
+int wgpt_gpt2_get_adam_shard(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
+    if (wgpt_buf_download(m->g, m->adam_m, 0, adam_m, m->shard_n * 4) < 0 ||
+        wgpt_buf_download(m->g, m->adam_v, 0, adam_v, m->shard_n * 4) < 0)
+        return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    return 0;
+}
+
+int wgpt_gpt2_get_param_shard(wgpt_gpt2 *m, float *params) {
+    if (wgpt_buf_download(m->g, m->params, m->shard_off * 4, params, m->shard_n * 4) < 0)
+        return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    return 0;
+}
+
+int wgpt_gpt2_set_params_padded(wgpt_gpt2 *m, const float *padded) {
+    if (wgpt_buf_upload(m->g, m->params, 0, padded, m->padded_params * 4) < 0)
+        return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    return wgpt_gpt2_refresh_f16_(m);  // the f16 copies follow the gathered f32 masters
+}
+
+void wgpt_gpt2_unpad(const wgpt_gpt2 *m, const float *padded, float *ref) { convert_(m, (float *)padded, ref, 0); }
 
 // Activation: one buffer, `slices` aligned slices of `floats` each.
 int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint32_t slices, uint64_t floats) {

@@ -59,6 +59,10 @@ typedef struct run_ {
     wgpt_comm *comm;  // NULL: one process
     int rank, nranks;  // rank 0 alone prints, logs and writes checkpoints
     float *grads;      // host copy of the gradients for the sum over the ranks
+    // ZeRO-1 (several ranks): the padded parameter array for the all-gather
+    // of the updated shards, and each rank's shard of it
+    float *padded;
+    uint64_t *shard_off, *shard_n;
     int stopping;      // a stop every rank agreed on
     char path_ckpt[4096], path_metrics[4096], path_svg[4096];
     char err[8192];  // the error message, one line per fail_
@@ -117,8 +121,38 @@ static saved_opts_ saved_(const run_ *r) {
                          wgpt_gpt2_loss_scale(r->model), 0};
 }
 
+// Several ranks: each holds 1/N of the moments (ZeRO-1), gathered to rank 0
+// in the padded layout and returned there in the reference layout. Every
+// rank must call it at the same step.
+static int gather_moments_(run_ *r, float *adam_m, float *adam_v) {
+    uint64_t P = wgpt_gpt2_padded_params(r->model), off = r->shard_off[r->rank], n = r->shard_n[r->rank];
+    char err[1024];
+    // rank 0 receives the whole padded arrays; the others send their shard
+    float *pm = malloc((r->rank == 0 ? P : n) * sizeof *pm), *pv = malloc((r->rank == 0 ? P : n) * sizeof *pv);
+    int rc = -1;
+    if (!pm || !pv) {
+        fail_(r, "out of host memory gathering the optimizer state");
+    } else {
+        float *mm = r->rank == 0 ? pm + off : pm, *mv = r->rank == 0 ? pv + off : pv;
+        if (wgpt_gpt2_get_adam_shard(r->model, mm, mv) < 0)
+            fail_(r, "reading the optimizer state for a checkpoint: %s", wgpt_gpt2_error(r->model));
+        else if (wgpt_comm_gather_floats(r->comm, mm, pm, r->shard_off, r->shard_n, 0, err, sizeof err) < 0 ||
+                 wgpt_comm_gather_floats(r->comm, mv, pv, r->shard_off, r->shard_n, 0, err, sizeof err) < 0)
+            fail_(r, "gathering the optimizer state for a checkpoint: %s", err);
+        else {
+            if (r->rank == 0) wgpt_gpt2_unpad(r->model, pm, adam_m), wgpt_gpt2_unpad(r->model, pv, adam_v);
+            rc = 0;
+        }
+    }
+    free(pm), free(pv);
+    return rc;
+}
+
 static int write_checkpoint_(run_ *r) {
-    if (r->rank != 0) return (void)(r->saved_step = r->step), 0;  // every rank holds the same state: rank 0 writes it
+    if (r->rank != 0) {  // every rank holds the same parameters: rank 0 writes them, with every rank's moments
+        if (gather_moments_(r, NULL, NULL) < 0) return -1;
+        return (void)(r->saved_step = r->step), 0;
+    }
     size_t np = wgpt_gpt2_num_params(&r->cfg);
     wgpt_checkpoint ck;
     memset(&ck, 0, sizeof ck);
@@ -138,7 +172,10 @@ static int write_checkpoint_(run_ *r) {
     char err[1024];
     if (!ck.loader_state || !ck.params || !ck.adam_m || !ck.adam_v) {
         fail_(r, "out of host memory writing a checkpoint");
-    } else if (wgpt_gpt2_get_params(r->model, ck.params) < 0 || wgpt_gpt2_get_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
+    } else if (r->nranks > 1 && gather_moments_(r, ck.adam_m, ck.adam_v) < 0) {
+        // the message is in r->err
+    } else if (wgpt_gpt2_get_params(r->model, ck.params) < 0 ||
+               (r->nranks == 1 && wgpt_gpt2_get_adam(r->model, ck.adam_m, ck.adam_v) < 0)) {
         fail_(r, "reading the model for a checkpoint: %s", wgpt_gpt2_error(r->model));
     } else {
         wgpt_loader_save_state(r->loader, ck.loader_state);
@@ -352,7 +389,10 @@ static int open_model_(run_ *r) {
     }
     wgpt_precision precision = WGPT_PRECISION_FP32;
     wgpt_precision_parse(o->precision, &precision);  // checked by wgpt_train_check
-    r->model = wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
+    // Several ranks: each keeps the AdamW moments of its 1/N of the parameters (ZeRO-1).
+    r->model = r->nranks > 1 ? wgpt_gpt2_create_sharded(r->g, &r->cfg, o->batch, o->seq, precision, (uint32_t)r->rank,
+                                                        (uint32_t)r->nranks, err, sizeof err)
+                             : wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
     if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
         fail_(r, "%s on '%s': the model does not fit: change --batch, --seq, --layers, --channels", err,
               wgpt_gpu_get_info(r->g)->name);
@@ -429,8 +469,16 @@ static int open_run_(run_ *r) {
         free(p);
         if (rc < 0) return fail_(r, "%s", wgpt_gpt2_error(r->model));
     }
-    if (r->nranks > 1 && !(r->grads = malloc(wgpt_gpt2_num_params(&r->cfg) * sizeof *r->grads)))
-        return fail_(r, "out of host memory for the gradients");
+    if (r->nranks > 1) {
+        uint64_t P = wgpt_gpt2_padded_params(r->model);
+        r->grads = malloc(wgpt_gpt2_num_params(&r->cfg) * sizeof *r->grads);
+        r->padded = malloc(P * sizeof *r->padded);
+        r->shard_off = malloc((size_t)r->nranks * sizeof *r->shard_off);
+        r->shard_n = malloc((size_t)r->nranks * sizeof *r->shard_n);
+        if (!r->grads || !r->padded || !r->shard_off || !r->shard_n)
+            return fail_(r, "out of host memory for the gradients and parameters");
+        for (int i = 0; i < r->nranks; i++) wgpt_gpt2_shard_range(r->model, (uint32_t)i, &r->shard_off[i], &r->shard_n[i]);
+    }
     return r->rank == 0 ? open_metrics_(r, resumed) : 0;
 }
 
@@ -442,7 +490,7 @@ static void close_run_(run_ *r) {
     wgpt_gpu_close(r->g);
     wgpt_loader_free(r->loader);
     wgpt_tokenizer_free(r->tok);
-    free(r->inputs), free(r->targets), free(r->grads);
+    free(r->inputs), free(r->targets), free(r->grads), free(r->padded), free(r->shard_off), free(r->shard_n);
     if (r->lock >= 0) wgpt_dir_unlock(r->lock);
 }
 
@@ -466,7 +514,8 @@ static int log_(run_ *r, const char *fmt, ...) {
     if (fflush(r->metrics) != 0 || bad) {
         char kept[4608];
         fail_(r, "%s: cannot write: %s", r->path_metrics, strerror(errno ? errno : EIO));
-        if (r->step > 0 && r->saved_step != (int64_t)r->step && write_checkpoint_(r) == 0)
+        // rank 0 alone is here: with several ranks the moments it would gather are out of reach
+        if (r->nranks == 1 && r->step > 0 && r->saved_step != (int64_t)r->step && write_checkpoint_(r) == 0)
             return fail_(r, "a checkpoint of step %u was written to %s: free some space, then run the same command "
                          "again to resume",
                          r->step, r->path_ckpt);
@@ -512,6 +561,23 @@ static int sum_over_ranks_(run_ *r, step_ *s) {
     return 0;
 }
 
+// ZeRO-1: each rank updated its shard of the parameters; the shards are
+// gathered in rank order and every rank uploads the whole array (a skipped
+// step gathers the unchanged ones).
+static int gather_params_(run_ *r, step_ *s) {
+    char err[1024], kept[4608];
+    double c0 = wgpt_comm_seconds(r->comm);
+    float *mine = r->padded + r->shard_off[r->rank];
+    if (wgpt_gpt2_get_param_shard(r->model, mine) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    if (wgpt_comm_gather_floats(r->comm, mine, r->padded, r->shard_off, r->shard_n, -1, err, sizeof err) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+    if (wgpt_gpt2_set_params_padded(r->model, r->padded) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    s->comm_seconds += wgpt_comm_seconds(r->comm) - c0;
+    return 0;
+}
+
 // One optimizer step: accum micro-batches, then the update. Returns 0, or
 // 1 with what failed and what is kept in r->err.
 static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *sched, step_ *s,
@@ -541,6 +607,7 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
         return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
                      kept_(r, kept, sizeof kept));
+    if (n > 1 && gather_params_(r, s) != 0) return 1;
     s->loss /= global;
     s->seconds = wgpt_clock_s() - t0;
     return 0;
@@ -634,11 +701,13 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     say_(&r, INFO_, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
          o->batch, o->seq, r.accum * (uint32_t)r.nranks);
-    uint64_t pbytes, abytes;
+    uint64_t pbytes, abytes, pgbytes, mbytes;
     wgpt_gpt2_memory(r.model, &pbytes, &abytes);
-    say_(&r, INFO_, "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (parameters, "
-         "gradients, AdamW %.1f MiB; activations %.1f MiB)\n",
-         r.nranks, wgpt_comm_kind(), r.accum, (pbytes + abytes) / 1048576.0, pbytes / 1048576.0, abytes / 1048576.0);
+    wgpt_gpt2_memory_parts(r.model, &pgbytes, &mbytes);
+    say_(&r, INFO_, "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (parameters and "
+         "gradients %.1f MiB, AdamW moments %.3f MiB (%s), activations %.1f MiB)\n",
+         r.nranks, wgpt_comm_kind(), r.accum, (pbytes + abytes) / 1048576.0, pgbytes / 1048576.0, mbytes / 1048576.0,
+         r.nranks > 1 ? "this rank's 1/N shard" : "all", abytes / 1048576.0);
 
     wgpt_lr_schedule sched = {o->lr, o->min_lr_frac, o->warmup, o->steps};
     wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip, 0.0f};
