@@ -3,6 +3,11 @@
 #   "tests: N passed, N failed"   (counts of test cases, from cmocka's output;
 #   $TEST_LABEL replaces "tests")
 set -uo pipefail
+# A test program opens and closes many devices; each open can load the Vulkan
+# driver again, and NVIDIA's (libnvidia-tls) takes static TLS each time. With
+# Open MPI linked the default surplus ran out on the H200 ("cannot allocate
+# memory in static TLS block", then no adapter): give it room.
+export GLIBC_TUNABLES="${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.rtld.optional_static_tls=65536"
 passed=0; failed=0; broken=()
 for t in "$@"; do
   echo "=== $t"

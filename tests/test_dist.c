@@ -336,7 +336,9 @@ static void test_hostfile_two_hosts(void **state) {
     (void)state;
     if (!have_mpi_()) return;
     // Two "hosts" on one machine: localhost, and a name that the rsh agent
-    // (tests/dist/rsh_local.sh, instead of ssh) runs locally.
+    // (tests/dist/rsh_local.sh, instead of ssh) runs locally. The rsh launcher
+    // by name: a machine may set another (the H200 machine's environment has
+    // OMPI_MCA_plm=isolated, which starts nothing on a second host).
     char hosts[700], log[700], launch[2048];
     snprintf(hosts, sizeof hosts, "%s/hostfile", dir_);
     snprintf(log, sizeof log, "%s/rsh.log", dir_);
@@ -345,7 +347,7 @@ static void test_hostfile_two_hosts(void **state) {
     fputs("localhost slots=1\nwgpt-second-host slots=1\n", f);
     fclose(f);
     snprintf(launch, sizeof launch,
-             "env WGPT_RSH_LOG='%s' mpirun --allow-run-as-root --hostfile '%s' --mca plm_rsh_agent '%s/tests/dist/rsh_local.sh' "
+             "env WGPT_RSH_LOG='%s' mpirun --allow-run-as-root --hostfile '%s' --mca plm rsh --mca plm_rsh_agent '%s/tests/dist/rsh_local.sh' "
              "-x WGPT_RSH_LOG -np 2",
              log, hosts, WGPT_SOURCE_DIR);
     int rc = train_(launch, "hosts", "--steps 4 --total-batch 128 --resume none");
