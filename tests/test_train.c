@@ -446,6 +446,16 @@ static void sigkill_never_loses_a_run(void **st) {
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     double run_s = wgpt_clock_s() - t0;
+    // The first run may pay for compiling shaders that later runs find in
+    // the driver's cache (NVIDIA's: on the H200 the second run took under 40%
+    // of the first, and no kill landed): time a second one too, take the shorter.
+    char warm[700];
+    snprintf(warm, sizeof warm, "%s/kill_warm", dir);
+    t0 = wgpt_clock_s();
+    pid = spawn_train_(wgpt, warm, "12");
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (wgpt_clock_s() - t0 < run_s) run_s = wgpt_clock_s() - t0;
     // Kill moments are fractions of how long a whole run takes on this
     // machine, so the test kills on fast and slow machines alike; the first
     // one lands at 40% of a run that starts from nothing, before it can end.
