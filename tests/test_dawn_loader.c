@@ -17,10 +17,7 @@ static char dawn_[4096], tmp_[256];
 static int group_setup(void **state) {
     (void)state;
     char self[3000];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (k <= 0) return -1;
-    self[k] = 0;
-    *strrchr(self, '/') = 0;
+    if (tu_build_dir(self, sizeof self) < 0) return -1;
     snprintf(dawn_, sizeof dawn_, "%s/../third_party/dawn/dawn.node", self);
     snprintf(tmp_, sizeof tmp_, "/tmp/wgpt-test-dawn-XXXXXX");
     return mkdtemp(tmp_) ? 0 : -1;
@@ -150,10 +147,7 @@ static void pinned_build_loads_and_names_its_features(void **st) {
 static void env_names_the_library(void **st) {
     (void)st;
     char self[3000], cmd[4000];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    assert_true(k > 0);
-    self[k] = 0;
-    *strrchr(self, '/') = 0;
+    assert_int_equal(tu_build_dir(self, sizeof self), 0);
     snprintf(cmd, sizeof cmd, "WGPT_DAWN_LIB=%s/nope.so '%s/wgpt' info 2>&1", tmp_, self);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);

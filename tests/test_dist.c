@@ -27,10 +27,7 @@ static char wgpt_[1024];
 static int group_setup(void **state) {
     (void)state;
     if (!mkdtemp(dir_)) return -1;
-    ssize_t k = readlink("/proc/self/exe", wgpt_, sizeof wgpt_ - 8);
-    if (k <= 0) return -1;
-    wgpt_[k] = 0;
-    *strrchr(wgpt_, '/') = 0;
+    if (tu_build_dir(wgpt_, sizeof wgpt_ - 8) < 0) return -1;
     strcat(wgpt_, "/wgpt");
     // The corpus: this repository's docs, bytes-tokenized.
     char cmd[4096];

@@ -410,11 +410,7 @@ static void device_loss_keeps_the_last_checkpoint(void **st) {
 
 static void wgpt_path_(char *buf, size_t n) {
     char self[600];
-    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-    assert_true(k > 0);
-    self[k] = 0;
-    char *slash = strrchr(self, '/');
-    *slash = 0;
+    assert_int_equal(tu_build_dir(self, sizeof self), 0);
     snprintf(buf, n, "%s/wgpt", self);
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -88,6 +89,18 @@ static inline void *tu_download(wgpt_gpu *g, wgpt_buf *b, uint64_t bytes) {
     return h;
 }
 static inline float *tu_download_f32(wgpt_gpu *g, wgpt_buf *b, uint64_t n) { return tu_download(g, b, n * 4); }
+
+// The folder of this test program (the build folder, where build/wgpt is):
+// 0, or -1 if /proc/self/exe cannot be read or does not fit.
+static inline int tu_build_dir(char *buf, size_t n) {
+    ssize_t k = n > 1 ? readlink("/proc/self/exe", buf, n - 1) : -1;
+    if (k <= 0) return -1;
+    buf[k] = 0;
+    char *slash = strrchr(buf, '/');
+    if (!slash) return -1;
+    *slash = 0;
+    return 0;
+}
 
 // Reads a file of the source tree (tests/kernels/..., kernels/...).
 static inline char *tu_read_source(const char *rel) {
