@@ -9,9 +9,9 @@
 // per 32 columns, grid (ceil(n / 32), 1, 1).
 // CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat,
 // matmul_backward_input_flat, matmul_backward_weight_flat, same bindings and
-// params as their tiled twins, no workgroup memory, no barriers: 64
-// invocations a workgroup, FLAT_ROWS x 128 outputs, grid (ceil(n / 128),
-// ceil(m / FLAT_ROWS), 1).
+// params as their tiled twins, no workgroup memory, no barriers: 8
+// invocations a workgroup, FLAT_ROWS x FLAT_N = 32 x 32 outputs, grid
+// (ceil(n / 32), ceil(m / 32), 1).
 // See docs/kernels/03_linear.md.
 
 // The same struct for every kernel here; the meaning of each field per kernel
@@ -26,11 +26,18 @@ struct LinearParams {
 }
 
 // The flat (CPU) kernels: FLAT_WG invocations, each owning FLAT_COLS columns
-// (lid + FLAT_WG * j) of the workgroup's FLAT_ROWS rows.
-const FLAT_WG: u32 = 64u;
-const FLAT_ROWS: u32 = 16u;
-const FLAT_COLS: u32 = 2u;
-const FLAT_OUT: u32 = 32u;  // FLAT_ROWS * FLAT_COLS
+// (lid + FLAT_WG * j) of the workgroup's FLAT_ROWS rows. On llvmpipe every
+// load whose address differs between lanes costs a scalar load, a bounds test
+// and a branch per lane, against one instruction per lane for an fma; per k
+// an invocation loads FLAT_COLS values and its subgroup FLAT_ROWS values
+// between 8 lanes, for FLAT_ROWS * FLAT_COLS fmas, so the block is as large
+// as the compiler still keeps unrolled (128 sums; past that llvmpipe indexes
+// the arrays in memory and runs 5x slower). 8 invocations: one SIMD vector,
+// and n = 96 is 3 whole workgroups.
+const FLAT_WG: u32 = 8u;
+const FLAT_ROWS: u32 = 32u;
+const FLAT_COLS: u32 = 4u;
+const FLAT_OUT: u32 = 128u;  // FLAT_ROWS * FLAT_COLS
 
 const TILE: u32 = 64u;   // output tile edge, rows and columns
 const TK: u32 = 16u;     // reduction step: each tile load covers TK values of k
@@ -240,9 +247,9 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
 
 // --- KERNEL: matmul_forward_flat ---
 // The CPU twin of matmul_forward: the same out, from straight global loads.
-// Invocation lid of workgroup (x, y) owns rows y * FLAT_ROWS + i (i < 16)
-// and columns x * 128 + lid + 64 j (j < 2). Each weight value it loads
-// serves 16 rows. The inp rows are the same for the whole workgroup: each subgroup
+// Invocation lid of workgroup (x, y) owns rows y * FLAT_ROWS + i (i < 32)
+// and columns x * 32 + lid + 8 j (j < 4). Each weight value it loads
+// serves 32 rows. The inp rows are the same for the whole workgroup: each subgroup
 // reads S values of k per row at once (one per lane) and hands them round
 // with subgroupShuffle, so a row value costs one load per S uses. Sums run
 // over k in order: deterministic, whatever the subgroup size.

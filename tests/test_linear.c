@@ -5,7 +5,7 @@
 // own limit; determinism; argument errors. Every case runs twice: with the
 // tiled GPU kernels and with their flat CPU twins (model/variant.h), against
 // the same reference and bound; plus the variant choice itself and the CPU
-// twins' fallback to the tiled kernels past their grid.
+// twins' grid reaching every accepted size.
 //
 // Tolerance, per element: every output is a sum of K products (plus a bias or
 // the previous gradient). Summed in f32 in any order, with or without fused
@@ -415,33 +415,39 @@ static void variant_choice(void **st) {
     wgpt_gpu_close(g), wgpt_gpu_close(gc), wgpt_gpu_close(gg);
 }
 
-// The flat twins cover 16 rows a workgroup: past 65535 * 16 rows the wrapper
-// uses the tiled kernels (64 rows a workgroup) on every device. C = OC = 1:
-// N = 1048560 still fits the flat grid (65535 rows of workgroups), 1048561 not.
-static void cpu_twins_fall_back_past_their_grid(void **st) {
+// The flat twins cover 32 rows a workgroup (FLAT_ROWS): their grid reaches
+// 65535 * 32 = 2097120 rows, the most the wrapper accepts at all (65535 bias
+// workgroups of 32 columns), so they serve every accepted N; the tiled kernels
+// (64 rows a workgroup) stay the fallback in pick_. C = OC = 1: N = 2097120
+// runs on a grid (1, 65535), 2097121 is refused.
+static void cpu_twins_cover_every_accepted_n(void **st) {
     (void)st;
     int cpu = wgpt_kernel_variant_cpu(G);
-    for (int N = 1048560; N <= 1048561; N++) {
-        // The forward's grid: (1, rows of workgroups). (Both kernels' results
-        // are checked above; at this N, C = 1 the backward's reduction over N
-        // would take lavapipe long.)
-        wgpt_buf *x = wgpt_buf_create(G, (uint64_t)N * 4, "x"), *y = wgpt_buf_create(G, (uint64_t)N * 4, "y");
-        wgpt_buf *w = wgpt_buf_create(G, 16, "w");
-        TU_NONNULL(G, x);
-        TU_NONNULL(G, y);
-        TU_NONNULL(G, w);
-        wgpt_view none = {NULL, 0, 0};
-        wgpt_op op;
-        wgpt_op_init(&op);
-        TU_OK(G, wgpt_linear_forward(G, &op, (wgpt_view){y, 0, 0}, (wgpt_view){x, 0, 0}, (wgpt_view){w, 0, 0}, none,
-                                     (uint32_t)N, 1, 1, none));
-        assert_int_equal(op.n, 1);
-        uint32_t want = cpu && N <= 1048560 ? (uint32_t)(N + 15) / 16 : (uint32_t)(N + 63) / 64;
-        if (op.steps[0].x != 1 || op.steps[0].y != want)
-            fail_msg("%s N=%d: grid (%u, %u), expected (1, %u)", VARIANT, N, op.steps[0].x, op.steps[0].y, want);
-        wgpt_op_free(&op);
-        wgpt_buf_free(x), wgpt_buf_free(y), wgpt_buf_free(w);
-    }
+    const int N = 2097120;
+    // The forward's grid: (1, rows of workgroups). (Both kernels' results are
+    // checked above; at this N, C = 1 the backward's reduction over N would
+    // take lavapipe long.)
+    wgpt_buf *x = wgpt_buf_create(G, (uint64_t)(N + 1) * 4, "x"), *y = wgpt_buf_create(G, (uint64_t)(N + 1) * 4, "y");
+    wgpt_buf *w = wgpt_buf_create(G, 16, "w");
+    TU_NONNULL(G, x);
+    TU_NONNULL(G, y);
+    TU_NONNULL(G, w);
+    wgpt_view none = {NULL, 0, 0};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(G, wgpt_linear_forward(G, &op, (wgpt_view){y, 0, 0}, (wgpt_view){x, 0, 0}, (wgpt_view){w, 0, 0}, none,
+                                 (uint32_t)N, 1, 1, none));
+    assert_int_equal(op.n, 1);
+    uint32_t want = cpu ? (uint32_t)(N + 31) / 32 : (uint32_t)(N + 63) / 64;
+    if (op.steps[0].x != 1 || op.steps[0].y != want)
+        fail_msg("%s N=%d: grid (%u, %u), expected (1, %u)", VARIANT, N, op.steps[0].x, op.steps[0].y, want);
+    wgpt_op_free(&op);
+    wgpt_op_init(&op);
+    assert_int_equal(wgpt_linear_forward(G, &op, (wgpt_view){y, 0, 0}, (wgpt_view){x, 0, 0}, (wgpt_view){w, 0, 0},
+                                         none, (uint32_t)N + 1, 1, 1, none),
+                     -1);
+    wgpt_op_free(&op);
+    wgpt_buf_free(x), wgpt_buf_free(y), wgpt_buf_free(w);
 }
 
 // The vec4 kernels (03_linear_vec4.wgsl): taken with a scratch on the GPU
@@ -511,7 +517,7 @@ int main(void) {
         BOTH(results_are_deterministic),
         BOTH(gpt2_logits_shape),
         BOTH(bad_arguments_are_refused),
-        BOTH(cpu_twins_fall_back_past_their_grid),
+        BOTH(cpu_twins_cover_every_accepted_n),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

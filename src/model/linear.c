@@ -9,9 +9,9 @@
 #define TILE 64u
 #define BB_COLS 32u
 // The flat (CPU) twins' output block per workgroup: FLAT_ROWS rows of
-// FLAT_WG * FLAT_COLS = 128 columns.
-#define FLAT_ROWS 16u
-#define FLAT_N 128u
+// FLAT_WG * FLAT_COLS = 32 columns.
+#define FLAT_ROWS 32u
+#define FLAT_N 32u
 
 // LinearParams of 03_linear.wgsl: the meaning of each field per kernel is in
 // docs/kernels/03_linear.md.
@@ -68,8 +68,9 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
 }
 
 // The kernel of a pass (tiled, or its flat CPU twin, see variant.h) and
-// grid for an (m, n) output. The flat grid needs ceil(m / 16) <= 65535 rows
-// of workgroups; past that the tiled kernel serves on every device.
+// grid for an (m, n) output. The flat grid needs ceil(m / FLAT_ROWS) <= 65535
+// rows of workgroups, which every size check_sizes_ accepts meets (FLAT_ROWS
+// >= BB_COLS); the tiled kernel stays the fallback should that change.
 typedef struct mm_pick {
     const char *kernel;
     uint32_t x, y;
