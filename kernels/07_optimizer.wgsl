@@ -34,16 +34,18 @@ struct AdamwParams {
     pad: u32,
 }
 
-// --- KERNEL: grad_norm_partial ---
-// partials[2w] = sum of grads[start + i]^2 over the slice i in
-// [w*NORM_SLICE, (w+1)*NORM_SLICE) of this chunk, partials[2w+1] = how many
-// of them are not finite, with w = part_base + this workgroup.
+// Params of grad_norm_partial and grad_norm_partial_flat.
 struct NormPartialParams {
     n: u32,          // gradient floats in this chunk
     start: u32,      // index in `grads` of the chunk's first float (alignment pad)
     part_base: u32,  // this chunk's first slot in `partials` (pairs)
     n_groups: u32,   // ceil(n / NORM_SLICE); extra workgroups of a 2D grid return
 }
+
+// --- KERNEL: grad_norm_partial ---
+// partials[2w] = sum of grads[start + i]^2 over the slice i in
+// [w*NORM_SLICE, (w+1)*NORM_SLICE) of this chunk, partials[2w+1] = how many
+// of them are not finite, with w = part_base + this workgroup.
 @group(0) @binding(0) var<storage, read> grads: array<f32>;
 @group(0) @binding(1) var<storage, read_write> partials: array<f32>;
 @group(0) @binding(2) var<uniform> p: NormPartialParams;
@@ -72,6 +74,42 @@ fn grad_norm_partial(@builtin(local_invocation_index) tid: u32, @builtin(workgro
     let s = wg_reduce_sum(tid, sg, acc);
     let nb = wg_reduce_sum(tid, sg, bad);
     if (tid == 0u) {
+        partials[2u * (p.part_base + w)] = s;
+        partials[2u * (p.part_base + w) + 1u] = nb;
+    }
+}
+
+// --- KERNEL: grad_norm_partial_flat ---
+// The CPU twin of grad_norm_partial (model/variant.h), for a subgroup of at
+// least NORM_FLAT_WG lanes: the same partial pair per NORM_SLICE floats, from
+// one workgroup of NORM_FLAT_WG invocations, without workgroup memory or
+// barriers (on llvmpipe the 256-thread workgroup's two reductions cost 8x the
+// loads): lane l sums floats l, l + 8, ... of the slice, subgroupAdd folds
+// the lanes. A different order from grad_norm_partial's, fixed as well.
+const NORM_FLAT_WG: u32 = 8u;
+@group(0) @binding(0) var<storage, read> grads: array<f32>;
+@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(2) var<uniform> p: NormPartialParams;
+
+@compute @workgroup_size(NORM_FLAT_WG)
+fn grad_norm_partial_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                          @builtin(num_workgroups) nwg: vec3<u32>) {
+    let w = wid.x + wid.y * nwg.x;
+    if (w >= p.n_groups) { return; }  // the whole workgroup
+    let base = w * NORM_SLICE;
+    var acc = 0.0;
+    var bad = 0.0;
+    for (var k = 0u; k < NORM_SLICE / NORM_FLAT_WG; k++) {
+        let i = base + k * NORM_FLAT_WG + lid;
+        if (i < p.n) {
+            let x = grads[p.start + i];
+            acc += x * x;
+            bad += select(0.0, 1.0, !is_finite(x));
+        }
+    }
+    let s = subgroupAdd(acc);
+    let nb = subgroupAdd(bad);
+    if (lid == 0u) {
         partials[2u * (p.part_base + w)] = s;
         partials[2u * (p.part_base + w) + 1u] = nb;
     }

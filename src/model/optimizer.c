@@ -1,5 +1,6 @@
 // optimizer.c: host side of kernels/07_optimizer.wgsl (see optimizer.h).
 #include "model/optimizer.h"
+#include "model/variant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -115,12 +116,15 @@ int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_v
         goto done;
     }
     wgpt_view part_view = {scratch.buf, scratch.offset, parts * 8};
+    // The CPU twin: one 8-lane workgroup a slice, its subgroup the whole workgroup.
+    int flat = wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
     uint64_t base = 0;
     for (uint64_t c = 0; c < nchunks; c++) {
         uint64_t groups = opt_ceil_div(chunks[c].n, WGPT_NORM_SLICE);
         wgpt_view v[2] = {opt_view(grads, &chunks[c]), part_view};
         norm_partial_params p = {chunks[c].n, chunks[c].start, (uint32_t)base, (uint32_t)groups};
-        if (!wgpt_op_add1d(g, op, "grad_norm_partial", v, 2, &p, sizeof p, groups)) goto done;
+        if (!wgpt_op_add1d(g, op, flat ? "grad_norm_partial_flat" : "grad_norm_partial", v, 2, &p, sizeof p, groups))
+            goto done;
         base += groups;
     }
     // One workgroup folds every chunk's partials in a fixed order.
