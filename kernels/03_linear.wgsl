@@ -8,7 +8,8 @@
 // tile, grid (ceil(n / 64), ceil(m / 64), 1); the bias kernel one workgroup
 // per 32 columns, grid (ceil(n / 32), 1, 1).
 // CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat,
-// matmul_backward_input_flat, matmul_backward_weight_flat, same bindings and
+// matmul_backward_input_flat, matmul_backward_weight_flat (and
+// matmul_backward_bias_flat, see its section), same bindings and
 // params as their tiled twins, no workgroup memory, no barriers: 8
 // invocations a workgroup, FLAT_ROWS x FLAT_N = 32 x 32 outputs, grid
 // (ceil(n / 32), ceil(m / 32), 1).
@@ -243,6 +244,25 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
         for (var q = 0u; q < BB_PHASES; q++) { t += bb_part[q * BB_COLS + lc]; }
         dbias[c] = dbias[c] + t;
     }
+}
+
+// --- KERNEL: matmul_backward_bias_flat ---
+// The CPU twin of matmul_backward_bias: one invocation per column, summing
+// its k rows in order; BB_FLAT_WG columns a workgroup, grid
+// (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
+// the 256-thread workgroup's barrier costs more than the sums).
+const BB_FLAT_WG: u32 = 8u;
+@group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
+@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
+@group(0) @binding(2) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(BB_FLAT_WG)
+fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    if (c >= p.n) { return; }
+    var s = 0.0;
+    for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
+    dbias[c] = dbias[c] + s;
 }
 
 // --- KERNEL: matmul_forward_flat ---

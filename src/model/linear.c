@@ -8,6 +8,7 @@
 // The kernels' tile edges (kernels/03_linear.wgsl: TILE, BB_COLS).
 #define TILE 64u
 #define BB_COLS 32u
+#define BB_FLAT_WG 8u  // columns a workgroup of matmul_backward_bias_flat (BB_FLAT_WG)
 // The flat (CPU) twins' output block per workgroup: FLAT_ROWS rows of
 // FLAT_WG * FLAT_COLS = 32 columns.
 #define FLAT_ROWS 32u
@@ -35,6 +36,7 @@ static const char *const MM_FLAT[MM_NPASSES] = {"matmul_forward_flat", "matmul_b
 static const char *const MM_VEC4[MM_NPASSES] = {"matmul_forward_vec4", "matmul_backward_input_vec4",
                                                 "matmul_backward_weight_vec4"};
 static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
+static const char MM_BACKWARD_BIAS_FLAT[] = "matmul_backward_bias_flat";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
 static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
 
@@ -261,11 +263,14 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
 
 static int backward_bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                           uint64_t rows_n) {
+    int flat = wgpt_kernel_variant_cpu(g) && tiles_(OC, BB_FLAT_WG) <= WGPT_MAX_WG_DIM;
     for (uint64_t n0 = 0; n0 < N; n0 += rows_n) {
         uint64_t nr = min_(rows_n, N - n0);
         wgpt_view v[2] = {sub_(dout, n0 * OC * 4, nr * OC * 4), sub_(dbias, 0, (uint64_t)OC * 4)};
         linear_params p = {0, OC, (uint32_t)nr, OC, 0, 0, 0, 0};
-        if (!wgpt_op_add(g, op, MM_BACKWARD_BIAS, v, 2, &p, sizeof p, tiles_(OC, BB_COLS), 1, 1)) return -1;
+        if (!wgpt_op_add(g, op, flat ? MM_BACKWARD_BIAS_FLAT : MM_BACKWARD_BIAS, v, 2, &p, sizeof p,
+                         tiles_(OC, flat ? BB_FLAT_WG : BB_COLS), 1, 1))
+            return -1;
     }
     return 0;
 }
