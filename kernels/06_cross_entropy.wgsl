@@ -6,6 +6,7 @@
 //   crossentropy_forward    losses, lse, status, logits rows, targets   1 workgroup per row
 //   crossentropy_backward   logits rows (in place), lse, targets        1 workgroup per row
 //   crossentropy_loss_mean  out (1), losses                             1 workgroup
+// crossentropy_forward_flat: the CPU twin of crossentropy_forward_vec4 (see its section).
 // crossentropy_forward_vec4 and crossentropy_backward_vec4: the same bindings,
 // params and dispatch with the logits bound as array<vec4<f32>>; they need
 // Vp % 4 == 0 (rows start on 16-byte boundaries) and a logits view offset that
@@ -132,6 +133,54 @@ fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
     let mx = wg_reduce_max(tid, sg, m);
     let l = mx + log(wg_reduce_sum(tid, sg, s * exp(m - mx)));
     if (tid == 0u) {
+        let row = p.row0 + r;
+        lse[row] = l;
+        let tgt = targets[row];
+        if (tgt < p.V) {
+            losses[row] = l - logits[base + tgt / 4u][tgt % 4u];
+        } else {
+            losses[row] = ce_nan();
+            atomicOr(&status[0], STATUS_BAD_TARGET);
+            atomicMax(&status[2], tgt);
+        }
+    }
+}
+
+// --- KERNEL: crossentropy_forward_flat ---
+// The CPU twin of crossentropy_forward_vec4 (model/variant.h), for subgroups
+// of at least CE_FLAT_WG lanes: the same bindings, params and dispatch (a
+// workgroup per row), CE_FLAT_WG invocations instead of WG, and the fold of
+// the lanes' (m, s) by subgroupMax and subgroupAdd instead of workgroup
+// reductions: no workgroup memory, no barriers (on llvmpipe the 256-thread
+// workgroup's reductions cost more than the row). Lane l walks vec4s l, l + 8, ...
+const CE_FLAT_WG: u32 = 8u;
+@group(0) @binding(0) var<storage, read_write> losses: array<f32>;            // (BT)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;               // (BT)
+@group(0) @binding(2) var<storage, read_write> status: array<atomic<u32>>;    // (4)
+@group(0) @binding(3) var<storage, read> logits: array<vec4<f32>>;            // (rows, Vp / 4)
+@group(0) @binding(4) var<storage, read> targets: array<u32>;                 // (BT)
+@group(0) @binding(5) var<uniform> p: CeParams;
+
+@compute @workgroup_size(CE_FLAT_WG)
+fn crossentropy_forward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) lid: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }  // the whole workgroup: the folds stay uniform
+    let base = r * (p.Vp / 4u);
+    let n4 = (p.V + 3u) / 4u;
+    var m = NEG_INF;
+    var s = 0.0;
+    for (var j = lid; j < n4; j += CE_FLAT_WG) {
+        let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
+        let x = select(vec4<f32>(NEG_INF), logits[base + j], col < vec4<u32>(p.V));
+        let mr = max(m, max4(x));
+        let e = exp(x - mr);
+        s = s * select(exp(m - mr), 1.0, mr == m) + ((e.x + e.y) + (e.z + e.w));
+        m = mr;
+    }
+    let mx = subgroupMax(m);
+    let l = mx + log(subgroupAdd(s * exp(m - mx)));
+    if (lid == 0u) {
         let row = p.row0 + r;
         lse[row] = l;
         let tgt = targets[row];

@@ -4,7 +4,9 @@
 // value (they must never change a result), V below and above one workgroup's
 // width and GPT-2's 50257 of 50304, logits split into row chunks on a device
 // with a small binding limit, invalid targets, and bit-identical repeats. Vp
-// a multiple of 4 runs the vec4 kernels, other Vp the scalar ones.
+// a multiple of 4 runs the vec4 kernels (the forward's CPU twin,
+// crossentropy_forward_flat, with the CPU kernels: run WGPT_KERNELS=gpu for
+// the other), other Vp the scalar ones.
 //
 // Tolerances (x = a logit, |x| <= 8 here, so |x - max| <= 16):
 //  - lse = max + log(s), s = sum of V exps. WGSL's exp is accurate to

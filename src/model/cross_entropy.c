@@ -1,6 +1,8 @@
 // cross_entropy.c: host side of the softmax cross-entropy (cross_entropy.h).
 #include "model/cross_entropy.h"
 
+#include "model/variant.h"
+
 // Mirrors CeParams in kernels/06_cross_entropy.wgsl.
 typedef struct ce_params {
     uint32_t rows, row0, V, Vp;
@@ -10,7 +12,9 @@ typedef struct ce_params {
 // The kernels, by full name: [vec4] the twin that binds the logits as vec4s
 // (every row and the view must start on a 16-byte boundary; row chunks start
 // at multiples of 64 rows).
-static const char *const CE_FORWARD[] = {"crossentropy_forward", "crossentropy_forward_vec4"};
+// [flat] the CPU twin of the vec4 kernel (model/variant.h).
+static const char *const CE_FORWARD[] = {"crossentropy_forward", "crossentropy_forward_vec4",
+                                         "crossentropy_forward_flat"};
 static const char *const CE_BACKWARD[] = {"crossentropy_backward", "crossentropy_backward_vec4"};
 static int ce_vec4(wgpt_view logits, uint32_t Vp) { return Vp % 4 == 0 && wgpt_views_vec4(&logits, 1); }
 
@@ -19,6 +23,8 @@ int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_v
     if (!BT || !V || V > Vp) return wgpt_gpu_fail(g, "cross-entropy: bad shape BT=%u V=%u Vp=%u (V <= Vp)", BT, V, Vp);
     uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);  // rows per logits binding
     if (!chunk) return -1;
+    // The CPU twin of the vec4 kernel: an 8-lane workgroup a row, its subgroup the whole workgroup.
+    int flat = wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
     wgpt_view v[5];
     if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
         !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
@@ -28,7 +34,7 @@ int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_v
         if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]))
             return wgpt_gpu_fail(g, "crossentropy_forward: logits are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, 0.0f};
-        const char *k = CE_FORWARD[ce_vec4(logits, Vp)];
+        const char *k = CE_FORWARD[ce_vec4(logits, Vp) ? 1 + flat : 0];
         if (!wgpt_op_add1d(g, op, k, v, 5, &p, sizeof p, rows)) return -1;
     }
     return 0;
