@@ -2,7 +2,7 @@
 # The main job (`make run`): a real English corpus -> token shards -> a small
 # GPT trained on whatever device Dawn finds (lavapipe on a CPU) -> samples.
 #
-#   make run                                   Debian's fortune cookies, bytes, ~3 min on 2 CPU cores
+#   make run                                   Debian's fortune cookies, bytes, ~1 min on 2 CPU cores
 #   make run ARGS="--text 'notes/*.txt'"       your own text files instead
 #   make run ARGS="--preset gpt2-124m --steps 100"   GPT-2 124M with GPT-2's tokenizer (for a GPU)
 # Other arguments go to `wgpt train` (e.g. --steps 1000 --channels 256).
