@@ -15,8 +15,8 @@
 // - flat CPU twins (for llvmpipe; src/model/variant.h): the *_flat kernels,
 //   no workgroup memory, no barriers: one invocation per query (key),
 //   AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
-//   the lanes of a group of AF_G = 8 with subgroupShuffle, so the subgroup size
-//   must be a multiple of 8.
+//   the lanes of a group of AF_G = 8 with subgroupShuffle, two rows a lane, in
+//   blocks of AF_K = 16, so the subgroup size must be a multiple of 8.
 // The fast kernels have 48 KiB variants, attention_forward_48k,
 // attention_backward_dq_48k and attention_backward_dkdv_48k (one more 16 KiB
 // tile; same bindings, params and grid), which attention.c picks where
@@ -76,7 +76,13 @@ const NACC: u32 = 16u;    // accumulators per thread: NCH * CPT
 // that shares key (query) rows through subgroupShuffle.
 const AF_WG: u32 = 16u;
 const AF_G: u32 = 8u;
-const_assert AF_WG % AF_G == 0u;
+// Keys (queries) a block: two groups' worth, each lane loading two rows, so
+// that every row a lane loads itself (its q, its dout, the running out) is
+// read once per 16 shuffled rows instead of once per 8: on llvmpipe the
+// per-lane loads are the cost.
+const AF_K: u32 = 16u;
+const_assert AF_WG % AF_K == 0u;
+const_assert AF_K == 2u * AF_G;
 
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
@@ -1121,27 +1127,32 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
 
 // --- KERNEL: attention_forward_flat ---
 // The CPU twin of attention_forward: invocation lid owns query t = q0 + lid.
-// Keys come in blocks of AF_G: lane gl of a group loads key j0 + gl, and the
-// group's 8 rows reach every lane by subgroupShuffle. Pass 1 finds the row's
-// max m and sum l (online over blocks); pass 2 recomputes each block's
-// scores, P = exp(score - lse), and adds P @ V of the block into out (the
-// first block writes): out is this invocation's own row, so the running sum
-// lives in global memory instead of registers, whatever the head size.
+// Keys come in blocks of AF_K = 2 AF_G: lane gl of a group loads keys j0 + gl
+// and j0 + AF_G + gl, and the group's 16 rows reach every lane by
+// subgroupShuffle. Pass 1 finds the row's max m and sum l (online over
+// blocks); pass 2 recomputes each block's scores, P = exp(score - lse), and
+// adds P @ V of the block into out (the first block writes): out is this
+// invocation's own row, so the running sum lives in global memory instead of
+// registers, whatever the head size.
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (B, T, C)
 @group(0) @binding(1) var<storage, read_write> lse: array<f32>;  // (B, NH, T)
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;        // (B, T, 3C)
 @group(0) @binding(3) var<uniform> p: AttnParams;
 
 // Scaled scores of query row qrow against the keys that lanes g0 .. g0 + 7
-// load from krow (key rows of qkv).
-fn af_scores(qrow: u32, krow: u32, g0: u32) -> array<f32, AF_G> {
-    var s = array<f32, AF_G>();
+// load from krow0 (keys 0..7 of the block) and krow1 (keys 8..15).
+fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
+    var s = array<f32, AF_K>();
     for (var c = 0u; c < p.hs; c++) {
         let qv = qkv[qrow + c];
-        let kv = qkv[krow + c];
-        for (var jj = 0u; jj < AF_G; jj++) { s[jj] = fma(qv, subgroupShuffle(kv, g0 + jj), s[jj]); }
+        let kv0 = qkv[krow0 + c];
+        let kv1 = qkv[krow1 + c];
+        for (var jj = 0u; jj < AF_G; jj++) {
+            s[jj] = fma(qv, subgroupShuffle(kv0, g0 + jj), s[jj]);
+            s[AF_G + jj] = fma(qv, subgroupShuffle(kv1, g0 + jj), s[AF_G + jj]);
+        }
     }
-    for (var jj = 0u; jj < AF_G; jj++) { s[jj] *= p.scale; }
+    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
     return s;
 }
 
@@ -1163,31 +1174,36 @@ fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
     let kend = min(q0 + AF_WG, p.T);
     var m = NEG_INF;
     var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_G) {
-        let s = af_scores(qrow, base + min(j0 + gl, p.T - 1u) * C3 + p.C, g0);
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
+        let s = af_scores(qrow, kr0, kr1, g0);
         var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_G; jj++) {
+        for (var jj = 0u; jj < AF_K; jj++) {
             if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
         }
         let m_new = max(m, bmax);
         var bsum = 0.0;
-        for (var jj = 0u; jj < AF_G; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
+        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
         l = l * exp(m - m_new) + bsum;
         m = m_new;
     }
     // Key 0 is in every row: l >= 1.
     let lse_t = m + log(l);
     let orow = (b * p.T + t) * p.C + h * p.hs;
-    for (var j0 = 0u; j0 < kend; j0 += AF_G) {
-        let krow = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
-        let s = af_scores(qrow, krow, g0);
-        var pr = array<f32, AF_G>();
-        for (var jj = 0u; jj < AF_G; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
+        let s = af_scores(qrow, kr0, kr1, g0);
+        var pr = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
         let add = live && j0 <= t;  // the block holds a key of this query
         for (var c = 0u; c < p.hs; c++) {
-            let vv = qkv[krow + p.C + c];
+            let vv0 = qkv[kr0 + p.C + c];
+            let vv1 = qkv[kr1 + p.C + c];
             var o = 0.0;
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[jj], subgroupShuffle(vv, g0 + jj), o); }
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[jj], subgroupShuffle(vv0, g0 + jj), o); }
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[AF_G + jj], subgroupShuffle(vv1, g0 + jj), o); }
             if (add) {
                 if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
             }
@@ -1198,7 +1214,7 @@ fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
 
 // --- KERNEL: attention_backward_dq_flat ---
 // The CPU twin of attention_backward_dq: invocation lid owns query t, keys
-// come in shuffled blocks of AF_G as in attention_forward_flat. Per block:
+// come in shuffled blocks of AF_K as in attention_forward_flat. Per block:
 // scores and dP = dout . v (one pass over the head), dS = P * (dP - D) *
 // scale, then dq += dS @ K into the q columns of dqkv (the first block
 // writes: dqkv is overwritten).
@@ -1227,30 +1243,37 @@ fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
     let lse_t = lse[(b * p.NH + h) * p.T + tc];
     let d_t = delta[(b * p.NH + h) * p.T + tc];
     let kend = min(q0 + AF_WG, p.T);
-    for (var j0 = 0u; j0 < kend; j0 += AF_G) {
-        let krow = base + min(j0 + gl, p.T - 1u) * C3 + p.C;  // key j0 + gl; its v at + C
-        var s = array<f32, AF_G>();
-        var dp = array<f32, AF_G>();
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;  // key j0 + gl; its v at + C
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
         for (var c = 0u; c < p.hs; c++) {
             let qv = qkv[qrow + c];
             let ov = dout[orow + c];
-            let kv = qkv[krow + c];
-            let vv = qkv[krow + p.C + c];
+            let kv0 = qkv[kr0 + c];
+            let vv0 = qkv[kr0 + p.C + c];
+            let kv1 = qkv[kr1 + c];
+            let vv1 = qkv[kr1 + p.C + c];
             for (var jj = 0u; jj < AF_G; jj++) {
-                s[jj] = fma(qv, subgroupShuffle(kv, g0 + jj), s[jj]);
-                dp[jj] = fma(ov, subgroupShuffle(vv, g0 + jj), dp[jj]);
+                s[jj] = fma(qv, subgroupShuffle(kv0, g0 + jj), s[jj]);
+                dp[jj] = fma(ov, subgroupShuffle(vv0, g0 + jj), dp[jj]);
+                s[AF_G + jj] = fma(qv, subgroupShuffle(kv1, g0 + jj), s[AF_G + jj]);
+                dp[AF_G + jj] = fma(ov, subgroupShuffle(vv1, g0 + jj), dp[AF_G + jj]);
             }
         }
-        var ds = array<f32, AF_G>();
-        for (var jj = 0u; jj < AF_G; jj++) {
+        var ds = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) {
             let pij = exp(s[jj] * p.scale - lse_t);
             ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
         }
         let add = live && j0 <= t;
         for (var c = 0u; c < p.hs; c++) {
-            let kv = qkv[krow + c];
+            let kv0 = qkv[kr0 + c];
+            let kv1 = qkv[kr1 + c];
             var a = 0.0;
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(ds[jj], subgroupShuffle(kv, g0 + jj), a); }
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(ds[jj], subgroupShuffle(kv0, g0 + jj), a); }
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(ds[AF_G + jj], subgroupShuffle(kv1, g0 + jj), a); }
             if (add) {
                 if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
             }
@@ -1260,10 +1283,11 @@ fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
 
 // --- KERNEL: attention_backward_dkdv_flat ---
 // The CPU twin of attention_backward_dkdv: invocation lid owns key j =
-// k0 + lid; queries come in shuffled blocks of AF_G from the key's own block
-// on (earlier queries do not see it). Per block: scores and dP^T, then
-// dv += P^T @ dout and dk += dS^T @ Q into the k and v columns of dqkv; the
-// block holding j itself writes first (dqkv is overwritten).
+// k0 + lid; queries come in shuffled blocks of AF_K (lane gl of a group loads
+// queries i0 + gl and i0 + AF_G + gl) from the key's own block on (earlier
+// queries do not see it). Per block: scores and dP^T, then dv += P^T @ dout
+// and dk += dS^T @ Q into the k and v columns of dqkv; the block holding j
+// itself writes first (dqkv is overwritten).
 @group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), k and v columns written
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
@@ -1282,48 +1306,68 @@ fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
     let C3 = 3u * p.C;
     let base = b * p.T * C3 + h * p.hs;
     let krow = base + min(j, p.T - 1u) * C3 + p.C;  // this key's k; its v at + C
-    let jb = j & ~(AF_G - 1u);                      // the query block that holds j
+    let jb = j & ~(AF_K - 1u);                      // the query block that holds j
     let g0 = sid & ~(AF_G - 1u);
     let gl = sid & (AF_G - 1u);
     let lbase = (b * p.NH + h) * p.T;
-    // k0 is a multiple of AF_G: the blocks start at the workgroup's own.
-    for (var i0 = k0; i0 < p.T; i0 += AF_G) {
-        let il = min(i0 + gl, p.T - 1u);  // query this lane loads for the group
-        let qrow = base + il * C3;
-        let orow = (b * p.T + il) * p.C + h * p.hs;
-        let lse_l = lse[lbase + il];
-        let d_l = delta[lbase + il];
-        var s = array<f32, AF_G>();
-        var dp = array<f32, AF_G>();
+    // k0 is a multiple of AF_K: the blocks start at the workgroup's own.
+    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
+        let il0 = min(i0 + gl, p.T - 1u);  // the queries this lane loads for the group
+        let il1 = min(i0 + AF_G + gl, p.T - 1u);
+        let qrow0 = base + il0 * C3;
+        let qrow1 = base + il1 * C3;
+        let orow0 = (b * p.T + il0) * p.C + h * p.hs;
+        let orow1 = (b * p.T + il1) * p.C + h * p.hs;
+        let lse_l0 = lse[lbase + il0];
+        let lse_l1 = lse[lbase + il1];
+        let d_l0 = delta[lbase + il0];
+        let d_l1 = delta[lbase + il1];
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
         for (var c = 0u; c < p.hs; c++) {
             let kv = qkv[krow + c];
             let vv = qkv[krow + p.C + c];
-            let qv = qkv[qrow + c];
-            let ov = dout[orow + c];
+            let qv0 = qkv[qrow0 + c];
+            let ov0 = dout[orow0 + c];
+            let qv1 = qkv[qrow1 + c];
+            let ov1 = dout[orow1 + c];
             for (var ii = 0u; ii < AF_G; ii++) {
-                s[ii] = fma(kv, subgroupShuffle(qv, g0 + ii), s[ii]);
-                dp[ii] = fma(vv, subgroupShuffle(ov, g0 + ii), dp[ii]);
+                s[ii] = fma(kv, subgroupShuffle(qv0, g0 + ii), s[ii]);
+                dp[ii] = fma(vv, subgroupShuffle(ov0, g0 + ii), dp[ii]);
+                s[AF_G + ii] = fma(kv, subgroupShuffle(qv1, g0 + ii), s[AF_G + ii]);
+                dp[AF_G + ii] = fma(vv, subgroupShuffle(ov1, g0 + ii), dp[AF_G + ii]);
             }
         }
-        var pr = array<f32, AF_G>();
-        var ds = array<f32, AF_G>();
+        var pr = array<f32, AF_K>();
+        var ds = array<f32, AF_K>();
         for (var ii = 0u; ii < AF_G; ii++) {
+            let lse_i0 = subgroupShuffle(lse_l0, g0 + ii);
+            let d_i0 = subgroupShuffle(d_l0, g0 + ii);
+            let lse_i1 = subgroupShuffle(lse_l1, g0 + ii);
+            let d_i1 = subgroupShuffle(d_l1, g0 + ii);
             let i = i0 + ii;
-            let lse_i = subgroupShuffle(lse_l, g0 + ii);
-            let d_i = subgroupShuffle(d_l, g0 + ii);
-            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i), j <= i && i < p.T);
-            ds[ii] = pr[ii] * (dp[ii] - d_i) * p.scale;
+            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i0), j <= i && i < p.T);
+            ds[ii] = pr[ii] * (dp[ii] - d_i0) * p.scale;
+            let i1 = i + AF_G;
+            pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * p.scale - lse_i1), j <= i1 && i1 < p.T);
+            ds[AF_G + ii] = pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * p.scale;
         }
         let add = live && i0 >= jb;
         let first = i0 == jb;
         for (var c = 0u; c < p.hs; c++) {
-            let ov = dout[orow + c];
-            let qv = qkv[qrow + c];
+            let ov0 = dout[orow0 + c];
+            let qv0 = qkv[qrow0 + c];
+            let ov1 = dout[orow1 + c];
+            let qv1 = qkv[qrow1 + c];
             var dv = 0.0;
             var dk = 0.0;
             for (var ii = 0u; ii < AF_G; ii++) {
-                dv = fma(pr[ii], subgroupShuffle(ov, g0 + ii), dv);
-                dk = fma(ds[ii], subgroupShuffle(qv, g0 + ii), dk);
+                dv = fma(pr[ii], subgroupShuffle(ov0, g0 + ii), dv);
+                dk = fma(ds[ii], subgroupShuffle(qv0, g0 + ii), dk);
+            }
+            for (var ii = 0u; ii < AF_G; ii++) {
+                dv = fma(pr[AF_G + ii], subgroupShuffle(ov1, g0 + ii), dv);
+                dk = fma(ds[AF_G + ii], subgroupShuffle(qv1, g0 + ii), dk);
             }
             if (add) {
                 let ki = krow + c;
