@@ -20,6 +20,8 @@ static const pair PAIRS[] = {
     {"src/model/attention.c", "ATTN_FAST_MAX_HS", "kernels/04_attention.wgsl", "FHS", NULL, 1},
     {"src/model/attention.c", "ATTN_BLOCK", "kernels/04_attention.wgsl", "BQ", NULL, 1},
     {"src/model/attention.c", "ATTN_FLAT_BLOCK", "kernels/04_attention.wgsl", "AF_WG", NULL, 1},
+    {"src/model/attention.c", "ATTN_SGM_HS", "kernels/04_attention_sgm.wgsl", "HS", NULL, 1},
+    {"src/model/attention.c", "ATTN_SGM_BLOCK", "kernels/04_attention_sgm.wgsl", "RB", NULL, 1},
     {"src/model/layernorm.c", "LN_FLAT_WG", "kernels/02_layernorm.wgsl", "LN_FLAT_WG", NULL, 1},
     {"src/model/layernorm.c", "LN_ROWS_PER_WG", "kernels/02_layernorm.wgsl", "LN_ROWS_PER_WG", NULL, 1},
     {"src/model/layernorm.c", "LN_V4_MAX_C", "kernels/02_layernorm.wgsl", "LN_V4_MAX_C", NULL, 1},

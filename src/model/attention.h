@@ -34,4 +34,18 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
 int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
                             wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH);
 
+// The same on f16 tensor cores (kernels/04_attention_sgm.wgsl) where
+// wgpt_attention_uses_sgm: Q, K, V and dout rounded to f16 as they are read,
+// P and dS rounded to f16 for their products; scores, softmax, lse, D and
+// every accumulation in f32. Same views, outputs and rules. Elsewhere these
+// are the f32 kernels above (wgpt_attention_forward, _backward).
+int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
+                               uint32_t T, uint32_t C, uint32_t NH);
+int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                                wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH);
+// 1 if the _f16 calls run on subgroup matrices for head size hs on g: the
+// device has an f16 configuration (gpu.h sgm_config) that divides their
+// blocks, 45,568 bytes of workgroup memory, and hs = 64.
+int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs);
+
 #endif

@@ -250,7 +250,8 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
         if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0) return -1;
-        GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+        GPU_OK(m, (m->precision == WGPT_PRECISION_F16 ? wgpt_attention_forward_f16 : wgpt_attention_forward)(
+                      g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
         if (linear_fwd_(m, op, A(attproj, l), A(atty, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT, C,
                         C) < 0)
             return -1;
@@ -309,8 +310,8 @@ static int build_backward_(wgpt_gpt2 *m) {
         if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
                         A(atty16, l), BT, C, C) < 0)
             return -1;
-        GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
-                                          A(att_lse, l), B, T, C, NH));
+        GPU_OK(m, (m->precision == WGPT_PRECISION_F16 ? wgpt_attention_backward_f16 : wgpt_attention_backward)(
+                      g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l), A(att_lse, l), B, T, C, NH));
         if (linear_bwd_(m, op, A(dln, 0), WGPT_QKVW, l, D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l), A(ln1_16, l), BT, C,
                         3 * C) < 0)
             return -1;
