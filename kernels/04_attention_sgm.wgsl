@@ -1,11 +1,13 @@
 // 04_attention_sgm.wgsl: causal self-attention on subgroup matrices (tensor
 // cores on NVIDIA), the f16 twin of 04_attention.wgsl's fast kernels: the
-// same bindings, params, grid and outputs, for head size HS = 64 (every GPT-2).
+// same bindings, params, grid and outputs (qkv and, for D, out in f16), for
+// head size HS = 64 (every GPT-2).
 //   attention_sgm_forward       out (B, T, C), lse (B, NH, T) from qkv (B, T, 3C)
 //   attention_sgm_backward_dq   the q columns of dqkv
 //   attention_sgm_backward_dkdv the k and v columns of dqkv
-// (attention_backward_preprocess of 04_attention.wgsl makes D first.)
-// Q, K, V and dout are read as f32 and rounded to f16 on their way into
+//   attention_sgm_backward_preprocess  D (B, NH, T) = dout . out, before dq and dkdv
+// qkv (and, for D, out) are the f16 copies the model keeps (2 bytes a value,
+// read 8 at a time as vec4<u32>); dout is f32, rounded to f16 on its way into
 // workgroup memory; the products (S = Q K^T, O = P V, dP = dout V^T, dq = dS K,
 // dv = P^T dout, dk = dS^T Q) run on f16 fragments with f32 accumulation; the
 // scores, the softmax, lse and D stay f32; P and dS are rounded to f16 as the
@@ -21,7 +23,8 @@
 // O accumulates in fragments with no rescaling (a fragment cannot be scaled by
 // row). Q K^T is computed twice; with tensor cores that is cheaper than
 // keeping O in workgroup memory.
-// Grid (ceil(T / RB), NH, B), NT = 4 subgroups a workgroup; subgroup g owns
+// Grid (ceil(T / RB), NH, B), NT = 4 subgroups a workgroup (the preprocess:
+// ceil(B * NH * T / WG) through dispatch1d); subgroup g owns
 // rows g * RS .. g * RS + RS - 1 of the block in every product.
 // See docs/kernels/04_attention_sgm.md.
 
@@ -77,22 +80,29 @@ fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
     return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
 }
 
-// A thread's share of a tile as loaded, f32: fetched into registers one block
-// ahead (each kernel's fetch), so that the loads' latency hides behind the
-// block before; rounded to f16 when put into workgroup memory.
-alias Raw = array<vec4<f32>, 2u * LPT>;
+// A thread's share of a tile as loaded (Raw16: 8 halves of qkv a vec4<u32>;
+// Raw32: dout in f32), fetched into registers one block ahead (each kernel's
+// fetch), so that the loads' latency hides behind the block before.
+alias Raw16 = array<vec4<u32>, LPT>;
+alias Raw32 = array<vec4<f32>, 2u * LPT>;
 
-// Raw into tile_a (dst 0), tile_b (1) or tile_p (2: staging for fragments).
-fn put(dst: u32, r: Raw, lidx: u32) {
+// Raw16 into tile_a (dst 0), tile_b (1) or tile_p (2: staging for fragments).
+fn put16(dst: u32, r: Raw16, lidx: u32) {
     for (var i = 0u; i < LPT; i++) {
         let u = lidx + i * NT;
-        let v = pack8(r[2u * i], r[2u * i + 1u]);
         let row = u / (HS / 8u);
         let c = u % (HS / 8u);
-        if (dst == 0u) { tile_a[row * LV + c] = v; }
-        else if (dst == 1u) { tile_b[row * LV + c] = v; }
-        else { tile_p[row * PV + c] = v; }
+        if (dst == 0u) { tile_a[row * LV + c] = r[i]; }
+        else if (dst == 1u) { tile_b[row * LV + c] = r[i]; }
+        else { tile_p[row * PV + c] = r[i]; }
     }
+}
+
+// Raw32, rounded to f16, likewise.
+fn put32(dst: u32, r: Raw32, lidx: u32) {
+    var h: Raw16;
+    for (var i = 0u; i < LPT; i++) { h[i] = pack8(r[2u * i], r[2u * i + 1u]); }
+    put16(dst, h, lidx);
 }
 
 // Fragment (d kk.., tile rows c0..) of a tile's transpose: K^T, V^T, Q^T, dout^T.
@@ -162,20 +172,16 @@ fn unpack8(v: vec4<u32>) -> array<f32, 8> {
 // --- KERNEL: attention_sgm_forward ---
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
 @group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<u32>>;        // (B, T, 3C) f16
 @group(0) @binding(3) var<uniform> p: AttnParams;
 
 // Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1: this thread's share; zeros past T.
-fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw {
-    var r: Raw;
+fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
+    var r: Raw16;
     for (var i = 0u; i < LPT; i++) {
         let u = lidx + i * NT;
         let t = t0 + u / (HS / 8u);
-        if (t < p.T) {
-            let j = ((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-            r[2u * i] = qkv[j];
-            r[2u * i + 1u] = qkv[j + 1u];
-        }
+        if (t < p.T) { r[i] = qkv[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
     }
     return r;
 }
@@ -192,9 +198,9 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let col0 = (lidx % TPR) * CPT;
     let q = q0 + row;
 
-    put(2u, fetch(b, q0, 0u, h, lidx), lidx);
+    put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
     var ra = fetch(b, 0u, 1u, h, lidx);  // K of the first block
-    var rb: Raw;
+    var rb: Raw16;
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
@@ -207,7 +213,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
-        put(0u, ra, lidx);
+        put16(0u, ra, lidx);
         workgroupBarrier();
         if (kb < qb) { ra = fetch(b, k0 + RB, 1u, h, lidx); }
         else {  // pass 2's first block
@@ -244,8 +250,8 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
-        put(0u, ra, lidx);
-        put(1u, rb, lidx);
+        put16(0u, ra, lidx);
+        put16(1u, rb, lidx);
         workgroupBarrier();
         if (kb < qb) {
             ra = fetch(b, k0 + RB, 1u, h, lidx);
@@ -294,29 +300,33 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 
 // --- KERNEL: attention_sgm_backward_dq ---
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<u32>>;         // (B, T, 3C) f16
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-// Head h's part of rows t0 .. t0 + RB - 1 of qkv (part 0 q, 1 k, 2 v) or of
-// dout (part 3): this thread's share; zeros past T.
-fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw {
-    var r: Raw;
+// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
+// of dout: this thread's share; zeros past T.
+fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
+    var r: Raw16;
+    for (var i = 0u; i < LPT; i++) {
+        let u = lidx + i * NT;
+        let t = t0 + u / (HS / 8u);
+        if (t < p.T) { r[i] = qkv[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
+    }
+    return r;
+}
+
+fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
+    var r: Raw32;
     for (var i = 0u; i < LPT; i++) {
         let u = lidx + i * NT;
         let t = t0 + u / (HS / 8u);
         if (t < p.T) {
-            if (part == 3u) {
-                let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-                r[2u * i] = dout[j];
-                r[2u * i + 1u] = dout[j + 1u];
-            } else {
-                let j = ((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-                r[2u * i] = qkv[j];
-                r[2u * i + 1u] = qkv[j + 1u];
-            }
+            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
+            r[2u * i] = dout[j];
+            r[2u * i + 1u] = dout[j + 1u];
         }
     }
     return r;
@@ -339,8 +349,8 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let lrow = lse[stat];
     let drow = delta[stat];
 
-    put(2u, fetch(b, q0, 0u, h, lidx), lidx);
-    let rdo = fetch(b, q0, 3u, h, lidx);
+    put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
+    let rdo = fetch32(b, q0, h, lidx);
     var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
     var rb = fetch(b, 0u, 2u, h, lidx);
     workgroupBarrier();
@@ -349,7 +359,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let qf2 = frag_p(r0, 32u);
     let qf3 = frag_p(r0, 48u);
     workgroupBarrier();
-    put(2u, rdo, lidx);
+    put32(2u, rdo, lidx);
     workgroupBarrier();
     let df0 = frag_p(r0, 0u);
     let df1 = frag_p(r0, 16u);
@@ -367,8 +377,8 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
-        put(0u, ra, lidx);
-        put(1u, rb, lidx);
+        put16(0u, ra, lidx);
+        put16(1u, rb, lidx);
         workgroupBarrier();
         if (kb < qb) {
             ra = fetch(b, k0 + RB, 1u, h, lidx);
@@ -428,29 +438,33 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
 
 // --- KERNEL: attention_sgm_backward_dkdv ---
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<u32>>;         // (B, T, 3C) f16
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-// Head h's part of rows t0 .. t0 + RB - 1 of qkv (part 0 q, 1 k, 2 v) or of
-// dout (part 3): this thread's share; zeros past T.
-fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw {
-    var r: Raw;
+// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
+// of dout: this thread's share; zeros past T.
+fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
+    var r: Raw16;
+    for (var i = 0u; i < LPT; i++) {
+        let u = lidx + i * NT;
+        let t = t0 + u / (HS / 8u);
+        if (t < p.T) { r[i] = qkv[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
+    }
+    return r;
+}
+
+fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
+    var r: Raw32;
     for (var i = 0u; i < LPT; i++) {
         let u = lidx + i * NT;
         let t = t0 + u / (HS / 8u);
         if (t < p.T) {
-            if (part == 3u) {
-                let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-                r[2u * i] = dout[j];
-                r[2u * i + 1u] = dout[j + 1u];
-            } else {
-                let j = ((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-                r[2u * i] = qkv[j];
-                r[2u * i + 1u] = qkv[j + 1u];
-            }
+            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
+            r[2u * i] = dout[j];
+            r[2u * i + 1u] = dout[j + 1u];
         }
     }
     return r;
@@ -487,10 +501,10 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     let key = k0 + row;
     let stat0 = (b * p.NH + h) * p.T;
 
-    put(2u, fetch(b, k0, 1u, h, lidx), lidx);
+    put16(2u, fetch(b, k0, 1u, h, lidx), lidx);
     let rv = fetch(b, k0, 2u, h, lidx);
     var ra = fetch(b, k0, 0u, h, lidx);  // Q and dout of the first query block (the diagonal)
-    var rb = fetch(b, k0, 3u, h, lidx);
+    var rb = fetch32(b, k0, h, lidx);
     var rl = 0.0;                        // and lse, D of its queries (threads 0 .. RB - 1)
     var rd = 0.0;
     if (lidx < RB) {
@@ -503,7 +517,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     let kf2 = frag_p(r0, 32u);
     let kf3 = frag_p(r0, 48u);
     workgroupBarrier();
-    put(2u, rv, lidx);
+    put16(2u, rv, lidx);
     workgroupBarrier();
     let vf0 = frag_p(r0, 0u);
     let vf1 = frag_p(r0, 16u);
@@ -529,8 +543,8 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     for (var qb = kb; qb < nb; qb++) {
         let q0 = qb * RB;
         workgroupBarrier();
-        put(0u, ra, lidx);
-        put(1u, rb, lidx);
+        put16(0u, ra, lidx);
+        put32(1u, rb, lidx);
         if (lidx < RB) {
             tile_l[lidx] = rl;
             tile_l[RB + lidx] = rd;
@@ -538,7 +552,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         workgroupBarrier();
         if (qb + 1u < nb) {
             ra = fetch(b, q0 + RB, 0u, h, lidx);
-            rb = fetch(b, q0 + RB, 3u, h, lidx);
+            rb = fetch32(b, q0 + RB, h, lidx);
             if (lidx < RB) {
                 rl = lse[stat0 + min(q0 + RB + lidx, p.T - 1u)];
                 rd = delta[stat0 + min(q0 + RB + lidx, p.T - 1u)];
@@ -600,4 +614,30 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     store_rows(k0, b, h, 1u, lidx);
     store8(r0, dv0, dv1, dv2, dv3, dv4, dv5, dv6, dv7);
     store_rows(k0, b, h, 2u, lidx);
+}
+
+// --- KERNEL: attention_sgm_backward_preprocess ---
+// D[b, h, t] = dout[b, t, head h] . out[b, t, head h] with out the f16 copy:
+// one thread per row, as attention_backward_preprocess.
+@group(0) @binding(0) var<storage, read_write> delta: array<f32>;  // D (B, NH, T)
+@group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;   // (B, T, C)
+@group(0) @binding(2) var<storage, read> out16: array<vec4<u32>>;  // (B, T, C) f16
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(WG)
+fn attention_sgm_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
+                                     @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);  // (b * T + t) * NH + h
+    if (i >= p.B * p.T * p.NH) { return; }
+    let h = i % p.NH;
+    let bt = i / p.NH;
+    var sum = 0.0;
+    for (var c8 = 0u; c8 < HS / 8u; c8++) {
+        let o = out16[i * (HS / 8u) + c8];
+        let d0 = dout[i * (HS / 4u) + 2u * c8];
+        let d1 = dout[i * (HS / 4u) + 2u * c8 + 1u];
+        sum += dot(d0, vec4<f32>(unpack2x16float(o.x), unpack2x16float(o.y))) +
+               dot(d1, vec4<f32>(unpack2x16float(o.z), unpack2x16float(o.w)));
+    }
+    delta[(bt / p.T * p.NH + h) * p.T + bt % p.T] = sum;
 }

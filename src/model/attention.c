@@ -87,6 +87,10 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
     if (hs > WGPT_ATTENTION_MAX_HS)
         return wgpt_gpu_fail(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
                               WGPT_ATTENTION_MAX_HS);
+    if (f16 && !wgpt_attention_uses_sgm(g, hs))
+        return wgpt_gpu_fail(g, "%s: the f16 kernels need head size %u and f16 subgroup matrices of 16x16x8 in "
+                                 "subgroups of 32 (hs = %u on '%s'; see wgpt_attention_uses_sgm)",
+                              fn, ATTN_SGM_HS, hs, wgpt_gpu_get_info(g)->name);
     uint32_t blocks = attn_blocks(attn_pick(g, hs, f16), T);
     if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
@@ -99,10 +103,11 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
     return 0;
 }
 
-// Trims v to `floats` floats, refusing one too small or past one binding.
-static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v,
-                     uint64_t floats) {
-    uint64_t need = floats * 4;
+// Trims v to `n` values of `width` bytes (4: f32, 2: f16), refusing one too
+// small or past one binding.
+static int attn_view_w(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v, uint64_t n,
+                       uint64_t width) {
+    uint64_t need = n * width;
     if (!v->buf) return wgpt_gpu_fail(g, "%s: %s %s has no buffer", fn, name, shape);
     uint64_t have = wgpt_view_bytes(*v);
     if (have < need)
@@ -115,6 +120,11 @@ static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *
                               fn, name, shape, (unsigned long long)need, (unsigned long long)max);
     v->size = need;
     return 0;
+}
+
+static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v,
+                     uint64_t floats) {
+    return attn_view_w(g, fn, name, shape, v, floats, 4);
 }
 
 // WebGPU validates usage per buffer, not per range: a buffer bound writable in
@@ -141,7 +151,7 @@ static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt
     uint64_t BT = (uint64_t)B * T;
     if (attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
         attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0 ||
-        attn_view(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C) < 0)
+        attn_view_w(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C, f16 ? 2 : 4) < 0)
         return -1;
     if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
     wgpt_view v[3] = {out, lse, qkv};
@@ -160,8 +170,8 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
     if (attn_view(g, fn, "dqkv", "(B, T, 3C)", &dqkv, BT * 3 * C) < 0 ||
         attn_view(g, fn, "D", "(B, NH, T)", &D, BT * NH) < 0 ||
         attn_view(g, fn, "dout", "(B, T, C)", &dout, BT * C) < 0 ||
-        attn_view(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C) < 0 ||
-        attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
+        attn_view_w(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C, f16 ? 2 : 4) < 0 ||
+        attn_view_w(g, fn, "out", "(B, T, C)", &out, BT * C, f16 ? 2 : 4) < 0 ||
         attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0)
         return -1;
     if (attn_apart(g, fn, "D", D, "dout", dout) < 0 || attn_apart(g, fn, "D", D, "out", out) < 0 ||
@@ -172,7 +182,8 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
     uint32_t blocks = attn_blocks(set, T);
     int n0 = op->n;
     wgpt_view pre[3] = {D, dout, out};
-    if (!wgpt_op_add1d(g, op, "attention_backward_preprocess", pre, 3, &p, sizeof p, wgpt_groups(BT * NH)))
+    if (!wgpt_op_add1d(g, op, f16 ? "attention_sgm_backward_preprocess" : "attention_backward_preprocess", pre, 3,
+                       &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};

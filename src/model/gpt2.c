@@ -150,15 +150,24 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
 static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
     uint64_t Vp = m->c.padded_vocab_size;
+    // Layer outputs the backward never reads get one slice that every layer
+    // reuses: the projections (the residual's gradient is theirs), and in f16
+    // the f32 inputs of the matmuls, whose f16 copies are what the backward reads.
+    int f16 = m->precision == WGPT_PRECISION_F16;
+    uint64_t Lf32 = f16 ? 1 : L;
+    // With the f16 attention (attn16) it reads f16 copies of qkv and of its
+    // own output, so their f32 versions are passing too.
+    m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH);
+    uint64_t Lattn = m->attn16 ? 1 : L;
     const act_spec_ forward[] = {
-        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", L, BT * C},
+        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
-        {&m->qkv, "qkv", L, BT * 3 * C},          {&m->atty, "atty", L, BT * C},
-        {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", L, BT * C},
-        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", L, BT * C},
+        {&m->qkv, "qkv", Lattn, BT * 3 * C},      {&m->atty, "atty", Lattn, BT * C},
+        {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", 1, BT * C},
+        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, BT * C},
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
-        {&m->fch, "fch", L, BT * 4 * C},          {&m->fch_gelu, "fch gelu", L, BT * 4 * C},
-        {&m->fcproj, "fcproj", L, BT * C},        {&m->res3, "residual3", L, BT * C},
+        {&m->fch, "fch", L, BT * 4 * C},          {&m->fch_gelu, "fch gelu", Lf32, BT * 4 * C},
+        {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
         {&m->lnf, "lnf", 1, BT * C},              {&m->lnf_mean, "lnf mean", 1, BT},
         {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
@@ -183,10 +192,11 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
+    const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
-    int f16 = m->precision == WGPT_PRECISION_F16;
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
     if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
+    if (m->attn16 && alloc_list_(m, qkv_half, 1) < 0) return -1;
     if (!m->training) return 0;
     if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
     return f16 ? alloc_list_(m, half_bwd, 1) : 0;
@@ -250,8 +260,12 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
         if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0) return -1;
-        GPU_OK(m, (m->precision == WGPT_PRECISION_F16 ? wgpt_attention_forward_f16 : wgpt_attention_forward)(
-                      g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+        if (m->attn16) {
+            GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
+            GPU_OK(m, wgpt_attention_forward_f16(g, op, A(atty, l), A(att_lse, l), A(qkv16, l), B, T, C, NH));
+        } else {
+            GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+        }
         if (linear_fwd_(m, op, A(attproj, l), A(atty, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT, C,
                         C) < 0)
             return -1;
@@ -310,8 +324,12 @@ static int build_backward_(wgpt_gpt2 *m) {
         if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
                         A(atty16, l), BT, C, C) < 0)
             return -1;
-        GPU_OK(m, (m->precision == WGPT_PRECISION_F16 ? wgpt_attention_backward_f16 : wgpt_attention_backward)(
-                      g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l), A(att_lse, l), B, T, C, NH));
+        if (m->attn16)
+            GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv16, l),
+                                                  A(atty16, l), A(att_lse, l), B, T, C, NH));
+        else
+            GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
+                                              A(att_lse, l), B, T, C, NH));
         if (linear_bwd_(m, op, A(dln, 0), WGPT_QKVW, l, D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l), A(ln1_16, l), BT, C,
                         3 * C) < 0)
             return -1;
@@ -461,7 +479,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
                              &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
                              &m->opt_state, &m->ln_scratch, &m->ln1_16, &m->atty16, &m->ln2_16, &m->fchg16,
-                             &m->lnf16, &m->d16};
+                             &m->lnf16, &m->d16, &m->qkv16};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);
 }
