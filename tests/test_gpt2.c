@@ -265,6 +265,73 @@ static void accumulation_equals_one_step(void **st) {
     free(p[0]), free(p[1]);
 }
 
+// Where tensor t's slice of layer l starts in the reference layout.
+static size_t ref_at_(int t, uint32_t l) {
+    size_t s[WGPT_GPT2_NUM_TENSORS], off = 0;
+    wgpt_gpt2_param_sizes(&CFG, s);
+    for (int i = 0; i < t; i++) off += s[i];
+    return off + l * (t >= 2 && t <= 13 ? s[t] / CFG.num_layers : 0);
+}
+
+// The backward in segments (a bucketed exchange's) gives the gradients of
+// the whole backward bit for bit; each segment's readback holds its tensors'
+// final gradients in tensor order; put writes them back; segments run in order.
+static void segmented_backward_equals_whole(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *a = model_(G, &ref, 53), *b = model_(G, &ref, 53);
+    size_t n = wgpt_gpt2_num_params(&CFG);
+    float *ga = malloc(n * sizeof *ga), *gb = malloc(n * sizeof *gb), *seg = malloc(n * sizeof *seg), l1, l2, la, lb;
+    assert_non_null(ga), assert_non_null(gb), assert_non_null(seg);
+    uint32_t S = wgpt_gpt2_grad_segments(b), L = CFG.num_layers;
+    assert_int_equal(S, L + 2);
+    if (wgpt_gpt2_accumulate(a, tokens, targets, 1, &l1) < 0 || wgpt_gpt2_accumulate(a, tokens, targets, 0, &la) < 0 ||
+        wgpt_gpt2_accumulate(b, tokens, targets, 1, &l2) < 0 || wgpt_gpt2_accumulate_begin(b, tokens, targets, 0) < 0)
+        fail_msg("%s / %s", wgpt_gpt2_error(a), wgpt_gpt2_error(b));
+    assert_int_equal(wgpt_gpt2_backward_segment(b, 1), -1);  // out of order
+    assert_non_null(strstr(wgpt_gpt2_error(b), "out of order"));
+    size_t at = 0, total = 0;
+    for (uint32_t i = 0; i < S; i++) {
+        if (wgpt_gpt2_backward_segment(b, i) < 0) fail_msg("%s", wgpt_gpt2_error(b));
+        total += wgpt_gpt2_segment_floats(b, i);
+    }
+    assert_int_equal(total, n);
+    if (wgpt_gpt2_accumulate_end(b, &lb) < 0) fail_msg("%s", wgpt_gpt2_error(b));
+    assert_true(la == lb);
+    assert_int_equal(wgpt_gpt2_get_grads(a, ga), 0);
+    for (uint32_t i = 0; i < S; i++) {
+        assert_int_not_equal(wgpt_gpt2_segment_ready(b, i), -1);
+        assert_int_equal(wgpt_gpt2_segment_take(b, i, seg + at), 0);
+        // the segment's tensors, in order, from the whole backward's gradients
+        int first = i == 0 ? 14 : i > L ? 0 : 2, last = i == 0 ? 15 : i > L ? 1 : 13;
+        uint32_t layer = i > 0 && i <= L ? L - i : 0;
+        size_t sizes[WGPT_GPT2_NUM_TENSORS];
+        wgpt_gpt2_param_sizes(&CFG, sizes);
+        for (int t = first; t <= last; t++) {
+            size_t k = t >= 2 && t <= 13 ? sizes[t] / L : sizes[t];
+            assert_memory_equal(seg + at, ga + ref_at_(t, layer), k * sizeof *ga);
+            at += k;
+        }
+    }
+    assert_int_equal(at, n);
+    assert_int_equal(wgpt_gpt2_get_grads(b, gb), 0);
+    assert_memory_equal(ga, gb, n * sizeof *ga);
+    // put: the segments doubled come back as the gradients doubled
+    at = 0;
+    for (uint32_t i = 0; i < S; i++) {
+        size_t k = wgpt_gpt2_segment_floats(b, i);
+        for (size_t j = 0; j < k; j++) seg[at + j] *= 2;
+        assert_int_equal(wgpt_gpt2_segment_put(b, i, seg + at), 0);
+        at += k;
+    }
+    assert_int_equal(wgpt_gpt2_get_grads(b, gb), 0);
+    for (size_t j = 0; j < n; j++) assert_true(gb[j] == 2 * ga[j]);
+    assert_int_equal(wgpt_gpt2_segment_take(b, S, seg), -1);
+    free(ga), free(gb), free(seg);
+    wgpt_gpt2_free(a), wgpt_gpt2_free(b);
+    ref_gpt2_free(&ref);
+}
+
 // ZeRO-1: three models each updating one shard (shards of unequal sizes),
 // their pieces gathered after every step, train exactly as one whole model:
 // parameters and the gathered moments bit for bit; each holds ~1/3 of the
@@ -379,6 +446,7 @@ int main(void) {
         cmocka_unit_test(training_is_deterministic),
         cmocka_unit_test(split_bindings_give_the_same_model),
         cmocka_unit_test(accumulation_equals_one_step),
+        cmocka_unit_test(segmented_backward_equals_whole),
         cmocka_unit_test(sharded_update_equals_whole),
         cmocka_unit_test(inference_instance_shares_params),
         cmocka_unit_test(bad_token_is_named),

@@ -181,6 +181,31 @@ int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targe
 // Gradient accumulation: the forward and backward of one micro-batch, adding
 // to the gradients (first: clear them before). Returns its mean loss.
 int wgpt_gpt2_accumulate(wgpt_gpt2 *m, const int *tokens, const int *targets, int first, float *loss);
+// The backward in segments, for a data-parallel run that sends gradients
+// while the GPU computes the rest (a bucketed exchange). The segments, in
+// order: 0 the loss, logits and final layernorm (finishing lnfw, lnfb); 1..L
+// the transformer layers from the last to the first (segment i finishing
+// the 12 tensors of layer L - i); L + 1 the encoder (wte, wpe: the logits
+// matmul of segment 0 adds to wte too). Once a segment ran, its gradients are
+// final for the micro-batch. wgpt_gpt2_accumulate is
+//   accumulate_begin; backward_segment(0 .. S-1); accumulate_end
+// and the gradients are the same bit for bit. Each segment's gradients are
+// read back asynchronously as it is submitted: segment_ready polls,
+// segment_take waits and copies them out (segment_floats floats: its
+// tensors' slices in tensor order, no padding), segment_put writes a
+// segment's gradients back (the sum over the ranks). A staging buffer per
+// segment (the gradients' size in all) is made on first use.
+uint32_t wgpt_gpt2_grad_segments(const wgpt_gpt2 *m);  // L + 2; 0 without a backward
+uint64_t wgpt_gpt2_segment_floats(const wgpt_gpt2 *m, uint32_t i);
+// The forward (submitted) and, with first, the gradients cleared.
+int wgpt_gpt2_accumulate_begin(wgpt_gpt2 *m, const int *tokens, const int *targets, int first);
+// Records and submits segment i (in order) and starts the read of its gradients.
+int wgpt_gpt2_backward_segment(wgpt_gpt2 *m, uint32_t i);
+int wgpt_gpt2_segment_ready(wgpt_gpt2 *m, uint32_t i);  // 1 read, 0 not yet (never waits), -1 error
+int wgpt_gpt2_segment_take(wgpt_gpt2 *m, uint32_t i, float *grads);
+int wgpt_gpt2_segment_put(wgpt_gpt2 *m, uint32_t i, const float *grads);
+// After the last segment: waits for the micro-batch and returns its mean loss.
+int wgpt_gpt2_accumulate_end(wgpt_gpt2 *m, float *loss);
 // After accum_steps micro-batches: gradients scaled to the mean, clipped,
 // AdamW at 1-based step t with learning rate opt->lr. Fills grad_norm and skipped.
 int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int t, int accum_steps, wgpt_step_result *out);

@@ -73,6 +73,12 @@ struct wgpt_gpt2 {
     int training;  // grads, AdamW state and the backward exist
     int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
+    // the backward in segments (gpt2.h): bwd_cut[i] is the step of bwd that
+    // ends segment i; a readback of each segment's gradients, made on first
+    // use; the next segment to record
+    int *bwd_cut;
+    wgpt_readback **seg_read;
+    uint32_t seg_next;
     wgpt_op grad_scale;  // grads *= 1/(k * loss scale) after k accumulated micro-batches
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
     wgpt_grad_norm_handle norm_handle;
