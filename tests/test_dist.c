@@ -1,6 +1,7 @@
 // test_dist.c: data-parallel `wgpt train` under mpirun on lavapipe (2 ranks
 // on one machine, as CI runs them, as root): the same training as one
-// process accumulating the ranks' micro-batches, resume (same and other N),
+// process accumulating the ranks' micro-batches, the bucketed exchange equal
+// to one sum bit for bit, resume (same and other N),
 // ZeRO-1's halved optimizer memory,
 // a stop on one rank, a dead rank, a two-"host" hostfile, and refusals.
 // Skipped where the build has no MPI (WGPT_MPI=0) or mpirun is missing.
@@ -142,6 +143,49 @@ static void test_two_ranks_equal_accumulation(void **state) {
     read_ck_("half", &h);
     assert_true(max_diff_(&x, &h) > 100 * TOL);
     wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y), wgpt_checkpoint_free(&h);
+}
+
+// --grad-buckets 1 (the default: each backward segment's gradients summed
+// while the GPU computes the next) and 0 (one sum after the backward) train
+// the same model bit for bit: the same additions in the same order. Two
+// micro-batches a rank (the buckets travel in the last one only), ZeRO-1's
+// shards, in fp32 and in f16 with its loss scale.
+static void test_buckets_equal_one_sum(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    const char *precisions[] = {"fp32", "f16"};
+    for (int p = 0; p < 2; p++) {
+        char out[2][64], extra[256];
+        for (int b = 0; b < 2; b++) {
+            snprintf(out[b], sizeof out[b], "bucket%d_%s", b, precisions[p]);
+            snprintf(extra, sizeof extra, "--steps 3 --total-batch 256 --resume none --grad-buckets %d --precision %s",
+                     b, precisions[p]);
+            int rc = train_(MPIRUN " -np 2", out[b], extra);
+            if (rc != 0) fail_msg("exit %d\n%s", rc, log_(out[b]));
+        }
+        wgpt_checkpoint x, y;
+        read_ck_(out[0], &x), read_ck_(out[1], &y);
+        assert_int_equal(x.step, 3);
+        size_t n = wgpt_gpt2_num_params(&x.config);
+        assert_memory_equal(x.params, y.params, n * sizeof(float));
+        assert_memory_equal(x.adam_m, y.adam_m, n * sizeof(float));
+        assert_memory_equal(x.adam_v, y.adam_v, n * sizeof(float));
+        wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y);
+        double a[4], c[4];
+        assert_int_equal(losses_(out[0], a, 4), 3);
+        assert_int_equal(losses_(out[1], c, 4), 3);
+        assert_memory_equal(a, c, 3 * sizeof a[0]);
+    }
+    // The bucketed run measures its overlap; a bad value is refused.
+    char p[700], line[4096];
+    snprintf(p, sizeof p, "%s/bucket1_fp32/metrics.jsonl", dir_);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_non_null(strstr(line, "\"overlap_ms\":"));
+    assert_int_not_equal(train_(MPIRUN " -np 2", "bucket2", "--steps 1 --resume none --grad-buckets 2"), 0);
+    assert_non_null(strstr(log_("bucket2"), "grad-buckets"));
 }
 
 static void test_only_rank0_prints(void **state) {
@@ -380,6 +424,7 @@ static void test_refusals(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ranks_equal_accumulation),
+        cmocka_unit_test(test_buckets_equal_one_sum),
         cmocka_unit_test(test_only_rank0_prints),
         cmocka_unit_test(test_resume_two_ranks),
         cmocka_unit_test(test_zero1_memory),
