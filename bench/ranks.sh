@@ -31,7 +31,7 @@ cm = statistics.median(x.get("comm_ms", 0) for x in r)
 ex = sum(x.get("exchange_ms", 0) for x in r)
 ov = sum(x.get("overlap_ms", 0) for x in r)
 print(f"{tps:10.0f} tokens/s  {ms:8.1f} ms/step  {cm:7.1f} ms comm  {100 * cm / ms:5.1f}% of the step  "
-      f"{ex / len(r):7.2f} ms exchange  {100 * ov / ex if ex else 0:5.1f}% overlap")
+      f"{ex / len(r):7.2f} ms exchange (mean)  {100 * ov / ex if ex else 0:5.1f}% overlap")
 PY
 }
 "$wgpt" train "${args[@]}" --out "$work/one"
