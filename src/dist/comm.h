@@ -51,6 +51,13 @@ wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *er
 int wgpt_comm_sum_test(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen);
 int wgpt_comm_sum_wait(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen);
 void wgpt_comm_sum_free(wgpt_comm *c, wgpt_comm_sum *s);
+// The same without the all-gather (a reduce-scatter: ZeRO-1 needs only its
+// shard of the summed gradients): rank i's share is counts[i] floats, one
+// after the other (counts of every rank summing to n, the same on every
+// rank); when done this rank's share of data holds the sum (in rank order,
+// as above), the rest is left as it was. Tested and waited like a sum.
+wgpt_comm_sum *wgpt_comm_reduce_begin(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, char *err,
+                                      size_t errlen);
 // Rank i's piece of an array, all[offs[i], offs[i] + counts[i]) (mine: this
 // rank's piece, which may be that place in all), gathered into all on every
 // rank (root < 0: an all-gather) or on rank root alone (all is not touched

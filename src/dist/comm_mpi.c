@@ -124,6 +124,7 @@ struct wgpt_comm_sum {
     int *counts, *displs, *rcounts, *rdispls;  // per rank; one allocation
     MPI_Request req;
     int phase;     // PHASE_
+    int gather;    // 0: a reduce-scatter only (wgpt_comm_reduce_begin)
     double since;  // when the phase began: its deadline counts from here
     int queued;    // in c's list of sums in flight
     wgpt_comm_sum *next;
@@ -177,6 +178,11 @@ static int start_gather_(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errle
         for (int i = 1; i < c->size; i++) v += s->scratch[(size_t)i * s->mine + j];
         out[j] = v;
     }
+    if (!s->gather) {
+        s->phase = PHASE_DONE;
+        unqueue_(c, s);
+        return 0;
+    }
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, s->data, s->counts, s->displs, MPI_FLOAT, c->ag, &s->req);
     if (rc != MPI_SUCCESS) return sum_fail_(c, s, rc, "the gradient all-gather", err, errlen);
     s->phase = PHASE_GATHER;
@@ -207,9 +213,16 @@ static int progress_(wgpt_comm *c, char *err, size_t errlen) {
     return 0;
 }
 
-wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+// A sum of data[0, n) whose shares are counts[] (NULL: 1/size each), all-gathered or not.
+static wgpt_comm_sum *begin_(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, int gather, char *err,
+                             size_t errlen) {
     if (c->size > 1 && (n > (size_t)INT32_MAX || n / (size_t)c->size > (size_t)1 << 30))
         return wgpt_errf(err, errlen, "%zu floats are too many for one sum", n), NULL;
+    uint64_t total = 0;
+    for (int i = 0; counts && i < c->size; i++) total += counts[i];
+    if (counts && total != n)
+        return wgpt_errf(err, errlen, "a sum of %zu floats in shares of %llu in all", n, (unsigned long long)total),
+               NULL;
     wgpt_comm_sum *s = calloc(1, sizeof *s);
     int *ints = s ? calloc(4 * (size_t)c->size, sizeof *ints) : NULL;
     if (!ints) return free(s), wgpt_errf(err, errlen, "out of host memory"), NULL;
@@ -217,8 +230,11 @@ wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *er
     s->counts = ints, s->displs = ints + c->size, s->rcounts = ints + 2 * c->size, s->rdispls = ints + 3 * c->size;
     s->req = MPI_REQUEST_NULL;
     s->phase = PHASE_DONE;
+    s->gather = gather;
     if (c->size == 1) return s;
     shares_(c, n, s->counts, s->displs);
+    for (int i = 0, off = 0; counts && i < c->size; off += (int)counts[i], i++)
+        s->counts[i] = (int)counts[i], s->displs[i] = off;
     s->mine = (size_t)s->counts[c->rank];
     s->scratch = malloc((s->mine ? s->mine : 1) * (size_t)c->size * sizeof *s->scratch);
     if (!s->scratch) {
@@ -241,6 +257,15 @@ wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *er
     while (*tail) tail = &(*tail)->next;
     *tail = s, s->queued = 1;
     return s;
+}
+
+wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+    return begin_(c, data, n, NULL, 1, err, errlen);
+}
+
+wgpt_comm_sum *wgpt_comm_reduce_begin(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, char *err,
+                                      size_t errlen) {
+    return begin_(c, data, n, counts, 0, err, errlen);
 }
 
 static int state_(const wgpt_comm_sum *s) { return s->phase == PHASE_DONE ? 1 : s->phase == PHASE_FAILED ? -1 : 0; }

@@ -330,6 +330,11 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     wgpt_view all_g = {m->grads, 0, 0};
     GPU_OK(m, wgpt_grad_norm(g, &m->opt, all_g, m->padded_params, A(norm_scratch, 0), A(opt_state, 0),
                              o->max_grad_norm, &m->norm_handle));
+    m->opt_update_from = m->opt.n;
+    // the split update's norm: this shard's gradients only (its offset is 256-byte aligned)
+    wgpt_view shard_g = {m->grads, m->shard_off * 4, m->shard_n * 4};
+    GPU_OK(m, wgpt_grad_norm(g, &m->shard_norm, shard_g, m->shard_n, A(norm_scratch, 0), A(opt_state, 0),
+                             o->max_grad_norm, &m->shard_norm_handle));
     // decay the 2D weights only, as GPT-2 training does
     static const int decayed[] = {WGPT_WTE, WGPT_WPE, WGPT_QKVW, WGPT_ATTPROJW, WGPT_FCW, WGPT_FCPROJW};
     // Only the shard's part of each tensor, counted from the shard's start:
@@ -385,6 +390,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     wgpt_op_init(&m->fwd);
     wgpt_op_init(&m->bwd);
     wgpt_op_init(&m->opt);
+    wgpt_op_init(&m->shard_norm);
     wgpt_op_init(&m->cast);
     wgpt_gpt2_layout_params_(m);
     m->shard = shard, m->nshards = nshards;
@@ -460,6 +466,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
     wgpt_op_free(&m->fwd);
     wgpt_op_free(&m->bwd);
     wgpt_op_free(&m->opt);
+    wgpt_op_free(&m->shard_norm);
     wgpt_op_free(&m->grad_scale);
     wgpt_op_free(&m->cast);
     for (uint32_t i = 0; m->seg_read && i < m->c.num_layers + 2; i++) wgpt_readback_free(m->g, m->seg_read[i]);
@@ -565,6 +572,30 @@ static int segment_ranges_(const wgpt_gpt2 *m, uint32_t i, uint64_t off[12], uin
     return n;
 }
 
+// Adds to counts[j] how many of the floats [p, p + k) of the padded array lie in shard j.
+static void shard_overlap_(const wgpt_gpt2 *m, uint64_t p, uint64_t k, uint64_t *counts) {
+    for (uint32_t j = 0; j < m->nshards; j++) {
+        uint64_t o, n;
+        shard_range_(m->padded_params, j, m->nshards, &o, &n);
+        uint64_t b = p > o ? p : o, e = p + k < o + n ? p + k : o + n;
+        if (b < e) counts[j] += e - b;
+    }
+}
+
+void wgpt_gpt2_shard_counts(const wgpt_gpt2 *m, int segment, uint64_t *counts) {
+    memset(counts, 0, m->nshards * sizeof *counts);
+    if (segment < 0) {  // the reference layout: every slice, in order
+        for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++)
+            for (uint32_t l = 0; l < m->pt[t].slices; l++)
+                shard_overlap_(m, m->pt[t].base + l * m->pt[t].stride, m->pt[t].slice_floats, counts);
+        return;
+    }
+    if ((uint32_t)segment >= wgpt_gpt2_grad_segments(m)) return;
+    uint64_t off[12], bytes[12];
+    for (int k = 0, n = segment_ranges_(m, (uint32_t)segment, off, bytes); k < n; k++)
+        shard_overlap_(m, off[k] / 4, bytes[k] / 4, counts);
+}
+
 uint64_t wgpt_gpt2_segment_floats(const wgpt_gpt2 *m, uint32_t i) {
     uint64_t off[12], bytes[12], total = 0;
     if (i >= wgpt_gpt2_grad_segments(m)) return 0;
@@ -658,6 +689,7 @@ static int ensure_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     wgpt_adamw_free(m->adamw);
     m->adamw = NULL;
     wgpt_op_free(&m->opt);
+    wgpt_op_free(&m->shard_norm);
     return build_optimizer_(m, o);
 }
 
@@ -723,6 +755,42 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    out->grad_norm = st.norm;
+    out->skipped = (int)st.nonfinite;
+    return after_update_(m, &st, out);
+}
+
+int wgpt_gpt2_update_shard_begin(wgpt_gpt2 *m, const wgpt_adamw_config *o, int accum_steps, double *sumsq,
+                                 int *bad) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
+    if (ensure_optimizer_(m, o) < 0 || record_grad_scale_(m, accum_steps) < 0) return -1;
+    GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->shard_norm_handle, 0));  // the spike test needs the whole norm
+    GPU_OK(m, wgpt_op_record(m->g, &m->shard_norm));
+    wgpt_optim_state st;
+    GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    *sumsq = st.sumsq;
+    *bad = st.nonfinite == 1;
+    return 0;
+}
+
+// The whole norm's decisions as grad_norm_finish makes them (07_optimizer.wgsl), in f32.
+static wgpt_optim_state norm_state_(float sumsq, int bad, float max_norm, float skip_norm) {
+    float norm = sqrtf(sumsq), scale = 1.0f;
+    int nonfinite = bad || !isfinite(sumsq) || !isfinite(norm);
+    int spike = !nonfinite && skip_norm > 0.0f && norm > skip_norm;
+    if (!nonfinite && max_norm > 0.0f && norm > max_norm) scale = max_norm / norm;
+    return (wgpt_optim_state){sumsq, norm, scale, nonfinite ? 1u : spike ? 2u : 0u};
+}
+
+int wgpt_gpt2_update_shard_end(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, double sumsq, int bad,
+                               wgpt_step_result *out) {
+    if (!m->training || !m->adamw)
+        return wgpt_gpt2_fail_(m, "wgpt_gpt2_update_shard_end without wgpt_gpt2_update_shard_begin");
+    wgpt_optim_state st = norm_state_((float)sumsq, bad, m->opt_cfg.max_grad_norm, o->skip_norm);
+    GPU_OK(m, wgpt_buf_upload(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
+    GPU_OK(m, wgpt_op_record_range(m->g, &m->opt, m->opt_update_from, m->opt.n));
+    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     out->grad_norm = st.norm;
     out->skipped = (int)st.nonfinite;
     return after_update_(m, &st, out);

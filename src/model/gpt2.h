@@ -218,6 +218,22 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
 // After wgpt_gpt2_forward: the logits of every position, (B, T, V) floats
 // (the padded ones left out).
 int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out);
+// ZeRO-1's update with the norm of the shards: for a sharded model whose
+// gradients are summed over the ranks only in its shard (the rest is not
+// read). begin: the mean scaling, the sum of squares of this shard's
+// gradients (*sumsq, f32 in a fixed order) and whether one is NaN/Inf
+// (*bad). The caller sums sumsq over the shards in shard order and ORs bad;
+// end: with those, the clip and skip decisions of wgpt_gpt2_update (the same
+// for every shard) and AdamW over the shard.
+int wgpt_gpt2_update_shard_begin(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int accum_steps, double *sumsq,
+                                 int *bad);
+int wgpt_gpt2_update_shard_end(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int t, double sumsq, int bad,
+                               wgpt_step_result *out);
+// How many floats of each shard's piece of the padded array (counts[i] for
+// shard i of wgpt_gpt2_num_shards) are in backward segment `segment`'s
+// gradients (segment < 0: in the whole reference layout); the floats of a
+// shard are consecutive there, shard after shard.
+void wgpt_gpt2_shard_counts(const wgpt_gpt2 *m, int segment, uint64_t *counts);
 // AdamW's moments in the reference layout (for checkpoints); zero before the
 // first step. get fails on a sharded model (gather wgpt_gpt2_get_adam_shard);
 // set takes the full moments and keeps the model's shard of them.

@@ -82,6 +82,11 @@ struct wgpt_gpt2 {
     wgpt_op grad_scale;  // grads *= 1/(k * loss scale) after k accumulated micro-batches
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
     wgpt_grad_norm_handle norm_handle;
+    // ZeRO-1's split update (wgpt_gpt2_update_shard_*): the norm of this
+    // shard's gradients alone, and the first step of `opt` after its norm
+    wgpt_op shard_norm;
+    wgpt_grad_norm_handle shard_norm_handle;
+    int opt_update_from;
     wgpt_adamw_config opt_cfg;    // the constants `opt` was built with
 };
 

@@ -49,6 +49,7 @@ _Static_assert(SAVED_OPTS_V1_SIZE == 64, "a version 1 blob is 64 bytes");
 // segment finishes (model/gpt2.h), at their place in run_.grads.
 typedef struct bucket_ {
     float *host;
+    uint64_t *counts;    // of its floats in each rank's optimizer shard (the reduce-scatter's shares)
     wgpt_comm_sum *sum;  // while it is summed over the ranks
     int state;           // BUCKET_
 } bucket_;
@@ -74,6 +75,7 @@ typedef struct run_ {
     // --grad-buckets 1: one bucket per backward segment (NULL: one sum after the backward)
     bucket_ *buckets;
     uint32_t nbuckets;
+    uint64_t *counts;  // the shares of the reduce-scatters: one piece's, then each bucket's (nranks each)
     double exchange_s, overlap_s;  // every step's exchange in flight, and the part while the backward ran
     // ZeRO-1 (several ranks): the padded parameter array for the all-gather
     // of the updated shards, and each rank's shard of it
@@ -437,14 +439,23 @@ static int open_metrics_(run_ *r, int resumed) {
     return 0;
 }
 
-// The buckets' places in r->grads, segment after segment.
+// The exchange's pieces: the whole gradient (reference layout) and with
+// --grad-buckets 1 one bucket per segment, at its place in r->grads, each
+// cut into the ranks' optimizer shards (a reduce-scatter gives each rank the
+// sum of its own shard: ZeRO-1 reads no other).
 static int open_buckets_(run_ *r) {
-    r->nbuckets = wgpt_gpt2_grad_segments(r->model);
-    r->buckets = calloc(r->nbuckets, sizeof *r->buckets);
-    if (!r->buckets) return fail_(r, "out of host memory for the gradient buckets");
+    uint32_t nb = r->o->grad_buckets ? wgpt_gpt2_grad_segments(r->model) : 0;
+    size_t N = (size_t)r->nranks;
+    r->counts = calloc((1 + (size_t)nb) * N, sizeof *r->counts);
+    r->buckets = nb ? calloc(nb, sizeof *r->buckets) : NULL;
+    if (!r->counts || (nb && !r->buckets)) return fail_(r, "out of host memory for the gradient buckets");
+    wgpt_gpt2_shard_counts(r->model, -1, r->counts);
+    r->nbuckets = nb;
     float *at = r->grads;
-    for (uint32_t i = 0; i < r->nbuckets; i++) {
+    for (uint32_t i = 0; i < nb; i++) {
         r->buckets[i].host = at;
+        r->buckets[i].counts = r->counts + (1 + i) * N;
+        wgpt_gpt2_shard_counts(r->model, (int)i, r->buckets[i].counts);
         at += wgpt_gpt2_segment_floats(r->model, i);
     }
     return 0;
@@ -507,7 +518,7 @@ static int open_run_(run_ *r) {
         if (!r->grads || !r->padded || !r->shard_off || !r->shard_n)
             return fail_(r, "out of host memory for the gradients and parameters");
         for (int i = 0; i < r->nranks; i++) wgpt_gpt2_shard_range(r->model, (uint32_t)i, &r->shard_off[i], &r->shard_n[i]);
-        if (o->grad_buckets && open_buckets_(r) < 0) return 1;
+        if (open_buckets_(r) < 0) return 1;
     }
     return r->rank == 0 ? open_metrics_(r, resumed) : 0;
 }
@@ -521,7 +532,7 @@ static void close_run_(run_ *r) {
     wgpt_loader_free(r->loader);
     wgpt_tokenizer_free(r->tok);
     for (uint32_t i = 0; r->buckets && i < r->nbuckets; i++) wgpt_comm_sum_free(r->comm, r->buckets[i].sum);
-    free(r->buckets);
+    free(r->buckets), free(r->counts);
     free(r->inputs), free(r->targets), free(r->grads), free(r->padded), free(r->shard_off), free(r->shard_n);
     if (r->lock >= 0) wgpt_dir_unlock(r->lock);
 }
@@ -591,8 +602,10 @@ static int sum_over_ranks_(run_ *r, step_ *s) {
         if (wgpt_gpt2_get_grads(r->model, r->grads) < 0)
             return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
         double t0 = wgpt_clock_s();
-        if (wgpt_comm_sum_floats(r->comm, r->grads, np, err, sizeof err) < 0)
-            return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+        wgpt_comm_sum *sum = wgpt_comm_reduce_begin(r->comm, r->grads, np, r->counts, err, sizeof err);
+        int rc = sum ? wgpt_comm_sum_wait(r->comm, sum, err, sizeof err) : -1;
+        wgpt_comm_sum_free(r->comm, sum);
+        if (rc < 0) return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
         s->exchange_s = wgpt_clock_s() - t0;  // after the backward: nothing overlaps
         if (wgpt_gpt2_set_grads(r->model, r->grads) < 0)
             return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
@@ -625,7 +638,7 @@ static int bucket_begin_(run_ *r, step_ *s, uint32_t i, int wait, char *err, siz
         return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(r->model));
     exchange_tick_(s);
     if (i + 1 == r->nbuckets) s->gpu_done = 1;  // the backward has ended
-    b->sum = wgpt_comm_sum_begin(r->comm, b->host, wgpt_gpt2_segment_floats(r->model, i), err, errlen);
+    b->sum = wgpt_comm_reduce_begin(r->comm, b->host, wgpt_gpt2_segment_floats(r->model, i), b->counts, err, errlen);
     if (!b->sum) return -1;
     b->state = BUCKET_SUMMING;
     s->inflight++;
@@ -690,6 +703,26 @@ static int accumulate_bucketed_(run_ *r, step_ *s, int first, float *loss, char 
     return 0;
 }
 
+// ZeRO-1's update: each rank holds the sum of its shard's gradients only;
+// the global norm is the sum of the shards' squares in rank order, and a
+// NaN/Inf anywhere skips the step on every rank.
+static int update_sharded_(run_ *r, const wgpt_adamw_config *ac, step_ *s, int global) {
+    char err[1024], kept[4608];
+    double sumsq, c0 = wgpt_comm_seconds(r->comm);
+    int bad;
+    uint64_t lo, hi;
+    if (wgpt_gpt2_update_shard_begin(r->model, ac, global, &sumsq, &bad) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    if (wgpt_comm_sum_double(r->comm, &sumsq, err, sizeof err) < 0 ||
+        wgpt_comm_min_max_u64(r->comm, (uint64_t)bad, &lo, &hi, err, sizeof err) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+    s->comm_seconds += wgpt_comm_seconds(r->comm) - c0;
+    if (wgpt_gpt2_update_shard_end(r->model, ac, (int)s->t, sumsq, hi != 0, &s->res) < 0)
+        return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t,
+                     wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    return 0;
+}
+
 // ZeRO-1: each rank updated its shard of the parameters; the shards are
 // gathered in rank order and every rank uploads the whole array (a skipped
 // step gathers the unchanged ones).
@@ -738,7 +771,9 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     if (o->inject_loss_at == s->t) wgpt_gpu_force_loss(r->g);
     if (injected_(o->inject_nan, s->t) && wgpt_gpt2_inject_nan_grad(r->model) < 0)
         return fail_(r, "%s", wgpt_gpt2_error(r->model));
-    if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
+    if (n > 1) {
+        if (update_sharded_(r, ac, s, (int)global) != 0) return 1;
+    } else if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
         return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
                      kept_(r, kept, sizeof kept));
     if (n > 1 && gather_params_(r, s) != 0) return 1;
