@@ -12,6 +12,8 @@
 #include "util/clock.h"
 #include "util/err.h"
 
+#define POOL_ 64
+
 struct wgpt_comm {
     int mpi;  // MPI initialised here (started by mpirun)
     MPI_Comm world, local;
@@ -20,6 +22,12 @@ struct wgpt_comm {
     double timeout_s, seconds;
     int *counts, *displs;  // per rank, for the v-collectives
     struct wgpt_comm_sum *sums;  // the sums in flight, in the order they began
+    // finished sums' scratch, kept for the next (a step's buckets come again
+    // in the same sizes): not a fresh mapping of the gradients' size a step
+    struct {
+        float *p;
+        size_t cap;
+    } pool[POOL_];
 };
 
 const char *wgpt_comm_kind(void) { return "mpi"; }
@@ -67,6 +75,7 @@ void wgpt_comm_close(wgpt_comm *c, int failed) {
         MPI_Comm_free(&c->world);
         MPI_Finalize();
     }
+    for (int i = 0; i < POOL_; i++) free(c->pool[i].p);
     free(c->counts), free(c->displs);
     free(c);
 }
@@ -120,7 +129,7 @@ static int wait_(wgpt_comm *c, MPI_Request *req, const char *what, char *err, si
 // interleave with the caller's work.
 struct wgpt_comm_sum {
     float *data, *scratch;  // scratch: every rank's copy of my share, rank i's at i * mine
-    size_t n, mine;
+    size_t n, mine, scratch_cap;
     int *counts, *displs, *rcounts, *rdispls;  // per rank; one allocation
     MPI_Request req;
     int phase;     // PHASE_
@@ -141,6 +150,27 @@ static void shares_(const wgpt_comm *c, size_t n, int *counts, int *displs) {
     }
 }
 
+// A scratch of at least n floats: the smallest pooled one that fits, else a new one.
+static float *pool_get_(wgpt_comm *c, size_t n, size_t *cap) {
+    int best = -1;
+    for (int i = 0; i < POOL_; i++)
+        if (c->pool[i].p && c->pool[i].cap >= n && (best < 0 || c->pool[i].cap < c->pool[best].cap)) best = i;
+    if (best < 0) return *cap = n, malloc(n * sizeof(float));
+    float *p = c->pool[best].p;
+    *cap = c->pool[best].cap;
+    c->pool[best].p = NULL;
+    return p;
+}
+
+static void pool_put_(wgpt_comm *c, float *p, size_t cap) {
+    for (int i = 0; p && i < POOL_; i++)
+        if (!c->pool[i].p) {
+            c->pool[i].p = p, c->pool[i].cap = cap;
+            return;
+        }
+    free(p);
+}
+
 static void unqueue_(wgpt_comm *c, wgpt_comm_sum *s) {
     for (wgpt_comm_sum **p = &c->sums; *p; p = &(*p)->next)
         if (*p == s) {
@@ -156,7 +186,8 @@ void wgpt_comm_sum_free(wgpt_comm *c, wgpt_comm_sum *s) {
     // A sum abandoned in flight or past its deadline: MPI may still write its
     // buffers until the job ends (a failed rank aborts it), so they stay allocated.
     if (s->phase != PHASE_DONE) return;
-    free(s->scratch), free(s->counts), free(s);
+    pool_put_(c, s->scratch, s->scratch_cap);
+    free(s->counts), free(s);
 }
 
 static int sum_fail_(wgpt_comm *c, wgpt_comm_sum *s, int code, const char *what, char *err, size_t errlen) {
@@ -236,7 +267,7 @@ static wgpt_comm_sum *begin_(wgpt_comm *c, float *data, size_t n, const uint64_t
     for (int i = 0, off = 0; counts && i < c->size; off += (int)counts[i], i++)
         s->counts[i] = (int)counts[i], s->displs[i] = off;
     s->mine = (size_t)s->counts[c->rank];
-    s->scratch = malloc((s->mine ? s->mine : 1) * (size_t)c->size * sizeof *s->scratch);
+    s->scratch = pool_get_(c, (s->mine ? s->mine : 1) * (size_t)c->size, &s->scratch_cap);
     if (!s->scratch) {
         wgpt_comm_sum_free(c, s);
         return wgpt_errf(err, errlen, "out of host memory for %zu floats", s->mine * (size_t)c->size), NULL;
