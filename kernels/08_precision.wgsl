@@ -20,18 +20,8 @@ struct CastParams {
 
 const CAST_V8: u32 = 2u;  // 8-element steps a thread of cast_f16_vec4
 
-// The f16 bits of x, with the cases WGSL leaves undefined made IEEE's.
-fn f16_bits(x: f32) -> u32 {
-    let b = bitcast<u32>(x);
-    let sign = (b >> 16u) & 0x8000u;
-    if ((b & 0x7fffffffu) > 0x7f800000u) { return sign | 0x7e00u; }  // NaN
-    if ((b & 0x7fffffffu) >= 0x477ff000u) { return sign | 0x7c00u; } // |x| >= 65520: rounds to inf
-    return pack2x16float(vec2<f32>(x, 0.0)) & 0xffffu;
-}
-
-fn f16_pair(x: f32, y: f32) -> u32 {
-    return f16_bits(x) | (f16_bits(y) << 16u);
-}
+// f16_bits and f16_pair (the IEEE conversion) are in the shared preamble
+// (00_shared.wgsl): the cross-entropy's f16 gradient uses them too.
 
 // --- KERNEL: cast_f16 ---
 @group(0) @binding(0) var<storage, read_write> dst: array<u32>;  // (n / 2)

@@ -230,6 +230,17 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
 // One linear's backward (dinp overwritten, dweight and dbias accumulated); in
 // f16 the gradient's f16 copy times the weight's and the input's, the bias
 // gradient from the f32 gradient.
+// The f16 backward's two matmuls on the gradient's f16 copy already in d16.
+static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view in16, uint32_t N,
+                         uint32_t C, uint32_t OC) {
+    wgpt_gpu *g = m->g;
+    wgpt_view d16 = A(d16, 0);
+    d16.size = (uint64_t)N * OC * 2;
+    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
+    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    return 0;
+}
+
 static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view dbias, wgpt_view dout,
                        wgpt_view inp, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
@@ -241,8 +252,7 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
     wgpt_view d16 = A(d16, 0);
     d16.size = (uint64_t)N * OC * 2;
     GPU_OK(m, wgpt_cast_f16(g, op, d16, dout, (uint64_t)N * OC));
-    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
-    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    if (linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC) < 0) return -1;
     if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
     return 0;
 }
@@ -298,10 +308,17 @@ static int build_backward_(wgpt_gpt2 *m) {
     uint32_t last = m->c.num_layers - 1;
     // dlogits in place of the logits; the loss is the mean over B*T positions
     // (times the loss scale, 1 in fp32)
-    GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
-                                         m->loss_scale / (float)BT));
-    if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
-        return -1;
+    // (in f16, written as f16 straight into d16, which the logits matmuls read)
+    if (m->precision == WGPT_PRECISION_F16 && Vp % 8 == 0) {
+        GPU_OK(m, wgpt_crossentropy_backward_f16(g, op, A(d16, 0), A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V,
+                                                 Vp, m->loss_scale / (float)BT));
+        if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, A(lnf16, 0), BT, C, Vp) < 0) return -1;
+    } else {
+        GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
+                                             m->loss_scale / (float)BT));
+        if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
+            return -1;
+    }
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
