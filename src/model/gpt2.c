@@ -213,6 +213,13 @@ static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
     return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
 }
 
+// The f16 forward on an input whose f16 copy is already in in16.
+static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in16, int w, uint32_t l, wgpt_view bias,
+                         uint32_t N, uint32_t C, uint32_t OC) {
+    GPU_OK(m, wgpt_linear_f16_forward(m->g, op, out, in16, P16(w, l), bias, N, C, OC));
+    return 0;
+}
+
 // One linear's forward: in fp32 the f32 kernels; in f16 the input's f16 copy
 // (kept in in16 for the backward) times the weight's.
 static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view in16, int w, uint32_t l,
@@ -222,7 +229,7 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
         GPU_OK(m, wgpt_linear_forward(g, op, out, inp, P(w, l), bias, N, C, OC, A(mm_scratch, 0)));
     else {
         GPU_OK(m, wgpt_cast_f16(g, op, in16, inp, (uint64_t)N * C));
-        GPU_OK(m, wgpt_linear_f16_forward(g, op, out, in16, P16(w, l), bias, N, C, OC));
+        return linear_fwd16_(m, op, out, in16, w, l, bias, N, C, OC);
     }
     return 0;
 }
@@ -283,10 +290,17 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
         if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
-        GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
-        if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
-                        4 * C, C) < 0)
-            return -1;
+        if (m->precision == WGPT_PRECISION_F16 && (uint64_t)BT * 4 * C % 8 == 0) {
+            // the f16 copy the fcproj matmul reads, straight from the GELU
+            GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
+            if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
+                return -1;
+        } else {
+            GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
+            if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
+                            4 * C, C) < 0)
+                return -1;
+        }
         GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
     }
     uint32_t last = m->c.num_layers - 1;
