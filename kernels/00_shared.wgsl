@@ -27,6 +27,23 @@ fn nan_guard(x: f32) -> f32 {
     return select(0.0, x, is_finite(x));
 }
 
+// The f16 bits of x (round to nearest even), with the cases pack2x16float
+// leaves undefined made IEEE's: a quiet NaN for NaN, +-inf from |x| >= 65520
+// (what rounds past 65504). The f16 mode's loss scaling counts on an overflow
+// reading as inf. Core WGSL: no shader-f16 needed.
+fn f16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    let sign = (b >> 16u) & 0x8000u;
+    if ((b & 0x7fffffffu) > 0x7f800000u) { return sign | 0x7e00u; }  // NaN
+    if ((b & 0x7fffffffu) >= 0x477ff000u) { return sign | 0x7c00u; } // |x| >= 65520: rounds to inf
+    return pack2x16float(vec2<f32>(x, 0.0)) & 0xffffu;
+}
+
+// Two values as one u32 of halves, x in the low 16 bits (the lower address).
+fn f16_pair(x: f32, y: f32) -> u32 {
+    return f16_bits(x) | (f16_bits(y) << 16u);
+}
+
 var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
 
 // Sum of `val` over a workgroup of WG threads, returned to every thread.

@@ -8,6 +8,9 @@
 // the vec4s [w * WG * V4_PER_THREAD, (w + 1) * WG * V4_PER_THREAD) at stride WG;
 // ceil(n / (4 * V4_PER_THREAD * WG)) workgroups. The host picks them
 // (src/model/elementwise.c). Same per-element arithmetic: same results.
+// gelu_forward_f16 (the f16 mode): out as f16 (array<vec4<u32>>, 8 halves
+// each, rounded by f16_pair), inp as vec4s; n % 8 == 0; GF16_STEPS steps of
+// 8 elements a thread at stride WG, ceil(n / (8 * GF16_STEPS * WG)) workgroups.
 // See docs/kernels/05_gelu.md.
 
 struct GeluParams {
@@ -23,6 +26,7 @@ const GELU_A: f32 = 0.044715;
 const GELU_U_MAX: f32 = 10.0;
 const GELU_X_MAX: f32 = 10.0;
 const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of the vec4 twins
+const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_forward_f16
 
 // Index of this thread's first vec4 (1D grid or the host's 2D fallback).
 fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
@@ -130,5 +134,36 @@ fn gelu_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
         let v = x[k];
         let local = vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
         if (i < n4) { dinp[i] = local * d[k]; }
+    }
+}
+
+// --- KERNEL: gelu_forward_f16 ---
+// All loads first, then the stores (2 x 32 bytes in flight a thread).
+@group(0) @binding(0) var<storage, read_write> out16: array<vec4<u32>>;  // (n / 8) f16
+@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;          // (n / 4)
+@group(0) @binding(2) var<uniform> p: GeluParams;
+
+fn gelu4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(gelu_value(v.x), gelu_value(v.y), gelu_value(v.z), gelu_value(v.w));
+}
+
+@compute @workgroup_size(WG)
+fn gelu_forward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                    @builtin(local_invocation_index) tid: u32) {
+    let n8 = p.n / 8u;
+    let i0 = (wid.x + wid.y * nwg.x) * (WG * GF16_STEPS) + tid;
+    var x = array<vec4<f32>, 2u * GF16_STEPS>();
+    for (var k = 0u; k < GF16_STEPS; k++) {
+        let i = i0 + k * WG;
+        if (i < n8) {
+            x[2u * k] = inp[2u * i];
+            x[2u * k + 1u] = inp[2u * i + 1u];
+        }
+    }
+    for (var k = 0u; k < GF16_STEPS; k++) {
+        let i = i0 + k * WG;
+        let a = gelu4(x[2u * k]);
+        let b = gelu4(x[2u * k + 1u]);
+        if (i < n8) { out16[i] = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w)); }
     }
 }

@@ -6,6 +6,7 @@
 //   crossentropy_forward    losses, lse, status, logits rows, targets   1 workgroup per row
 //   crossentropy_backward   logits rows (in place), lse, targets        1 workgroup per row
 //   crossentropy_loss_mean  out (1), losses                             1 workgroup
+//   crossentropy_backward_f16  dlogits16 rows (f16), logits rows, lse, targets   1 workgroup per row
 // crossentropy_forward_flat: the CPU twin of crossentropy_forward_vec4 (see its section).
 // crossentropy_forward_vec4 and crossentropy_backward_vec4: the same bindings,
 // params and dispatch with the logits bound as array<vec4<f32>>; they need
@@ -249,6 +250,44 @@ fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num
             d = select(vec4<f32>(0.0), g, col < vec4<u32>(p.V));
         }
         logits[base + j] = d;
+    }
+}
+
+// --- KERNEL: crossentropy_backward_f16 ---
+// crossentropy_backward_vec4's gradient written as f16 into dlogits16 (the f16
+// mode's matmuls read it; the logits stay): 8 columns a step, two vec4 read,
+// one vec4<u32> written. Vp % 8 == 0. The values are those of the vec4 kernel,
+// rounded to nearest even (f16_pair).
+@group(0) @binding(0) var<storage, read_write> dlogits16: array<vec4<u32>>;  // (rows, Vp / 8) f16
+@group(0) @binding(1) var<storage, read> logits: array<vec4<f32>>;           // (rows, Vp / 4)
+@group(0) @binding(2) var<storage, read> lse: array<f32>;                    // (BT)
+@group(0) @binding(3) var<storage, read> targets: array<u32>;                // (BT)
+@group(0) @binding(4) var<uniform> p: CeParams;
+
+fn grad4(x: vec4<f32>, j: u32, l: f32, tgt: u32) -> vec4<f32> {
+    let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
+    let g = (exp(x - l) - select(vec4<f32>(0.0), vec4<f32>(1.0), col == vec4<u32>(tgt))) * p.dloss;
+    return select(vec4<f32>(0.0), g, col < vec4<u32>(p.V));
+}
+
+@compute @workgroup_size(WG)
+fn crossentropy_backward_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) tid: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }
+    let row = p.row0 + r;
+    let l = lse[row];
+    let tgt = targets[row];  // >= V (flagged by the forward): no column matches
+    let n8 = p.Vp / 8u;
+    let real8 = (p.V + 7u) / 8u;  // steps with a real column; those past it are all padding
+    for (var j = tid; j < n8; j += WG) {
+        var o = vec4<u32>(0u);
+        if (j < real8) {
+            let a = grad4(logits[r * (p.Vp / 4u) + 2u * j], 2u * j, l, tgt);
+            let b = grad4(logits[r * (p.Vp / 4u) + 2u * j + 1u], 2u * j + 1u, l, tgt);
+            o = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+        }
+        dlogits16[r * n8 + j] = o;
     }
 }
 

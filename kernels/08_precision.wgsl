@@ -5,22 +5,23 @@
 //             value (65504) and for +-inf, a quiet NaN for NaN (IEEE's results:
 //             WGSL leaves them undefined, so they are written out here); n even.
 // pack2x16float is core WGSL: this file needs no shader-f16.
-// ABI: dst (array<u32>), src (array<f32>), then `p: CastParams`.
-// Dispatch: one thread per pair, ceil(n / 2 / WG) workgroups through
-// dispatch1d (2D past 65535). See docs/kernels/08_precision.md.
+//   cast_f16_vec4  the same for n % 8 == 0 and views on 16-byte boundaries
+//             (GPUs; the host picks it): 8 elements a step, two vec4<f32> in,
+//             one vec4<u32> out, CAST_V8 steps a thread at stride WG.
+// ABI: dst (array<u32>, or array<vec4<u32>>), src (array<f32>, or
+// array<vec4<f32>>), then `p: CastParams`.
+// Dispatch through dispatch1d (2D past 65535): cast_f16 one thread per pair,
+// ceil(n / 2 / WG) workgroups; cast_f16_vec4 ceil(n / (8 CAST_V8 WG)).
+// See docs/kernels/08_precision.md.
 
 struct CastParams {
-    n: u32,  // elements (even)
+    n: u32,  // elements (even; a multiple of 8 for cast_f16_vec4)
 }
 
-// The f16 bits of x, with the cases WGSL leaves undefined made IEEE's.
-fn f16_bits(x: f32) -> u32 {
-    let b = bitcast<u32>(x);
-    let sign = (b >> 16u) & 0x8000u;
-    if ((b & 0x7fffffffu) > 0x7f800000u) { return sign | 0x7e00u; }  // NaN
-    if ((b & 0x7fffffffu) >= 0x477ff000u) { return sign | 0x7c00u; } // |x| >= 65520: rounds to inf
-    return pack2x16float(vec2<f32>(x, 0.0)) & 0xffffu;
-}
+const CAST_V8: u32 = 2u;  // 8-element steps a thread of cast_f16_vec4
+
+// f16_bits and f16_pair (the IEEE conversion) are in the shared preamble
+// (00_shared.wgsl): the cross-entropy's f16 gradient uses them too.
 
 // --- KERNEL: cast_f16 ---
 @group(0) @binding(0) var<storage, read_write> dst: array<u32>;  // (n / 2)
@@ -31,5 +32,32 @@ fn f16_bits(x: f32) -> u32 {
 fn cast_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
     if (i >= p.n / 2u) { return; }
-    dst[i] = f16_bits(src[2u * i]) | (f16_bits(src[2u * i + 1u]) << 16u);
+    dst[i] = f16_pair(src[2u * i], src[2u * i + 1u]);
+}
+
+// --- KERNEL: cast_f16_vec4 ---
+// All loads of a thread first, then the stores: CAST_V8 x 32 bytes in flight.
+@group(0) @binding(0) var<storage, read_write> dst: array<vec4<u32>>;  // (n / 8)
+@group(0) @binding(1) var<storage, read> src: array<vec4<f32>>;        // (n / 4)
+@group(0) @binding(2) var<uniform> p: CastParams;
+
+@compute @workgroup_size(WG)
+fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) tid: u32) {
+    let n8 = p.n / 8u;
+    let i0 = (wid.x + wid.y * nwg.x) * (WG * CAST_V8) + tid;
+    var a = array<vec4<f32>, 2u * CAST_V8>();
+    for (var k = 0u; k < CAST_V8; k++) {
+        let i = i0 + k * WG;
+        if (i < n8) {
+            a[2u * k] = src[2u * i];
+            a[2u * k + 1u] = src[2u * i + 1u];
+        }
+    }
+    for (var k = 0u; k < CAST_V8; k++) {
+        let i = i0 + k * WG;
+        let x = a[2u * k];
+        let y = a[2u * k + 1u];
+        if (i < n8) { dst[i] = vec4<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w), f16_pair(y.x, y.y), f16_pair(y.z, y.w)); }
+    }
 }

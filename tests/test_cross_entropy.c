@@ -6,7 +6,9 @@
 // with a small binding limit, invalid targets, and bit-identical repeats. Vp
 // a multiple of 4 runs the vec4 kernels (the forward's CPU twin,
 // crossentropy_forward_flat, with the CPU kernels: run WGPT_KERNELS=gpu for
-// the other), other Vp the scalar ones.
+// the other), other Vp the scalar ones. The f16 mode's gradient
+// (crossentropy_backward_f16) must be the vec4 kernel's rounded to f16, bit
+// for bit.
 //
 // Tolerances (x = a logit, |x| <= 8 here, so |x - max| <= 16):
 //  - lse = max + log(s), s = sum of V exps. WGSL's exp is accurate to
@@ -260,6 +262,64 @@ static void rows_past_65535_workgroups(void **st) {
     check_(G, (ce_shape){2, 33000, 5, 8}, 1);
 }
 
+// The f16 mode's gradient (crossentropy_backward_f16, written as f16 into a
+// buffer of its own) is the f32 kernel's, rounded to nearest even: bit for
+// bit, padded columns 0, a bad target's row too (no column matches), and on
+// the small-binding device in row chunks.
+static void f16_gradient_(wgpt_gpu *g, ce_shape s, int expect_steps) {
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    float *logits = malloc(nl * 4);
+    uint32_t *tg = malloc(BT * 4);
+    int *itg = malloc(BT * sizeof *itg);
+    make_inputs_(s, logits, tg, itg);
+    tg[1] = s.V + 3;  // flagged by the forward; its gradient is the softmax alone
+    ce_run r = run_(g, s, logits, tg);
+    wgpt_buf *bl = tu_upload(g, logits, nl * 4, "logits"), *bt = tu_upload(g, tg, BT * 4, "targets");
+    wgpt_buf *blse = tu_upload(g, r.lse, BT * 4, "lse"), *bd = tu_upload(g, NULL, nl * 2, "dlogits f16");
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(g, wgpt_crossentropy_backward_f16(g, &op, (wgpt_view){bd, 0, 0}, (wgpt_view){bl, 0, 0},
+                                            (wgpt_view){blse, 0, 0}, (wgpt_view){bt, 0, 0}, BT, s.V, s.Vp,
+                                            1.0f / (float)BT));
+    assert_int_equal(op.n, expect_steps);
+    TU_OK(g, wgpt_op_record(g, &op));
+    uint16_t *got = (uint16_t *)tu_download(g, bd, nl * 2);
+    for (size_t i = 0; i < nl; i++)
+        if (got[i] != ref_f16_from_f32(r.dlogits[i]))
+            fail_msg("V=%u Vp=%u: dlogits16[%zu] = 0x%04x, f16(%.9g) = 0x%04x", s.V, s.Vp, i, got[i], r.dlogits[i],
+                     ref_f16_from_f32(r.dlogits[i]));
+    // the logits it read are left as they were
+    float *after = tu_download(g, bl, nl * 4);
+    assert_memory_equal(after, logits, nl * 4);
+    // refused: Vp not a multiple of 8, dlogits16 in the logits' buffer
+    wgpt_op bad;
+    wgpt_op_init(&bad);
+    assert_int_equal(wgpt_crossentropy_backward_f16(g, &bad, (wgpt_view){bd, 0, 0}, (wgpt_view){bl, 0, 0},
+                                                    (wgpt_view){blse, 0, 0}, (wgpt_view){bt, 0, 0}, BT, s.V, s.Vp - 4,
+                                                    1.0f),
+                     -1);
+    assert_non_null(strstr(wgpt_gpu_error(g), "multiple of 8"));
+    assert_int_equal(wgpt_crossentropy_backward_f16(g, &bad, (wgpt_view){bl, 0, 0}, (wgpt_view){bl, 0, 0},
+                                                    (wgpt_view){blse, 0, 0}, (wgpt_view){bt, 0, 0}, BT, s.V, s.Vp,
+                                                    1.0f),
+                     -1);
+    assert_non_null(strstr(wgpt_gpu_error(g), "another buffer"));
+    assert_int_equal(bad.n, 0);
+    wgpt_op_free(&op);
+    free(got), free(after);
+    wgpt_buf_free(bl), wgpt_buf_free(bt), wgpt_buf_free(blse), wgpt_buf_free(bd);
+    ce_run_free_(&r);
+    free(logits), free(tg), free(itg);
+}
+
+static void f16_gradient_is_the_f32_one_rounded(void **st) {
+    (void)st;
+    f16_gradient_(G, (ce_shape){2, 3, 37, 40}, 1);      // V not a multiple of 8, padding in the last step
+    f16_gradient_(G, (ce_shape){1, 5, 1000, 1024}, 1);  // several steps a thread
+    f16_gradient_(SMALL, (ce_shape){2, 100, 100, 128}, 4);  // 200 rows in chunks of 64
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_ref),
@@ -271,6 +331,7 @@ int main(void) {
         cmocka_unit_test(bad_target_flagged),
         cmocka_unit_test(stable_for_large_logits),
         cmocka_unit_test(rows_past_65535_workgroups),
+        cmocka_unit_test(f16_gradient_is_the_f32_one_rounded),
     };
     return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, tu_group_teardown);
 }

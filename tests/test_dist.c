@@ -1,8 +1,10 @@
 // test_dist.c: data-parallel `wgpt train` under mpirun on lavapipe (2 ranks
 // on one machine, as CI runs them, as root): the same training as one
-// process accumulating the ranks' micro-batches, resume (same and other N),
+// process accumulating the ranks' micro-batches, the bucketed exchange equal
+// to one sum bit for bit, resume (same and other N),
 // ZeRO-1's halved optimizer memory,
-// a stop on one rank, a dead rank, a two-"host" hostfile, and refusals.
+// a stop on one rank, a dead rank, a two-"host" hostfile, refusals, and the
+// nonblocking sums themselves (the program run as the ranks: comm-selftest).
 // Skipped where the build has no MPI (WGPT_MPI=0) or mpirun is missing.
 #define _DEFAULT_SOURCE
 #include <dirent.h>
@@ -142,6 +144,49 @@ static void test_two_ranks_equal_accumulation(void **state) {
     read_ck_("half", &h);
     assert_true(max_diff_(&x, &h) > 100 * TOL);
     wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y), wgpt_checkpoint_free(&h);
+}
+
+// --grad-buckets 1 (the default: each backward segment's gradients summed
+// while the GPU computes the next) and 0 (one sum after the backward) train
+// the same model bit for bit: the same additions in the same order. Two
+// micro-batches a rank (the buckets travel in the last one only), ZeRO-1's
+// shards, in fp32 and in f16 with its loss scale.
+static void test_buckets_equal_one_sum(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    const char *precisions[] = {"fp32", "f16"};
+    for (int p = 0; p < 2; p++) {
+        char out[2][64], extra[256];
+        for (int b = 0; b < 2; b++) {
+            snprintf(out[b], sizeof out[b], "bucket%d_%s", b, precisions[p]);
+            snprintf(extra, sizeof extra, "--steps 3 --total-batch 256 --resume none --grad-buckets %d --precision %s",
+                     b, precisions[p]);
+            int rc = train_(MPIRUN " -np 2", out[b], extra);
+            if (rc != 0) fail_msg("exit %d\n%s", rc, log_(out[b]));
+        }
+        wgpt_checkpoint x, y;
+        read_ck_(out[0], &x), read_ck_(out[1], &y);
+        assert_int_equal(x.step, 3);
+        size_t n = wgpt_gpt2_num_params(&x.config);
+        assert_memory_equal(x.params, y.params, n * sizeof(float));
+        assert_memory_equal(x.adam_m, y.adam_m, n * sizeof(float));
+        assert_memory_equal(x.adam_v, y.adam_v, n * sizeof(float));
+        wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y);
+        double a[4], c[4];
+        assert_int_equal(losses_(out[0], a, 4), 3);
+        assert_int_equal(losses_(out[1], c, 4), 3);
+        assert_memory_equal(a, c, 3 * sizeof a[0]);
+    }
+    // The bucketed run measures its overlap; a bad value is refused.
+    char p[700], line[4096];
+    snprintf(p, sizeof p, "%s/bucket1_fp32/metrics.jsonl", dir_);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_non_null(strstr(line, "\"overlap_ms\":"));
+    assert_int_not_equal(train_(MPIRUN " -np 2", "bucket2", "--steps 1 --resume none --grad-buckets 2"), 0);
+    assert_non_null(strstr(log_("bucket2"), "grad-buckets"));
 }
 
 static void test_only_rank0_prints(void **state) {
@@ -377,9 +422,86 @@ static void test_refusals(void **state) {
     assert_non_null(strstr(log_("mixed"), "ranks differ in their options"));
 }
 
-int main(void) {
+// --- the nonblocking sums, directly ---------------------------------------------
+// Rank r's value j of sum k: the same on every rank, so each can compute the
+// expected rank-ordered sum itself.
+static float selftest_value_(int rank, int k, size_t j) {
+    uint64_t x = ((uint64_t)rank * 1000003u + (uint64_t)k * 7919u + j) * 0x9E3779B97F4A7C15ull;
+    return (float)((x >> 40) % 20001) / 1000.0f - 10.0f;
+}
+
+// Run by each rank of `mpirun test_dist comm-selftest`: several sums and
+// reduce-scatters in flight at once, polled with pauses that differ by rank
+// (so the ranks' calls interleave differently), each equal bit for bit to
+// the rank-ordered sum and to wgpt_comm_sum_floats. Returns the exit status.
+static int comm_selftest_(void) {
+    enum { K = 6 };
+    char err[1024];
+    wgpt_comm *c = wgpt_comm_open(20, err, sizeof err);
+    if (!c) return fprintf(stderr, "%s\n", err), 1;
+    int me = wgpt_comm_rank(c), size = wgpt_comm_size(c), bad = 0;
+    size_t n[K] = {1, 7, 1000, 33, 100000, 5};
+    float *data[K], *whole[K];
+    uint64_t counts[K][8] = {{0}};
+    wgpt_comm_sum *s[K];
+    for (int k = 0; k < K; k++) {
+        data[k] = malloc(n[k] * sizeof *data[k]), whole[k] = malloc(n[k] * sizeof *whole[k]);
+        for (size_t j = 0; j < n[k]; j++) data[k][j] = whole[k][j] = selftest_value_(me, k, j);
+        for (int i = 0; i < size && i < 8; i++) counts[k][i] = n[k] / (size_t)size;  // the rest to the last
+        counts[k][size - 1] += n[k] % (size_t)size;
+        s[k] = k % 2 ? wgpt_comm_reduce_begin(c, data[k], n[k], counts[k], err, sizeof err)
+                     : wgpt_comm_sum_begin(c, data[k], n[k], err, sizeof err);
+        if (!s[k]) return fprintf(stderr, "%s\n", err), 1;
+        struct timespec ts = {0, 200000 * (me + 1) * (k % 3)};
+        nanosleep(&ts, NULL);
+        if (wgpt_comm_sum_test(c, s[(k * 5) % (k + 1)], err, sizeof err) < 0) return fprintf(stderr, "%s\n", err), 1;
+    }
+    for (int k = K - 1; k >= 0; k--)  // waited last first: they still finish in order
+        if (wgpt_comm_sum_wait(c, s[k], err, sizeof err) < 0) return fprintf(stderr, "%s\n", err), 1;
+    for (int k = 0; k < K; k++) {
+        wgpt_comm_sum_free(c, s[k]);
+        if (wgpt_comm_sum_floats(c, whole[k], n[k], err, sizeof err) < 0) return fprintf(stderr, "%s\n", err), 1;
+        size_t from = 0, to = n[k];  // a reduce-scatter: my share only
+        for (int i = 0; k % 2 && i < me; i++) from += counts[k][i];
+        if (k % 2) to = from + counts[k][me];
+        for (size_t j = from; j < to; j++) {
+            float want = selftest_value_(0, k, j);
+            for (int r = 1; r < size; r++) want += selftest_value_(r, k, j);
+            if (memcmp(&data[k][j], &want, 4) != 0 || memcmp(&whole[k][j], &want, 4) != 0) bad++;
+        }
+        free(data[k]), free(whole[k]);
+    }
+    if (bad) fprintf(stderr, "rank %d: %d sums differ from the rank-ordered sum\n", me, bad);
+    wgpt_comm_close(c, bad != 0);
+    return bad != 0;
+}
+
+static void test_nonblocking_sums(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    char self[1024], cmd[4096];
+    assert_int_equal(tu_build_dir(self, sizeof self - 16), 0);
+    for (int np = 2; np <= 3; np++) {
+        snprintf(cmd, sizeof cmd, "cd '%s' && timeout 120 " MPIRUN " -np %d '%s/test_dist' comm-selftest > selftest.log 2>&1",
+                 dir_, np, self);
+        int st = system(cmd);
+        char p[700];
+        snprintf(p, sizeof p, "%s/selftest.log", dir_);
+        FILE *f = fopen(p, "r");
+        char out[4096] = "";
+        size_t k = f ? fread(out, 1, sizeof out - 1, f) : 0;
+        out[k] = 0;
+        if (f) fclose(f);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fail_msg("%d ranks: exit %d\n%s", np, st, out);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "comm-selftest") == 0) return comm_selftest_();  // one rank of test_nonblocking_sums
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nonblocking_sums),
         cmocka_unit_test(test_two_ranks_equal_accumulation),
+        cmocka_unit_test(test_buckets_equal_one_sum),
         cmocka_unit_test(test_only_rank0_prints),
         cmocka_unit_test(test_resume_two_ranks),
         cmocka_unit_test(test_zero1_memory),

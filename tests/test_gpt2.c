@@ -265,6 +265,73 @@ static void accumulation_equals_one_step(void **st) {
     free(p[0]), free(p[1]);
 }
 
+// Where tensor t's slice of layer l starts in the reference layout.
+static size_t ref_at_(int t, uint32_t l) {
+    size_t s[WGPT_GPT2_NUM_TENSORS], off = 0;
+    wgpt_gpt2_param_sizes(&CFG, s);
+    for (int i = 0; i < t; i++) off += s[i];
+    return off + l * (t >= 2 && t <= 13 ? s[t] / CFG.num_layers : 0);
+}
+
+// The backward in segments (a bucketed exchange's) gives the gradients of
+// the whole backward bit for bit; each segment's readback holds its tensors'
+// final gradients in tensor order; put writes them back; segments run in order.
+static void segmented_backward_equals_whole(void **st) {
+    (void)st;
+    ref_gpt2 ref;
+    wgpt_gpt2 *a = model_(G, &ref, 53), *b = model_(G, &ref, 53);
+    size_t n = wgpt_gpt2_num_params(&CFG);
+    float *ga = malloc(n * sizeof *ga), *gb = malloc(n * sizeof *gb), *seg = malloc(n * sizeof *seg), l1, l2, la, lb;
+    assert_non_null(ga), assert_non_null(gb), assert_non_null(seg);
+    uint32_t S = wgpt_gpt2_grad_segments(b), L = CFG.num_layers;
+    assert_int_equal(S, L + 2);
+    if (wgpt_gpt2_accumulate(a, tokens, targets, 1, &l1) < 0 || wgpt_gpt2_accumulate(a, tokens, targets, 0, &la) < 0 ||
+        wgpt_gpt2_accumulate(b, tokens, targets, 1, &l2) < 0 || wgpt_gpt2_accumulate_begin(b, tokens, targets, 0) < 0)
+        fail_msg("%s / %s", wgpt_gpt2_error(a), wgpt_gpt2_error(b));
+    assert_int_equal(wgpt_gpt2_backward_segment(b, 1), -1);  // out of order
+    assert_non_null(strstr(wgpt_gpt2_error(b), "out of order"));
+    size_t at = 0, total = 0;
+    for (uint32_t i = 0; i < S; i++) {
+        if (wgpt_gpt2_backward_segment(b, i) < 0) fail_msg("%s", wgpt_gpt2_error(b));
+        total += wgpt_gpt2_segment_floats(b, i);
+    }
+    assert_int_equal(total, n);
+    if (wgpt_gpt2_accumulate_end(b, &lb) < 0) fail_msg("%s", wgpt_gpt2_error(b));
+    assert_true(la == lb);
+    assert_int_equal(wgpt_gpt2_get_grads(a, ga), 0);
+    for (uint32_t i = 0; i < S; i++) {
+        assert_int_not_equal(wgpt_gpt2_segment_ready(b, i), -1);
+        assert_int_equal(wgpt_gpt2_segment_take(b, i, seg + at), 0);
+        // the segment's tensors, in order, from the whole backward's gradients
+        int first = i == 0 ? 14 : i > L ? 0 : 2, last = i == 0 ? 15 : i > L ? 1 : 13;
+        uint32_t layer = i > 0 && i <= L ? L - i : 0;
+        size_t sizes[WGPT_GPT2_NUM_TENSORS];
+        wgpt_gpt2_param_sizes(&CFG, sizes);
+        for (int t = first; t <= last; t++) {
+            size_t k = t >= 2 && t <= 13 ? sizes[t] / L : sizes[t];
+            assert_memory_equal(seg + at, ga + ref_at_(t, layer), k * sizeof *ga);
+            at += k;
+        }
+    }
+    assert_int_equal(at, n);
+    assert_int_equal(wgpt_gpt2_get_grads(b, gb), 0);
+    assert_memory_equal(ga, gb, n * sizeof *ga);
+    // put: the segments doubled come back as the gradients doubled
+    at = 0;
+    for (uint32_t i = 0; i < S; i++) {
+        size_t k = wgpt_gpt2_segment_floats(b, i);
+        for (size_t j = 0; j < k; j++) seg[at + j] *= 2;
+        assert_int_equal(wgpt_gpt2_segment_put(b, i, seg + at), 0);
+        at += k;
+    }
+    assert_int_equal(wgpt_gpt2_get_grads(b, gb), 0);
+    for (size_t j = 0; j < n; j++) assert_true(gb[j] == 2 * ga[j]);
+    assert_int_equal(wgpt_gpt2_segment_take(b, S, seg), -1);
+    free(ga), free(gb), free(seg);
+    wgpt_gpt2_free(a), wgpt_gpt2_free(b);
+    ref_gpt2_free(&ref);
+}
+
 // ZeRO-1: three models each updating one shard (shards of unequal sizes),
 // their pieces gathered after every step, train exactly as one whole model:
 // parameters and the gathered moments bit for bit; each holds ~1/3 of the
@@ -324,6 +391,71 @@ static void sharded_update_equals_whole(void **st) {
     free(pad), free(pm), free(pv), free(a), free(b), free(c), free(d);
 }
 
+// ZeRO-1's split update: three shards whose norm is the sum of their
+// squares (in shard order) train as one whole model within f32 rounding of
+// the norm (the parameters within 1e-6; the summation order differs); the
+// shard counts of the reference layout and of every segment add up; a NaN
+// in one shard's gradients skips the step on every shard.
+static void split_update_equals_whole(void **st) {
+    (void)st;
+    enum { NS = 3 };
+    wgpt_adamw_config o = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                           .max_grad_norm = 1.0f};
+    ref_gpt2 ref;
+    wgpt_gpt2 *whole = model_(G, &ref, 57), *sh[NS];
+    char err[2048];
+    for (int i = 0; i < NS; i++) {
+        sh[i] = wgpt_gpt2_create_sharded(G, &CFG, B, T, WGPT_PRECISION_FP32, (uint32_t)i, NS, err, sizeof err);
+        if (!sh[i]) fail_msg("shard %d: %s", i, err);
+        assert_int_equal(wgpt_gpt2_set_params(sh[i], ref.params), 0);
+    }
+    size_t n = wgpt_gpt2_num_params(&CFG);
+    uint64_t counts[NS], seg[NS] = {0}, sum = 0;
+    wgpt_gpt2_shard_counts(sh[0], -1, counts);
+    for (int i = 0; i < NS; i++) sum += counts[i];
+    assert_int_equal(sum, n);
+    for (uint32_t i = 0; i < wgpt_gpt2_grad_segments(sh[0]); i++) {
+        uint64_t c[NS];
+        wgpt_gpt2_shard_counts(sh[0], (int)i, c);
+        for (int j = 0; j < NS; j++) seg[j] += c[j];
+    }
+    for (int j = 0; j < NS; j++) assert_int_equal(seg[j], counts[j]);
+    uint64_t P = wgpt_gpt2_padded_params(whole), off, cnt;
+    float *pad = malloc(P * sizeof *pad), l;
+    wgpt_step_result r, rs[NS];
+    for (int t = 1; t <= 4; t++) {
+        if (wgpt_gpt2_accumulate(whole, tokens, targets, 1, &l) < 0 ||
+            (t == 3 && wgpt_gpt2_inject_nan_grad(whole) < 0) || wgpt_gpt2_update(whole, &o, t, 1, &r) < 0)
+            fail_msg("%s", wgpt_gpt2_error(whole));
+        assert_int_equal(r.skipped, t == 3);
+        double sumsq[NS], total = 0;
+        int bad[NS], any = 0;
+        for (int i = 0; i < NS; i++) {
+            if (wgpt_gpt2_accumulate(sh[i], tokens, targets, 1, &l) < 0 ||
+                (t == 3 && i == 0 && wgpt_gpt2_inject_nan_grad(sh[i]) < 0) ||
+                wgpt_gpt2_update_shard_begin(sh[i], &o, 1, &sumsq[i], &bad[i]) < 0)
+                fail_msg("%s", wgpt_gpt2_error(sh[i]));
+        }
+        for (int i = 0; i < NS; i++) total += sumsq[i], any |= bad[i];
+        for (int i = 0; i < NS; i++) {
+            if (wgpt_gpt2_update_shard_end(sh[i], &o, t, total, any, &rs[i]) < 0) fail_msg("%s", wgpt_gpt2_error(sh[i]));
+            assert_int_equal(rs[i].skipped, t == 3);  // the NaN lies in shard 0's range only (grads[0])
+            wgpt_gpt2_shard_range(sh[i], (uint32_t)i, &off, &cnt);
+            assert_int_equal(wgpt_gpt2_get_param_shard(sh[i], pad + off), 0);
+        }
+        if (t != 3) assert_true(fabsf(rs[0].grad_norm - r.grad_norm) <= 1e-5f * r.grad_norm);
+        for (int i = 0; i < NS; i++) assert_int_equal(wgpt_gpt2_set_params_padded(sh[i], pad), 0);
+    }
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    assert_int_equal(wgpt_gpt2_get_params(sh[2], b), 0);
+    assert_int_equal(wgpt_gpt2_get_params(whole, a), 0);
+    tu_assert_close("split update vs whole", b, a, n, 1e-6f, 0);
+    for (int i = 0; i < NS; i++) wgpt_gpt2_free(sh[i]);
+    wgpt_gpt2_free(whole);
+    ref_gpt2_free(&ref);
+    free(pad), free(a), free(b);
+}
+
 // An inference instance shares the parameters: its logits match the
 // reference, before and after the training model updates them.
 static void inference_instance_shares_params(void **st) {
@@ -379,7 +511,9 @@ int main(void) {
         cmocka_unit_test(training_is_deterministic),
         cmocka_unit_test(split_bindings_give_the_same_model),
         cmocka_unit_test(accumulation_equals_one_step),
+        cmocka_unit_test(segmented_backward_equals_whole),
         cmocka_unit_test(sharded_update_equals_whole),
+        cmocka_unit_test(split_update_equals_whole),
         cmocka_unit_test(inference_instance_shares_params),
         cmocka_unit_test(bad_token_is_named),
     };

@@ -1,8 +1,10 @@
 // test_gpu_device.c: the engine around the kernels: adapter and device,
 // the Dawn declarations (enum values and struct layouts, proved by what the
 // device reports and compiles), kernel loading rules, compile errors mapped to
-// file and line, buffer and binding limits, timestamps, device loss.
+// file and line, buffer and binding limits, asynchronous reads, timestamps,
+// device loss.
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "test_util.h"
@@ -428,6 +430,54 @@ static void buffer_and_binding_limits(void **st) {
     wgpt_buf_free(b);
 }
 
+// Asynchronous reads: ranges of a buffer packed in order after the work
+// recorded before them (a zero fill here), polled without blocking, then
+// finished; a readback is reusable; misuse is an error, not a crash.
+static void async_readback_packs_ranges(void **st) {
+    (void)st;
+    enum { N = 1024 };
+    float host[N], out[N];
+    for (int i = 0; i < N; i++) host[i] = (float)i;
+    wgpt_buf *b = tu_upload_f32(G, host, N, "readback source");
+    wgpt_readback *r = wgpt_readback_create(G, 3 * 64 * 4, "test readback");
+    assert_non_null(r);
+    assert_int_equal(wgpt_readback_ready(G, r), -1);  // nothing started
+    assert_non_null(strstr(wgpt_gpu_error(G), "nothing was started"));
+    assert_int_equal(wgpt_buf_zero(G, b, 512 * 4, 64 * 4), 0);  // recorded before the read: it must see it
+    uint64_t offs[3] = {0, 512 * 4, 900 * 4}, sizes[3] = {64 * 4, 64 * 4, 64 * 4};
+    assert_int_equal(wgpt_readback_start(G, r, b, offs, sizes, 3), 0);
+    assert_int_equal(wgpt_readback_start(G, r, b, offs, sizes, 3), -1);  // one read at a time
+    assert_non_null(strstr(wgpt_gpu_error(G), "before it was finished"));
+    int ready = 0;
+    for (int i = 0; i < 100000 && !ready; i++) {
+        ready = wgpt_readback_ready(G, r);
+        assert_int_not_equal(ready, -1);
+        struct timespec ts = {0, 100000};
+        if (!ready) nanosleep(&ts, NULL);
+    }
+    assert_int_equal(ready, 1);
+    assert_int_equal(wgpt_readback_finish(G, r, out), 0);
+    for (int i = 0; i < 64; i++) {
+        assert_true(out[i] == (float)i);
+        assert_true(out[64 + i] == 0.0f);
+        assert_true(out[128 + i] == (float)(900 + i));
+    }
+    // again, finished without polling; then ranges it cannot take
+    uint64_t one = 900 * 4, four = 4;
+    assert_int_equal(wgpt_readback_start(G, r, b, &one, &four, 1), 0);
+    assert_int_equal(wgpt_readback_finish(G, r, out), 0);
+    assert_true(out[0] == 900.0f);
+    uint64_t past = N * 4, big = 4 * 64 * 4;
+    assert_int_equal(wgpt_readback_start(G, r, b, &past, &four, 1), -1);
+    assert_int_equal(wgpt_readback_start(G, r, b, offs, &big, 1), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "it holds"));
+    assert_null(wgpt_readback_create(G, 6, "odd"));
+    // a read in flight at free is waited for
+    assert_int_equal(wgpt_readback_start(G, r, b, offs, sizes, 3), 0);
+    wgpt_readback_free(G, r);
+    wgpt_buf_free(b);
+}
+
 static void timestamps_per_dispatch(void **st) {
     (void)st;
     if (!wgpt_gpu_get_info(G)->has_timestamps) skip();
@@ -494,6 +544,7 @@ int main(void) {
         cmocka_unit_test(variants_set_override_constants),
         cmocka_unit_test(kernel_folder_rules),
         cmocka_unit_test(buffer_and_binding_limits),
+        cmocka_unit_test(async_readback_packs_ranges),
         cmocka_unit_test(timestamps_per_dispatch),
         cmocka_unit_test(device_loss_is_reported),
     };

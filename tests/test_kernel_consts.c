@@ -20,6 +20,8 @@ static const pair PAIRS[] = {
     {"src/model/attention.c", "ATTN_FAST_MAX_HS", "kernels/04_attention.wgsl", "FHS", NULL, 1},
     {"src/model/attention.c", "ATTN_BLOCK", "kernels/04_attention.wgsl", "BQ", NULL, 1},
     {"src/model/attention.c", "ATTN_FLAT_BLOCK", "kernels/04_attention.wgsl", "AF_WG", NULL, 1},
+    {"src/model/attention.c", "ATTN_SGM_HS", "kernels/04_attention_sgm.wgsl", "HS", NULL, 1},
+    {"src/model/attention.c", "ATTN_SGM_BLOCK", "kernels/04_attention_sgm.wgsl", "RB", NULL, 1},
     {"src/model/layernorm.c", "LN_FLAT_WG", "kernels/02_layernorm.wgsl", "LN_FLAT_WG", NULL, 1},
     {"src/model/layernorm.c", "LN_ROWS_PER_WG", "kernels/02_layernorm.wgsl", "LN_ROWS_PER_WG", NULL, 1},
     {"src/model/layernorm.c", "LN_V4_MAX_C", "kernels/02_layernorm.wgsl", "LN_V4_MAX_C", NULL, 1},
@@ -32,6 +34,8 @@ static const pair PAIRS[] = {
     {"src/model/linear.c", "FLAT_N", "kernels/03_linear.wgsl", "FLAT_WG", "FLAT_COLS", 1},
     {"src/model/linear.c", "BIAS_PART_COLS", "kernels/03_linear_vec4.wgsl", "BP_V", NULL, 4},  // vec4 columns
     {"src/model/linear_f16.c", "SGM_BK", "kernels/03_linear_sgm.wgsl", "BK", NULL, 1},
+    {"src/model/elementwise.c", "GF16_STEPS", "kernels/05_gelu.wgsl", "GF16_STEPS", NULL, 1},
+    {"src/model/precision.c", "CAST_V8", "kernels/08_precision.wgsl", "CAST_V8", NULL, 1},
     {"src/model/linear_f16.c", "F16_ROWS", "kernels/03_linear_f16.wgsl", "F16_ROWS", NULL, 1},
     {"src/model/linear_f16.c", "F16_COLS", "kernels/03_linear_f16.wgsl", "F16_COLS", NULL, 1},
 };

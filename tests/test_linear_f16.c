@@ -6,6 +6,7 @@
 #include "model/linear.h"
 #include "model/linear_f16.h"
 #include "model/precision.h"
+#include "model/variant.h"
 #include "ref/gpt2_ref.h"
 #include "test_util.h"
 
@@ -32,6 +33,7 @@ static void run_(wgpt_op *op) {
 }
 
 // f16 copies of n floats, made on the GPU by cast_f16 (as the model makes them).
+static uint32_t last_cast_groups_;  // workgroups of the last f16_of_'s dispatch
 static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) {
     wgpt_buf *src = wgpt_buf_create(G, n * 4, label), *dst = wgpt_buf_create(G, n * 2, label);
     TU_NONNULL(G, src);
@@ -41,6 +43,7 @@ static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) {
     wgpt_op_init(&op);
     wgpt_view d = {dst, 0, 0}, s = {src, 0, 0};
     TU_OK(G, wgpt_cast_f16(G, &op, d, s, n));
+    last_cast_groups_ = op.steps[0].x * op.steps[0].y;
     run_(&op);
     wgpt_buf_free(src);
     return dst;
@@ -49,10 +52,11 @@ static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) {
 // Every rounding case of f32 -> f16 against the reference, bit for bit: ties to
 // even, the largest finite values and what rounds past them, infinities, NaN,
 // subnormals (a driver that flushes f16 subnormals to zero is reported as such).
-static void cast_f16_rounds_as_ieee(void **st) {
-    (void)st;
-    enum { NS = 32, NR = 4096, N = NS + NR };
-    float x[N];
+// n elements, on the device under test (G), whose kernels pick the variant.
+static void cast_rounds_as_ieee_(int n) {
+    enum { NS = 32 };
+    float *x = malloc((size_t)n * sizeof *x);
+    uint16_t *got = malloc((size_t)n * sizeof *got);
     const float special[NS] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, -65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e6f,
                                INFINITY, -INFINITY, NAN, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1.0f + 1.0f / 4096,
                                6.103515625e-05f, 6.0e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.98e-08f, 1e-9f,
@@ -60,22 +64,46 @@ static void cast_f16_rounds_as_ieee(void **st) {
                                -3e-6f, 7e-7f};
     memcpy(x, special, sizeof special);
     tu_rng_state = 42;
-    for (int i = NS; i < N; i++) x[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-20, 17));
-    wgpt_buf *b = f16_of_(x, N, "cast");
-    uint16_t got[N];
-    TU_OK(G, wgpt_buf_download(G, b, 0, got, sizeof got));
+    for (int i = NS; i < n; i++) x[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-20, 17));
+    for (int i = 0; i < NS; i++) x[n - 1 - i] = special[i];  // the last vec4s too
+    wgpt_buf *b = f16_of_(x, (uint64_t)n, "cast");
+    // the variant by its grid: 8 x 2 elements a thread (vec4) or 2
+    int vec4 = !wgpt_kernel_variant_cpu(G) && n % 8 == 0;
+    assert_int_equal(last_cast_groups_, vec4 ? (n / 8 + 511) / 512 : (n / 2 + 255) / 256);
+    TU_OK(G, wgpt_buf_download(G, b, 0, got, (uint64_t)n * 2));
     int flushed = 0;
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         uint16_t want = ref_f16_from_f32(x[i]);
         if (got[i] == want) continue;
         if ((want & 0x7c00u) == 0 && (got[i] & 0x7fffu) == 0) {  // a subnormal flushed to zero
             flushed++;
             continue;
         }
-        fail_msg("cast_f16(%.9g) = 0x%04x, IEEE gives 0x%04x", x[i], got[i], want);
+        fail_msg("cast of %d (element %d): f16(%.9g) = 0x%04x, IEEE gives 0x%04x", n, i, x[i], got[i], want);
     }
-    printf("cast_f16: %d values bit-exact, %d f16 subnormals flushed to zero by the driver\n", N - flushed, flushed);
+    printf("cast of %d on '%s': %d values bit-exact, %d f16 subnormals flushed to zero by the driver\n", n,
+           wgpt_gpu_get_info(G)->name, n - flushed, flushed);
     wgpt_buf_free(b);
+    free(x), free(got);
+}
+
+// The default kernels, and the GPU ones (on lavapipe the CPU twin is the
+// default: one pair a thread; GPUs take cast_f16_vec4 for n % 8 == 0), at
+// n a multiple of 8 (the vec4 kernel, several workgroups: 40,000 steps of 8
+// over 512 a workgroup) and n % 8 == 6 (the pair kernel everywhere).
+static void cast_f16_rounds_as_ieee(void **st) {
+    (void)st;
+    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu *gk = tu_gpu_open(&gpu_kernels);
+    wgpt_gpu *devices[2] = {G0, gk};
+    for (int d = 0; d < 2; d++) {
+        G = devices[d];
+        cast_rounds_as_ieee_(4128);
+        cast_rounds_as_ieee_(4126);
+        cast_rounds_as_ieee_(320000);
+    }
+    G = G0;
+    wgpt_gpu_close(gk);
 }
 
 // The three passes at one shape, against double-precision sums of the same

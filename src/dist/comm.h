@@ -36,6 +36,28 @@ const char *wgpt_comm_kind(void);              // "mpi" or "single": what this b
 // rank 1's + ...), then the shares are gathered (a reduce-scatter and an
 // all-gather, as ring all-reduces move: 2 (size-1)/size of the data).
 int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen);
+// The same sum in parts, so that several can be in flight while the caller
+// works (the buckets of a gradient exchange, summed while the GPU computes
+// the rest of the backward). begin starts the sum of data[0, n) (data must
+// stay untouched until it is done); test advances every sum in flight and
+// returns 1 once this one is done (data then holds the sum), 0 if not yet;
+// wait blocks until it is done; free releases it, done or not. Every rank
+// must begin the same sums (the same n) in the same order; they finish in
+// that order, each bit for bit what wgpt_comm_sum_floats gives for its
+// data. The deadline (timeout_s) applies to each phase of each sum from
+// its start. -1 with err filled on an error.
+typedef struct wgpt_comm_sum wgpt_comm_sum;
+wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen);
+int wgpt_comm_sum_test(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen);
+int wgpt_comm_sum_wait(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen);
+void wgpt_comm_sum_free(wgpt_comm *c, wgpt_comm_sum *s);
+// The same without the all-gather (a reduce-scatter: ZeRO-1 needs only its
+// shard of the summed gradients): rank i's share is counts[i] floats, one
+// after the other (counts of every rank summing to n, the same on every
+// rank); when done this rank's share of data holds the sum (in rank order,
+// as above), the rest is left as it was. Tested and waited like a sum.
+wgpt_comm_sum *wgpt_comm_reduce_begin(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, char *err,
+                                      size_t errlen);
 // Rank i's piece of an array, all[offs[i], offs[i] + counts[i]) (mine: this
 // rank's piece, which may be that place in all), gathered into all on every
 // rank (root < 0: an all-gather) or on rank root alone (all is not touched

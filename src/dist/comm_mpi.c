@@ -12,14 +12,22 @@
 #include "util/clock.h"
 #include "util/err.h"
 
+#define POOL_ 64
+
 struct wgpt_comm {
     int mpi;  // MPI initialised here (started by mpirun)
     MPI_Comm world, local;
+    MPI_Comm rs, ag;  // the gradient sums' two phases (struct wgpt_comm_sum)
     int rank, size, local_rank, local_size;
     double timeout_s, seconds;
-    float *scratch;  // sum_floats' received shares
-    size_t scratch_n;
     int *counts, *displs;  // per rank, for the v-collectives
+    struct wgpt_comm_sum *sums;  // the sums in flight, in the order they began
+    // finished sums' scratch, kept for the next (a step's buckets come again
+    // in the same sizes): not a fresh mapping of the gradients' size a step
+    struct {
+        float *p;
+        size_t cap;
+    } pool[POOL_];
 };
 
 const char *wgpt_comm_kind(void) { return "mpi"; }
@@ -44,6 +52,10 @@ wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
     MPI_Comm_set_errhandler(c->local, MPI_ERRORS_RETURN);
     MPI_Comm_rank(c->local, &c->local_rank);
     MPI_Comm_size(c->local, &c->local_size);
+    MPI_Comm_dup(c->world, &c->rs);
+    MPI_Comm_dup(c->world, &c->ag);
+    MPI_Comm_set_errhandler(c->rs, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(c->ag, MPI_ERRORS_RETURN);
     c->counts = calloc((size_t)c->size, sizeof *c->counts);
     c->displs = calloc((size_t)c->size, sizeof *c->displs);
     if (!c->counts || !c->displs) {
@@ -57,11 +69,14 @@ void wgpt_comm_close(wgpt_comm *c, int failed) {
     if (!c) return;
     if (c->mpi) {
         if (failed && c->size > 1) MPI_Abort(c->world, 1);  // the others must not wait for this rank
+        MPI_Comm_free(&c->ag);
+        MPI_Comm_free(&c->rs);
         MPI_Comm_free(&c->local);
         MPI_Comm_free(&c->world);
         MPI_Finalize();
     }
-    free(c->scratch), free(c->counts), free(c->displs);
+    for (int i = 0; i < POOL_; i++) free(c->pool[i].p);
+    free(c->counts), free(c->displs);
     free(c);
 }
 
@@ -105,48 +120,218 @@ static int wait_(wgpt_comm *c, MPI_Request *req, const char *what, char *err, si
     return 0;
 }
 
+// One sum of wgpt_comm_sum_floats in flight: a reduce-scatter (an
+// all-to-all of shares) on c->rs, this rank's share summed in rank order,
+// then an all-gather on c->ag. The two phases run on communicators of their
+// own, and each sum's all-gather starts only after every earlier sum's, so
+// that every rank issues the collectives of each communicator in the same
+// order (MPI's rule for nonblocking collectives) however the sums' tests
+// interleave with the caller's work.
+struct wgpt_comm_sum {
+    float *data, *scratch;  // scratch: every rank's copy of my share, rank i's at i * mine
+    size_t n, mine, scratch_cap;
+    int *counts, *displs, *rcounts, *rdispls;  // per rank; one allocation
+    MPI_Request req;
+    int phase;     // PHASE_
+    int gather;    // 0: a reduce-scatter only (wgpt_comm_reduce_begin)
+    double since;  // when the phase began: its deadline counts from here
+    int queued;    // in c's list of sums in flight
+    wgpt_comm_sum *next;
+};
+enum { PHASE_SCATTER, PHASE_GATHER, PHASE_DONE, PHASE_FAILED };
+
 // Rank i's share of n floats: [displs[i], displs[i] + counts[i]).
-static void shares_(wgpt_comm *c, size_t n) {
+static void shares_(const wgpt_comm *c, size_t n, int *counts, int *displs) {
     size_t per = (n + (size_t)c->size - 1) / (size_t)c->size, off = 0;
     for (int i = 0; i < c->size; i++) {
         size_t k = off < n ? (n - off < per ? n - off : per) : 0;
-        c->counts[i] = (int)k, c->displs[i] = (int)off;
+        counts[i] = (int)k, displs[i] = (int)off;
         off += k;
     }
 }
 
-int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
-    if (c->size == 1) return 0;
-    if (n / (size_t)c->size > (size_t)1 << 30) return wgpt_errf(err, errlen, "%zu floats are too many for one sum", n);
-    shares_(c, n);
-    size_t mine = (size_t)c->counts[c->rank], need = mine * (size_t)c->size;
-    if (need > c->scratch_n) {
-        float *s = realloc(c->scratch, need * sizeof *s);
-        if (!s) return wgpt_errf(err, errlen, "out of host memory for %zu floats", need);
-        c->scratch = s, c->scratch_n = need;
+// A scratch of at least n floats: the smallest pooled one that fits, else a new one.
+static float *pool_get_(wgpt_comm *c, size_t n, size_t *cap) {
+    int best = -1;
+    for (int i = 0; i < POOL_; i++)
+        if (c->pool[i].p && c->pool[i].cap >= n && (best < 0 || c->pool[i].cap < c->pool[best].cap)) best = i;
+    if (best < 0) return *cap = n, malloc(n * sizeof(float));
+    float *p = c->pool[best].p;
+    *cap = c->pool[best].cap;
+    c->pool[best].p = NULL;
+    return p;
+}
+
+static void pool_put_(wgpt_comm *c, float *p, size_t cap) {
+    for (int i = 0; p && i < POOL_; i++)
+        if (!c->pool[i].p) {
+            c->pool[i].p = p, c->pool[i].cap = cap;
+            return;
+        }
+    free(p);
+}
+
+static void unqueue_(wgpt_comm *c, wgpt_comm_sum *s) {
+    for (wgpt_comm_sum **p = &c->sums; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    s->queued = 0;
+}
+
+void wgpt_comm_sum_free(wgpt_comm *c, wgpt_comm_sum *s) {
+    if (!s) return;
+    if (s->queued) unqueue_(c, s);
+    // A sum abandoned in flight or past its deadline: MPI may still write its
+    // buffers until the job ends (a failed rank aborts it), so they stay allocated.
+    if (s->phase != PHASE_DONE) return;
+    pool_put_(c, s->scratch, s->scratch_cap);
+    free(s->counts), free(s);
+}
+
+static int sum_fail_(wgpt_comm *c, wgpt_comm_sum *s, int code, const char *what, char *err, size_t errlen) {
+    s->phase = PHASE_FAILED;
+    unqueue_(c, s);
+    if (code != MPI_SUCCESS) return mpi_fail_(c, code, what, err, errlen);
+    return wgpt_errf(err, errlen,
+                     "rank %d of %d: %s: no answer from the other ranks in %.0f s (--comm-timeout): a rank has died "
+                     "or hangs",
+                     c->rank, c->size, what, c->timeout_s);
+}
+
+// The local sum of my share, rank 0 + rank 1 + ...: the order is fixed
+// here, not by MPI; then the all-gather of the summed shares.
+static int start_gather_(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen) {
+    float *out = s->data + s->displs[c->rank];
+    for (size_t j = 0; j < s->mine; j++) {
+        float v = s->scratch[j];
+        for (int i = 1; i < c->size; i++) v += s->scratch[(size_t)i * s->mine + j];
+        out[j] = v;
     }
-    // From every rank its copy of my share, rank i's at i*mine.
-    int *rcounts = malloc(2 * (size_t)c->size * sizeof *rcounts);
-    if (!rcounts) return wgpt_errf(err, errlen, "out of host memory");
-    int *rdispls = rcounts + c->size;
-    for (int i = 0; i < c->size; i++) rcounts[i] = (int)mine, rdispls[i] = (int)(mine * (size_t)i);
-    MPI_Request req;
-    int rc = MPI_Ialltoallv(data, c->counts, c->displs, MPI_FLOAT, c->scratch, rcounts, rdispls, MPI_FLOAT, c->world,
-                            &req);
-    free(rcounts);
-    if (rc != MPI_SUCCESS) return mpi_fail_(c, rc, "the gradient reduce-scatter", err, errlen);
-    if (wait_(c, &req, "the gradient reduce-scatter", err, errlen) < 0) return -1;
+    if (!s->gather) {
+        s->phase = PHASE_DONE;
+        unqueue_(c, s);
+        return 0;
+    }
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, s->data, s->counts, s->displs, MPI_FLOAT, c->ag, &s->req);
+    if (rc != MPI_SUCCESS) return sum_fail_(c, s, rc, "the gradient all-gather", err, errlen);
+    s->phase = PHASE_GATHER;
+    s->since = wgpt_clock_s();
+    return 0;
+}
+
+// Advances every sum in flight, in the order they began; a finished one
+// leaves the list. -1 on the first error (a failed call, a deadline).
+static int progress_(wgpt_comm *c, char *err, size_t errlen) {
+    int earlier_gathering = 1;  // every earlier sum has started its all-gather
+    for (wgpt_comm_sum *s = c->sums, *next; s; s = next) {
+        next = s->next;
+        const char *what = s->phase == PHASE_SCATTER ? "the gradient reduce-scatter" : "the gradient all-gather";
+        int done = 0, rc = s->req == MPI_REQUEST_NULL ? MPI_SUCCESS : MPI_Test(&s->req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return sum_fail_(c, s, rc, what, err, errlen);
+        done = done || s->req == MPI_REQUEST_NULL;
+        if (done && s->phase == PHASE_SCATTER && earlier_gathering) {
+            if (start_gather_(c, s, err, errlen) < 0) return -1;
+        } else if (done && s->phase == PHASE_GATHER) {
+            s->phase = PHASE_DONE;
+            unqueue_(c, s);
+        } else if (!done && wgpt_clock_s() - s->since > c->timeout_s) {
+            return sum_fail_(c, s, MPI_SUCCESS, what, err, errlen);
+        }
+        earlier_gathering = earlier_gathering && s->phase != PHASE_SCATTER;
+    }
+    return 0;
+}
+
+// A sum of data[0, n) whose shares are counts[] (NULL: 1/size each), all-gathered or not.
+static wgpt_comm_sum *begin_(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, int gather, char *err,
+                             size_t errlen) {
+    if (c->size > 1 && (n > (size_t)INT32_MAX || n / (size_t)c->size > (size_t)1 << 30))
+        return wgpt_errf(err, errlen, "%zu floats are too many for one sum", n), NULL;
+    uint64_t total = 0;
+    for (int i = 0; counts && i < c->size; i++) total += counts[i];
+    if (counts && total != n)
+        return wgpt_errf(err, errlen, "a sum of %zu floats in shares of %llu in all", n, (unsigned long long)total),
+               NULL;
+    wgpt_comm_sum *s = calloc(1, sizeof *s);
+    int *ints = s ? calloc(4 * (size_t)c->size, sizeof *ints) : NULL;
+    if (!ints) return free(s), wgpt_errf(err, errlen, "out of host memory"), NULL;
+    s->data = data, s->n = n;
+    s->counts = ints, s->displs = ints + c->size, s->rcounts = ints + 2 * c->size, s->rdispls = ints + 3 * c->size;
+    s->req = MPI_REQUEST_NULL;
+    s->phase = PHASE_DONE;
+    s->gather = gather;
+    if (c->size == 1) return s;
+    shares_(c, n, s->counts, s->displs);
+    for (int i = 0, off = 0; counts && i < c->size; off += (int)counts[i], i++)
+        s->counts[i] = (int)counts[i], s->displs[i] = off;
+    s->mine = (size_t)s->counts[c->rank];
+    s->scratch = pool_get_(c, (s->mine ? s->mine : 1) * (size_t)c->size, &s->scratch_cap);
+    if (!s->scratch) {
+        wgpt_comm_sum_free(c, s);
+        return wgpt_errf(err, errlen, "out of host memory for %zu floats", s->mine * (size_t)c->size), NULL;
+    }
+    for (int i = 0; i < c->size; i++) s->rcounts[i] = (int)s->mine, s->rdispls[i] = (int)(s->mine * (size_t)i);
     double t0 = wgpt_clock_s();
-    float *out = data + c->displs[c->rank];
-    for (size_t j = 0; j < mine; j++) {  // rank 0 + rank 1 + ...: the order is fixed here, not by MPI
-        float s = c->scratch[j];
-        for (int i = 1; i < c->size; i++) s += c->scratch[(size_t)i * mine + j];
-        out[j] = s;
+    int rc = MPI_Ialltoallv(data, s->counts, s->displs, MPI_FLOAT, s->scratch, s->rcounts, s->rdispls, MPI_FLOAT,
+                            c->rs, &s->req);
+    c->seconds += wgpt_clock_s() - t0;
+    if (rc != MPI_SUCCESS) {
+        mpi_fail_(c, rc, "the gradient reduce-scatter", err, errlen);
+        wgpt_comm_sum_free(c, s);
+        return NULL;
+    }
+    s->phase = PHASE_SCATTER;
+    s->since = t0;
+    wgpt_comm_sum **tail = &c->sums;
+    while (*tail) tail = &(*tail)->next;
+    *tail = s, s->queued = 1;
+    return s;
+}
+
+wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+    return begin_(c, data, n, NULL, 1, err, errlen);
+}
+
+wgpt_comm_sum *wgpt_comm_reduce_begin(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, char *err,
+                                      size_t errlen) {
+    return begin_(c, data, n, counts, 0, err, errlen);
+}
+
+static int state_(const wgpt_comm_sum *s) { return s->phase == PHASE_DONE ? 1 : s->phase == PHASE_FAILED ? -1 : 0; }
+
+int wgpt_comm_sum_test(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen) {
+    if (state_(s)) return state_(s) > 0 ? 1 : wgpt_errf(err, errlen, "a failed gradient sum was tested again");
+    double t0 = wgpt_clock_s();
+    int rc = progress_(c, err, errlen);
+    c->seconds += wgpt_clock_s() - t0;
+    return rc < 0 ? -1 : state_(s) > 0;
+}
+
+// The sleep keeps a waiting rank off the cores the GPU (lavapipe: the CPU) computes on.
+int wgpt_comm_sum_wait(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen) {
+    double t0 = wgpt_clock_s();
+    int rc = 0;
+    while (rc == 0 && state_(s) == 0) {
+        rc = progress_(c, err, errlen);
+        if (rc == 0 && state_(s) == 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
     }
     c->seconds += wgpt_clock_s() - t0;
-    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, c->counts, c->displs, MPI_FLOAT, c->world, &req);
-    if (rc != MPI_SUCCESS) return mpi_fail_(c, rc, "the gradient all-gather", err, errlen);
-    return wait_(c, &req, "the gradient all-gather", err, errlen);
+    if (rc == 0 && state_(s) < 0) rc = wgpt_errf(err, errlen, "a failed gradient sum was waited for again");
+    return rc;
+}
+
+int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+    if (c->size == 1) return 0;
+    wgpt_comm_sum *s = wgpt_comm_sum_begin(c, data, n, err, errlen);
+    if (!s) return -1;
+    int rc = wgpt_comm_sum_wait(c, s, err, errlen);
+    wgpt_comm_sum_free(c, s);
+    return rc;
 }
 
 int wgpt_comm_gather_floats(wgpt_comm *c, const float *mine, float *all, const uint64_t *offs, const uint64_t *counts,

@@ -31,6 +31,30 @@ int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t 
     (void)c, (void)data, (void)n, (void)err, (void)errlen;
     return 0;
 }
+// One process: a sum is done when it begins.
+struct wgpt_comm_sum {
+    int unused;
+};
+wgpt_comm_sum *wgpt_comm_sum_begin(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
+    (void)c, (void)data, (void)n;
+    wgpt_comm_sum *s = calloc(1, sizeof *s);
+    if (!s) wgpt_errf(err, errlen, "out of host memory");
+    return s;
+}
+wgpt_comm_sum *wgpt_comm_reduce_begin(wgpt_comm *c, float *data, size_t n, const uint64_t *counts, char *err,
+                                      size_t errlen) {
+    (void)counts;
+    return wgpt_comm_sum_begin(c, data, n, err, errlen);
+}
+int wgpt_comm_sum_test(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen) {
+    (void)c, (void)s, (void)err, (void)errlen;
+    return 1;
+}
+int wgpt_comm_sum_wait(wgpt_comm *c, wgpt_comm_sum *s, char *err, size_t errlen) {
+    (void)c, (void)s, (void)err, (void)errlen;
+    return 0;
+}
+void wgpt_comm_sum_free(wgpt_comm *c, wgpt_comm_sum *s) { (void)c, free(s); }
 int wgpt_comm_gather_floats(wgpt_comm *c, const float *mine, float *all, const uint64_t *offs, const uint64_t *counts,
                             int root, char *err, size_t errlen) {
     (void)c, (void)root, (void)err, (void)errlen;

@@ -182,3 +182,107 @@ int wgpt_buf_zero(wgpt_gpu *g, wgpt_buf *b, uint64_t offset, uint64_t bytes) {
     g->recorded++;
     return 0;
 }
+
+// --- asynchronous reads --------------------------------------------------------
+struct wgpt_readback {
+    WGPUBuffer buffer;  // MapRead | CopyDst
+    uint64_t size;      // bytes it holds
+    uint64_t bytes;     // of the read in flight
+    int busy;           // a map was started and not finished
+    map_result_ res;    // written by on_map_ (Dawn's events)
+    char label[64];
+};
+
+wgpt_readback *wgpt_readback_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
+    if (wgpt_gpu_check_(g) < 0) return NULL;
+    if (bytes == 0 || bytes % 4 || bytes > g->limits.maxBufferSize) {
+        wgpt_gpu_fail(g, "readback '%s' of %llu bytes: must be a positive multiple of 4, at most %llu", label,
+                      (unsigned long long)bytes, (unsigned long long)g->limits.maxBufferSize);
+        return NULL;
+    }
+    wgpt_readback *r = calloc(1, sizeof *r);
+    if (!r) {
+        wgpt_gpu_fail(g, "out of host memory creating readback '%s'", label);
+        return NULL;
+    }
+    snprintf(r->label, sizeof r->label, "%s", label);
+    r->size = bytes;
+    WGPUBufferDescriptor d;
+    memset(&d, 0, sizeof d);
+    d.label = wgpt_sv_(r->label);
+    d.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    d.size = bytes;
+    wgpt_gpu_scope_push_(g);
+    r->buffer = wgpuDeviceCreateBuffer(g->device, &d);
+    char what[128];
+    snprintf(what, sizeof what, "creating readback '%s' of %llu bytes", r->label, (unsigned long long)bytes);
+    int bad = wgpt_gpu_scope_pop_(g, what) < 0;
+    if (!bad && !r->buffer) bad = 1, wgpt_gpu_fail(g, "%s failed", what);
+    if (bad) {
+        if (r->buffer) wgpuBufferRelease(r->buffer);
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void wgpt_readback_free(wgpt_gpu *g, wgpt_readback *r) {
+    if (!r) return;
+    if (r->busy && !r->res.done && (g->failed || wgpt_gpu_wait_(g, &r->res.done, "a readback") < 0))
+        return;  // Dawn may still call on_map_ with r: leave it (and the buffer) to the process's exit
+    if (r->busy && r->res.status == WGPUMapAsyncStatus_Success) wgpuBufferUnmap(r->buffer);
+    wgpuBufferDestroy(r->buffer);
+    wgpuBufferRelease(r->buffer);
+    free(r);
+}
+
+int wgpt_readback_start(wgpt_gpu *g, wgpt_readback *r, wgpt_buf *b, const uint64_t *offsets, const uint64_t *sizes,
+                        int n) {
+    if (wgpt_gpu_check_(g) < 0) return -1;
+    if (r->busy) return wgpt_gpu_fail(g, "readback '%s': started again before it was finished", r->label);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (check_range_(g, b, offsets[i], sizes[i], "readback") < 0) return -1;
+        total += sizes[i];
+    }
+    if (total == 0 || total > r->size)
+        return wgpt_gpu_fail(g, "readback '%s': %llu bytes asked, it holds %llu", r->label, (unsigned long long)total,
+                             (unsigned long long)r->size);
+    WGPUCommandEncoder enc = wgpt_batch_encoder_(g);
+    if (!enc || wgpt_batch_end_pass_(g) < 0) return -1;
+    for (uint64_t i = 0, at = 0; i < (uint64_t)n; at += sizes[i], i++)
+        if (sizes[i]) wgpuCommandEncoderCopyBufferToBuffer(enc, b->buffer, offsets[i], r->buffer, at, sizes[i]);
+    g->recorded++;
+    if (wgpt_gpu_submit(g) < 0) return -1;
+    memset(&r->res, 0, sizeof r->res);
+    r->bytes = total;
+    r->busy = 1;
+    WGPUBufferMapCallbackInfo cb = {NULL, WGPUCallbackMode_AllowProcessEvents, on_map_, &r->res, NULL};
+    wgpuBufferMapAsync(r->buffer, WGPUMapMode_Read, 0, (size_t)total, cb);
+    return 0;
+}
+
+int wgpt_readback_ready(wgpt_gpu *g, wgpt_readback *r) {
+    if (!r->busy) return wgpt_gpu_fail(g, "readback '%s': nothing was started", r->label);
+    if (!r->res.done) wgpuInstanceProcessEvents(g->instance);
+    if (g->failed) return -1;
+    if (g->interrupt && *g->interrupt) {
+        g->hung = g->failed = 1;  // as wgpt_gpu_wait_: the queued work cannot be trusted
+        return wgpt_gpu_fail(g, "interrupted while waiting for the GPU to finish readback '%s'", r->label);
+    }
+    return r->res.done;
+}
+
+int wgpt_readback_finish(wgpt_gpu *g, wgpt_readback *r, void *dst) {
+    if (!r->busy) return wgpt_gpu_fail(g, "readback '%s': nothing was started", r->label);
+    char what[128];
+    snprintf(what, sizeof what, "readback '%s'", r->label);
+    if (wgpt_gpu_wait_(g, &r->res.done, what) < 0) return -1;
+    r->busy = 0;
+    if (r->res.status != WGPUMapAsyncStatus_Success)
+        return wgpt_gpu_fail(g, "%s: mapping the staging buffer failed: %s", what, r->res.msg);
+    const void *m = wgpuBufferGetConstMappedRange(r->buffer, 0, (size_t)r->bytes);
+    if (m) memcpy(dst, m, (size_t)r->bytes);
+    wgpuBufferUnmap(r->buffer);
+    return m ? 0 : wgpt_gpu_fail(g, "%s: the staging buffer could not be mapped", what);
+}

@@ -174,6 +174,26 @@ int wgpt_buf_download(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, void *dst, 
 // Records a fill with zeros (in order with the dispatches around it).
 int wgpt_buf_zero(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, uint64_t bytes);
 
+// Asynchronous reads: a mappable staging buffer that ranges of a storage
+// buffer are copied into after the work recorded so far, mapped while the
+// host goes on (recording more work, exchanging data); finished later.
+typedef struct wgpt_readback wgpt_readback;
+// Room for `bytes` (a multiple of 4). NULL with the error set.
+wgpt_readback *wgpt_readback_create(wgpt_gpu *gpu, uint64_t bytes, const char *label);
+// Waits for a read still in flight (it owns Dawn's callback) unless the device is gone.
+void wgpt_readback_free(wgpt_gpu *gpu, wgpt_readback *r);
+// Copies the n ranges [offsets[i], offsets[i] + sizes[i]) of buf, packed in
+// that order, after all work recorded so far; submits and starts the map.
+// Returns at once. One read at a time per readback.
+int wgpt_readback_start(wgpt_gpu *gpu, wgpt_readback *r, wgpt_buf *buf, const uint64_t *offsets,
+                        const uint64_t *sizes, int n);
+// 1 once the read has landed, 0 not yet (handles Dawn's events, never
+// sleeps), -1 on an error (a lost device, an interrupt, a failed map).
+int wgpt_readback_ready(wgpt_gpu *gpu, wgpt_readback *r);
+// Waits for the read (the GPU timeout and interrupt apply), copies its packed
+// bytes to dst and unmaps, ready for the next start.
+int wgpt_readback_finish(wgpt_gpu *gpu, wgpt_readback *r, void *dst);
+
 // --- bind groups -------------------------------------------------------------
 // A range of a buffer bound to one storage binding. size 0: to the buffer's end.
 typedef struct wgpt_view {

@@ -21,12 +21,18 @@ typedef struct attn_params {
 #define ATTN_FAST_MAX_HS 64u
 #define ATTN_BLOCK 32u
 #define ATTN_FLAT_BLOCK 16u
+// The subgroup-matrix kernels (04_attention_sgm.wgsl): head size, rows a
+// workgroup and the workgroup memory they declare. Must match HS, RB and
+// the tiles there.
+#define ATTN_SGM_HS 64u
+#define ATTN_SGM_BLOCK 64u
+#define ATTN_SGM_STORAGE 45568u
 
 // The kernel sets, all with the same bindings and params: the fast flash
 // kernels, their 48 KiB twins (one more 16 KiB tile of workgroup memory,
 // where the device has it: the H200; WebGPU guarantees only 16 KiB, lavapipe
 // offers 32 KiB), the generic ones (other head sizes) and the flat CPU twins.
-typedef enum attn_set { ATTN_FAST, ATTN_FAST_48K, ATTN_GENERIC, ATTN_FLAT, ATTN_NSETS } attn_set;
+typedef enum attn_set { ATTN_FAST, ATTN_FAST_48K, ATTN_GENERIC, ATTN_FLAT, ATTN_SGM, ATTN_NSETS } attn_set;
 typedef enum attn_pass { ATTN_FORWARD, ATTN_DQ, ATTN_DKDV, ATTN_NPASSES } attn_pass;
 
 // Every kernel of a set, by full name (a grep for a kernel finds its use here).
@@ -36,14 +42,28 @@ static const char *const ATTN_KERNEL[ATTN_NSETS][ATTN_NPASSES] = {
     [ATTN_GENERIC] = {"attention_forward_generic", "attention_backward_dq_generic",
                       "attention_backward_dkdv_generic"},
     [ATTN_FLAT] = {"attention_forward_flat", "attention_backward_dq_flat", "attention_backward_dkdv_flat"},
+    [ATTN_SGM] = {"attention_sgm_forward", "attention_sgm_backward_dq", "attention_sgm_backward_dkdv"},
 };
 
 // Workgroup memory the 48 KiB twins use (three 16 KiB tiles).
 #define ATTN_48K_STORAGE 49152u
 
+int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs) {
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
+    if (!i->has_subgroup_matrix || i->sgm_config < 0 || hs != ATTN_SGM_HS ||
+        i->max_workgroup_storage < ATTN_SGM_STORAGE)
+        return 0;
+    // The kernel is written for one fragment shape (its const_asserts): 16 x 16
+    // by 16 x 8, in subgroups of 32 (two threads a score row). Another shape
+    // keeps the f32 kernels instead of failing to compile.
+    const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
+    return c->m == 16 && c->k == 16 && c->n == 8 && c->sg_max == 32;
+}
+
 // The flat CPU twins (variant.h) pass rows between the lanes of groups of 8
 // with subgroup shuffles: they need subgroups of a multiple of 8 lanes.
-static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs) {
+static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs, int f16) {
+    if (f16 && wgpt_attention_uses_sgm(g, hs)) return ATTN_SGM;
     if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8) return ATTN_FLAT;
     if (hs > ATTN_FAST_MAX_HS || hs % 4) return ATTN_GENERIC;
     return wgpt_gpu_get_info(g)->max_workgroup_storage >= ATTN_48K_STORAGE ? ATTN_FAST_48K : ATTN_FAST;
@@ -52,20 +72,26 @@ static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs) {
 // Workgroups along T: query (key) blocks of the kernels in use.
 static uint32_t attn_blocks(attn_set set, uint32_t T) {
     uint32_t rows = set == ATTN_FAST || set == ATTN_FAST_48K ? ATTN_FAST_BLOCK
+                    : set == ATTN_SGM                        ? ATTN_SGM_BLOCK
                     : set == ATTN_FLAT                       ? ATTN_FLAT_BLOCK
                                                              : ATTN_BLOCK;
     return (T + rows - 1) / rows;
 }
 
 // Checks the shape and the grid the kernels need; fills the params.
-static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
+                      int f16) {
     if (!B || !T || !C || !NH || C % NH)
         return wgpt_gpu_fail(g, "%s: bad shape B=%u T=%u C=%u NH=%u (all > 0, C a multiple of NH)", fn, B, T, C, NH);
     uint32_t hs = C / NH;
     if (hs > WGPT_ATTENTION_MAX_HS)
         return wgpt_gpu_fail(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
                               WGPT_ATTENTION_MAX_HS);
-    uint32_t blocks = attn_blocks(attn_pick(g, hs), T);
+    if (f16 && !wgpt_attention_uses_sgm(g, hs))
+        return wgpt_gpu_fail(g, "%s: the f16 kernels need head size %u and f16 subgroup matrices of 16x16x8 in "
+                                 "subgroups of 32 (hs = %u on '%s'; see wgpt_attention_uses_sgm)",
+                              fn, ATTN_SGM_HS, hs, wgpt_gpu_get_info(g)->name);
+    uint32_t blocks = attn_blocks(attn_pick(g, hs, f16), T);
     if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,
                               WGPT_MAX_WG_DIM);
@@ -77,10 +103,11 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
     return 0;
 }
 
-// Trims v to `floats` floats, refusing one too small or past one binding.
-static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v,
-                     uint64_t floats) {
-    uint64_t need = floats * 4;
+// Trims v to `n` values of `width` bytes (4: f32, 2: f16), refusing one too
+// small or past one binding.
+static int attn_view_w(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v, uint64_t n,
+                       uint64_t width) {
+    uint64_t need = n * width;
     if (!v->buf) return wgpt_gpu_fail(g, "%s: %s %s has no buffer", fn, name, shape);
     uint64_t have = wgpt_view_bytes(*v);
     if (have < need)
@@ -93,6 +120,11 @@ static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *
                               fn, name, shape, (unsigned long long)need, (unsigned long long)max);
     v->size = need;
     return 0;
+}
+
+static int attn_view(wgpt_gpu *g, const char *fn, const char *name, const char *shape, wgpt_view *v,
+                     uint64_t floats) {
+    return attn_view_w(g, fn, name, shape, v, floats, 4);
 }
 
 // WebGPU validates usage per buffer, not per range: a buffer bound writable in
@@ -111,46 +143,47 @@ static int attn_undo(wgpt_op *op, int n0) {
     return -1;
 }
 
-int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
-                           uint32_t T, uint32_t C, uint32_t NH) {
+static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B, uint32_t T,
+                    uint32_t C, uint32_t NH, int f16) {
     static const char fn[] = "attention forward";
     attn_params p;
-    if (attn_setup(g, fn, &p, B, T, C, NH) < 0) return -1;
+    if (attn_setup(g, fn, &p, B, T, C, NH, f16) < 0) return -1;
     uint64_t BT = (uint64_t)B * T;
     if (attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
         attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0 ||
-        attn_view(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C) < 0)
+        attn_view_w(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C, f16 ? 2 : 4) < 0)
         return -1;
     if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
     wgpt_view v[3] = {out, lse, qkv};
-    attn_set set = attn_pick(g, p.hs);
+    attn_set set = attn_pick(g, p.hs, f16);
     if (!wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_FORWARD], v, 3, &p, sizeof p, attn_blocks(set, T), NH, B))
         return -1;
     return 0;
 }
 
-int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
-                            wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                     wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, int f16) {
     static const char fn[] = "attention backward";
     attn_params p;
-    if (attn_setup(g, fn, &p, B, T, C, NH) < 0) return -1;
+    if (attn_setup(g, fn, &p, B, T, C, NH, f16) < 0) return -1;
     uint64_t BT = (uint64_t)B * T;
     if (attn_view(g, fn, "dqkv", "(B, T, 3C)", &dqkv, BT * 3 * C) < 0 ||
         attn_view(g, fn, "D", "(B, NH, T)", &D, BT * NH) < 0 ||
         attn_view(g, fn, "dout", "(B, T, C)", &dout, BT * C) < 0 ||
-        attn_view(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C) < 0 ||
-        attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
+        attn_view_w(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C, f16 ? 2 : 4) < 0 ||
+        attn_view_w(g, fn, "out", "(B, T, C)", &out, BT * C, f16 ? 2 : 4) < 0 ||
         attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0)
         return -1;
     if (attn_apart(g, fn, "D", D, "dout", dout) < 0 || attn_apart(g, fn, "D", D, "out", out) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "qkv", qkv) < 0 || attn_apart(g, fn, "dqkv", dqkv, "dout", dout) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "lse", lse) < 0 || attn_apart(g, fn, "dqkv", dqkv, "D", D) < 0)
         return -1;
-    attn_set set = attn_pick(g, p.hs);
+    attn_set set = attn_pick(g, p.hs, f16);
     uint32_t blocks = attn_blocks(set, T);
     int n0 = op->n;
     wgpt_view pre[3] = {D, dout, out};
-    if (!wgpt_op_add1d(g, op, "attention_backward_preprocess", pre, 3, &p, sizeof p, wgpt_groups(BT * NH)))
+    if (!wgpt_op_add1d(g, op, f16 ? "attention_sgm_backward_preprocess" : "attention_backward_preprocess", pre, 3,
+                       &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
@@ -158,4 +191,24 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
         !wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_DKDV], grads, 5, &p, sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
+}
+
+int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
+                           uint32_t T, uint32_t C, uint32_t NH) {
+    return forward_(g, op, out, lse, qkv, B, T, C, NH, 0);
+}
+
+int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                            wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+    return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 0);
+}
+
+int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
+                               uint32_t T, uint32_t C, uint32_t NH) {
+    return forward_(g, op, out, lse, qkv, B, T, C, NH, 1);
+}
+
+int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                                wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+    return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 1);
 }

@@ -34,4 +34,21 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
 int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
                             wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH);
 
+// The f16 mode's attention on tensor cores (kernels/04_attention_sgm.wgsl),
+// only where wgpt_attention_uses_sgm (else refused with a message; the model
+// then keeps the f32 calls above). qkv (B, T, 3C) and, in the backward, out
+// (B, T, C) are f16 (2 bytes a value, e.g. the f16 copies the matmuls make);
+// out, lse, dqkv, D and dout are f32. P and dS are rounded to f16 for their
+// products; scores, softmax, lse, D and every accumulation are f32. Views and
+// rules otherwise as above.
+int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv16, uint32_t B,
+                               uint32_t T, uint32_t C, uint32_t NH);
+int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout,
+                                wgpt_view qkv16, wgpt_view out16, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C,
+                                uint32_t NH);
+// 1 if the _f16 calls run on g for head size hs: the device has the engine's
+// f16 fragment 16x16x8 in subgroups of 32 (gpu.h sgm_config), 45,568 bytes of
+// workgroup memory, and hs = 64.
+int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs);
+
 #endif

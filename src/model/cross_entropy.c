@@ -59,6 +59,31 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
     return 0;
 }
 
+int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16, wgpt_view logits, wgpt_view lse,
+                                   wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp, float dloss) {
+    if (!BT || !V || V > Vp || Vp % 8)
+        return wgpt_gpu_fail(g, "cross-entropy (f16 gradient): bad shape BT=%u V=%u Vp=%u (V <= Vp, Vp a multiple of 8)",
+                             BT, V, Vp);
+    if (!wgpt_views_vec4(&logits, 1) || !wgpt_views_vec4(&dlogits16, 1))
+        return wgpt_gpu_fail(g, "crossentropy_backward_f16: the logits and dlogits views must start on 16-byte boundaries");
+    uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);
+    if (!chunk) return -1;
+    wgpt_view v[4];
+    if (!wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[3]))
+        return wgpt_gpu_fail(g, "crossentropy_backward_f16: lse or targets is missing or smaller than (%u)", BT);
+    if (dlogits16.buf == logits.buf)
+        return wgpt_gpu_fail(g, "crossentropy_backward_f16: dlogits16 must be in another buffer than the logits it reads");
+    for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
+        uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
+        if (!wgpt_view_part(dlogits16, r0 * Vp * 2, rows * Vp * 2, &v[0]) ||
+            !wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[1]))
+            return wgpt_gpu_fail(g, "crossentropy_backward_f16: logits or dlogits16 are smaller than (%u, %u)", BT, Vp);
+        ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
+        if (!wgpt_op_add1d(g, op, "crossentropy_backward_f16", v, 4, &p, sizeof p, rows)) return -1;
+    }
+    return 0;
+}
+
 int wgpt_loss_mean(wgpt_gpu *g, wgpt_op *op, wgpt_view out1, wgpt_view losses, uint32_t BT) {
     if (!BT) return wgpt_gpu_fail(g, "loss_mean: no positions");
     wgpt_view v[2];

@@ -22,6 +22,12 @@ int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_v
 int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_view lse, wgpt_view targets,
                                uint32_t BT, uint32_t V, uint32_t Vp, float dloss);
 
+// The same gradient written as f16 (2 bytes a value) into dlogits16 (BT, Vp),
+// which must be in another buffer; the logits are left as they are. Vp a
+// multiple of 8; views on 16-byte boundaries. The f16 mode's logits matmuls read it.
+int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16, wgpt_view logits, wgpt_view lse,
+                                   wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp, float dloss);
+
 // out1 (1) = mean of losses (BT), summed in a fixed order (deterministic).
 int wgpt_loss_mean(wgpt_gpu *g, wgpt_op *op, wgpt_view out1, wgpt_view losses, uint32_t BT);
 

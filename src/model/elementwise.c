@@ -82,6 +82,31 @@ int wgpt_gelu_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, ui
     return ew_add(g, op, EW_GELU_FORWARD, v, n, 0.0f);
 }
 
+// 8-element steps a thread of gelu_forward_f16: GF16_STEPS in 05_gelu.wgsl.
+#define GF16_STEPS 2u
+
+int wgpt_gelu_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view inp, uint64_t n) {
+    if (n == 0) return 0;
+    wgpt_view v[2] = {out16, inp};
+    if (n % 8 || !wgpt_views_vec4(v, 2))
+        return wgpt_gpu_fail(g, "gelu_forward_f16: n=%llu must be a multiple of 8 and the views on 16-byte boundaries",
+                             (unsigned long long)n);
+    if (!out16.buf || !inp.buf || wgpt_view_bytes(out16) < n * 2 || wgpt_view_bytes(inp) < n * 4)
+        return wgpt_gpu_fail(g, "gelu_forward_f16: %llu values need %llu bytes of out16 and %llu of inp",
+                             (unsigned long long)n, (unsigned long long)(n * 2), (unsigned long long)(n * 4));
+    // Chunks of a multiple of 128 values keep both views' offsets on 256 bytes.
+    uint64_t chunk = ew_chunk(g, n);
+    if (chunk < n) chunk = chunk / 128 * 128;
+    for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
+        uint64_t cnt = n - i0 < chunk ? n - i0 : chunk;
+        wgpt_view c[2] = {{out16.buf, out16.offset + i0 * 2, cnt * 2}, {inp.buf, inp.offset + i0 * 4, cnt * 4}};
+        uint32_t p = (uint32_t)cnt;
+        uint64_t per_group = 8ull * GF16_STEPS * WGPT_WG;
+        if (!wgpt_op_add1d(g, op, "gelu_forward_f16", c, 2, &p, sizeof p, (cnt + per_group - 1) / per_group)) return -1;
+    }
+    return 0;
+}
+
 int wgpt_gelu_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view inp, wgpt_view dout, uint64_t n) {
     wgpt_view v[3] = {dinp, inp, dout};
     return ew_add(g, op, EW_GELU_BACKWARD, v, n, 0.0f);

@@ -16,6 +16,9 @@
 
 // out = gelu(inp), tanh approximation. out, inp (n), e.g. (B, T, 4C)
 int wgpt_gelu_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, uint64_t n);
+// out16 (n halves, 2 bytes each) = f16(gelu(inp)): the f16 mode's input of
+// the next matmul, with no f32 copy. n a multiple of 8, views on 16-byte boundaries.
+int wgpt_gelu_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view inp, uint64_t n);
 // dinp = dout * gelu'(inp): OVERWRITES dinp (its one producer). dinp, inp, dout (n)
 int wgpt_gelu_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view inp, wgpt_view dout, uint64_t n);
 // out = a + b. out, a, b (n), e.g. (B, T, C). The backward needs no kernel:

@@ -150,15 +150,24 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
 static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
     uint64_t Vp = m->c.padded_vocab_size;
+    // Layer outputs the backward never reads get one slice that every layer
+    // reuses: the projections (the residual's gradient is theirs), and in f16
+    // the f32 inputs of the matmuls, whose f16 copies are what the backward reads.
+    int f16 = m->precision == WGPT_PRECISION_F16;
+    uint64_t Lf32 = f16 ? 1 : L;
+    // With the f16 attention (attn16) it reads f16 copies of qkv and of its
+    // own output, so their f32 versions are passing too.
+    m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH);
+    uint64_t Lattn = m->attn16 ? 1 : L;
     const act_spec_ forward[] = {
-        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", L, BT * C},
+        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
-        {&m->qkv, "qkv", L, BT * 3 * C},          {&m->atty, "atty", L, BT * C},
-        {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", L, BT * C},
-        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", L, BT * C},
+        {&m->qkv, "qkv", Lattn, BT * 3 * C},      {&m->atty, "atty", Lattn, BT * C},
+        {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", 1, BT * C},
+        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, BT * C},
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
-        {&m->fch, "fch", L, BT * 4 * C},          {&m->fch_gelu, "fch gelu", L, BT * 4 * C},
-        {&m->fcproj, "fcproj", L, BT * C},        {&m->res3, "residual3", L, BT * C},
+        {&m->fch, "fch", L, BT * 4 * C},          {&m->fch_gelu, "fch gelu", Lf32, BT * 4 * C},
+        {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
         {&m->lnf, "lnf", 1, BT * C},              {&m->lnf_mean, "lnf mean", 1, BT},
         {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
@@ -183,10 +192,11 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
+    const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
-    int f16 = m->precision == WGPT_PRECISION_F16;
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
     if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
+    if (m->attn16 && alloc_list_(m, qkv_half, 1) < 0) return -1;
     if (!m->training) return 0;
     if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
     return f16 ? alloc_list_(m, half_bwd, 1) : 0;
@@ -203,6 +213,13 @@ static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
     return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
 }
 
+// The f16 forward on an input whose f16 copy is already in in16.
+static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in16, int w, uint32_t l, wgpt_view bias,
+                         uint32_t N, uint32_t C, uint32_t OC) {
+    GPU_OK(m, wgpt_linear_f16_forward(m->g, op, out, in16, P16(w, l), bias, N, C, OC));
+    return 0;
+}
+
 // One linear's forward: in fp32 the f32 kernels; in f16 the input's f16 copy
 // (kept in in16 for the backward) times the weight's.
 static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view in16, int w, uint32_t l,
@@ -212,7 +229,7 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
         GPU_OK(m, wgpt_linear_forward(g, op, out, inp, P(w, l), bias, N, C, OC, A(mm_scratch, 0)));
     else {
         GPU_OK(m, wgpt_cast_f16(g, op, in16, inp, (uint64_t)N * C));
-        GPU_OK(m, wgpt_linear_f16_forward(g, op, out, in16, P16(w, l), bias, N, C, OC));
+        return linear_fwd16_(m, op, out, in16, w, l, bias, N, C, OC);
     }
     return 0;
 }
@@ -220,6 +237,17 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
 // One linear's backward (dinp overwritten, dweight and dbias accumulated); in
 // f16 the gradient's f16 copy times the weight's and the input's, the bias
 // gradient from the f32 gradient.
+// The f16 backward's two matmuls on the gradient's f16 copy already in d16.
+static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view in16, uint32_t N,
+                         uint32_t C, uint32_t OC) {
+    wgpt_gpu *g = m->g;
+    wgpt_view d16 = A(d16, 0);
+    d16.size = (uint64_t)N * OC * 2;
+    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
+    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    return 0;
+}
+
 static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view dbias, wgpt_view dout,
                        wgpt_view inp, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
@@ -231,8 +259,7 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
     wgpt_view d16 = A(d16, 0);
     d16.size = (uint64_t)N * OC * 2;
     GPU_OK(m, wgpt_cast_f16(g, op, d16, dout, (uint64_t)N * OC));
-    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
-    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    if (linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC) < 0) return -1;
     if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
     return 0;
 }
@@ -250,7 +277,12 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
         if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0) return -1;
-        GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+        if (m->attn16) {
+            GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
+            GPU_OK(m, wgpt_attention_forward_f16(g, op, A(atty, l), A(att_lse, l), A(qkv16, l), B, T, C, NH));
+        } else {
+            GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+        }
         if (linear_fwd_(m, op, A(attproj, l), A(atty, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT, C,
                         C) < 0)
             return -1;
@@ -258,10 +290,17 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
         if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
-        GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
-        if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
-                        4 * C, C) < 0)
-            return -1;
+        if (m->precision == WGPT_PRECISION_F16 && (uint64_t)BT * 4 * C % 8 == 0) {
+            // the f16 copy the fcproj matmul reads, straight from the GELU
+            GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
+            if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
+                return -1;
+        } else {
+            GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
+            if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
+                            4 * C, C) < 0)
+                return -1;
+        }
         GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
     }
     uint32_t last = m->c.num_layers - 1;
@@ -283,14 +322,22 @@ static int build_backward_(wgpt_gpt2 *m) {
     uint32_t last = m->c.num_layers - 1;
     // dlogits in place of the logits; the loss is the mean over B*T positions
     // (times the loss scale, 1 in fp32)
-    GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
-                                         m->loss_scale / (float)BT));
-    if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
-        return -1;
+    // (in f16, written as f16 straight into d16, which the logits matmuls read)
+    if (m->precision == WGPT_PRECISION_F16 && Vp % 8 == 0) {
+        GPU_OK(m, wgpt_crossentropy_backward_f16(g, op, A(d16, 0), A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V,
+                                                 Vp, m->loss_scale / (float)BT));
+        if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, A(lnf16, 0), BT, C, Vp) < 0) return -1;
+    } else {
+        GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
+                                             m->loss_scale / (float)BT));
+        if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
+            return -1;
+    }
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
                                       A(ln_scratch, 0)));
+    m->bwd_cut[0] = op->n;  // segment 0 ends: lnfw and lnfb are final
     for (int li = (int)last; li >= 0; li--) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
@@ -309,16 +356,22 @@ static int build_backward_(wgpt_gpt2 *m) {
         if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
                         A(atty16, l), BT, C, C) < 0)
             return -1;
-        GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
-                                          A(att_lse, l), B, T, C, NH));
+        if (m->attn16)
+            GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv16, l),
+                                                  A(atty16, l), A(att_lse, l), B, T, C, NH));
+        else
+            GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
+                                              A(att_lse, l), B, T, C, NH));
         if (linear_bwd_(m, op, A(dln, 0), WGPT_QKVW, l, D(WGPT_QKVB, l), A(dqkv, 0), A(ln1, l), A(ln1_16, l), BT, C,
                         3 * C) < 0)
             return -1;
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN1W, l), D(WGPT_LN1B, l), A(dln, 0), residual,
                                           P(WGPT_LN1W, l), A(ln1_mean, l), A(ln1_rstd, l), BT, C,
                                           A(ln_scratch, 0)));
+        m->bwd_cut[1 + last - l] = op->n;  // layer l's 12 tensors are final
     }
     GPU_OK(m, wgpt_encoder_backward(g, op, D(WGPT_WTE, 0), D(WGPT_WPE, 0), A(dres, 0), A(bucket, 0), B, T, C, Vp));
+    m->bwd_cut[last + 2] = op->n;
     return 0;
 }
 
@@ -327,6 +380,11 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     wgpt_view all_g = {m->grads, 0, 0};
     GPU_OK(m, wgpt_grad_norm(g, &m->opt, all_g, m->padded_params, A(norm_scratch, 0), A(opt_state, 0),
                              o->max_grad_norm, &m->norm_handle));
+    m->opt_update_from = m->opt.n;
+    // the split update's norm: this shard's gradients only (its offset is 256-byte aligned)
+    wgpt_view shard_g = {m->grads, m->shard_off * 4, m->shard_n * 4};
+    GPU_OK(m, wgpt_grad_norm(g, &m->shard_norm, shard_g, m->shard_n, A(norm_scratch, 0), A(opt_state, 0),
+                             o->max_grad_norm, &m->shard_norm_handle));
     // decay the 2D weights only, as GPT-2 training does
     static const int decayed[] = {WGPT_WTE, WGPT_WPE, WGPT_QKVW, WGPT_ATTPROJW, WGPT_FCW, WGPT_FCPROJW};
     // Only the shard's part of each tensor, counted from the shard's start:
@@ -382,6 +440,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     wgpt_op_init(&m->fwd);
     wgpt_op_init(&m->bwd);
     wgpt_op_init(&m->opt);
+    wgpt_op_init(&m->shard_norm);
     wgpt_op_init(&m->cast);
     wgpt_gpt2_layout_params_(m);
     m->shard = shard, m->nshards = nshards;
@@ -400,6 +459,15 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     }
     m->precision = precision;
     m->loss_scale = precision == WGPT_PRECISION_F16 && training ? WGPT_LOSS_SCALE_INIT : 1.0f;
+    if (training) {
+        m->bwd_cut = calloc((size_t)c->num_layers + 2, sizeof *m->bwd_cut);
+        m->seg_read = calloc((size_t)c->num_layers + 2, sizeof *m->seg_read);
+        if (!m->bwd_cut || !m->seg_read) {
+            snprintf(err, errlen, "out of host memory");
+            wgpt_gpt2_free(m);
+            return NULL;
+        }
+    }
     int f16 = precision == WGPT_PRECISION_F16;
     if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
         (m->training && build_backward_(m) < 0) || (f16 && !m->shared && build_cast_(m) < 0)) {
@@ -448,8 +516,11 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
     wgpt_op_free(&m->fwd);
     wgpt_op_free(&m->bwd);
     wgpt_op_free(&m->opt);
+    wgpt_op_free(&m->shard_norm);
     wgpt_op_free(&m->grad_scale);
     wgpt_op_free(&m->cast);
+    for (uint32_t i = 0; m->seg_read && i < m->c.num_layers + 2; i++) wgpt_readback_free(m->g, m->seg_read[i]);
+    free(m->seg_read), free(m->bwd_cut);
     if (!m->shared) wgpt_buf_free(m->params), wgpt_buf_free(m->params16);
     wgpt_buf_free(m->grads);
     wgpt_buf_free(m->adam_m);
@@ -460,7 +531,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
                              &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
                              &m->opt_state, &m->ln_scratch, &m->ln1_16, &m->atty16, &m->ln2_16, &m->fchg16,
-                             &m->lnf16, &m->d16};
+                             &m->lnf16, &m->d16, &m->qkv16};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);
 }
@@ -507,9 +578,9 @@ int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float
     return read_loss_(m, loss);
 }
 
-// Records the forward and backward of one batch; zero_grads first clears
-// the gradients (the first micro-batch of a step), else they accumulate.
-static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *targets, int zero_grads) {
+// Records the forward of one batch before a backward; zero_grads first
+// clears the gradients (the first micro-batch of a step), else they accumulate.
+static int record_forward_for_backward_(wgpt_gpt2 *m, const int *tokens, const int *targets, int zero_grads) {
     if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
     if (upload_batch_(m, tokens, targets) < 0) return -1;
     uint32_t bad = 0;
@@ -522,8 +593,132 @@ static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *
     GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
     if (zero_grads) GPU_OK(m, wgpt_buf_zero(m->g, m->grads, 0, m->padded_params * 4));
     GPU_OK(m, wgpt_buf_zero(m->g, m->dres.buf, 0, wgpt_buf_size(m->dres.buf)));
-    GPU_OK(m, wgpt_op_record(m->g, &m->bwd));
+    m->seg_next = 0;
     return 0;
+}
+
+// The forward and the whole backward of one batch.
+static int record_forward_backward_(wgpt_gpt2 *m, const int *tokens, const int *targets, int zero_grads) {
+    if (record_forward_for_backward_(m, tokens, targets, zero_grads) < 0) return -1;
+    GPU_OK(m, wgpt_op_record(m->g, &m->bwd));
+    m->seg_next = wgpt_gpt2_grad_segments(m);
+    return 0;
+}
+
+uint32_t wgpt_gpt2_grad_segments(const wgpt_gpt2 *m) { return m->training ? m->c.num_layers + 2 : 0; }
+
+// The gradient ranges (bytes of the gradient buffer) that segment i
+// finishes, in tensor order; returns how many (at most 12).
+static int segment_ranges_(const wgpt_gpt2 *m, uint32_t i, uint64_t off[12], uint64_t bytes[12]) {
+    uint32_t L = m->c.num_layers, layer = 0;
+    int first = WGPT_LNFW, last = WGPT_LNFB;  // segment 0
+    if (i > L) first = WGPT_WTE, last = WGPT_WPE;  // the encoder: after the logits' share of wte
+    else if (i > 0) first = WGPT_LN1W, last = WGPT_FCPROJB, layer = L - i;
+    int n = 0;
+    for (int t = first; t <= last; t++, n++) {
+        wgpt_view v = wgpt_gpt2_pview_(m, m->grads, t, layer);
+        off[n] = v.offset, bytes[n] = v.size;
+    }
+    return n;
+}
+
+// Adds to counts[j] how many of the floats [p, p + k) of the padded array lie in shard j.
+static void shard_overlap_(const wgpt_gpt2 *m, uint64_t p, uint64_t k, uint64_t *counts) {
+    for (uint32_t j = 0; j < m->nshards; j++) {
+        uint64_t o, n;
+        shard_range_(m->padded_params, j, m->nshards, &o, &n);
+        uint64_t b = p > o ? p : o, e = p + k < o + n ? p + k : o + n;
+        if (b < e) counts[j] += e - b;
+    }
+}
+
+void wgpt_gpt2_shard_counts(const wgpt_gpt2 *m, int segment, uint64_t *counts) {
+    memset(counts, 0, m->nshards * sizeof *counts);
+    if (segment < 0) {  // the reference layout: every slice, in order
+        for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++)
+            for (uint32_t l = 0; l < m->pt[t].slices; l++)
+                shard_overlap_(m, m->pt[t].base + l * m->pt[t].stride, m->pt[t].slice_floats, counts);
+        return;
+    }
+    if ((uint32_t)segment >= wgpt_gpt2_grad_segments(m)) return;
+    uint64_t off[12], bytes[12];
+    for (int k = 0, n = segment_ranges_(m, (uint32_t)segment, off, bytes); k < n; k++)
+        shard_overlap_(m, off[k] / 4, bytes[k] / 4, counts);
+}
+
+uint64_t wgpt_gpt2_segment_floats(const wgpt_gpt2 *m, uint32_t i) {
+    uint64_t off[12], bytes[12], total = 0;
+    if (i >= wgpt_gpt2_grad_segments(m)) return 0;
+    for (int k = 0, n = segment_ranges_(m, i, off, bytes); k < n; k++) total += bytes[k] / 4;
+    return total;
+}
+
+static int check_segment_(wgpt_gpt2 *m, uint32_t i, const char *what) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
+    if (i >= wgpt_gpt2_grad_segments(m))
+        return wgpt_gpt2_fail_(m, "%s: backward segment %u of %u", what, i, wgpt_gpt2_grad_segments(m));
+    return 0;
+}
+
+int wgpt_gpt2_accumulate_begin(wgpt_gpt2 *m, const int *tokens, const int *targets, int first) {
+    if (record_forward_for_backward_(m, tokens, targets, first) < 0) return -1;
+    GPU_OK(m, wgpt_gpu_submit(m->g));  // the GPU starts on the forward
+    return 0;
+}
+
+int wgpt_gpt2_backward_segment(wgpt_gpt2 *m, uint32_t i) {
+    if (check_segment_(m, i, "recording") < 0) return -1;
+    if (i != m->seg_next)
+        return wgpt_gpt2_fail_(m, "backward segment %u recorded out of order (segment %u is next, after "
+                               "wgpt_gpt2_accumulate_begin)", i, m->seg_next);
+    uint64_t off[12], bytes[12];
+    int n = segment_ranges_(m, i, off, bytes);
+    if (!m->seg_read[i]) {
+        char label[64];
+        snprintf(label, sizeof label, "gradients of backward segment %u", i);
+        m->seg_read[i] = wgpt_readback_create(m->g, wgpt_gpt2_segment_floats(m, i) * 4, label);
+        if (!m->seg_read[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    }
+    GPU_OK(m, wgpt_op_record_range(m->g, &m->bwd, i ? m->bwd_cut[i - 1] : 0, m->bwd_cut[i]));
+    GPU_OK(m, wgpt_readback_start(m->g, m->seg_read[i], m->grads, off, bytes, n));  // submits the segment
+    m->seg_next = i + 1;
+    return 0;
+}
+
+// A segment whose readback was started (recorded, not yet taken).
+static int check_started_(wgpt_gpt2 *m, uint32_t i, const char *what) {
+    if (check_segment_(m, i, what) < 0) return -1;
+    if (i >= m->seg_next || !m->seg_read[i])
+        return wgpt_gpt2_fail_(m, "%s: backward segment %u was not recorded", what, i);
+    return 0;
+}
+
+int wgpt_gpt2_segment_ready(wgpt_gpt2 *m, uint32_t i) {
+    if (check_started_(m, i, "reading gradients") < 0) return -1;
+    int rc = wgpt_readback_ready(m->g, m->seg_read[i]);
+    return rc < 0 ? wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g)) : rc;
+}
+
+int wgpt_gpt2_segment_take(wgpt_gpt2 *m, uint32_t i, float *grads) {
+    if (check_started_(m, i, "reading gradients") < 0) return -1;
+    GPU_OK(m, wgpt_readback_finish(m->g, m->seg_read[i], grads));
+    return 0;
+}
+
+int wgpt_gpt2_segment_put(wgpt_gpt2 *m, uint32_t i, const float *grads) {
+    if (check_segment_(m, i, "writing gradients") < 0) return -1;
+    uint64_t off[12], bytes[12];
+    for (int k = 0, n = segment_ranges_(m, i, off, bytes); k < n; grads += bytes[k] / 4, k++)
+        GPU_OK(m, wgpt_buf_upload(m->g, m->grads, off[k], grads, bytes[k]));
+    return 0;
+}
+
+int wgpt_gpt2_accumulate_end(wgpt_gpt2 *m, float *loss) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
+    if (m->seg_next != wgpt_gpt2_grad_segments(m))
+        return wgpt_gpt2_fail_(m, "the backward ended after %u of its %u segments", m->seg_next,
+                               wgpt_gpt2_grad_segments(m));
+    return read_loss_(m, loss);
 }
 
 int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss) {
@@ -544,6 +739,7 @@ static int ensure_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     wgpt_adamw_free(m->adamw);
     m->adamw = NULL;
     wgpt_op_free(&m->opt);
+    wgpt_op_free(&m->shard_norm);
     return build_optimizer_(m, o);
 }
 
@@ -609,6 +805,42 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    out->grad_norm = st.norm;
+    out->skipped = (int)st.nonfinite;
+    return after_update_(m, &st, out);
+}
+
+int wgpt_gpt2_update_shard_begin(wgpt_gpt2 *m, const wgpt_adamw_config *o, int accum_steps, double *sumsq,
+                                 int *bad) {
+    if (!m->training) return wgpt_gpt2_fail_(m, "this model was created for inference only");
+    if (ensure_optimizer_(m, o) < 0 || record_grad_scale_(m, accum_steps) < 0) return -1;
+    GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->shard_norm_handle, 0));  // the spike test needs the whole norm
+    GPU_OK(m, wgpt_op_record(m->g, &m->shard_norm));
+    wgpt_optim_state st;
+    GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    *sumsq = st.sumsq;
+    *bad = st.nonfinite == 1;
+    return 0;
+}
+
+// The whole norm's decisions as grad_norm_finish makes them (07_optimizer.wgsl), in f32.
+static wgpt_optim_state norm_state_(float sumsq, int bad, float max_norm, float skip_norm) {
+    float norm = sqrtf(sumsq), scale = 1.0f;
+    int nonfinite = bad || !isfinite(sumsq) || !isfinite(norm);
+    int spike = !nonfinite && skip_norm > 0.0f && norm > skip_norm;
+    if (!nonfinite && max_norm > 0.0f && norm > max_norm) scale = max_norm / norm;
+    return (wgpt_optim_state){sumsq, norm, scale, nonfinite ? 1u : spike ? 2u : 0u};
+}
+
+int wgpt_gpt2_update_shard_end(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, double sumsq, int bad,
+                               wgpt_step_result *out) {
+    if (!m->training || !m->adamw)
+        return wgpt_gpt2_fail_(m, "wgpt_gpt2_update_shard_end without wgpt_gpt2_update_shard_begin");
+    wgpt_optim_state st = norm_state_((float)sumsq, bad, m->opt_cfg.max_grad_norm, o->skip_norm);
+    GPU_OK(m, wgpt_buf_upload(m->g, m->opt_state.buf, 0, &st, sizeof st));
+    GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
+    GPU_OK(m, wgpt_op_record_range(m->g, &m->opt, m->opt_update_from, m->opt.n));
+    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     out->grad_norm = st.norm;
     out->skipped = (int)st.nonfinite;
     return after_update_(m, &st, out);

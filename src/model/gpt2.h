@@ -181,6 +181,31 @@ int wgpt_gpt2_forward_backward(wgpt_gpt2 *m, const int *tokens, const int *targe
 // Gradient accumulation: the forward and backward of one micro-batch, adding
 // to the gradients (first: clear them before). Returns its mean loss.
 int wgpt_gpt2_accumulate(wgpt_gpt2 *m, const int *tokens, const int *targets, int first, float *loss);
+// The backward in segments, for a data-parallel run that sends gradients
+// while the GPU computes the rest (a bucketed exchange). The segments, in
+// order: 0 the loss, logits and final layernorm (finishing lnfw, lnfb); 1..L
+// the transformer layers from the last to the first (segment i finishing
+// the 12 tensors of layer L - i); L + 1 the encoder (wte, wpe: the logits
+// matmul of segment 0 adds to wte too). Once a segment ran, its gradients are
+// final for the micro-batch. wgpt_gpt2_accumulate is
+//   accumulate_begin; backward_segment(0 .. S-1); accumulate_end
+// and the gradients are the same bit for bit. Each segment's gradients are
+// read back asynchronously as it is submitted: segment_ready polls,
+// segment_take waits and copies them out (segment_floats floats: its
+// tensors' slices in tensor order, no padding), segment_put writes a
+// segment's gradients back (the sum over the ranks). A staging buffer per
+// segment (the gradients' size in all) is made on first use.
+uint32_t wgpt_gpt2_grad_segments(const wgpt_gpt2 *m);  // L + 2; 0 without a backward
+uint64_t wgpt_gpt2_segment_floats(const wgpt_gpt2 *m, uint32_t i);
+// The forward (submitted) and, with first, the gradients cleared.
+int wgpt_gpt2_accumulate_begin(wgpt_gpt2 *m, const int *tokens, const int *targets, int first);
+// Records and submits segment i (in order) and starts the read of its gradients.
+int wgpt_gpt2_backward_segment(wgpt_gpt2 *m, uint32_t i);
+int wgpt_gpt2_segment_ready(wgpt_gpt2 *m, uint32_t i);  // 1 read, 0 not yet (never waits), -1 error
+int wgpt_gpt2_segment_take(wgpt_gpt2 *m, uint32_t i, float *grads);
+int wgpt_gpt2_segment_put(wgpt_gpt2 *m, uint32_t i, const float *grads);
+// After the last segment: waits for the micro-batch and returns its mean loss.
+int wgpt_gpt2_accumulate_end(wgpt_gpt2 *m, float *loss);
 // After accum_steps micro-batches: gradients scaled to the mean, clipped,
 // AdamW at 1-based step t with learning rate opt->lr. Fills grad_norm and skipped.
 int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int t, int accum_steps, wgpt_step_result *out);
@@ -193,6 +218,22 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
 // After wgpt_gpt2_forward: the logits of every position, (B, T, V) floats
 // (the padded ones left out).
 int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out);
+// ZeRO-1's update with the norm of the shards: for a sharded model whose
+// gradients are summed over the ranks only in its shard (the rest is not
+// read). begin: the mean scaling, the sum of squares of this shard's
+// gradients (*sumsq, f32 in a fixed order) and whether one is NaN/Inf
+// (*bad). The caller sums sumsq over the shards in shard order and ORs bad;
+// end: with those, the clip and skip decisions of wgpt_gpt2_update (the same
+// for every shard) and AdamW over the shard.
+int wgpt_gpt2_update_shard_begin(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int accum_steps, double *sumsq,
+                                 int *bad);
+int wgpt_gpt2_update_shard_end(wgpt_gpt2 *m, const wgpt_adamw_config *opt, int t, double sumsq, int bad,
+                               wgpt_step_result *out);
+// How many floats of each shard's piece of the padded array (counts[i] for
+// shard i of wgpt_gpt2_num_shards) are in backward segment `segment`'s
+// gradients (segment < 0: in the whole reference layout); the floats of a
+// shard are consecutive there, shard after shard.
+void wgpt_gpt2_shard_counts(const wgpt_gpt2 *m, int segment, uint64_t *counts);
 // AdamW's moments in the reference layout (for checkpoints); zero before the
 // first step. get fails on a sharded model (gather wgpt_gpt2_get_adam_shard);
 // set takes the full moments and keeps the model's shard of them.

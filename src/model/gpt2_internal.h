@@ -65,6 +65,8 @@ struct wgpt_gpt2 {
     wgpt_precision precision;
     wgpt_buf *params16;
     wgpt_gpt2_act ln1_16, atty16, ln2_16, fchg16, lnf16, d16;
+    int attn16;          // f16 and wgpt_attention_uses_sgm: attention reads qkv16 and atty16
+    wgpt_gpt2_act qkv16; // (B,T,3C) f16, for the f16 attention (attn16)
     wgpt_op cast;        // params -> params16
     float loss_scale;    // dlogits are scaled by it, the gradients unscaled before the update
     int clean_steps;     // updates in a row without an overflow
@@ -73,9 +75,20 @@ struct wgpt_gpt2 {
     int training;  // grads, AdamW state and the backward exist
     int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
+    // the backward in segments (gpt2.h): bwd_cut[i] is the step of bwd that
+    // ends segment i; a readback of each segment's gradients, made on first
+    // use; the next segment to record
+    int *bwd_cut;
+    wgpt_readback **seg_read;
+    uint32_t seg_next;
     wgpt_op grad_scale;  // grads *= 1/(k * loss scale) after k accumulated micro-batches
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
     wgpt_grad_norm_handle norm_handle;
+    // ZeRO-1's split update (wgpt_gpt2_update_shard_*): the norm of this
+    // shard's gradients alone, and the first step of `opt` after its norm
+    wgpt_op shard_norm;
+    wgpt_grad_norm_handle shard_norm_handle;
+    int opt_update_from;
     wgpt_adamw_config opt_cfg;    // the constants `opt` was built with
 };
 

@@ -159,6 +159,9 @@ int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint3
     return 0;
 }
 
+// An activation of one slice is one buffer that every layer reuses (gpt2.c
+// alloc_acts_): slice l of it is slice 0.
 wgpt_view wgpt_gpt2_aview_(const wgpt_gpt2_act *a, uint32_t slice) {
+    if (a->slices == 1) slice = 0;
     return (wgpt_view){a->buf, (uint64_t)slice * a->stride * 4, a->floats * 4};
 }

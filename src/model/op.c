@@ -41,8 +41,12 @@ wgpt_bind *wgpt_op_add1d(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgp
     return wgpt_op_add(g, op, kernel, views, nviews, params, params_size, x, y, 1);
 }
 
-int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op) {
-    for (int i = 0; i < op->n; i++) {
+int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op) { return wgpt_op_record_range(g, op, 0, op->n); }
+
+int wgpt_op_record_range(wgpt_gpu *g, const wgpt_op *op, int from, int to) {
+    if (from < 0 || to > op->n || from > to)
+        return wgpt_gpu_fail(g, "steps [%d, %d) of an op of %d steps", from, to, op->n);
+    for (int i = from; i < to; i++) {
         const wgpt_op_step *s = &op->steps[i];
         if (wgpt_dispatch(g, s->bind, s->x, s->y, s->z) < 0) return -1;
     }

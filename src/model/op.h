@@ -43,6 +43,8 @@ static inline int wgpt_views_vec4(const wgpt_view *views, int nviews) {
 
 // Records every step, in order, into the current batch.
 int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op);
+// Records steps [from, to) only (a segment of a longer op).
+int wgpt_op_record_range(wgpt_gpu *g, const wgpt_op *op, int from, int to);
 
 // Rows per chunk when a (rows, row_floats) tensor must be split so that each
 // binding stays within the device's maxStorageBufferBindingSize: a multiple of

@@ -1,6 +1,11 @@
 // precision.c: the f16 cast's dispatch (see precision.h).
 #include "model/precision.h"
 
+#include "model/variant.h"
+
+// 8-element steps a thread of cast_f16_vec4: CAST_V8 in 08_precision.wgsl.
+#define CAST_V8 2u
+
 int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n) {
     if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "cast_f16: a view has no buffer");
     if (n % 2 || n > UINT32_MAX) return wgpt_gpu_fail(g, "cast_f16: n=%llu must be even and below 2^32",
@@ -14,5 +19,11 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
                              (unsigned long long)lim);
     wgpt_view v[2] = {{dst16.buf, dst16.offset, n * 2}, {src.buf, src.offset, n * 4}};
     uint32_t p = (uint32_t)n;
+    // GPUs take whole vec4s where the sizes and offsets allow (the CPU twin
+    // keeps one pair a thread, see variant.h).
+    if (!wgpt_kernel_variant_cpu(g) && n % 8 == 0 && wgpt_views_vec4(v, 2))
+        return wgpt_op_add1d(g, op, "cast_f16_vec4", v, 2, &p, sizeof p, (n / 8 + WGPT_WG * CAST_V8 - 1) / (WGPT_WG * CAST_V8))
+                   ? 0
+                   : -1;
     return wgpt_op_add1d(g, op, "cast_f16", v, 2, &p, sizeof p, wgpt_groups(n / 2)) ? 0 : -1;
 }

@@ -42,6 +42,7 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->val_fraction = 0.1f;
     o->spike_factor = 100.0f;  // real divergence spikes are 100x and more; clipping handles the rest
     o->max_skips = 5;
+    o->grad_buckets = 1;
     o->seed = 1337;
     o->gpu.adapter_index = -1;
 }
@@ -84,6 +85,7 @@ static const limit_ LIMITS_[] = {
     U_("log-every", log_every, 0, MAX_STEPS),
     F_("spike-factor", spike_factor, 0, 1e9, 0, 0),
     U_("max-skips", max_skips, 0, MAX_STEPS),
+    U_("grad-buckets", grad_buckets, 0, 1),
     U_("inject-device-loss", inject_loss_at, 0, MAX_STEPS),
 };
 #undef U_

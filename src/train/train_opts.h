@@ -60,6 +60,10 @@ typedef struct wgpt_train_opts {
     // rank trains batch x seq sequences of every micro-batch on its own GPU;
     // total_batch counts the tokens of all ranks together.
     struct wgpt_comm *comm;
+    // With several ranks: 1 sums the gradients in buckets (one per backward
+    // segment, model/gpt2.h) while the backward runs, 0 in one piece after it;
+    // the same result bit for bit.
+    uint32_t grad_buckets;
     wgpt_gpu_options gpu;  // gpu.interrupt ends a stuck GPU wait (see gpu.h)
 } wgpt_train_opts;
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "data/loader.h"
@@ -35,12 +36,24 @@
 typedef struct saved_opts_ {
     uint32_t version, batch, seq, accum, steps, warmup;
     float lr, min_lr_frac, weight_decay, beta1, beta2, eps, grad_clip;
+    uint32_t pad0_;  // the padding before seed, named so that it is 0 in files and in the options hash
     uint64_t seed;
     uint32_t precision, loss_clean_steps;  // version 2: wgpt_precision of the run (never auto)
     float loss_scale;
     uint32_t pad_;
 } saved_opts_;
 #define SAVED_OPTS_V1_SIZE offsetof(saved_opts_, precision)
+_Static_assert(SAVED_OPTS_V1_SIZE == 64, "a version 1 blob is 64 bytes");
+
+// One bucket of the bucketed gradient exchange: the gradients one backward
+// segment finishes (model/gpt2.h), at their place in run_.grads.
+typedef struct bucket_ {
+    float *host;
+    uint64_t *counts;    // of its floats in each rank's optimizer shard (the reduce-scatter's shares)
+    wgpt_comm_sum *sum;  // while it is summed over the ranks
+    int state;           // BUCKET_
+} bucket_;
+enum { BUCKET_ON_GPU, BUCKET_SUMMING, BUCKET_DONE };
 
 typedef struct run_ {
     const wgpt_train_opts *o;
@@ -59,6 +72,11 @@ typedef struct run_ {
     wgpt_comm *comm;  // NULL: one process
     int rank, nranks;  // rank 0 alone prints, logs and writes checkpoints
     float *grads;      // host copy of the gradients for the sum over the ranks
+    // --grad-buckets 1: one bucket per backward segment (NULL: one sum after the backward)
+    bucket_ *buckets;
+    uint32_t nbuckets;
+    uint64_t *counts;  // the shares of the reduce-scatters: one piece's, then each bucket's (nranks each)
+    double exchange_s, overlap_s;  // every step's exchange in flight, and the part while the backward ran
     // ZeRO-1 (several ranks): the padded parameter array for the all-gather
     // of the updated shards, and each rank's shard of it
     float *padded;
@@ -116,7 +134,7 @@ static const char *kept_(const run_ *r, char *buf, size_t n) {
 static saved_opts_ saved_(const run_ *r) {
     const wgpt_train_opts *o = r->o;
     return (saved_opts_){2, o->batch, o->seq, r->accum * (uint32_t)r->nranks, o->steps, o->warmup, o->lr, o->min_lr_frac,
-                         o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, o->seed,
+                         o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, 0, o->seed,
                          (uint32_t)wgpt_gpt2_precision(r->model), wgpt_gpt2_loss_scale_clean_steps(r->model),
                          wgpt_gpt2_loss_scale(r->model), 0};
 }
@@ -421,6 +439,28 @@ static int open_metrics_(run_ *r, int resumed) {
     return 0;
 }
 
+// The exchange's pieces: the whole gradient (reference layout) and with
+// --grad-buckets 1 one bucket per segment, at its place in r->grads, each
+// cut into the ranks' optimizer shards (a reduce-scatter gives each rank the
+// sum of its own shard: ZeRO-1 reads no other).
+static int open_buckets_(run_ *r) {
+    uint32_t nb = r->o->grad_buckets ? wgpt_gpt2_grad_segments(r->model) : 0;
+    size_t N = (size_t)r->nranks;
+    r->counts = calloc((1 + (size_t)nb) * N, sizeof *r->counts);
+    r->buckets = nb ? calloc(nb, sizeof *r->buckets) : NULL;
+    if (!r->counts || (nb && !r->buckets)) return fail_(r, "out of host memory for the gradient buckets");
+    wgpt_gpt2_shard_counts(r->model, -1, r->counts);
+    r->nbuckets = nb;
+    float *at = r->grads;
+    for (uint32_t i = 0; i < nb; i++) {
+        r->buckets[i].host = at;
+        r->buckets[i].counts = r->counts + (1 + i) * N;
+        wgpt_gpt2_shard_counts(r->model, (int)i, r->buckets[i].counts);
+        at += wgpt_gpt2_segment_floats(r->model, i);
+    }
+    return 0;
+}
+
 static int open_run_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     char err[2048];
@@ -478,6 +518,7 @@ static int open_run_(run_ *r) {
         if (!r->grads || !r->padded || !r->shard_off || !r->shard_n)
             return fail_(r, "out of host memory for the gradients and parameters");
         for (int i = 0; i < r->nranks; i++) wgpt_gpt2_shard_range(r->model, (uint32_t)i, &r->shard_off[i], &r->shard_n[i]);
+        if (open_buckets_(r) < 0) return 1;
     }
     return r->rank == 0 ? open_metrics_(r, resumed) : 0;
 }
@@ -490,6 +531,8 @@ static void close_run_(run_ *r) {
     wgpt_gpu_close(r->g);
     wgpt_loader_free(r->loader);
     wgpt_tokenizer_free(r->tok);
+    for (uint32_t i = 0; r->buckets && i < r->nbuckets; i++) wgpt_comm_sum_free(r->comm, r->buckets[i].sum);
+    free(r->buckets), free(r->counts);
     free(r->inputs), free(r->targets), free(r->grads), free(r->padded), free(r->shard_off), free(r->shard_n);
     if (r->lock >= 0) wgpt_dir_unlock(r->lock);
 }
@@ -540,24 +583,143 @@ static int data_failed_(run_ *r, uint32_t t, const void *loader_at_start) {
 typedef struct step_ {
     uint32_t t;
     double loss, seconds, comm_seconds;
+    double comm0;                   // the comm layer's seconds when the step began
+    double exchange_s, overlap_s;   // the gradient exchange in flight; the part while the backward ran
+    // the bucketed exchange's clock: sums in flight, the backward's end, the last mark
+    int inflight, gpu_done;
+    double mark;
     float lr;
     wgpt_step_result res;
 } step_;
 
-// The gradients and the loss summed over the ranks, through host memory
-// (dist/comm.h: a fixed order), back on the GPU before the update.
+// The gradients (in one piece unless bucketed: then they are summed) and the
+// loss summed over the ranks, through host memory (dist/comm.h: a fixed
+// order), back on the GPU before the update.
 static int sum_over_ranks_(run_ *r, step_ *s) {
     char err[1024], kept[4608];
     size_t np = wgpt_gpt2_num_params(&r->cfg);
-    double c0 = wgpt_comm_seconds(r->comm);
-    if (wgpt_gpt2_get_grads(r->model, r->grads) < 0)
-        return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
-    if (wgpt_comm_sum_floats(r->comm, r->grads, np, err, sizeof err) < 0 ||
-        wgpt_comm_sum_double(r->comm, &s->loss, err, sizeof err) < 0)
+    if (!r->buckets) {
+        if (wgpt_gpt2_get_grads(r->model, r->grads) < 0)
+            return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+        double t0 = wgpt_clock_s();
+        wgpt_comm_sum *sum = wgpt_comm_reduce_begin(r->comm, r->grads, np, r->counts, err, sizeof err);
+        int rc = sum ? wgpt_comm_sum_wait(r->comm, sum, err, sizeof err) : -1;
+        wgpt_comm_sum_free(r->comm, sum);
+        if (rc < 0) return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+        s->exchange_s = wgpt_clock_s() - t0;  // after the backward: nothing overlaps
+        if (wgpt_gpt2_set_grads(r->model, r->grads) < 0)
+            return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
+    }
+    if (wgpt_comm_sum_double(r->comm, &s->loss, err, sizeof err) < 0)
         return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
-    if (wgpt_gpt2_set_grads(r->model, r->grads) < 0)
+    s->comm_seconds = wgpt_comm_seconds(r->comm) - s->comm0;
+    r->exchange_s += s->exchange_s, r->overlap_s += s->overlap_s;
+    return 0;
+}
+
+// The bucketed exchange's clock: time with a sum in flight counts as
+// overlapped until the backward's last segment has landed, exposed after.
+static void exchange_tick_(step_ *s) {
+    double now = wgpt_clock_s();
+    if (s->inflight) {
+        s->exchange_s += now - s->mark;
+        if (!s->gpu_done) s->overlap_s += now - s->mark;
+    }
+    s->mark = now;
+}
+
+// Bucket i's gradients have landed (wait: block until they do): they are
+// copied out and their sum begins. Returns 1 if it began, 0 if not yet, -1.
+static int bucket_begin_(run_ *r, step_ *s, uint32_t i, int wait, char *err, size_t errlen) {
+    bucket_ *b = &r->buckets[i];
+    int ready = wait ? 1 : wgpt_gpt2_segment_ready(r->model, i);
+    if (ready <= 0) return ready < 0 ? wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(r->model)) : 0;
+    if (wgpt_gpt2_segment_take(r->model, i, b->host) < 0)
+        return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(r->model));
+    exchange_tick_(s);
+    if (i + 1 == r->nbuckets) s->gpu_done = 1;  // the backward has ended
+    b->sum = wgpt_comm_reduce_begin(r->comm, b->host, wgpt_gpt2_segment_floats(r->model, i), b->counts, err, errlen);
+    if (!b->sum) return -1;
+    b->state = BUCKET_SUMMING;
+    s->inflight++;
+    return 1;
+}
+
+// Advances the buckets of the first `submitted` segments: the landed ones
+// begin their sums (in segment order, the same on every rank), the summed
+// ones go back to the GPU. wait: block for the next landing. 0 or -1.
+static int buckets_advance_(run_ *r, step_ *s, uint32_t submitted, int wait, char *err, size_t errlen) {
+    int beginning = 1;  // every earlier bucket's sum has begun
+    for (uint32_t i = 0; i < submitted; i++) {
+        bucket_ *b = &r->buckets[i];
+        if (b->state == BUCKET_ON_GPU && beginning) {
+            int rc = bucket_begin_(r, s, i, wait, err, errlen);
+            if (rc < 0) return -1;
+            wait = 0;
+            if (rc == 0) beginning = 0;
+        }
+        if (b->state != BUCKET_SUMMING) continue;
+        int done = wgpt_comm_sum_test(r->comm, b->sum, err, errlen);
+        if (done < 0) return -1;
+        if (!done) continue;
+        exchange_tick_(s);
+        s->inflight--;
+        wgpt_comm_sum_free(r->comm, b->sum);
+        b->sum = NULL;
+        b->state = BUCKET_DONE;
+        if (wgpt_gpt2_segment_put(r->model, i, b->host) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(r->model));
+    }
+    return 0;
+}
+
+static int buckets_done_(const run_ *r) {
+    for (uint32_t i = 0; i < r->nbuckets; i++)
+        if (r->buckets[i].state != BUCKET_DONE) return 0;
+    return 1;
+}
+
+// A step's last micro-batch with buckets: its backward segment by segment,
+// each bucket's sum over the ranks begun as soon as its gradients land and
+// written back once summed, while the GPU computes the next segments.
+// Returns 0, or -1 with err filled.
+static int accumulate_bucketed_(run_ *r, step_ *s, int first, float *loss, char *err, size_t errlen) {
+    wgpt_gpt2 *m = r->model;
+    for (uint32_t i = 0; i < r->nbuckets; i++) r->buckets[i].state = BUCKET_ON_GPU;
+    s->inflight = s->gpu_done = 0;
+    s->mark = wgpt_clock_s();
+    if (wgpt_gpt2_accumulate_begin(m, r->inputs, r->targets, first) < 0)
+        return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(m));
+    for (uint32_t i = 0; i < r->nbuckets; i++) {
+        if (wgpt_gpt2_backward_segment(m, i) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(m));
+        if (buckets_advance_(r, s, i + 1, 0, err, errlen) < 0) return -1;
+    }
+    while (!buckets_done_(r)) {
+        // Nothing in flight: only the GPU to wait for (with its timeout).
+        if (buckets_advance_(r, s, r->nbuckets, s->inflight == 0, err, errlen) < 0) return -1;
+        struct timespec ts = {0, 100000};
+        if (s->inflight) nanosleep(&ts, NULL);  // off the cores the GPU (lavapipe) computes on
+    }
+    if (wgpt_gpt2_accumulate_end(m, loss) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(m));
+    return 0;
+}
+
+// ZeRO-1's update: each rank holds the sum of its shard's gradients only;
+// the global norm is the sum of the shards' squares in rank order, and a
+// NaN/Inf anywhere skips the step on every rank.
+static int update_sharded_(run_ *r, const wgpt_adamw_config *ac, step_ *s, int global) {
+    char err[1024], kept[4608];
+    double sumsq, c0 = wgpt_comm_seconds(r->comm);
+    int bad;
+    uint64_t lo, hi;
+    if (wgpt_gpt2_update_shard_begin(r->model, ac, global, &sumsq, &bad) < 0)
         return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
-    s->comm_seconds = wgpt_comm_seconds(r->comm) - c0;
+    if (wgpt_comm_sum_double(r->comm, &sumsq, err, sizeof err) < 0 ||
+        wgpt_comm_min_max_u64(r->comm, (uint64_t)bad, &lo, &hi, err, sizeof err) < 0)
+        return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+    s->comm_seconds += wgpt_comm_seconds(r->comm) - c0;
+    if (wgpt_gpt2_update_shard_end(r->model, ac, (int)s->t, sumsq, hi != 0, &s->res) < 0)
+        return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t,
+                     wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
     return 0;
 }
 
@@ -587,6 +749,7 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     double t0 = wgpt_clock_s();
     ac->lr = s->lr = wgpt_lr_at(sched, s->t);
     s->loss = 0;
+    s->comm0 = r->comm ? wgpt_comm_seconds(r->comm) : 0;
     wgpt_loader_save_state(r->loader, loader_at_start);
     // Every rank reads the global batch in the same seeded order and trains
     // micro-batches rank, rank + N, ...: N ranks of accum micro-batches are one
@@ -596,7 +759,11 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
         float l;
         if (wgpt_loader_next_train(r->loader, r->inputs, r->targets) < 0) return data_failed_(r, s->t, loader_at_start);
         if (k % n != (uint32_t)r->rank) continue;
-        if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k < n, &l) < 0)
+        if (r->buckets && k + n >= global) {  // this rank's last: its gradients are final, the buckets travel
+            char err[1024];
+            if (accumulate_bucketed_(r, s, k < n, &l, err, sizeof err) < 0)
+                return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
+        } else if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k < n, &l) < 0)
             return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
         s->loss += l;
     }
@@ -604,13 +771,26 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     if (o->inject_loss_at == s->t) wgpt_gpu_force_loss(r->g);
     if (injected_(o->inject_nan, s->t) && wgpt_gpt2_inject_nan_grad(r->model) < 0)
         return fail_(r, "%s", wgpt_gpt2_error(r->model));
-    if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
+    if (n > 1) {
+        if (update_sharded_(r, ac, s, (int)global) != 0) return 1;
+    } else if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
         return fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
                      kept_(r, kept, sizeof kept));
     if (n > 1 && gather_params_(r, s) != 0) return 1;
     s->loss /= global;
     s->seconds = wgpt_clock_s() - t0;
     return 0;
+}
+
+// The summary of the gradient exchange over the run's steps (rank 0 says it).
+static void say_exchange_(const run_ *r, uint32_t steps) {
+    double ms = r->exchange_s * 1e3 / steps, pct = r->exchange_s > 0 ? 100 * r->overlap_s / r->exchange_s : 0;
+    if (r->buckets)
+        say_(r, INFO_, "gradient exchange: %u buckets a step, %.2f ms a step in flight, %.0f%% of it while the "
+             "backward computed (overlap)\n", r->nbuckets, ms, pct);
+    else
+        say_(r, INFO_, "gradient exchange: one sum after the backward (--grad-buckets 0), %.2f ms a step, 0%% "
+             "overlap\n", ms);
 }
 
 // FNV-1a, for the options hash.
@@ -629,6 +809,7 @@ static int agree_on_run_(run_ *r) {
     h = fnv_(h, &r->cfg, sizeof r->cfg);
     h = fnv_(h, r->o->data, strlen(r->o->data));
     h = fnv_(h, &r->step, sizeof r->step);
+    h = fnv_(h, &r->o->grad_buckets, sizeof r->o->grad_buckets);  // the collectives differ
     char err[1024];
     if (wgpt_comm_min_max_u64(r->comm, h, &lo, &hi, err, sizeof err) < 0) return fail_(r, "%s", err);
     if (lo != hi)
@@ -738,9 +919,11 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
         char loss_s[32], norm_s[32];  // a skipped step's NaN/Inf is JSON's null
         if ((rc = log_(&r,
                        "{\"kind\":\"train\",\"step\":%u,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.2f,"
-                       "\"tokens_per_s\":%.1f,\"skipped\":%d,\"loss_scale\":%g,\"ranks\":%d,\"comm_ms\":%.2f}\n",
+                       "\"tokens_per_s\":%.1f,\"skipped\":%d,\"loss_scale\":%g,\"ranks\":%d,\"comm_ms\":%.2f,"
+                       "\"exchange_ms\":%.2f,\"overlap_ms\":%.2f}\n",
                        t, json_num_(loss_s, s.loss, "%.9g"), s.lr, json_num_(norm_s, s.res.grad_norm, "%.6g"),
-                       s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale, r.nranks, s.comm_seconds * 1e3)) != 0)
+                       s.seconds * 1e3, tps, s.res.skipped, s.res.loss_scale, r.nranks, s.comm_seconds * 1e3,
+                       s.exchange_s * 1e3, s.overlap_s * 1e3)) != 0)
             break;
         wgpt_history_add(&r.hist, 0, t, (float)s.loss);
         if (s.res.skipped) {
@@ -807,6 +990,7 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     }
     if (rc == 0) {
         if (tty) say_(&r, INFO_, "\n");
+        if (r.nranks > 1 && r.step > first_step) say_exchange_(&r, r.step - first_step);
         if (r.step == first_step && r.step < last)
             say_(&r, INFO_, "stopped before step %u on request; nothing new to save%s%s\n", r.step + 1,
                  r.saved_step >= 0 ? ", the checkpoint is still " : "", r.saved_step >= 0 ? r.path_ckpt : "");
