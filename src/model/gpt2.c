@@ -234,9 +234,6 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
     return 0;
 }
 
-// One linear's backward (dinp overwritten, dweight and dbias accumulated); in
-// f16 the gradient's f16 copy times the weight's and the input's, the bias
-// gradient from the f32 gradient.
 // The f16 backward's two matmuls on the gradient's f16 copy already in d16.
 static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view in16, uint32_t N,
                          uint32_t C, uint32_t OC) {
@@ -248,6 +245,9 @@ static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint3
     return 0;
 }
 
+// One linear's backward (dinp overwritten, dweight and dbias accumulated); in
+// f16 the gradient's f16 copy times the weight's and the input's, the bias
+// gradient from the f32 gradient.
 static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view dbias, wgpt_view dout,
                        wgpt_view inp, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
