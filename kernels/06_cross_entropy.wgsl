@@ -43,6 +43,15 @@ fn max4(x: vec4<f32>) -> f32 {
     return max(max(x.x, x.y), max(x.z, x.w));
 }
 
+// The gradient of vec4 j of a row (columns 4j .. 4j + 3) whose log-sum-exp is
+// l: (exp(x - l) - [col == tgt]) * dloss, 0 for columns >= V. Both vec4
+// backwards use it, so the f16 one's values are the f32 one's.
+fn grad4(x: vec4<f32>, j: u32, l: f32, tgt: u32, V: u32, dloss: f32) -> vec4<f32> {
+    let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
+    let g = (exp(x - l) - select(vec4<f32>(0.0), vec4<f32>(1.0), col == vec4<u32>(tgt))) * dloss;
+    return select(vec4<f32>(0.0), g, col < vec4<u32>(V));
+}
+
 // The quiet NaN of a bad target's loss, built at run time (a NaN constant is a
 // compile error).
 fn ce_nan() -> f32 {
@@ -243,12 +252,7 @@ fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num
     let real4 = (p.V + 3u) / 4u;  // vec4s with a real column; those past it are all padding
     for (var j = tid; j < n4; j += WG) {
         var d = vec4<f32>(0.0);
-        if (j < real4) {
-            let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
-            let prob = exp(logits[base + j] - l);
-            let g = (prob - select(vec4<f32>(0.0), vec4<f32>(1.0), col == vec4<u32>(tgt))) * p.dloss;
-            d = select(vec4<f32>(0.0), g, col < vec4<u32>(p.V));
-        }
+        if (j < real4) { d = grad4(logits[base + j], j, l, tgt, p.V, p.dloss); }
         logits[base + j] = d;
     }
 }
@@ -256,19 +260,13 @@ fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num
 // --- KERNEL: crossentropy_backward_f16 ---
 // crossentropy_backward_vec4's gradient written as f16 into dlogits16 (the f16
 // mode's matmuls read it; the logits stay): 8 columns a step, two vec4 read,
-// one vec4<u32> written. Vp % 8 == 0. The values are those of the vec4 kernel,
-// rounded to nearest even (f16_pair).
+// one vec4<u32> written. Vp % 8 == 0. The values are the vec4 kernel's
+// (grad4), rounded to nearest even (f16_pair).
 @group(0) @binding(0) var<storage, read_write> dlogits16: array<vec4<u32>>;  // (rows, Vp / 8) f16
 @group(0) @binding(1) var<storage, read> logits: array<vec4<f32>>;           // (rows, Vp / 4)
 @group(0) @binding(2) var<storage, read> lse: array<f32>;                    // (BT)
 @group(0) @binding(3) var<storage, read> targets: array<u32>;                // (BT)
 @group(0) @binding(4) var<uniform> p: CeParams;
-
-fn grad4(x: vec4<f32>, j: u32, l: f32, tgt: u32) -> vec4<f32> {
-    let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
-    let g = (exp(x - l) - select(vec4<f32>(0.0), vec4<f32>(1.0), col == vec4<u32>(tgt))) * p.dloss;
-    return select(vec4<f32>(0.0), g, col < vec4<u32>(p.V));
-}
 
 @compute @workgroup_size(WG)
 fn crossentropy_backward_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -283,8 +281,8 @@ fn crossentropy_backward_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
     for (var j = tid; j < n8; j += WG) {
         var o = vec4<u32>(0u);
         if (j < real8) {
-            let a = grad4(logits[r * (p.Vp / 4u) + 2u * j], 2u * j, l, tgt);
-            let b = grad4(logits[r * (p.Vp / 4u) + 2u * j + 1u], 2u * j + 1u, l, tgt);
+            let a = grad4(logits[r * (p.Vp / 4u) + 2u * j], 2u * j, l, tgt, p.V, p.dloss);
+            let b = grad4(logits[r * (p.Vp / 4u) + 2u * j + 1u], 2u * j + 1u, l, tgt, p.V, p.dloss);
             o = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
         }
         dlogits16[r * n8 + j] = o;

@@ -153,6 +153,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // Layer outputs the backward never reads get one slice that every layer
     // reuses: the projections (the residual's gradient is theirs), and in f16
     // the f32 inputs of the matmuls, whose f16 copies are what the backward reads.
+    // (In f16 the backward passes fch gelu to linear_bwd_, which reads in16 only.)
     int f16 = m->precision == WGPT_PRECISION_F16;
     uint64_t Lf32 = f16 ? 1 : L;
     // With the f16 attention (attn16) it reads f16 copies of qkv and of its
@@ -166,7 +167,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", 1, BT * C},
         {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, BT * C},
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
-        {&m->fch, "fch", L, BT * 4 * C},          {&m->fch_gelu, "fch gelu", Lf32, BT * 4 * C},
+        {&m->fch, "fch", L, BT * 4 * C},
         {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
         {&m->lnf, "lnf", 1, BT * C},              {&m->lnf_mean, "lnf mean", 1, BT},
         {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
@@ -193,8 +194,11 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
     const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2}};
+    // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
+    const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
+    if (!f16 && alloc_list_(m, gelu_f32, 1) < 0) return -1;
     if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
     if (m->attn16 && alloc_list_(m, qkv_half, 1) < 0) return -1;
     if (!m->training) return 0;
@@ -235,11 +239,17 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
 }
 
 // The f16 backward's two matmuls on the gradient's f16 copy already in d16.
+// d16 trimmed to an (N, OC) gradient's f16 copy.
+static wgpt_view d16_view_(const wgpt_gpt2 *m, uint32_t N, uint32_t OC) {
+    wgpt_view d16 = A(d16, 0);
+    d16.size = (uint64_t)N * OC * 2;
+    return d16;
+}
+
 static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view in16, uint32_t N,
                          uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
-    wgpt_view d16 = A(d16, 0);
-    d16.size = (uint64_t)N * OC * 2;
+    wgpt_view d16 = d16_view_(m, N, OC);
     GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
     GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
     return 0;
@@ -256,9 +266,7 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
                                        A(mm_scratch, 0)));
         return 0;
     }
-    wgpt_view d16 = A(d16, 0);
-    d16.size = (uint64_t)N * OC * 2;
-    GPU_OK(m, wgpt_cast_f16(g, op, d16, dout, (uint64_t)N * OC));
+    GPU_OK(m, wgpt_cast_f16(g, op, d16_view_(m, N, OC), dout, (uint64_t)N * OC));
     if (linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC) < 0) return -1;
     if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
     return 0;
@@ -290,8 +298,8 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
         if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
-        if (m->precision == WGPT_PRECISION_F16 && (uint64_t)BT * 4 * C % 8 == 0) {
-            // the f16 copy the fcproj matmul reads, straight from the GELU
+        if (m->precision == WGPT_PRECISION_F16) {
+            // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
             GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
             if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
                 return -1;
@@ -323,7 +331,7 @@ static int build_backward_(wgpt_gpt2 *m) {
     // dlogits in place of the logits; the loss is the mean over B*T positions
     // (times the loss scale, 1 in fp32)
     // (in f16, written as f16 straight into d16, which the logits matmuls read)
-    if (m->precision == WGPT_PRECISION_F16 && Vp % 8 == 0) {
+    if (m->precision == WGPT_PRECISION_F16) {  // check_f16_: 8 | Vp
         GPU_OK(m, wgpt_crossentropy_backward_f16(g, op, A(d16, 0), A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V,
                                                  Vp, m->loss_scale / (float)BT));
         if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, A(lnf16, 0), BT, C, Vp) < 0) return -1;
