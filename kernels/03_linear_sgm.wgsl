@@ -63,7 +63,7 @@ var<workgroup> ta: array<vec4<u32>, A_TILE>;
 var<workgroup> tb: array<vec4<u32>, B_TILE>;
 // The bias broadcast over SGM_TM rows (initial accumulators), and each subgroup's
 // fragment on its way to or from an edge block.
-var<workgroup> tbias: array<f32, SGM_TM * BN>;
+var<workgroup> tbias: array<f32, SGM_TM * BN>;  // = BM * SGM_TN
 var<workgroup> tedge: array<f32, 4u * SGM_TM * SGM_TN>;
 
 // vec4 v of the stage starting at k0: A (a_t: stored k x m) or B (b_t: stored n x k).
@@ -120,10 +120,22 @@ fn frag_b(b_t: bool, kk: u32, c0: u32) -> RT {
     return subgroupMatrixLoad<RT, row_major>(&tb, kk * SB + c0 / 8u, SB);
 }
 
-// The initial accumulator of the fragment at output (row, col): the output's
-// present value (flag bit 0; through tedge at edge blocks), else the bias
-// (bit 1; column cb of tbias), else zero. No kernel asks for both.
-fn init_c(o_base: u32, row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bool) -> CT {
+// Bit 2 of p.flag: the output is stored transposed, element (i, j) of the
+// m x n product at out[j * m + i] (an n x m array): a product whose operands
+// are both row-major gives the forward and the weight gradient that way
+// (docs/kernels/03_linear_sgm.md).
+fn transposed() -> bool { return (p.flag & 4u) != 0u; }
+
+// Offset of output element (row, col) in out's split o_base.
+fn out_at(o_base: u32, row: u32, col: u32) -> u32 {
+    return select(o_base + row * p.n + col, o_base + col * p.m + row, transposed());
+}
+
+// The initial accumulator of the fragment at output (row, col), (lrow, lcol)
+// in the block: the output's present value (flag bit 0; through tedge at edge
+// blocks), else the bias (bit 1; from tbias: by column, or by row when
+// transposed), else zero. No kernel asks for both.
+fn init_c(o_base: u32, row: u32, col: u32, lrow: u32, lcol: u32, sg: u32, lane: u32, edge: bool) -> CT {
     var c = CT();
     if ((p.flag & 1u) != 0u) {
         if (edge) {
@@ -131,23 +143,27 @@ fn init_c(o_base: u32, row: u32, col: u32, cb: u32, sg: u32, lane: u32, edge: bo
             for (var e = lane; e < SGM_TM * SGM_TN; e += SGM_SG) {
                 let r = row + e / SGM_TN;
                 let q = col + e % SGM_TN;
-                tedge[base + e] = select(0.0, out[o_base + r * p.n + q], r < p.m && q < p.n);
+                tedge[base + e] = select(0.0, out[out_at(o_base, r, q)], r < p.m && q < p.n);
             }
             workgroupBarrier();
             c = subgroupMatrixLoad<CT, row_major>(&tedge, base, SGM_TN);
             workgroupBarrier();
+        } else if (transposed()) {
+            c = subgroupMatrixLoad<CT, col_major>(&out, o_base + col * p.m + row, p.m);
         } else {
             c = subgroupMatrixLoad<CT, row_major>(&out, o_base + row * p.n + col, p.n);
         }
     } else if ((p.flag & 2u) != 0u) {
-        c = subgroupMatrixLoad<CT, row_major>(&tbias, cb, BN);
+        if (transposed()) { c = subgroupMatrixLoad<CT, row_major>(&tbias, lrow * SGM_TN, SGM_TN); }
+        else { c = subgroupMatrixLoad<CT, row_major>(&tbias, lcol, BN); }
     }
     return c;
 }
 
 fn store_c(o_base: u32, c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
     if (!edge) {
-        subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n);
+        if (transposed()) { subgroupMatrixStore<col_major>(&out, o_base + col * p.m + row, c, p.m); }
+        else { subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n); }
         return;
     }
     let base = sg * SGM_TM * SGM_TN;
@@ -156,7 +172,7 @@ fn store_c(o_base: u32, c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: boo
     for (var e = lane; e < SGM_TM * SGM_TN; e += SGM_SG) {
         let r = row + e / SGM_TN;
         let q = col + e % SGM_TN;
-        if (r < p.m && q < p.n) { out[o_base + r * p.n + q] = tedge[base + e]; }
+        if (r < p.m && q < p.n) { out[out_at(o_base, r, q)] = tedge[base + e]; }
     }
     workgroupBarrier();
 }
@@ -182,28 +198,31 @@ fn sgm_block(a_t: bool, b_t: bool, wid: vec3<u32>, lidx: u32, sg: u32, lane: u32
     let o_base = select(0u, wid.z * p.m * p.n, split);
 
     if ((p.flag & 2u) != 0u) {
+        // SGM_TM rows of the block's BN column biases, or (transposed) BM rows
+        // of SGM_TN copies of each row's bias: the same BM * SGM_TN floats.
         for (var e = lidx; e < SGM_TM * BN; e += NT) {
-            let q = n0 + e % BN;
-            tbias[e] = select(0.0, bias[min(q, p.n - 1u)], q < p.n);
+            let q = select(n0 + e % BN, m0 + e / SGM_TN, transposed());
+            let hi = select(p.n, p.m, transposed());
+            tbias[e] = select(0.0, bias[min(q, hi - 1u)], q < hi);
         }
     }
     workgroupBarrier();
-    var c00 = init_c(o_base, sr, sc, lc, sg, lane, edge);
-    var c01 = init_c(o_base, sr, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c02 = init_c(o_base, sr, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c03 = init_c(o_base, sr, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
-    var c10 = init_c(o_base, sr + SGM_TM, sc, lc, sg, lane, edge);
-    var c11 = init_c(o_base, sr + SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c12 = init_c(o_base, sr + SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c13 = init_c(o_base, sr + SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
-    var c20 = init_c(o_base, sr + 2u * SGM_TM, sc, lc, sg, lane, edge);
-    var c21 = init_c(o_base, sr + 2u * SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c22 = init_c(o_base, sr + 2u * SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c23 = init_c(o_base, sr + 2u * SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
-    var c30 = init_c(o_base, sr + 3u * SGM_TM, sc, lc, sg, lane, edge);
-    var c31 = init_c(o_base, sr + 3u * SGM_TM, sc + SGM_TN, lc + SGM_TN, sg, lane, edge);
-    var c32 = init_c(o_base, sr + 3u * SGM_TM, sc + 2u * SGM_TN, lc + 2u * SGM_TN, sg, lane, edge);
-    var c33 = init_c(o_base, sr + 3u * SGM_TM, sc + 3u * SGM_TN, lc + 3u * SGM_TN, sg, lane, edge);
+    var c00 = init_c(o_base, sr, sc, lr, lc, sg, lane, edge);
+    var c01 = init_c(o_base, sr, sc + SGM_TN, lr, lc + SGM_TN, sg, lane, edge);
+    var c02 = init_c(o_base, sr, sc + 2u * SGM_TN, lr, lc + 2u * SGM_TN, sg, lane, edge);
+    var c03 = init_c(o_base, sr, sc + 3u * SGM_TN, lr, lc + 3u * SGM_TN, sg, lane, edge);
+    var c10 = init_c(o_base, sr + SGM_TM, sc, lr + SGM_TM, lc, sg, lane, edge);
+    var c11 = init_c(o_base, sr + SGM_TM, sc + SGM_TN, lr + SGM_TM, lc + SGM_TN, sg, lane, edge);
+    var c12 = init_c(o_base, sr + SGM_TM, sc + 2u * SGM_TN, lr + SGM_TM, lc + 2u * SGM_TN, sg, lane, edge);
+    var c13 = init_c(o_base, sr + SGM_TM, sc + 3u * SGM_TN, lr + SGM_TM, lc + 3u * SGM_TN, sg, lane, edge);
+    var c20 = init_c(o_base, sr + 2u * SGM_TM, sc, lr + 2u * SGM_TM, lc, sg, lane, edge);
+    var c21 = init_c(o_base, sr + 2u * SGM_TM, sc + SGM_TN, lr + 2u * SGM_TM, lc + SGM_TN, sg, lane, edge);
+    var c22 = init_c(o_base, sr + 2u * SGM_TM, sc + 2u * SGM_TN, lr + 2u * SGM_TM, lc + 2u * SGM_TN, sg, lane, edge);
+    var c23 = init_c(o_base, sr + 2u * SGM_TM, sc + 3u * SGM_TN, lr + 2u * SGM_TM, lc + 3u * SGM_TN, sg, lane, edge);
+    var c30 = init_c(o_base, sr + 3u * SGM_TM, sc, lr + 3u * SGM_TM, lc, sg, lane, edge);
+    var c31 = init_c(o_base, sr + 3u * SGM_TM, sc + SGM_TN, lr + 3u * SGM_TM, lc + SGM_TN, sg, lane, edge);
+    var c32 = init_c(o_base, sr + 3u * SGM_TM, sc + 2u * SGM_TN, lr + 3u * SGM_TM, lc + 2u * SGM_TN, sg, lane, edge);
+    var c33 = init_c(o_base, sr + 3u * SGM_TM, sc + 3u * SGM_TN, lr + 3u * SGM_TM, lc + 3u * SGM_TN, sg, lane, edge);
 
     var ra: array<vec4<u32>, APT>;
     var rb: array<vec4<u32>, BPT>;

@@ -61,3 +61,45 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         if (i < n8) { dst[i] = vec4<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w), f16_pair(y.x, y.y), f16_pair(y.z, y.w)); }
     }
 }
+
+// --- KERNEL: transpose_f16 ---
+// dst (cols x rows halves) = src (rows x cols halves) transposed; rows and
+// cols even (whole u32 pairs on both sides). One workgroup a TR x TR tile of
+// halves: coalesced u32 loads of the tile's rows, each half kept in a u32 of
+// workgroup memory (rows padded by one against bank conflicts), then
+// coalesced u32 stores of the tile's columns, two source rows a u32.
+// Grid: (ceil(cols / TR), ceil(rows / TR)), 1 x 1 past 65535 is the host's to refuse.
+struct TransposeParams {
+    rows: u32,
+    cols: u32,
+}
+
+const TR: u32 = 64u;  // tile side in halves: TR * TR / 2 pairs, WG threads move 8 each
+
+@group(0) @binding(0) var<storage, read_write> tdst: array<u32>;  // (cols x rows / 2)
+@group(0) @binding(1) var<storage, read> tsrc: array<u32>;        // (rows x cols / 2)
+@group(0) @binding(2) var<uniform> tp: TransposeParams;
+
+var<workgroup> tile: array<u32, TR * (TR + 1u)>;
+
+@compute @workgroup_size(WG)
+fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let r0 = wid.y * TR;
+    let c0 = wid.x * TR;
+    for (var e = tid; e < TR * TR / 2u; e += WG) {
+        let r = e / (TR / 2u);           // tile row
+        let c = (e % (TR / 2u)) * 2u;    // tile column of the pair's first half
+        var w = 0u;
+        if (r0 + r < tp.rows && c0 + c < tp.cols) { w = tsrc[((r0 + r) * tp.cols + c0 + c) / 2u]; }
+        tile[r * (TR + 1u) + c] = w & 0xffffu;
+        tile[r * (TR + 1u) + c + 1u] = w >> 16u;
+    }
+    workgroupBarrier();
+    for (var e = tid; e < TR * TR / 2u; e += WG) {
+        let c = e / (TR / 2u);           // tile column: a row of dst
+        let r = (e % (TR / 2u)) * 2u;    // tile row of the pair's first half
+        if (c0 + c < tp.cols && r0 + r < tp.rows) {
+            tdst[((c0 + c) * tp.rows + r0 + r) / 2u] = tile[r * (TR + 1u) + c] | (tile[(r + 1u) * (TR + 1u) + c] << 16u);
+        }
+    }
+}

@@ -1,4 +1,4 @@
-// test_linear_f16.c: the f16 cast (kernels/08_precision.wgsl) and the f16
+// test_linear_f16.c: the f16 cast and transpose (kernels/08_precision.wgsl) and the f16
 // matmuls against the plain C reference: the plain kernels
 // (03_linear_f16.wgsl) on every device, the subgroup-matrix ones
 // (03_linear_sgm.wgsl) where the device has them (the H200; elsewhere the
@@ -135,15 +135,19 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     uint64_t sb = wgpt_linear_f16_scratch_bytes(G, N, C, OC), bsb = wgpt_linear_bias_scratch_bytes(G, N, OC);
     wgpt_buf *scr = wgpt_buf_create(G, (sb > bsb ? sb : bsb) + 256, "scratch");
     TU_NONNULL(G, scr);
+    // the transposed input (subgroup matrices): 256 bytes at least, a binding's minimum here
+    uint64_t tb = wgpt_linear_f16_transposed_bytes(G, N, C, OC);
+    wgpt_buf *tbuf = wgpt_buf_create(G, tb > 256 ? tb : 256, "inp_t");
+    TU_NONNULL(G, tbuf);
     TU_OK(G, wgpt_buf_upload(G, d32, 0, dout, (uint64_t)N * OC * 4));
     TU_OK(G, wgpt_buf_upload(G, db, 0, db0, OC * 4));
     wgpt_view vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bb, 0, 0}, vo = {out, 0, 0};
-    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {scr, 0, 0}, vd32 = {d32, 0, 0}, vdb = {db, 0, 0};
+    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {scr, 0, 0}, vt = {tbuf, 0, 0}, vd32 = {d32, 0, 0}, vdb = {db, 0, 0};
     wgpt_op op;
     wgpt_op_init(&op);
-    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC));
+    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC, vt));
     TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1));
-    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vscr));
+    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vt, vscr));
     TU_OK(G, wgpt_linear_backward_bias(G, &op, vdb, vd32, N, OC, vscr));
     run_(&op);
     float *g_out = malloc((size_t)N * OC * 4), *g_dinp = malloc((size_t)N * C * 4), *g_dw = malloc((size_t)OC * C * 4);
@@ -188,7 +192,7 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     printf("f16 matmuls N=%u C=%u OC=%u (weight pass scratch %llu bytes): worst error %.3f of the bound\n", N, C, OC,
            (unsigned long long)sb, worst);
     wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
-    wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(d32), wgpt_buf_free(db), wgpt_buf_free(scr);
+    wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(d32), wgpt_buf_free(db), wgpt_buf_free(scr), wgpt_buf_free(tbuf);
     free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0), free(db0);
     free(g_out), free(g_dinp), free(g_dw), free(g_db);
 }
@@ -199,6 +203,46 @@ static void shapes_(void) {
     check_shape_(136, 72, 200);   // edges everywhere, k not a multiple of 32
     check_shape_(8, 8, 8);        // one partial block, one partial stage
     check_shape_(512, 768, 64);   // a long k
+}
+
+// transpose_f16 moves every half bit for bit (random bit patterns, NaNs
+// included), at whole tiles, edge tiles in both dimensions and a single pair.
+static void transpose_f16_is_exact(void **st) {
+    (void)st;
+    const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {2, 66}, {66, 2}, {1000, 194}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        uint32_t R = shapes[s][0], Cc = shapes[s][1];
+        size_t n = (size_t)R * Cc;
+        uint16_t *x = malloc(n * 2), *got = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) x[i] = (uint16_t)(tu_randf(0, 65536));
+        wgpt_buf *src = wgpt_buf_create(G, n * 2, "transpose src"), *dst = wgpt_buf_create(G, n * 2 + 256, "dst");
+        TU_NONNULL(G, src);
+        TU_NONNULL(G, dst);
+        TU_OK(G, wgpt_buf_upload(G, src, 0, x, n * 2));
+        wgpt_op op;
+        wgpt_op_init(&op);
+        wgpt_view d = {dst, 0, n * 2}, sv = {src, 0, 0};
+        TU_OK(G, wgpt_transpose_f16(G, &op, d, sv, R, Cc));
+        run_(&op);
+        TU_OK(G, wgpt_buf_download(G, dst, 0, got, n * 2));
+        for (uint32_t r = 0; r < R; r++)
+            for (uint32_t c = 0; c < Cc; c++)
+                if (got[(size_t)c * R + r] != x[(size_t)r * Cc + c])
+                    fail_msg("transpose of %u x %u: element (%u, %u) moved as 0x%04x, it is 0x%04x", R, Cc, r, c,
+                             got[(size_t)c * R + r], x[(size_t)r * Cc + c]);
+        wgpt_buf_free(src), wgpt_buf_free(dst);
+        free(x), free(got);
+    }
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_buf *b = wgpt_buf_create(G, 1024, "x");
+    wgpt_view v = {b, 0, 0};
+    assert_int_equal(wgpt_transpose_f16(G, &op, v, v, 3, 8), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "3 x 8"));
+    assert_int_equal(wgpt_transpose_f16(G, &op, v, v, 64, 64), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "8192 bytes"));
+    wgpt_buf_free(b);
+    wgpt_op_free(&op);
 }
 
 // Whole blocks, edge blocks in every dimension (multiples of 8 that are not of
@@ -252,9 +296,9 @@ static void refuses_bad_shapes(void **st) {
     wgpt_op_init(&op);
     wgpt_buf *b = wgpt_buf_create(G, 1 << 20, "x");
     wgpt_view v = {b, 0, 0}, none = {0};
-    assert_int_equal(wgpt_linear_f16_forward(G, &op, v, v, v, none, 12, 8, 8), -1);
-    assert_non_null(strstr(wgpt_gpu_error(G), "m=12"));
-    assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20, none), -1);
+    assert_int_equal(wgpt_linear_f16_forward(G, &op, v, v, v, none, 12, 8, 8, v), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "N=12"));
+    assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20, none, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "dweight"));
     wgpt_buf_free(b);
     wgpt_op_free(&op);
@@ -263,6 +307,7 @@ static void refuses_bad_shapes(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cast_f16_rounds_as_ieee),
+        cmocka_unit_test(transpose_f16_is_exact),
         cmocka_unit_test(sgm_matmuls_match_reference),
         cmocka_unit_test(split_weight_pass_and_bias_match_reference),
         cmocka_unit_test(plain_matmuls_match_reference),

@@ -64,7 +64,7 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
     wgpt_buf *d16 = w16 && backward ? f16_copy_(b, dout, (uint64_t)N * OC, "matmul dout f16") : NULL;
     wgpt_op fwd, bin, bw;
     wgpt_op_init(&fwd), wgpt_op_init(&bin), wgpt_op_init(&bw);
-    wgpt_buf *scr = NULL;
+    wgpt_buf *scr = NULL, *tr = NULL;
     int rc = -1;
     if (!w16 || (backward && !d16)) goto done;
     wgpt_view none = {0}, vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bias, 0, 0}, vo = {out, 0, 0};
@@ -75,9 +75,16 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
         goto done;
     }
     vscr.buf = scr;
-    if (wgpt_linear_f16_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC) < 0 ||
+    // the transposed input: its transpose is in the forward's and the weight pass's times
+    uint64_t tb = wgpt_linear_f16_transposed_bytes(g, N, C, OC);
+    if (tb && !(tr = wgpt_buf_create(g, tb, "matmul f16 input transposed"))) {
+        fprintf(stderr, "wgpt bench: f16 matmul %s: %s\n", name, wgpt_gpu_error(g));
+        goto done;
+    }
+    wgpt_view vt = {tr, 0, 0};
+    if (wgpt_linear_f16_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC, vt) < 0 ||
         (backward && (wgpt_linear_f16_backward_input(g, &bin, vdi, vd, vw, N, C, OC, 0) < 0 ||
-                      wgpt_linear_f16_backward_weight(g, &bw, vdw, vd, vi, N, C, OC, vscr) < 0))) {
+                      wgpt_linear_f16_backward_weight(g, &bw, vdw, vd, vi, N, C, OC, vt, vscr) < 0))) {
         fprintf(stderr, "wgpt bench: preparing f16 matmul %s: %s\n", name, wgpt_gpu_error(g));
         goto done;
     }
@@ -93,7 +100,7 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
     rc = 0;
 done:
     wgpt_op_free(&fwd), wgpt_op_free(&bin), wgpt_op_free(&bw);
-    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(scr);
+    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(scr), wgpt_buf_free(tr);
     return rc;
 }
 

@@ -147,6 +147,19 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
     return (most + 3) / 4;
 }
 
+// The transposed f16 input of the subgroup-matrix forward and weight passes
+// (linear_f16.h): the largest of the model's linears (0 where none takes one).
+static uint64_t linear_transposed_floats_(const wgpt_gpt2 *m) {
+    uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
+    uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    uint64_t most = 0;
+    for (int i = 0; m->precision == WGPT_PRECISION_F16 && i < 5; i++) {
+        uint64_t b = wgpt_linear_f16_transposed_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
+        if (b > most) most = b;
+    }
+    return (most + 3) / 4;
+}
+
 static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
     uint64_t Vp = m->c.padded_vocab_size;
@@ -194,6 +207,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
     const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2}};
+    const act_spec_ inp_t[] = {{&m->inp_t16, "matmul input f16 transposed", 1, linear_transposed_floats_(m)}};
     // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
     const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
@@ -201,6 +215,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     if (!f16 && alloc_list_(m, gelu_f32, 1) < 0) return -1;
     if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
     if (m->attn16 && alloc_list_(m, qkv_half, 1) < 0) return -1;
+    if (inp_t[0].floats && alloc_list_(m, inp_t, 1) < 0) return -1;
     if (!m->training) return 0;
     if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
     return f16 ? alloc_list_(m, half_bwd, 1) : 0;
@@ -220,7 +235,7 @@ static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
 // The f16 forward on an input whose f16 copy is already in in16.
 static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in16, int w, uint32_t l, wgpt_view bias,
                          uint32_t N, uint32_t C, uint32_t OC) {
-    GPU_OK(m, wgpt_linear_f16_forward(m->g, op, out, in16, P16(w, l), bias, N, C, OC));
+    GPU_OK(m, wgpt_linear_f16_forward(m->g, op, out, in16, P16(w, l), bias, N, C, OC, A(inp_t16, 0)));
     return 0;
 }
 
@@ -251,7 +266,7 @@ static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint3
     wgpt_gpu *g = m->g;
     wgpt_view d16 = d16_view_(m, N, OC);
     GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
-    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(inp_t16, 0), A(mm_scratch, 0)));
     return 0;
 }
 
@@ -539,7 +554,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
                              &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
                              &m->opt_state, &m->ln_scratch, &m->ln1_16, &m->atty16, &m->ln2_16, &m->fchg16,
-                             &m->lnf16, &m->d16, &m->qkv16};
+                             &m->lnf16, &m->d16, &m->qkv16, &m->inp_t16};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);
 }

@@ -2,11 +2,12 @@
 #include "model/linear_f16.h"
 
 #include "model/linear.h"  // wgpt_linear_reduce_parts
+#include "model/precision.h"  // wgpt_transpose_f16
 
 // SgmParams of 03_linear_sgm.wgsl, F16Params of 03_linear_f16.wgsl.
 typedef struct sgm_params {
     uint32_t m, n, k;
-    uint32_t flag;  // bit 0: add to the output; bit 1: bias
+    uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only)
     uint32_t ks;    // k per split (sgm only; a multiple of SGM_BK), 0: none
     uint32_t pad[3];
 } sgm_params;
@@ -80,8 +81,15 @@ static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, u
 
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
     uint32_t ks;
-    uint32_t s = splits_(g, OC, C, N, UINT64_MAX, &ks);
+    uint32_t s = splits_(g, C, OC, N, UINT64_MAX, &ks);
     return s > 1 ? (uint64_t)s * OC * C * 4 : 0;
+}
+
+// On subgroup matrices the forward and the weight pass multiply two row-major
+// operands (the fast layout, docs/kernels/03_linear_sgm.md): the input's f16
+// copy is transposed first, and the product is stored transposed.
+uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
+    return sgm_for_(g, OC, N) || sgm_for_(g, C, OC) ? (uint64_t)N * C * 2 : 0;
 }
 
 // Appends one dispatch of a pass over an (m, n) output (splits parts of k
@@ -102,12 +110,32 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     return wgpt_op_add(g, op, kernel, v, 4, &p, sizeof p, gx, gy, splits > 1 ? splits : 1) ? 0 : -1;
 }
 
+// 0 if every dimension is a positive multiple of 8, else -1 naming them.
+static int shape_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
+    if (N && C && OC && N % 8 == 0 && C % 8 == 0 && OC % 8 == 0) return 0;
+    return wgpt_gpu_fail(g, "linear (f16): N=%u, C=%u, OC=%u: each must be a positive multiple of 8", N, C, OC);
+}
+
+// The transposed (C, N) f16 copy of an (N, C) input, in inp_t's first bytes.
+static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_view inp16, uint32_t N, uint32_t C,
+                             wgpt_view *t) {
+    *t = (wgpt_view){inp_t.buf, inp_t.offset, (uint64_t)N * C * 2};
+    if (check_(g, "inp_t (the transposed input)", *t, (uint64_t)N * C, 2) < 0) return -1;
+    return wgpt_transpose_f16(g, op, *t, inp16, N, C);
+}
+
 int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
-                            wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
+                            wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t) {
     if (check_(g, "out", out, (uint64_t)N * OC, 4) < 0 || check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 ||
-        check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || (bias.buf && check_(g, "bias", bias, OC, 4) < 0))
+        check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || (bias.buf && check_(g, "bias", bias, OC, 4) < 0) ||
+        shape_(g, N, C, OC) < 0)
         return -1;
-    return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u, 1, 0);
+    uint32_t flag = bias.buf ? 2u : 0u;
+    if (!sgm_for_(g, OC, N)) return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, flag, 1, 0);
+    // out^T (OC, N) = weight (OC, C) @ inp^T (C, N)
+    wgpt_view t;
+    if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
+    return add_(g, op, BACKWARD_INPUT, weight16, t, bias, out, OC, N, C, flag | 4u, 1, 0);
 }
 
 int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
@@ -120,16 +148,20 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
 }
 
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
-                                    uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
+                                    uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch) {
     wgpt_view none = {0};
     if (check_(g, "dweight", dweight, (uint64_t)OC * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
-        check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0)
+        check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
-    uint32_t ks, s = splits_(g, OC, C, N, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
-    if (s <= 1) return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, 1, 0);
+    if (!sgm_for_(g, C, OC)) return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, 1, 0);
+    // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
+    wgpt_view t;
+    if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
+    uint32_t ks, s = splits_(g, C, OC, N, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
+    if (s <= 1) return add_(g, op, BACKWARD_INPUT, t, dout16, none, dweight, C, OC, N, 1u | 4u, 1, 0);
     wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * OC * C * 4};
     if (check_(g, "scratch", parts, (uint64_t)s * OC * C, 4) < 0 ||
-        add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, parts, OC, C, N, 0u, s, ks) < 0)
+        add_(g, op, BACKWARD_INPUT, t, dout16, none, parts, C, OC, N, 4u, s, ks) < 0)
         return -1;
     return wgpt_linear_reduce_parts(g, op, parts, dweight, OC, C, s);
 }

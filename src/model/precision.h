@@ -12,4 +12,9 @@
 // with the message in wgpt_gpu_error(g).
 int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n);
 
+// dst16 (cols x rows halves) = src16 (rows x cols halves) transposed, bit for
+// bit; rows and cols even, each tensor in one binding. Returns 0, or -1 with
+// the message in wgpt_gpu_error(g).
+int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src16, uint32_t rows, uint32_t cols);
+
 #endif
