@@ -145,8 +145,8 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {scr, 0, 0}, vt = {tbuf, 0, 0}, vd32 = {d32, 0, 0}, vdb = {db, 0, 0};
     wgpt_op op;
     wgpt_op_init(&op);
-    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC, vt));
-    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1));
+    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC, vt, vscr));
+    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1, vscr));
     TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vt, vscr));
     TU_OK(G, wgpt_linear_backward_bias(G, &op, vdb, vd32, N, OC, vscr));
     run_(&op);
@@ -189,7 +189,7 @@ static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
         if (!(e <= bound)) fail_msg("backward_bias %ux%u [%u]: %.9g, want %.9g", N, OC, o, g_db[o], s);
         if (e / bound > worst) worst = e / bound;
     }
-    printf("f16 matmuls N=%u C=%u OC=%u (weight pass scratch %llu bytes): worst error %.3f of the bound\n", N, C, OC,
+    printf("f16 matmuls N=%u C=%u OC=%u (split scratch %llu bytes): worst error %.3f of the bound\n", N, C, OC,
            (unsigned long long)sb, worst);
     wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
     wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(d32), wgpt_buf_free(db), wgpt_buf_free(scr), wgpt_buf_free(tbuf);
@@ -259,19 +259,20 @@ static void sgm_matmuls_match_reference(void **st) {
     shapes_();
 }
 
-// Split-k of the subgroup-matrix weight pass (partials in scratch, added in
-// order) and the bias partials on the GPU kernels, on a device that splits
-// every weight pass in 3 parts (wgpt_gpu_options.matmul_splits) and runs
-// the GPU twins even on a CPU.
-static void split_weight_pass_and_bias_match_reference(void **st) {
+// Split-k of the subgroup-matrix passes (partials in scratch, added in order
+// with the forward's bias and the input pass's prior value) and the bias
+// partials on the GPU kernels, on a device that splits every pass in 3
+// parts (wgpt_gpu_options.matmul_splits) and runs the GPU twins even on a CPU.
+static void split_passes_and_bias_match_reference(void **st) {
     (void)st;
     wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU};
     G = tu_gpu_open(&o);
     if (!wgpt_linear_f16_uses_sgm(G))
-        printf("'%s' has no f16 subgroup matrices: the split weight pass is skipped (the H200 runs it), "
+        printf("'%s' has no f16 subgroup matrices: the split passes are skipped (the H200 runs them), "
                "the bias partials are tested\n", wgpt_gpu_get_info(G)->name);
     else
-        assert_true(wgpt_linear_f16_scratch_bytes(G, 256, 128, 128) == 3ull * 128 * 128 * 4);
+        // the forward and the input pass: k = 128 in 3 parts of whole 32-deep stages is 64 + 64
+        assert_true(wgpt_linear_f16_scratch_bytes(G, 256, 128, 128) == 2ull * 256 * 128 * 4);
     shapes_();
     wgpt_gpu_close(G);
     G = G0;
@@ -296,7 +297,7 @@ static void refuses_bad_shapes(void **st) {
     wgpt_op_init(&op);
     wgpt_buf *b = wgpt_buf_create(G, 1 << 20, "x");
     wgpt_view v = {b, 0, 0}, none = {0};
-    assert_int_equal(wgpt_linear_f16_forward(G, &op, v, v, v, none, 12, 8, 8, v), -1);
+    assert_int_equal(wgpt_linear_f16_forward(G, &op, v, v, v, none, 12, 8, 8, v, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "N=12"));
     assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20, none, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "dweight"));
@@ -309,7 +310,7 @@ int main(void) {
         cmocka_unit_test(cast_f16_rounds_as_ieee),
         cmocka_unit_test(transpose_f16_is_exact),
         cmocka_unit_test(sgm_matmuls_match_reference),
-        cmocka_unit_test(split_weight_pass_and_bias_match_reference),
+        cmocka_unit_test(split_passes_and_bias_match_reference),
         cmocka_unit_test(plain_matmuls_match_reference),
         cmocka_unit_test(refuses_bad_shapes),
     };

@@ -69,7 +69,7 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
     if (!w16 || (backward && !d16)) goto done;
     wgpt_view none = {0}, vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bias, 0, 0}, vo = {out, 0, 0};
     wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {0};
-    uint64_t sb = backward ? wgpt_linear_f16_scratch_bytes(g, N, C, OC) : 0;  // the weight pass's split-k
+    uint64_t sb = wgpt_linear_f16_scratch_bytes(g, N, C, OC);  // split-k partials
     if (sb && !(scr = wgpt_buf_create(g, sb, "matmul f16 scratch"))) {
         fprintf(stderr, "wgpt bench: f16 matmul %s: %s\n", name, wgpt_gpu_error(g));
         goto done;
@@ -82,8 +82,8 @@ static int shape_f16_(wgpt_bench_ctx *b, const char *name, uint32_t N, uint32_t 
         goto done;
     }
     wgpt_view vt = {tr, 0, 0};
-    if (wgpt_linear_f16_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC, vt) < 0 ||
-        (backward && (wgpt_linear_f16_backward_input(g, &bin, vdi, vd, vw, N, C, OC, 0) < 0 ||
+    if (wgpt_linear_f16_forward(g, &fwd, vo, vi, vw, has_bias ? vb : none, N, C, OC, vt, vscr) < 0 ||
+        (backward && (wgpt_linear_f16_backward_input(g, &bin, vdi, vd, vw, N, C, OC, 0, vscr) < 0 ||
                       wgpt_linear_f16_backward_weight(g, &bw, vdw, vd, vi, N, C, OC, vt, vscr) < 0))) {
         fprintf(stderr, "wgpt bench: preparing f16 matmul %s: %s\n", name, wgpt_gpu_error(g));
         goto done;

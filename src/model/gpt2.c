@@ -235,7 +235,7 @@ static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
 // The f16 forward on an input whose f16 copy is already in in16.
 static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in16, int w, uint32_t l, wgpt_view bias,
                          uint32_t N, uint32_t C, uint32_t OC) {
-    GPU_OK(m, wgpt_linear_f16_forward(m->g, op, out, in16, P16(w, l), bias, N, C, OC, A(inp_t16, 0)));
+    GPU_OK(m, wgpt_linear_f16_forward(m->g, op, out, in16, P16(w, l), bias, N, C, OC, A(inp_t16, 0), A(mm_scratch, 0)));
     return 0;
 }
 
@@ -265,7 +265,7 @@ static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint3
                          uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
     wgpt_view d16 = d16_view_(m, N, OC);
-    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0));
+    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0, A(mm_scratch, 0)));
     GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(inp_t16, 0), A(mm_scratch, 0)));
     return 0;
 }

@@ -298,11 +298,10 @@ int wgpt_linear_backward_passes(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_v
     return 0;
 }
 
-int wgpt_linear_reduce_parts(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view dst, uint32_t m, uint32_t n,
-                             uint32_t nparts) {
+int wgpt_linear_reduce_parts(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view bias, wgpt_view dst, uint32_t m,
+                             uint32_t n, uint32_t nparts, int accumulate) {
     if (n % 4) return wgpt_gpu_fail(g, "linear: reducing partials of %u columns: a multiple of 4 is needed", n);
-    wgpt_view none = {0};
-    return v4_reduce_(g, op, parts, none, dst, m, n, nparts, n, 0, 1);
+    return v4_reduce_(g, op, parts, bias, dst, m, n, nparts, n, 0, accumulate);
 }
 
 #define BIAS_PART_COLS 256u  // columns a workgroup of matmul_backward_bias_part
@@ -338,7 +337,7 @@ int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_vi
         linear_params p = {N, OC, 0, 0, 0, 0, ks, 0};
         if (!wgpt_op_add(g, op, MM_BIAS_PART, v, 2, &p, sizeof p, tiles_(OC, BIAS_PART_COLS), parts, 1))
             return -1;
-        return wgpt_linear_reduce_parts(g, op, pv, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts);
+        return wgpt_linear_reduce_parts(g, op, pv, (wgpt_view){0}, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts, 1);
     }
     uint64_t rows_n = chunk_(g, "dout", N, OC);
     return rows_n ? backward_bias_(g, op, dbias, dout, N, OC, rows_n) : -1;

@@ -49,10 +49,11 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
 int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                               wgpt_view scratch);
 uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t OC);
-// dst (m, n) += the sum of nparts (m, n) partials at parts, in order of the
-// parts (matmul_split_reduce); n a multiple of 4. For other matmuls' split-k.
-int wgpt_linear_reduce_parts(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view dst, uint32_t m, uint32_t n,
-                             uint32_t nparts);
+// dst (m, n) = (dst if accumulate, else 0) + the sum of nparts (m, n)
+// partials at parts, in order of the parts (matmul_split_reduce), + bias (n;
+// bias.buf NULL: none); n a multiple of 4. For other matmuls' split-k.
+int wgpt_linear_reduce_parts(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view bias, wgpt_view dst, uint32_t m,
+                             uint32_t n, uint32_t nparts, int accumulate);
 
 // One or both passes of wgpt_linear_backward (for benchmarks): the input
 // pass (dinp), the weight pass (dweight and dbias).

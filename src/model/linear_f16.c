@@ -13,9 +13,9 @@ typedef struct sgm_params {
 } sgm_params;
 
 #define SGM_BK 32u          // BK of 03_linear_sgm.wgsl: splits keep whole stages
-#define SGM_MIN_KS 512u     // k a split keeps at least
+#define SGM_MIN_KS 2048u    // k a split keeps at least
 #define SGM_MAX_SPLITS 8u
-#define SGM_WGS_A_UNIT 4u   // workgroups a compute unit should get (4 subgroups each)
+#define SGM_WGS_A_UNIT 2u   // workgroups (4 subgroups each) a compute unit runs at once, for the wave count
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -56,21 +56,27 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
     return c && (uint64_t)m * n >= (uint64_t)c->m * c->n ? c : NULL;
 }
 
-// Parts the sgm weight pass splits an (m, n) output's sum over k into: enough
-// blocks for SGM_WGS_A_UNIT workgroups a compute unit (a forced count from
-// wgpt_gpu_options.matmul_splits instead), each part at least SGM_MIN_KS long
-// and all partials inside `room` bytes. Returns the parts, *ks the k of each.
+// Parts an sgm pass splits an (m, n) output's sum over k into (a forced
+// count from wgpt_gpu_options.matmul_splits instead): the fewest that keep the
+// compute units busiest, counting SGM_WGS_A_UNIT resident workgroups a unit
+// and whole waves of them (ceil(blocks s / slots) / s), with parts at least
+// SGM_MIN_KS long (shorter ones lose more to writing and adding the partials
+// than a fuller last wave gains: measured on the H200, RESULTS section 16),
+// at most SGM_MAX_SPLITS, and all partials inside `room` bytes. Returns the
+// parts, *ks the k of each.
 static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room, uint32_t *ks) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
     *ks = 0;
     if (!c || i->cpu_kernels) return 1;
     uint64_t blocks = (uint64_t)((m + 8 * c->m - 1) / (8 * c->m)) * ((n + 8 * c->n - 1) / (8 * c->n));
-    uint64_t want = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
-    uint64_t s = i->matmul_splits ? i->matmul_splits : (want + blocks - 1) / blocks;
-    uint64_t most = i->matmul_splits ? k / SGM_BK : k / SGM_MIN_KS;
-    if (s > most) s = most;
-    if (s > SGM_MAX_SPLITS && !i->matmul_splits) s = SGM_MAX_SPLITS;
+    uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
+    uint64_t s = 1;
+    if (i->matmul_splits)
+        s = i->matmul_splits < k / SGM_BK ? i->matmul_splits : k / SGM_BK;
+    else
+        for (uint64_t t = 2; t <= SGM_MAX_SPLITS && t <= k / SGM_MIN_KS; t++)  // waves / t below s's
+            if ((blocks * t + slots - 1) / slots * s < (blocks * s + slots - 1) / slots * t) s = t;
     while (s > 1 && s * m * n * 4 > room) s--;
     if (s <= 1) return 1;
     uint32_t per = (uint32_t)((k + s - 1) / s);
@@ -79,10 +85,16 @@ static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, u
     return (k + per - 1) / per;  // no empty part
 }
 
+// Bytes of the partials of an (m, n) output whose sum over k splits (0: none).
+static uint64_t parts_bytes_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k) {
+    uint32_t ks, s = splits_(g, m, n, k, UINT64_MAX, &ks);
+    return s > 1 ? (uint64_t)s * m * n * 4 : 0;
+}
+
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
-    uint32_t ks;
-    uint32_t s = splits_(g, C, OC, N, UINT64_MAX, &ks);
-    return s > 1 ? (uint64_t)s * OC * C * 4 : 0;
+    uint64_t f = parts_bytes_(g, OC, N, C), i = parts_bytes_(g, N, C, OC), w = parts_bytes_(g, C, OC, N);
+    uint64_t most = f > i ? f : i;
+    return w > most ? w : most;
 }
 
 // On subgroup matrices the forward and the weight pass multiply two row-major
@@ -124,8 +136,26 @@ static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_vie
     return wgpt_transpose_f16(g, op, *t, inp16, N, C);
 }
 
+// One sgm pass over an (m, n) output, its sum over k split into parts in
+// scratch where the output has few blocks (as far as scratch reaches), then
+// added in order into out (dst_m x dst_n: the output as stored) with the bias
+// and, with accumulate, out's present value; flag bit 2 (transposed) kept.
+static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out, uint32_t m,
+                       uint32_t n, uint32_t k, uint32_t flag, wgpt_view scratch) {
+    uint32_t ks, s = splits_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
+    wgpt_view none = {0};
+    if (s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, m, n, k, flag, 1, 0);
+    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * m * n * 4};
+    int t = (flag & 4u) != 0;
+    if (check_(g, "scratch", parts, (uint64_t)s * m * n, 4) < 0 ||
+        add_(g, op, BACKWARD_INPUT, a, b, none, parts, m, n, k, flag & 4u, s, ks) < 0)
+        return -1;
+    return wgpt_linear_reduce_parts(g, op, parts, (flag & 2u) ? bias : none, out, t ? n : m, t ? m : n, s,
+                                    (flag & 1u) != 0);
+}
+
 int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
-                            wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t) {
+                            wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch) {
     if (check_(g, "out", out, (uint64_t)N * OC, 4) < 0 || check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 ||
         check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || (bias.buf && check_(g, "bias", bias, OC, 4) < 0) ||
         shape_(g, N, C, OC) < 0)
@@ -135,16 +165,18 @@ int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view i
     // out^T (OC, N) = weight (OC, C) @ inp^T (C, N)
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
-    return add_(g, op, BACKWARD_INPUT, weight16, t, bias, out, OC, N, C, flag | 4u, 1, 0);
+    return split_pass_(g, op, weight16, t, bias, out, OC, N, C, flag | 4u, scratch);
 }
 
 int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
-                                   uint32_t N, uint32_t C, uint32_t OC, int accumulate) {
+                                   uint32_t N, uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch) {
     wgpt_view none = {0};
     if (check_(g, "dinp", dinp, (uint64_t)N * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
-        check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0)
+        check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
-    return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, accumulate ? 1u : 0u, 1, 0);
+    uint32_t flag = accumulate ? 1u : 0u;
+    if (!sgm_for_(g, N, C)) return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, flag, 1, 0);
+    return split_pass_(g, op, dout16, weight16, none, dinp, N, C, OC, flag, scratch);
 }
 
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
@@ -157,11 +189,5 @@ int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight,
     // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
-    uint32_t ks, s = splits_(g, C, OC, N, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
-    if (s <= 1) return add_(g, op, BACKWARD_INPUT, t, dout16, none, dweight, C, OC, N, 1u | 4u, 1, 0);
-    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * OC * C * 4};
-    if (check_(g, "scratch", parts, (uint64_t)s * OC * C, 4) < 0 ||
-        add_(g, op, BACKWARD_INPUT, t, dout16, none, parts, C, OC, N, 4u, s, ks) < 0)
-        return -1;
-    return wgpt_linear_reduce_parts(g, op, parts, dweight, OC, C, s);
+    return split_pass_(g, op, t, dout16, none, dweight, C, OC, N, 1u | 4u, scratch);
 }

@@ -23,21 +23,23 @@ int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g);
 // out (N, OC) f32 = inp16 (N, C) @ weight16 (OC, C)^T + bias (OC, f32; bias.buf NULL: none).
 // On subgroup matrices the input is first transposed into inp_t
 // (wgpt_linear_f16_transposed_bytes; unread elsewhere).
+//
+// On subgroup matrices each pass whose output has few blocks splits its sum
+// into parts written to scratch (NULL buf: no split; as many parts as it
+// holds, see wgpt_linear_f16_scratch_bytes) and added in order by a second
+// dispatch: deterministic for a device and a shape. inp_t and scratch must be
+// different buffers (WebGPU binds a buffer either read-only or writable in
+// one dispatch).
 int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
-                            wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t);
+                            wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch);
 // dinp (N, C) f32 = (or += with accumulate) dout16 (N, OC) @ weight16 (OC, C).
 int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
-                                   uint32_t N, uint32_t C, uint32_t OC, int accumulate);
-// dweight (OC, C) f32 += dout16 (N, OC)^T @ inp16 (N, C). On subgroup
-// matrices the input is first transposed into inp_t, and an output of few
-// blocks splits its sum over N into parts written to scratch (NULL buf: no
-// split; see wgpt_linear_f16_scratch_bytes) and added in order by a second
-// dispatch: deterministic for a device and a shape. inp_t and scratch must
-// be different buffers (WebGPU binds a buffer either read-only or writable
-// in one dispatch).
+                                   uint32_t N, uint32_t C, uint32_t OC, int accumulate, wgpt_view scratch);
+// dweight (OC, C) f32 += dout16 (N, OC)^T @ inp16 (N, C); the input
+// transposed into inp_t first on subgroup matrices.
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
                                     uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch);
-// Bytes of scratch that let that weight pass split as much as it wants to (0: it does not split).
+// Bytes of scratch that let each pass of that shape split as much as it wants to (0: none splits).
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
 // Bytes of inp_t the forward and the weight pass of that shape need (0: this device reads none).
 uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
