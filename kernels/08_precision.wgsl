@@ -8,8 +8,11 @@
 //   cast_f16_vec4  the same for n % 8 == 0 and views on 16-byte boundaries
 //             (GPUs; the host picks it): 8 elements a step, two vec4<f32> in,
 //             one vec4<u32> out, CAST_V8 steps a thread at stride WG.
+//   transpose_f16  dst (cols x rows halves) = src (rows x cols halves)^T, bit
+//             for bit; cast_f16_transpose the same from f32 src, rounded as
+//             cast_f16 rounds (the subgroup-matrix matmuls' row-major inputs).
 // ABI: dst (array<u32>, or array<vec4<u32>>), src (array<f32>, or
-// array<vec4<f32>>), then `p: CastParams`.
+// array<vec4<f32>>), then `p: CastParams`; the transposes: see their section.
 // Dispatch through dispatch1d (2D past 65535): cast_f16 one thread per pair,
 // ceil(n / 2 / WG) workgroups; cast_f16_vec4 ceil(n / (8 CAST_V8 WG)).
 // See docs/kernels/08_precision.md.
@@ -63,24 +66,33 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 }
 
 // --- KERNEL: transpose_f16 ---
-// dst (cols x rows halves) = src (rows x cols halves) transposed; rows and
-// cols even (whole u32 pairs on both sides). One workgroup a TR x TR tile of
-// halves: coalesced u32 loads of the tile's rows, each half kept in a u32 of
-// workgroup memory (rows padded by one against bank conflicts), then
-// coalesced u32 stores of the tile's columns, two source rows a u32.
-// Grid: (ceil(cols / TR), ceil(rows / TR)), 1 x 1 past 65535 is the host's to refuse.
+// dst (cols x rows halves) = src (rows x cols halves) transposed, bit for bit;
+// rows and cols even (whole u32 pairs on both sides). cast_f16_transpose:
+// src is rows x cols floats instead, each rounded as cast_f16 rounds it.
+// One workgroup a TR x TR tile of halves: coalesced loads of the tile's rows,
+// each half kept in a u32 of workgroup memory (rows padded by one against
+// bank conflicts), then coalesced u32 stores of the tile's columns, two
+// source rows a u32. Grid: (ceil(cols / TR), ceil(rows / TR)).
 struct TransposeParams {
     rows: u32,
     cols: u32,
 }
 
 const TR: u32 = 64u;  // tile side in halves: TR * TR / 2 pairs, WG threads move 8 each
+override FROM_F32: bool = false;  // cast_f16_transpose: src holds floats
 
 @group(0) @binding(0) var<storage, read_write> tdst: array<u32>;  // (cols x rows / 2)
-@group(0) @binding(1) var<storage, read> tsrc: array<u32>;        // (rows x cols / 2)
+@group(0) @binding(1) var<storage, read> tsrc: array<u32>;        // (rows x cols / 2), or floats' bits (rows x cols)
 @group(0) @binding(2) var<uniform> tp: TransposeParams;
 
 var<workgroup> tile: array<u32, TR * (TR + 1u)>;
+
+// Halves (r, c) and (r, c + 1) of the source, c even, as one u32.
+fn pair_at(r: u32, c: u32) -> u32 {
+    let i = r * tp.cols + c;
+    if (FROM_F32) { return f16_pair(bitcast<f32>(tsrc[i]), bitcast<f32>(tsrc[i + 1u])); }
+    return tsrc[i / 2u];
+}
 
 @compute @workgroup_size(WG)
 fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -90,7 +102,7 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         let r = e / (TR / 2u);           // tile row
         let c = (e % (TR / 2u)) * 2u;    // tile column of the pair's first half
         var w = 0u;
-        if (r0 + r < tp.rows && c0 + c < tp.cols) { w = tsrc[((r0 + r) * tp.cols + c0 + c) / 2u]; }
+        if (r0 + r < tp.rows && c0 + c < tp.cols) { w = pair_at(r0 + r, c0 + c); }
         tile[r * (TR + 1u) + c] = w & 0xffffu;
         tile[r * (TR + 1u) + c + 1u] = w >> 16u;
     }
@@ -103,3 +115,5 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
         }
     }
 }
+
+// --- KERNEL: cast_f16_transpose = transpose_f16 with FROM_F32=1 ---

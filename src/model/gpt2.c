@@ -147,6 +147,15 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
     return (most + 3) / 4;
 }
 
+// 1 if every linear of the model takes its input transposed (linear_f16.h).
+static int linear_takes_transposed_(const wgpt_gpt2 *m) {
+    uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
+    uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+    for (int i = 0; i < 5; i++)
+        if (!wgpt_linear_f16_takes_transposed(m->g, BT, shapes[i][0], shapes[i][1])) return 0;
+    return 1;
+}
+
 // The transposed f16 input of the subgroup-matrix forward and weight passes
 // (linear_f16.h): the largest of the model's linears (0 where none takes one).
 static uint64_t linear_transposed_floats_(const wgpt_gpt2 *m) {
@@ -173,6 +182,11 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // own output, so their f32 versions are passing too.
     m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH);
     uint64_t Lattn = m->attn16 ? 1 : L;
+    // Where every linear's forward and weight pass run on subgroup matrices,
+    // the f16 copies of ln1, ln2, lnf and fch gelu are kept transposed (C, BT),
+    // the layout those passes multiply (linear_f16.h), so the backward
+    // transposes nothing; atty16 stays row-major for the f16 attention's backward.
+    m->in16_t = f16 && linear_takes_transposed_(m);
     const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
@@ -239,14 +253,20 @@ static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in1
     return 0;
 }
 
+// 1 if in16 holds its input transposed (alloc_acts_: m->in16_t).
+static int in16_t_(const wgpt_gpt2 *m, wgpt_view in16) { return m->in16_t && in16.buf != m->atty16.buf; }
+
 // One linear's forward: in fp32 the f32 kernels; in f16 the input's f16 copy
-// (kept in in16 for the backward) times the weight's.
+// (kept in in16 for the backward, transposed where in16_t_) times the weight's.
 static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view in16, int w, uint32_t l,
                        wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
     if (m->precision == WGPT_PRECISION_FP32)
         GPU_OK(m, wgpt_linear_forward(g, op, out, inp, P(w, l), bias, N, C, OC, A(mm_scratch, 0)));
-    else {
+    else if (in16_t_(m, in16)) {
+        GPU_OK(m, wgpt_cast_f16_transpose(g, op, in16, inp, N, C));
+        GPU_OK(m, wgpt_linear_f16_forward_t(g, op, out, in16, P16(w, l), bias, N, C, OC, A(mm_scratch, 0)));
+    } else {
         GPU_OK(m, wgpt_cast_f16(g, op, in16, inp, (uint64_t)N * C));
         return linear_fwd16_(m, op, out, in16, w, l, bias, N, C, OC);
     }
@@ -266,7 +286,11 @@ static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint3
     wgpt_gpu *g = m->g;
     wgpt_view d16 = d16_view_(m, N, OC);
     GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0, A(mm_scratch, 0)));
-    GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(inp_t16, 0), A(mm_scratch, 0)));
+    if (in16_t_(m, in16))
+        GPU_OK(m, wgpt_linear_f16_backward_weight_t(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
+    else
+        GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(w, l), d16, in16, N, C, OC, A(inp_t16, 0),
+                                                  A(mm_scratch, 0)));
     return 0;
 }
 
@@ -315,8 +339,15 @@ static int build_forward_(wgpt_gpt2 *m) {
         if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
         if (m->precision == WGPT_PRECISION_F16) {
             // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-            GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
-            if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
+            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
+            wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
+            GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
+            if (m->in16_t) {
+                GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
+                GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
+                                                    P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
+            } else if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
+                                     4 * C, C) < 0)
                 return -1;
         } else {
             GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));

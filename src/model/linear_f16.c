@@ -41,11 +41,10 @@ static int check_(wgpt_gpu *g, const char *what, wgpt_view v, uint64_t elems, ui
 #define F16_ROWS 8u
 #define F16_COLS 32u
 
+// The plain kernels of each pass; on subgroup matrices every pass is
+// matmul_sgm (out = a @ b, both row-major: the input pass's math).
 enum { FORWARD, BACKWARD_INPUT, BACKWARD_WEIGHT };
-static const char *const KERNEL[2][3] = {
-    {"matmul_f16_forward", "matmul_f16_backward_input", "matmul_f16_backward_weight"},
-    {"matmul_sgm_forward", "matmul_sgm_backward_input", "matmul_sgm_backward_weight"},
-};
+static const char *const KERNEL[3] = {"matmul_f16_forward", "matmul_f16_backward_input", "matmul_f16_backward_weight"};
 
 // The device's fragment, if an (m, n) output takes the subgroup-matrix
 // kernels: they bind at least one fragment of output (WebGPU's minimum binding
@@ -101,7 +100,7 @@ uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C
 // operands (the fast layout, docs/kernels/03_linear_sgm.md): the input's f16
 // copy is transposed first, and the product is stored transposed.
 uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
-    return sgm_for_(g, OC, N) || sgm_for_(g, C, OC) ? (uint64_t)N * C * 2 : 0;
+    return wgpt_linear_f16_takes_transposed(g, N, C, OC) ? (uint64_t)N * C * 2 : 0;
 }
 
 // Appends one dispatch of a pass over an (m, n) output (splits parts of k
@@ -110,7 +109,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
                 uint32_t m, uint32_t n, uint32_t k, uint32_t flag, uint32_t splits, uint32_t ks) {
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
     int sgm = c != NULL;
-    const char *kernel = KERNEL[sgm][pass];
+    const char *kernel = sgm ? "matmul_sgm" : KERNEL[pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
     uint32_t bm = sgm ? 8 * c->m : F16_ROWS, bn = sgm ? 8 * c->n : F16_COLS;  // BM, BN of the kernel file
@@ -154,18 +153,38 @@ static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_
                                     (flag & 1u) != 0);
 }
 
+int wgpt_linear_f16_takes_transposed(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
+    return sgm_for_(g, OC, N) && sgm_for_(g, C, OC);
+}
+
+// 0 if that shape's forward and weight pass take a transposed input, else -1 naming it.
+static int takes_t_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
+    if (wgpt_linear_f16_takes_transposed(g, N, C, OC)) return 0;
+    return wgpt_gpu_fail(g, "linear (f16): N=%u, C=%u, OC=%u: a transposed input needs the subgroup-matrix "
+                         "kernels, which this device does not run for that shape", N, C, OC);
+}
+
+int wgpt_linear_f16_forward_t(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp_t16, wgpt_view weight16,
+                              wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
+    if (check_(g, "out", out, (uint64_t)N * OC, 4) < 0 || check_(g, "inp_t", inp_t16, (uint64_t)N * C, 2) < 0 ||
+        check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || (bias.buf && check_(g, "bias", bias, OC, 4) < 0) ||
+        shape_(g, N, C, OC) < 0 || takes_t_(g, N, C, OC) < 0)
+        return -1;
+    // out^T (OC, N) = weight (OC, C) @ inp^T (C, N)
+    return split_pass_(g, op, weight16, inp_t16, bias, out, OC, N, C, (bias.buf ? 2u : 0u) | 4u, scratch);
+}
+
 int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
                             wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch) {
     if (check_(g, "out", out, (uint64_t)N * OC, 4) < 0 || check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 ||
         check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || (bias.buf && check_(g, "bias", bias, OC, 4) < 0) ||
         shape_(g, N, C, OC) < 0)
         return -1;
-    uint32_t flag = bias.buf ? 2u : 0u;
-    if (!sgm_for_(g, OC, N)) return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, flag, 1, 0);
-    // out^T (OC, N) = weight (OC, C) @ inp^T (C, N)
+    if (!wgpt_linear_f16_takes_transposed(g, N, C, OC))
+        return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u, 1, 0);
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
-    return split_pass_(g, op, weight16, t, bias, out, OC, N, C, flag | 4u, scratch);
+    return wgpt_linear_f16_forward_t(g, op, out, t, weight16, bias, N, C, OC, scratch);
 }
 
 int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dout16, wgpt_view weight16,
@@ -179,15 +198,25 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
     return split_pass_(g, op, dout16, weight16, none, dinp, N, C, OC, flag, scratch);
 }
 
+int wgpt_linear_f16_backward_weight_t(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16,
+                                      wgpt_view inp_t16, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch) {
+    wgpt_view none = {0};
+    if (check_(g, "dweight", dweight, (uint64_t)OC * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
+        check_(g, "inp_t", inp_t16, (uint64_t)N * C, 2) < 0 || shape_(g, N, C, OC) < 0 || takes_t_(g, N, C, OC) < 0)
+        return -1;
+    // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
+    return split_pass_(g, op, inp_t16, dout16, none, dweight, C, OC, N, 1u | 4u, scratch);
+}
+
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
                                     uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch) {
     wgpt_view none = {0};
     if (check_(g, "dweight", dweight, (uint64_t)OC * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
         check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
-    if (!sgm_for_(g, C, OC)) return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, 1, 0);
-    // dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC)
+    if (!wgpt_linear_f16_takes_transposed(g, N, C, OC))
+        return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, 1, 0);
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
-    return split_pass_(g, op, t, dout16, none, dweight, C, OC, N, 1u | 4u, scratch);
+    return wgpt_linear_f16_backward_weight_t(g, op, dweight, dout16, t, N, C, OC, scratch);
 }

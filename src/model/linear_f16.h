@@ -44,4 +44,16 @@ uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C
 // Bytes of inp_t the forward and the weight pass of that shape need (0: this device reads none).
 uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
 
+// 1 if that shape's forward and weight pass run on subgroup matrices, which
+// multiply the input transposed (C, N): a caller that keeps the input's f16
+// copy in that layout (wgpt_cast_f16_transpose) passes it to the _t twins
+// below and skips the transposes.
+int wgpt_linear_f16_takes_transposed(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
+// The forward and the weight pass on inp_t16, the input's f16 copy stored
+// transposed (C, N); they refuse a shape that does not take one.
+int wgpt_linear_f16_forward_t(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp_t16, wgpt_view weight16,
+                              wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
+int wgpt_linear_f16_backward_weight_t(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16,
+                                      wgpt_view inp_t16, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
+
 #endif

@@ -31,20 +31,33 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
 // TR of 08_precision.wgsl: the halves a side of transpose_f16's tile.
 #define TRANSPOSE_TILE 64u
 
-int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src16, uint32_t rows, uint32_t cols) {
-    if (!dst16.buf || !src16.buf) return wgpt_gpu_fail(g, "transpose_f16: a view has no buffer");
+// transpose_f16, or (from_f32) cast_f16_transpose: the same tiles, the source 2 or 4 bytes an element.
+static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols,
+                      int from_f32) {
+    const char *kernel = from_f32 ? "cast_f16_transpose" : "transpose_f16";
+    if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "%s: a view has no buffer", kernel);
     if (!rows || !cols || rows % 2 || cols % 2)
-        return wgpt_gpu_fail(g, "transpose_f16: %u x %u: both must be even and positive", rows, cols);
-    uint64_t bytes = (uint64_t)rows * cols * 2, lim = wgpt_gpu_get_info(g)->max_storage_binding;
-    if (wgpt_view_bytes(dst16) < bytes || wgpt_view_bytes(src16) < bytes || bytes > lim)
-        return wgpt_gpu_fail(g, "transpose_f16: %u x %u needs %llu bytes of dst and of src in one binding each "
-                             "(have %llu and %llu; the device binds at most %llu)", rows, cols,
-                             (unsigned long long)bytes, (unsigned long long)wgpt_view_bytes(dst16),
-                             (unsigned long long)wgpt_view_bytes(src16), (unsigned long long)lim);
+        return wgpt_gpu_fail(g, "%s: %u x %u: both must be even and positive", kernel, rows, cols);
+    uint64_t bytes = (uint64_t)rows * cols * 2, sbytes = bytes * (from_f32 ? 2 : 1);
+    uint64_t lim = wgpt_gpu_get_info(g)->max_storage_binding;
+    if (wgpt_view_bytes(dst16) < bytes || wgpt_view_bytes(src) < sbytes || sbytes > lim)
+        return wgpt_gpu_fail(g, "%s: %u x %u needs %llu bytes of dst and %llu of src in one binding each "
+                             "(have %llu and %llu; the device binds at most %llu)", kernel, rows, cols,
+                             (unsigned long long)bytes, (unsigned long long)sbytes,
+                             (unsigned long long)wgpt_view_bytes(dst16), (unsigned long long)wgpt_view_bytes(src),
+                             (unsigned long long)lim);
     uint32_t gx = (cols + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE, gy = (rows + TRANSPOSE_TILE - 1) / TRANSPOSE_TILE;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
-        return wgpt_gpu_fail(g, "transpose_f16: %u x %u tiles exceed %u a dimension", gx, gy, WGPT_MAX_WG_DIM);
-    wgpt_view v[2] = {{dst16.buf, dst16.offset, bytes}, {src16.buf, src16.offset, bytes}};
+        return wgpt_gpu_fail(g, "%s: %u x %u tiles exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
+    wgpt_view v[2] = {{dst16.buf, dst16.offset, bytes}, {src.buf, src.offset, sbytes}};
     uint32_t p[2] = {rows, cols};
-    return wgpt_op_add(g, op, "transpose_f16", v, 2, p, sizeof p, gx, gy, 1) ? 0 : -1;
+    return wgpt_op_add(g, op, kernel, v, 2, p, sizeof p, gx, gy, 1) ? 0 : -1;
+}
+
+int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src16, uint32_t rows, uint32_t cols) {
+    return transpose_(g, op, dst16, src16, rows, cols, 0);
+}
+
+int wgpt_cast_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols) {
+    return transpose_(g, op, dst16, src, rows, cols, 1);
 }

@@ -16,5 +16,8 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
 // bit; rows and cols even, each tensor in one binding. Returns 0, or -1 with
 // the message in wgpt_gpu_error(g).
 int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src16, uint32_t rows, uint32_t cols);
+// dst16 (cols x rows halves) = f16(src (rows x cols floats)) transposed,
+// rounded as wgpt_cast_f16 rounds; the same rules otherwise.
+int wgpt_cast_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols);
 
 #endif
