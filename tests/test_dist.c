@@ -539,7 +539,8 @@ static float selftest_value_(int rank, int k, size_t j) {
 // Run by each rank of `mpirun test_dist comm-selftest`: several sums and
 // reduce-scatters in flight at once, polled with pauses that differ by rank
 // (so the ranks' calls interleave differently), each equal bit for bit to
-// the rank-ordered sum and to wgpt_comm_sum_floats. Returns the exit status.
+// the rank-ordered sum and to wgpt_comm_sum_floats; then a gather of words.
+// Returns the exit status.
 static int comm_selftest_(void) {
     enum { K = 6 };
     char err[1024];
@@ -577,7 +578,24 @@ static int comm_selftest_(void) {
         }
         free(data[k]), free(whole[k]);
     }
-    if (bad) fprintf(stderr, "rank %d: %d sums differ from the rank-ordered sum\n", me, bad);
+    // wgpt_comm_gather_words (ZeRO-1's f16 updates): rank r's r + 3 words,
+    // NaN patterns as floats, gathered in place on every rank, then from a
+    // buffer of its own to rank 0 alone: bit for bit.
+    uint64_t woff[8], wn[8], wtotal = 0;
+    for (int i = 0; i < size && i < 8; i++) woff[i] = wtotal, wtotal += wn[i] = (uint64_t)i + 3;
+    uint32_t *words = calloc(wtotal, sizeof *words), mine[16];
+    for (uint64_t j = 0; j < wn[me]; j++) words[woff[me] + j] = mine[j] = 0x7f800001u + (uint32_t)me * 0x10000u + (uint32_t)j;
+    for (int root = -1; root <= 0; root++) {
+        if (root == 0) memset(words, 0, wtotal * sizeof *words);
+        const uint32_t *send = root < 0 ? words + woff[me] : mine;
+        if (wgpt_comm_gather_words(c, send, words, woff, wn, root, err, sizeof err) < 0)
+            return fprintf(stderr, "%s\n", err), 1;
+        for (int r = 0; (root < 0 || me == 0) && r < size; r++)
+            for (uint64_t j = 0; j < wn[r]; j++)
+                bad += words[woff[r] + j] != 0x7f800001u + (uint32_t)r * 0x10000u + (uint32_t)j;
+    }
+    free(words);
+    if (bad) fprintf(stderr, "rank %d: %d sums or gathered words differ\n", me, bad);
     wgpt_comm_close(c, bad != 0);
     return bad != 0;
 }
