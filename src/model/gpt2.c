@@ -64,8 +64,8 @@ void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint
 }
 
 void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out) {
-    *out = (wgpt_gpt2_memory_kinds){m->master_bytes, m->weights16_bytes, m->grad_bytes, m->adam_bytes, m->activation_bytes,
-                              m->split_masters};
+    *out = (wgpt_gpt2_memory_kinds){m->master_bytes, m->weights16_bytes, m->grad_bytes,
+                                    m->adam_bytes,   m->activation_bytes, m->split_masters};
 }
 
 // Shard i of n of the padded array: 64-float (256-byte) boundaries, so that
