@@ -209,3 +209,74 @@ fn adamw_update_vec4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     let vhat = vi / p.bc2;
     params[j] = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
 }
+
+// --- KERNEL: adamw_update_f16 ---
+// adamw_update that also writes the f16 copy of every parameter it updates
+// (ZeRO-1 in f16: the matmuls read params16, and the rank's shard of the
+// fp32 masters is all it has of them, so there is no whole array to cast
+// after the step). The same operations per element as adamw_update, then
+// f16_pair (the cast's rounding, 08_precision.wgsl). Thread i updates the
+// pair p.start + 2i, + 1 (p.start and p.n even; the host checks), and
+// params16 is bound over the same floats as params, two halves a u32.
+@group(0) @binding(0) var<storage, read_write> params: array<f32>;
+@group(0) @binding(1) var<storage, read> grads: array<f32>;
+@group(0) @binding(2) var<storage, read_write> m: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+@group(0) @binding(4) var<storage, read> state: OptState;
+@group(0) @binding(5) var<storage, read_write> params16: array<u32>;
+@group(0) @binding(6) var<uniform> p: AdamwParams;
+
+// One element of adamw_update: its new value.
+fn adamw_f16_elem(j: u32) -> f32 {
+    let g = grads[j] * state.scale;
+    let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
+    let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
+    m[j] = mi;
+    v[j] = vi;
+    let mhat = mi / p.bc1;
+    let vhat = vi / p.bc2;
+    let w = params[j];
+    let nw = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
+    params[j] = nw;
+    return nw;
+}
+
+@compute @workgroup_size(WG)
+fn adamw_update_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= p.n / 2u || state.nonfinite != 0u) { return; }
+    let j = p.start + 2u * i;
+    let a = adamw_f16_elem(j);
+    let b = adamw_f16_elem(j + 1u);
+    params16[j / 2u] = f16_pair(a, b);
+}
+
+// --- KERNEL: adamw_update_f16_vec4 ---
+// adamw_update_vec4 with the f16 copy, as adamw_update_f16: params16 bound as
+// array<vec2<u32>> (4 halves), for p.start and p.n multiples of 4 and views on
+// 16-byte (params16: 8-byte) boundaries; ceil(n / (4 * WG)) workgroups.
+@group(0) @binding(0) var<storage, read_write> params: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> grads: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> m: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> v: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read> state: OptState;
+@group(0) @binding(5) var<storage, read_write> params16: array<vec2<u32>>;
+@group(0) @binding(6) var<uniform> p: AdamwParams;
+
+@compute @workgroup_size(WG)
+fn adamw_update_f16_vec4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    if (i >= p.n / 4u || state.nonfinite != 0u) { return; }
+    let j = p.start / 4u + i;
+    let g = grads[j] * state.scale;
+    let w = params[j];
+    let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
+    let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
+    m[j] = mi;
+    v[j] = vi;
+    let mhat = mi / p.bc1;
+    let vhat = vi / p.bc2;
+    let nw = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
+    params[j] = nw;
+    params16[j] = vec2<u32>(f16_pair(nw.x, nw.y), f16_pair(nw.z, nw.w));
+}

@@ -215,6 +215,13 @@ static double adam_mib_(const char *log) {
     return l ? strtod(l + strlen("AdamW moments "), NULL) : -1;
 }
 
+// The fp32 master weights of the "GPU memory per rank" line (MiB), or -1.
+static double masters_mib_(const char *log) {
+    const char *l = strstr(log, "GPU memory per rank");
+    l = l ? strstr(l, "fp32 master weights ") : NULL;
+    return l ? strtod(l + strlen("fp32 master weights "), NULL) : -1;
+}
+
 // ZeRO-1: each of 2 ranks holds half of the moments (64-float shard
 // boundaries: at most 256 bytes more than half each), and says so.
 static void test_zero1_memory(void **state) {
@@ -236,35 +243,134 @@ static void test_zero1_memory(void **state) {
     assert_true(two < one);
     assert_true(two <= one / 2 + 0.001);
     assert_non_null(strstr(log_("mem2"), "this rank's 1/N shard"));
+    // fp32: every rank keeps all fp32 master weights (the kernels read them).
+    assert_true(masters_mib_(one_log) > 0);
+    assert_true(masters_mib_(one_log) == masters_mib_(log_("mem2")));
 }
 
+// The padded layout of test_dist's model (model/gpt2.h: tensors in llm.c's
+// order, every per-layer slice starting on a 64-float boundary), worked out
+// here: L 2, C 32, vocabulary 256 (bytes, already a multiple of 128), context
+// 32. wte 8192, wpe 1024, ln1w/ln1b 2 x 64 (32 padded to 64), qkvw 2 x 3072
+// at [9472, 15616), qkvb 2 x 128, attprojw 2 x 1024 at [15872, 17920),
+// attprojb, ln2w, ln2b 2 x 64, fcw 2 x 4096 at [18304, 26496), fcb 2 x 128,
+// fcprojw 2 x 4096 at [26752, 34944), fcprojb, lnfw, lnfb 64 each: 35200
+// floats. 2 ranks' shards (64-float blocks, the first takes the larger
+// half): [0, 17600) and [17600, 35200). Of the 24576 floats of the matmul
+// weights rank 0 keeps qkvw and [15872, 17600) of attprojw: 7872, and drops
+// 16704 floats = 66816 bytes = 0.0637 MiB of fp32 masters.
+#define F16_MASTERS_SAVED_BYTES_RANK0 66816.0
+static double expected_f16_saving_rank0_(void) {
+    const uint64_t L = 2, C = 32, V = 256, T = 32;
+    const uint64_t slice[16] = {V * C, T * C, C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C, C, C};
+    const int layered[16] = {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0};
+    const int matmul[16] = {0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 0, 0, 0};
+    uint64_t base[17], P = 0;
+    for (int t = 0; t < 16; t++) base[t] = P, P += ((slice[t] + 63) / 64 * 64) * (layered[t] ? L : 1);
+    base[16] = P;
+    uint64_t per = (P / 64 + 1) / 2 * 64, kept = 0, all = 0;  // shard 0 = [0, per)
+    for (int t = 0; t < 16; t++)
+        if (matmul[t]) {
+            all += base[t + 1] - base[t];
+            if (base[t] < per) kept += (base[t + 1] < per ? base[t + 1] : per) - base[t];
+        }
+    assert_int_equal(P, 35200);
+    assert_int_equal(per, 17600);
+    return (double)(all - kept) * 4;
+}
+
+// ZeRO-1 in f16: rank 0 of 2 keeps the fp32 master weights of its shard of
+// the matmul weights only (the rest whole), and says so; its GPU memory is
+// that much less than one rank's. The same training as one rank of 2
+// micro-batches (losses, parameters and moments within TOL) and the
+// checkpoint holds the true fp32 masters.
+static void test_zero1_f16_masters(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double want = expected_f16_saving_rank0_();
+    assert_true(want == F16_MASTERS_SAVED_BYTES_RANK0);
+    for (int np = 1; np <= 2; np++) {  // not --quiet: the memory line
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && timeout 120 %s '%s' train --data 'data/*.bin' --out f16%s --steps 4 --total-batch 128 "
+                 "--resume none --precision f16 --layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 "
+                 "--sample-every 0 > f16%s.log 2>&1",
+                 dir_, np == 1 ? "" : MPIRUN " -np 2", wgpt_, np == 1 ? "one" : "two", np == 1 ? "one" : "two");
+        if (system(cmd) != 0) fail_msg("%d ranks:\n%s", np, log_(np == 1 ? "f16one" : "f16two"));
+    }
+    char one_log[8192];
+    snprintf(one_log, sizeof one_log, "%s", log_("f16one"));
+    const char *two_log = log_("f16two");
+    double one = masters_mib_(one_log), two = masters_mib_(two_log), saved = (one - two) * 1048576.0;
+    print_message("fp32 masters per rank in f16: %.3f MiB on 1 rank, %.3f MiB on rank 0 of 2: %.0f bytes less "
+                  "(layout: %.0f)\n", one, two, saved, want);
+    // the line prints MiB to 3 decimals: two roundings of 0.0005 MiB
+    assert_true(fabs(saved - want) <= 0.001 * 1048576.0);
+    assert_non_null(strstr(two_log, "matmul weights: this rank's 1/N shard"));
+    double a[8], b[8];
+    assert_int_equal(losses_("f16one", a, 8), 4);
+    assert_int_equal(losses_("f16two", b, 8), 4);
+    for (int i = 0; i < 4; i++)
+        if (fabs(a[i] - b[i]) > TOL * fabs(a[i])) fail_msg("step %d: loss %.9g on 1 rank, %.9g on 2", i + 1, a[i], b[i]);
+    wgpt_checkpoint x, y;
+    read_ck_("f16one", &x), read_ck_("f16two", &y);
+    double d = max_diff_(&x, &y);
+    print_message("f16, 2 ranks vs 1 rank x 2 micro-batches: largest parameter/moment difference %.3g\n", d);
+    assert_true(d <= TOL);
+    // The masters, not their f16 copies: most of the 2-rank checkpoint's
+    // parameters have set bits below f16's 11 (no f16 value has).
+    size_t n = wgpt_gpt2_num_params(&y.config), not_f16 = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &y.params[i], 4);
+        not_f16 += (bits & 0x1fffu) != 0;
+    }
+    assert_true(not_f16 > n / 2);
+    wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y);
+}
+
+// Resume with the same N (bit for bit) and with another N (within TOL),
+// in fp32 and in f16 (where each rank holds its shard of the fp32 matmul
+// weights: the checkpoint gathers them).
 static void test_resume_two_ranks(void **state) {
     (void)state;
     if (!have_mpi_()) return;
-    assert_int_equal(train_(MPIRUN " -np 2", "whole", "--steps 6 --resume none"), 0);
-    assert_int_equal(train_(MPIRUN " -np 2", "parts", "--steps 6 --stop-at 3 --resume none"), 0);
-    wgpt_checkpoint w, p;
-    read_ck_("parts", &p);
-    assert_int_equal(p.step, 3);
-    wgpt_checkpoint_free(&p);
-    assert_int_equal(train_(MPIRUN " -np 2", "parts", "--steps 6"), 0);
-    read_ck_("whole", &w), read_ck_("parts", &p);
-    assert_int_equal(p.step, 6);
-    size_t n = wgpt_gpt2_num_params(&w.config);
-    assert_memory_equal(w.params, p.params, n * sizeof(float));  // same N: bit for bit
-    assert_memory_equal(w.adam_m, p.adam_m, n * sizeof(float));
-    wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
-    double a[8], b[8];
-    assert_int_equal(losses_("whole", a, 8), 6);
-    assert_int_equal(losses_("parts", b, 8), 6);
-    assert_memory_equal(a, b, sizeof a[0] * 6);
-    // Another N: the checkpoint holds the whole state; one rank of 2 micro-batches goes on.
-    assert_int_equal(train_(MPIRUN " -np 2", "other", "--steps 6 --stop-at 3 --resume none"), 0);
-    assert_int_equal(train_("", "other", "--steps 6 --total-batch 128"), 0);
-    read_ck_("whole", &w), read_ck_("other", &p);
-    assert_int_equal(p.step, 6);
-    assert_true(max_diff_(&w, &p) <= TOL);
-    wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
+    const char *precisions[] = {"fp32", "f16"};
+    for (int k = 0; k < 2; k++) {
+        char whole[32], parts[32], other[32], ex[256];
+        snprintf(whole, sizeof whole, "whole_%s", precisions[k]);
+        snprintf(parts, sizeof parts, "parts_%s", precisions[k]);
+        snprintf(other, sizeof other, "other_%s", precisions[k]);
+#define RUN_(launch, out, fmt) (snprintf(ex, sizeof ex, fmt " --precision %s", precisions[k]), train_(launch, out, ex))
+        assert_int_equal(RUN_(MPIRUN " -np 2", whole, "--steps 6 --resume none"), 0);
+        assert_int_equal(RUN_(MPIRUN " -np 2", parts, "--steps 6 --stop-at 3 --resume none"), 0);
+        wgpt_checkpoint w, p;
+        read_ck_(parts, &p);
+        assert_int_equal(p.step, 3);
+        wgpt_checkpoint_free(&p);
+        assert_int_equal(RUN_(MPIRUN " -np 2", parts, "--steps 6"), 0);
+        read_ck_(whole, &w), read_ck_(parts, &p);
+        assert_int_equal(p.step, 6);
+        size_t n = wgpt_gpt2_num_params(&w.config);
+        assert_memory_equal(w.params, p.params, n * sizeof(float));  // same N: bit for bit
+        assert_memory_equal(w.adam_m, p.adam_m, n * sizeof(float));
+        wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
+        double a[8], b[8];
+        assert_int_equal(losses_(whole, a, 8), 6);
+        assert_int_equal(losses_(parts, b, 8), 6);
+        assert_memory_equal(a, b, sizeof a[0] * 6);
+        // Another N: the checkpoint holds the whole state; one rank of 2 micro-batches goes on.
+        assert_int_equal(RUN_(MPIRUN " -np 2", other, "--steps 6 --stop-at 3 --resume none"), 0);
+        assert_int_equal(RUN_("", other, "--steps 6 --total-batch 128"), 0);
+#undef RUN_
+        read_ck_(whole, &w), read_ck_(other, &p);
+        assert_int_equal(p.step, 6);
+        double d = max_diff_(&w, &p);
+        print_message("%s: 2 ranks, then 1 rank of 2 micro-batches from step 3: largest difference %.3g\n",
+                      precisions[k], d);
+        assert_true(d <= TOL);
+        wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
+    }
 }
 
 // The pid of rank `rank` of the job whose ranks carry WGPT_TEST_TAG=tag, or 0.
@@ -433,7 +539,8 @@ static float selftest_value_(int rank, int k, size_t j) {
 // Run by each rank of `mpirun test_dist comm-selftest`: several sums and
 // reduce-scatters in flight at once, polled with pauses that differ by rank
 // (so the ranks' calls interleave differently), each equal bit for bit to
-// the rank-ordered sum and to wgpt_comm_sum_floats. Returns the exit status.
+// the rank-ordered sum and to wgpt_comm_sum_floats; then a gather of words.
+// Returns the exit status.
 static int comm_selftest_(void) {
     enum { K = 6 };
     char err[1024];
@@ -471,7 +578,24 @@ static int comm_selftest_(void) {
         }
         free(data[k]), free(whole[k]);
     }
-    if (bad) fprintf(stderr, "rank %d: %d sums differ from the rank-ordered sum\n", me, bad);
+    // wgpt_comm_gather_words (ZeRO-1's f16 updates): rank r's r + 3 words,
+    // NaN patterns as floats, gathered in place on every rank, then from a
+    // buffer of its own to rank 0 alone: bit for bit.
+    uint64_t woff[8], wn[8], wtotal = 0;
+    for (int i = 0; i < size && i < 8; i++) woff[i] = wtotal, wtotal += wn[i] = (uint64_t)i + 3;
+    uint32_t *words = calloc(wtotal, sizeof *words), mine[16];
+    for (uint64_t j = 0; j < wn[me]; j++) words[woff[me] + j] = mine[j] = 0x7f800001u + (uint32_t)me * 0x10000u + (uint32_t)j;
+    for (int root = -1; root <= 0; root++) {
+        if (root == 0) memset(words, 0, wtotal * sizeof *words);
+        const uint32_t *send = root < 0 ? words + woff[me] : mine;
+        if (wgpt_comm_gather_words(c, send, words, woff, wn, root, err, sizeof err) < 0)
+            return fprintf(stderr, "%s\n", err), 1;
+        for (int r = 0; (root < 0 || me == 0) && r < size; r++)
+            for (uint64_t j = 0; j < wn[r]; j++)
+                bad += words[woff[r] + j] != 0x7f800001u + (uint32_t)r * 0x10000u + (uint32_t)j;
+    }
+    free(words);
+    if (bad) fprintf(stderr, "rank %d: %d sums or gathered words differ\n", me, bad);
     wgpt_comm_close(c, bad != 0);
     return bad != 0;
 }
@@ -505,6 +629,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_only_rank0_prints),
         cmocka_unit_test(test_resume_two_ranks),
         cmocka_unit_test(test_zero1_memory),
+        cmocka_unit_test(test_zero1_f16_masters),
         cmocka_unit_test(test_sigterm_one_rank_stops_all),
         cmocka_unit_test(test_killed_rank_ends_the_job),
         cmocka_unit_test(test_hung_rank_times_out),

@@ -193,6 +193,100 @@ static void loss_scale_state_restores(void **st) {
     wgpt_gpt2_free(f);
 }
 
+// ZeRO-1 in f16: three models that keep the fp32 matmul weights (qkvw,
+// attprojw, fcw, fcprojw) of their shard only, exchanging their updates
+// after every step (the shard's f16 copy and the fp32 values of the tensors
+// kept whole), train bit for bit as one whole f16 model: the same losses
+// every step, and at the end the fp32 masters gathered from the shards are
+// the whole model's (the true masters: f16-rounded values would differ).
+// Each holds what the layout says (computed here from the tensor sizes:
+// this config's slices are all multiples of 64 floats, so the padded layout
+// is the reference one): its shard's matmul floats plus the 12032 floats of
+// the other tensors. An inference instance reads the masters where they are,
+// and one that would run in fp32 (positions not a multiple of 8) is refused.
+static void split_masters_equal_whole(void **st) {
+    (void)st;
+    enum { NS = 3 };
+    char err[2048];
+    wgpt_gpt2 *whole = model_(WGPT_PRECISION_F16), *sh[NS];
+    for (int i = 0; i < NS; i++) {
+        sh[i] = wgpt_gpt2_create_sharded(G, &CFG, B, T, WGPT_PRECISION_F16, (uint32_t)i, NS, err, sizeof err);
+        if (!sh[i]) fail_msg("shard %d: %s", i, err);
+        if (wgpt_gpt2_set_params(sh[i], params) < 0) fail_msg("%s", wgpt_gpt2_error(sh[i]));
+    }
+    uint64_t P = wgpt_gpt2_padded_params(whole);
+    assert_int_equal(P, np);  // every slice a multiple of 64 floats
+    // The layout: tensor t covers [at, at + sizes[t]); the matmul weights are 4, 6, 10, 12.
+    size_t sizes[WGPT_GPT2_NUM_TENSORS];
+    wgpt_gpt2_param_sizes(&CFG, sizes);
+    uint64_t whole_floats = 0, matmul_in[NS] = {0};
+    for (size_t t = 0, at = 0; t < WGPT_GPT2_NUM_TENSORS; at += sizes[t], t++) {
+        int matmul = t == 4 || t == 6 || t == 10 || t == 12;
+        if (!matmul) whole_floats += sizes[t];
+        for (int i = 0; matmul && i < NS; i++) {
+            uint64_t off, n;
+            wgpt_gpt2_shard_range(sh[i], (uint32_t)i, &off, &n);
+            uint64_t b = at > off ? at : off, e = at + sizes[t] < off + n ? at + sizes[t] : off + n;
+            if (b < e) matmul_in[i] += e - b;
+        }
+    }
+    assert_int_equal(whole_floats, 12032);
+    wgpt_gpt2_memory_kinds mw, ms;
+    wgpt_gpt2_memory_split(whole, &mw);
+    assert_int_equal(mw.masters, P * 4);
+    assert_int_equal(mw.split_masters, 0);
+    for (int i = 0; i < NS; i++) {
+        wgpt_gpt2_memory_split(sh[i], &ms);
+        printf("shard %d: fp32 masters %llu bytes (whole model %llu)\n", i, (unsigned long long)ms.masters,
+               (unsigned long long)mw.masters);
+        assert_int_equal(ms.split_masters, 1);
+        assert_int_equal(ms.masters, (whole_floats + matmul_in[i]) * 4);
+        assert_int_equal(ms.weights16, mw.weights16);  // the f16 copy stays whole
+        assert_int_equal(ms.grads, mw.grads);
+    }
+    uint64_t words[NS], total = 0, at[NS];
+    for (int i = 0; i < NS; i++) at[i] = total, total += words[i] = wgpt_gpt2_shard_update_words(sh[0], (uint32_t)i);
+    uint32_t *upd = malloc(total * sizeof *upd);
+    for (int t = 1; t <= 3; t++) {
+        wgpt_step_result r, rs;
+        if (wgpt_gpt2_train_step(whole, tokens, targets, &OPT, t, &r) < 0) fail_msg("%s", wgpt_gpt2_error(whole));
+        for (int i = 0; i < NS; i++) {
+            if (wgpt_gpt2_train_step(sh[i], tokens, targets, &OPT, t, &rs) < 0) fail_msg("%s", wgpt_gpt2_error(sh[i]));
+            if (memcmp(&rs.loss, &r.loss, sizeof r.loss) != 0)
+                fail_msg("step %d shard %d: loss %.9g, whole %.9g", t, i, rs.loss, r.loss);
+            if (wgpt_gpt2_get_shard_update(sh[i], upd + at[i]) < 0) fail_msg("%s", wgpt_gpt2_error(sh[i]));
+        }
+        for (int i = 0; i < NS; i++)
+            if (wgpt_gpt2_set_shard_updates(sh[i], upd) < 0) fail_msg("%s", wgpt_gpt2_error(sh[i]));
+    }
+    float *pad = malloc(P * sizeof *pad), *a = malloc(np * sizeof *a), *b = malloc(np * sizeof *b);
+    for (int i = 0; i < NS; i++) {
+        uint64_t off, n;
+        wgpt_gpt2_shard_range(sh[i], (uint32_t)i, &off, &n);
+        assert_int_equal(wgpt_gpt2_get_param_shard(sh[i], pad + off), 0);
+    }
+    wgpt_gpt2_unpad(whole, pad, b);
+    assert_int_equal(wgpt_gpt2_get_params(whole, a), 0);
+    assert_memory_equal(a, b, np * sizeof *a);
+    assert_true(memcmp(a, params, np * sizeof *a) != 0);  // it trained
+    assert_int_equal(wgpt_gpt2_get_params(sh[1], b), -1);  // a shard has not the whole
+    assert_non_null(strstr(wgpt_gpt2_error(sh[1]), "shard 1 of 3"));
+    // Inference on the shards' parameters: the whole model's logits bit for bit.
+    wgpt_gpt2 *iw = wgpt_gpt2_create_inference(whole, 1, 24, err, sizeof err);
+    wgpt_gpt2 *is = iw ? wgpt_gpt2_create_inference(sh[2], 1, 24, err, sizeof err) : NULL;
+    if (!is) fail_msg("%s", err);
+    float lw[97], ls[97];
+    if (wgpt_gpt2_logits(iw, tokens, 0, 20, lw) < 0 || wgpt_gpt2_logits(is, tokens, 0, 20, ls) < 0)
+        fail_msg("logits: %s %s", wgpt_gpt2_error(iw), wgpt_gpt2_error(is));
+    assert_memory_equal(lw, ls, sizeof lw);
+    wgpt_gpt2_free(is), wgpt_gpt2_free(iw);
+    assert_null(wgpt_gpt2_create_inference(sh[0], 1, 7, err, sizeof err));
+    assert_non_null(strstr(err, "ZeRO-1"));
+    for (int i = 0; i < NS; i++) wgpt_gpt2_free(sh[i]);
+    wgpt_gpt2_free(whole);
+    free(upd), free(pad), free(a), free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loss_and_gradients_near_fp32),
@@ -201,6 +295,7 @@ int main(void) {
         cmocka_unit_test(f16_refuses_odd_shapes),
         cmocka_unit_test(auto_precision_follows_the_device),
         cmocka_unit_test(loss_scale_state_restores),
+        cmocka_unit_test(split_masters_equal_whole),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

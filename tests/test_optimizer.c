@@ -25,6 +25,7 @@
 #include "test_util.h"
 
 #include "model/optimizer.h"
+#include "model/precision.h"
 #include "ref/gpt2_ref.h"
 
 static wgpt_gpu *G, *SPLIT;
@@ -438,6 +439,110 @@ static void norm_and_adamw_are_deterministic(void **st) {
     free(p), free(g), free(m), free(v);
 }
 
+// adamw_update_f16 (ZeRO-1's f16 mode): params, m and v bit for bit those of
+// adamw_update, and params16 bit for bit wgpt_cast_f16 of the new params
+// wherever a range covers, untouched elsewhere; a skipped step writes no f16.
+// The ranges take both kernels: 64-float aligned ones the vec4 twin, the
+// ones starting 14 floats past a 64-float boundary or of 38 floats the pairs.
+static const wgpt_adamw_range RANGES16[] = {
+    {0, 9000, 0.1f}, {9000, 38, 0.0f}, {9038, 3000, 0.1f}, {15104, 24896, 0.0f},  // [12038, 15104) not covered
+};
+#define N_RANGES16 ((int)(sizeof RANGES16 / sizeof RANGES16[0]))
+#define ADAMW16_N 40000u
+
+
+static void range_wd_f16_(uint64_t i, int *covered) {
+    *covered = 0;
+    for (int k = 0; k < N_RANGES16; k++)
+        if (i >= RANGES16[k].offset && i < RANGES16[k].offset + RANGES16[k].count) *covered = 1;
+}
+
+static void adamw_f16_equals_adamw_and_cast(void **st) {
+    (void)st;
+    const uint64_t n = ADAMW16_N;
+    wgpt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 1};
+    wgpt_gpu *devs[2] = {SPLIT, G};
+    size_t bytes = n * sizeof(float);
+    float *p = malloc(bytes), *g = malloc(bytes);
+    float *a[3], *b[3];
+    for (int j = 0; j < 3; j++) a[j] = malloc(bytes), b[j] = malloc(bytes);
+    uint16_t *h16 = malloc(n * 2), *want16 = malloc(n * 2), *old16 = malloc(n * 2);
+    for (uint64_t i = 0; i < n; i++) old16[i] = (uint16_t)(0x3c00u + i % 1000);  // not any cast of p
+    tu_fill(p, n, -0.1f, 0.1f);
+    for (int d = 0; d < 2; d++) {
+        wgpt_gpu *gd = devs[d];
+        rig plain, fused;
+        rig_init_(&plain, gd, n, 1.0f, RANGES16, N_RANGES16, &hp);
+        // the fused one: the same norm, then adamw_update_f16 into p16
+        fused.g = gd, fused.n = n;
+        fused.p = tu_upload_f32(gd, NULL, n, "params"), fused.gr = tu_upload_f32(gd, NULL, n, "grads");
+        fused.m = tu_upload_f32(gd, NULL, n, "m"), fused.v = tu_upload_f32(gd, NULL, n, "v");
+        fused.scratch = wgpt_buf_create(gd, wgpt_grad_norm_scratch_bytes(gd, n), "scratch");
+        fused.state = wgpt_buf_create(gd, WGPT_OPTIM_STATE_BYTES, "state");
+        wgpt_buf *p16 = wgpt_buf_create(gd, n * 2, "params f16"), *c16 = wgpt_buf_create(gd, n * 2, "cast");
+        wgpt_op_init(&fused.op);
+        wgpt_view sv = {fused.state, 0, 0}, gv = {fused.gr, 0, 0};
+        TU_OK(gd, wgpt_grad_norm(gd, &fused.op, gv, n, (wgpt_view){fused.scratch, 0, 0}, sv, 1.0f, NULL));
+        TU_OK(gd, wgpt_adamw_update_f16(gd, &fused.op, (wgpt_view){fused.p, 0, 0}, (wgpt_view){p16, 0, 0}, gv,
+                                        (wgpt_view){fused.m, 0, 0}, (wgpt_view){fused.v, 0, 0}, sv, RANGES16,
+                                        N_RANGES16, &hp, &fused.h));
+        if (gd == G) {  // one chunk a range: the kernel by its grid (vec4: 4 floats a thread, pairs: 2)
+            const uint32_t want[4] = {9000 / 4 / 256 + 1, 1, 3000 / 2 / 256 + 1, 24896 / 4 / 256 + 1};
+            assert_true(fused.op.n >= 4);
+            for (int k = 0; k < 4; k++) assert_int_equal(fused.op.steps[fused.op.n - 4 + k].x, want[k]);
+        }
+        wgpt_op cast;
+        wgpt_op_init(&cast);
+        for (uint64_t o = 0; o < n; o += SPLIT_FLOATS) {  // within the split device's bindings
+            uint64_t k = n - o < SPLIT_FLOATS ? n - o : SPLIT_FLOATS;
+            TU_OK(gd, wgpt_cast_f16(gd, &cast, (wgpt_view){c16, o * 2, k * 2}, (wgpt_view){plain.p, o * 4, k * 4}, k));
+        }
+        rig_put_(&plain, p, NULL, NULL, NULL), rig_put_(&fused, p, NULL, NULL, NULL);
+        TU_OK(gd, wgpt_buf_upload(gd, p16, 0, old16, n * 2));
+        for (int t = 1; t <= 3; t++) {
+            tu_fill(g, n, -1.0f, 1.0f);
+            if (t == 2) g[n - 3] = NAN;  // a skipped step: no f16 either
+            rig_put_(&plain, NULL, g, NULL, NULL), rig_put_(&fused, NULL, g, NULL, NULL);
+            TU_OK(gd, wgpt_adamw_set_step(gd, plain.h, 1e-3f, t));
+            TU_OK(gd, wgpt_adamw_set_step(gd, fused.h, 1e-3f, t));
+            TU_OK(gd, wgpt_op_record(gd, &plain.op));
+            TU_OK(gd, wgpt_op_record(gd, &fused.op));
+            TU_OK(gd, wgpt_op_record(gd, &cast));
+            wgpt_optim_state sa, sb;
+            rig_get_(&plain, a[0], a[1], a[2], &sa), rig_get_(&fused, b[0], b[1], b[2], &sb);
+            assert_int_equal(sb.nonfinite, t == 2);
+            for (int j = 0; j < 3; j++) assert_memory_equal(a[j], b[j], bytes);
+            TU_OK(gd, wgpt_buf_download(gd, p16, 0, h16, n * 2));
+            TU_OK(gd, wgpt_buf_download(gd, c16, 0, want16, n * 2));
+            for (uint64_t i = 0; i < n; i++) {
+                int covered;
+                range_wd_f16_(i, &covered);
+                uint16_t w = covered ? want16[i] : old16[i];
+                if (h16[i] != w)
+                    fail_msg("%s step %d element %llu (%s): f16 0x%04x, want 0x%04x", d ? "default" : "split", t,
+                             (unsigned long long)i, covered ? "updated" : "outside the ranges", h16[i], w);
+            }
+        }
+        wgpt_op_free(&cast);
+        wgpt_buf_free(p16), wgpt_buf_free(c16);
+        rig_free_(&plain), rig_free_(&fused);
+    }
+    // Odd range ends are refused (a pair would straddle two ranges).
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_adamw *h = NULL;
+    wgpt_buf *buf = wgpt_buf_create(G, 4096, "b"), *s = wgpt_buf_create(G, 16, "s");
+    wgpt_view vb = {buf, 0, 0}, vs = {s, 0, 0};
+    const wgpt_adamw_range odd[1] = {{2, 7, 0.0f}};
+    assert_int_equal(wgpt_adamw_update_f16(G, &op, vb, vb, vb, vb, vb, vs, odd, 1, &hp, &h), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "even"));
+    assert_null(h);
+    wgpt_op_free(&op);
+    wgpt_buf_free(buf), wgpt_buf_free(s);
+    free(p), free(g), free(h16), free(want16), free(old16);
+    for (int j = 0; j < 3; j++) free(a[j]), free(b[j]);
+}
+
 // Arguments the wrappers must refuse.
 static void bad_arguments_are_refused(void **st) {
     (void)st;
@@ -476,6 +581,7 @@ int main(void) {
         cmocka_unit_test(adamw_2d_grid),
         cmocka_unit_test(nonfinite_gradient_skips_the_step),
         cmocka_unit_test(norm_and_adamw_are_deterministic),
+        cmocka_unit_test(adamw_f16_equals_adamw_and_cast),
         cmocka_unit_test(bad_arguments_are_refused),
     };
     return cmocka_run_group_tests_name("optimizer", tests, group_setup, tu_group_teardown);

@@ -65,6 +65,10 @@ wgpt_comm_sum *wgpt_comm_reduce_begin(wgpt_comm *c, float *data, size_t n, const
 // a checkpoint, its moments.
 int wgpt_comm_gather_floats(wgpt_comm *c, const float *mine, float *all, const uint64_t *offs, const uint64_t *counts,
                             int root, char *err, size_t errlen);
+// The same for 32-bit words, moved bit for bit (ZeRO-1's f16 updates: f16
+// pairs and fp32 values in one piece a rank).
+int wgpt_comm_gather_words(wgpt_comm *c, const uint32_t *mine, uint32_t *all, const uint64_t *offs,
+                           const uint64_t *counts, int root, char *err, size_t errlen);
 // *v of every rank, summed in rank order.
 int wgpt_comm_sum_double(wgpt_comm *c, double *v, char *err, size_t errlen);
 // The smallest and largest *v over the ranks (an options hash, a stop flag).

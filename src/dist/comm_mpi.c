@@ -334,32 +334,43 @@ int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t 
     return rc;
 }
 
-int wgpt_comm_gather_floats(wgpt_comm *c, const float *mine, float *all, const uint64_t *offs, const uint64_t *counts,
-                            int root, char *err, size_t errlen) {
+// The gathers of floats and of 32-bit words: the same collective on elements of 4 bytes.
+static int gather_(wgpt_comm *c, const void *mine, void *all, const uint64_t *offs, const uint64_t *counts, int root,
+                   MPI_Datatype type, const char *what, char *err, size_t errlen) {
     int me = c->rank;
+    char *a = all;
     if (c->size == 1) {
-        if (all && mine != all + offs[0]) memmove(all + offs[0], mine, counts[0] * sizeof *all);
+        if (a && (const char *)mine != a + offs[0] * 4) memmove(a + offs[0] * 4, mine, counts[0] * 4);
         return 0;
     }
     if (root >= c->size) return wgpt_errf(err, errlen, "gather to rank %d of %d ranks", root, c->size);
     for (int i = 0; i < c->size; i++) {  // MPI counts and displacements are ints
         if (offs[i] + counts[i] > (uint64_t)INT32_MAX)
-            return wgpt_errf(err, errlen, "a gather of %llu floats: at most %d", (unsigned long long)(offs[i] + counts[i]),
-                             INT32_MAX);
+            return wgpt_errf(err, errlen, "a gather of %llu elements: at most %d",
+                             (unsigned long long)(offs[i] + counts[i]), INT32_MAX);
         c->counts[i] = (int)counts[i], c->displs[i] = (int)offs[i];
     }
     int receives = root < 0 || root == me;
     if (receives && !all) return wgpt_errf(err, errlen, "a gather needs the whole array on the receiving rank");
     // In place where mine is already at its place in all (MPI forbids overlapping buffers otherwise).
-    const void *send = receives && mine == all + offs[me] ? MPI_IN_PLACE : (const void *)mine;
-    const char *what = root < 0 ? "the parameter all-gather" : "the optimizer state gather";
+    const void *send = receives && (const char *)mine == a + offs[me] * 4 ? MPI_IN_PLACE : mine;
     MPI_Request req;
-    int rc = root < 0 ? MPI_Iallgatherv(send, c->counts[me], MPI_FLOAT, all, c->counts, c->displs, MPI_FLOAT,
-                                        c->world, &req)
-                      : MPI_Igatherv(send, c->counts[me], MPI_FLOAT, all, c->counts, c->displs, MPI_FLOAT, root,
-                                     c->world, &req);
+    int rc = root < 0 ? MPI_Iallgatherv(send, c->counts[me], type, all, c->counts, c->displs, type, c->world, &req)
+                      : MPI_Igatherv(send, c->counts[me], type, all, c->counts, c->displs, type, root, c->world, &req);
     if (rc != MPI_SUCCESS) return mpi_fail_(c, rc, what, err, errlen);
     return wait_(c, &req, what, err, errlen);
+}
+
+int wgpt_comm_gather_floats(wgpt_comm *c, const float *mine, float *all, const uint64_t *offs, const uint64_t *counts,
+                            int root, char *err, size_t errlen) {
+    const char *what = root < 0 ? "the parameter all-gather" : "the optimizer state gather";
+    return gather_(c, mine, all, offs, counts, root, MPI_FLOAT, what, err, errlen);
+}
+
+int wgpt_comm_gather_words(wgpt_comm *c, const uint32_t *mine, uint32_t *all, const uint64_t *offs,
+                           const uint64_t *counts, int root, char *err, size_t errlen) {
+    const char *what = root < 0 ? "the all-gather of the updated shards" : "a gather of words";
+    return gather_(c, mine, all, offs, counts, root, MPI_UINT32_T, what, err, errlen);
 }
 
 int wgpt_comm_sum_double(wgpt_comm *c, double *v, char *err, size_t errlen) {

@@ -63,6 +63,11 @@ void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint
     *adam_bytes = m->adam_bytes;
 }
 
+void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out) {
+    *out = (wgpt_gpt2_memory_kinds){m->master_bytes, m->weights16_bytes, m->grad_bytes,
+                                    m->adam_bytes,   m->activation_bytes, m->split_masters};
+}
+
 // Shard i of n of the padded array: 64-float (256-byte) boundaries, so that
 // every shard can be bound on any device (WebGPU's largest offset alignment)
 // and every rank computes the same boundaries whatever its GPU.
@@ -84,16 +89,21 @@ static int alloc_params_(wgpt_gpt2 *m) {
     wgpt_buf **bufs[4] = {&m->params, &m->grads, &m->adam_m, &m->adam_v};
     const char *names[4] = {"params", "grads", "adam m", "adam v"};
     for (int i = m->shared ? 1 : 0; i < (m->training ? 4 : 1); i++) {
-        uint64_t floats = i >= 2 ? m->shard_n : m->padded_params;  // the moments: this rank's shard only
+        // the masters: the whole array, or (f16 ZeRO-1) less the others' matmul
+        // weights; the moments: this rank's shard only
+        uint64_t floats = i >= 2 ? m->shard_n : i == 0 ? m->master_floats : m->padded_params;
         *bufs[i] = wgpt_buf_create(m->g, floats * 4, names[i]);
         if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(*bufs[i]);
         if (i >= 2) m->adam_bytes += wgpt_buf_size(*bufs[i]);
+        if (i == 0) m->master_bytes = wgpt_buf_size(*bufs[i]);
+        if (i == 1) m->grad_bytes = wgpt_buf_size(*bufs[i]);
     }
     if (m->precision == WGPT_PRECISION_F16 && !m->shared) {
         m->params16 = wgpt_buf_create(m->g, m->padded_params * 2, "params f16");
         if (!m->params16) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(m->params16);
+        m->weights16_bytes = wgpt_buf_size(m->params16);
     }
     return 0;
 }
@@ -235,7 +245,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     return f16 ? alloc_list_(m, half_bwd, 1) : 0;
 }
 
-#define P(t, l) wgpt_gpt2_pview_(m, m->params, (t), (l))
+#define P(t, l) wgpt_gpt2_mview_(m, (t), (l))
 #define D(t, l) wgpt_gpt2_pview_(m, m->grads, (t), (l))
 #define A(act, l) wgpt_gpt2_aview_(&m->act, (l))
 #define P16(t, l) p16view_(m, (t), (l))
@@ -454,10 +464,17 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
         r[t] = (wgpt_adamw_range){b < e ? b - s0 : 0, b < e ? e - b : 0, wd};
     }
     wgpt_adamw_hparams hp = {o->lr, o->beta1, o->beta2, o->eps, 1};
-    wgpt_view pv = {m->params, s0 * 4, m->shard_n * 4}, gv = {m->grads, s0 * 4, m->shard_n * 4};
+    // the shard is contiguous in the masters too (gpt2_masters.c)
+    wgpt_view pv = {m->params, wgpt_gpt2_master_at_(m, s0) * 4, m->shard_n * 4}, gv = {m->grads, s0 * 4, m->shard_n * 4};
     wgpt_view mv = {m->adam_m, 0, 0}, vv = {m->adam_v, 0, 0};
-    GPU_OK(m, wgpt_adamw_update(g, &m->opt, pv, gv, mv, vv, A(opt_state, 0), r, WGPT_GPT2_NUM_TENSORS, &hp,
-                                &m->adamw));
+    if (m->split_masters) {  // no whole fp32 array to cast from: AdamW writes the shard's f16 copy
+        wgpt_view p16 = {m->params16, s0 * 2, m->shard_n * 2};
+        GPU_OK(m, wgpt_adamw_update_f16(g, &m->opt, pv, p16, gv, mv, vv, A(opt_state, 0), r, WGPT_GPT2_NUM_TENSORS,
+                                        &hp, &m->adamw));
+    } else {
+        GPU_OK(m, wgpt_adamw_update(g, &m->opt, pv, gv, mv, vv, A(opt_state, 0), r, WGPT_GPT2_NUM_TENSORS, &hp,
+                                    &m->adamw));
+    }
     m->opt_cfg = *o;
     return 0;
 }
@@ -470,7 +487,8 @@ static int build_cast_(wgpt_gpt2 *m) {
 }
 
 int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
-    if (m->precision != WGPT_PRECISION_F16 || m->shared) return 0;
+    // split masters: AdamW wrote the f16 copy of its shard, uploads cast their own
+    if (m->precision != WGPT_PRECISION_F16 || m->shared || m->split_masters) return 0;
     GPU_OK(m, wgpt_op_record(m->g, &m->cast));
     return 0;
 }
@@ -523,8 +541,23 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
         }
     }
     int f16 = precision == WGPT_PRECISION_F16;
+    // f16 ZeRO-1: the fp32 matmul weights of this shard only (gpt2_masters.c);
+    // an inference instance reads the masters where its training model keeps them
+    if (share) {
+        m->split_masters = share->split_masters, m->keep_lo = share->keep_lo, m->keep_hi = share->keep_hi;
+        m->master_floats = share->master_floats;
+        if (m->split_masters && !f16) {
+            snprintf(err, errlen, "an inference instance of %u x %u positions would run in fp32 (f16 takes a "
+                     "multiple of 8), but its training model keeps only its shard of the fp32 matmul weights "
+                     "(ZeRO-1 in f16)", B, T);
+            wgpt_gpt2_free(m);
+            return NULL;
+        }
+    } else {
+        wgpt_gpt2_layout_masters_(m, f16 && training && nshards > 1);
+    }
     if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
-        (m->training && build_backward_(m) < 0) || (f16 && !m->shared && build_cast_(m) < 0)) {
+        (m->training && build_backward_(m) < 0) || (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
         return NULL;

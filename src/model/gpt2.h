@@ -141,13 +141,28 @@ void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activ
 // The first of those split: parameters and gradients (the f16 copy included),
 // and the AdamW moments (this shard's only, in a sharded model).
 void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint64_t *adam_bytes);
+// All of it by kind (bytes of GPU buffers; their sum is the two of wgpt_gpt2_memory).
+typedef struct wgpt_gpt2_memory_kinds {
+    uint64_t masters;      // the fp32 parameters: all, or with split_masters this shard's matmul weights
+                           // (qkvw, attprojw, fcw, fcprojw) and every other tensor whole
+    uint64_t weights16;    // their f16 copy, whole (f16 mode; 0 in fp32)
+    uint64_t grads;        // the gradients, whole
+    uint64_t adam;         // the AdamW moments: this shard's
+    uint64_t activations;
+    int split_masters;     // a ZeRO-1 model in f16 (wgpt_gpt2_create_sharded with nshards > 1)
+} wgpt_gpt2_memory_kinds;
+void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out);
 
 // ZeRO-1: a training model that keeps the AdamW moments of shard `shard` of
 // `nshards` contiguous pieces of the padded parameter array (64-float
 // boundaries, the same on every device) and whose update changes only that
 // piece of the parameters; the gradient norm still covers every gradient.
-// The caller gathers the updated pieces of all shards
-// (wgpt_gpt2_get_param_shard, wgpt_gpt2_set_params_padded). nshards 1 is an
+// In f16 with nshards > 1 it also keeps the fp32 masters of the matmul
+// weights (qkvw, attprojw, fcw, fcprojw: the matmuls read their f16 copy)
+// of its piece only, every other tensor whole (the embedding, layernorm and
+// bias kernels read them in fp32); its update writes the piece's f16 copy
+// as well. The caller gathers the updated pieces of all shards
+// (wgpt_gpt2_get_shard_update, wgpt_gpt2_set_shard_updates). nshards 1 is an
 // ordinary training model. Fails if a shard would be empty.
 wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
                                     wgpt_precision precision, uint32_t shard, uint32_t nshards, char *err,
@@ -156,16 +171,29 @@ uint32_t wgpt_gpt2_num_shards(const wgpt_gpt2 *m);  // 1 unless sharded
 // Floats of the padded parameter array, and shard i's piece of it.
 uint64_t wgpt_gpt2_padded_params(const wgpt_gpt2 *m);
 void wgpt_gpt2_shard_range(const wgpt_gpt2 *m, uint32_t i, uint64_t *offset, uint64_t *count);
-// This model's piece of the parameters (padded layout, its shard's count).
+// This model's piece of the fp32 parameters (padded layout, its shard's
+// count): the true masters, in f16 too (a checkpoint gathers them).
 int wgpt_gpt2_get_param_shard(wgpt_gpt2 *m, float *params);
-// All parameters in the padded layout (wgpt_gpt2_padded_params floats); the f16 copies are refreshed.
+// All parameters in the padded layout (wgpt_gpt2_padded_params floats); the
+// f16 copies are refreshed. A model with split masters keeps what it holds.
 int wgpt_gpt2_set_params_padded(wgpt_gpt2 *m, const float *padded);
+// The exchange after a sharded update: shard i's update is
+// wgpt_gpt2_shard_update_words(m, i) 32-bit words (the same on every shard);
+// get gives this model's (after its update), set takes every shard's, one
+// after the other in shard order, and leaves the model with every shard's
+// update (its own is in place already). What a word holds is the model's
+// business: the piece's fp32 values, or with split masters the piece's f16
+// copy (two halves a word) and the fp32 values of its tensors kept whole.
+uint64_t wgpt_gpt2_shard_update_words(const wgpt_gpt2 *m, uint32_t i);
+int wgpt_gpt2_get_shard_update(wgpt_gpt2 *m, uint32_t *words);
+int wgpt_gpt2_set_shard_updates(wgpt_gpt2 *m, const uint32_t *words);
 // This shard's moments (padded layout, its shard's count each).
 int wgpt_gpt2_get_adam_shard(wgpt_gpt2 *m, float *adam_m, float *adam_v);
 // A padded-layout array (wgpt_gpt2_padded_params floats) in the reference layout.
 void wgpt_gpt2_unpad(const wgpt_gpt2 *m, const float *padded, float *ref);
 
-// Copies parameters (reference layout, wgpt_gpt2_num_params floats) in or out.
+// Copies parameters (reference layout, wgpt_gpt2_num_params floats) in or
+// out; get fails on a model with split masters (gather wgpt_gpt2_get_param_shard).
 int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params);
 int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params);
 int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads);  // after a backward

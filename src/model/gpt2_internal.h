@@ -38,6 +38,12 @@ struct wgpt_gpt2 {
     // of the padded array; one shard of one is the whole array
     uint32_t shard, nshards;
     uint64_t shard_off, shard_n;
+    // where the fp32 masters live (gpt2_masters.c): with split_masters (f16,
+    // several shards) `params` holds the matmul weights of [keep_lo, keep_hi)
+    // only and every other tensor whole; master_floats in all
+    int split_masters;
+    uint64_t keep_lo, keep_hi, master_floats;
+    uint64_t master_bytes, weights16_bytes, grad_bytes;  // for wgpt_gpt2_memory_split
 
     // forward activations: per layer (L slices) unless noted
     wgpt_gpt2_act encoded;                        // (B,T,C), 1 slice
@@ -99,6 +105,16 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m);
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void wgpt_gpt2_layout_params_(wgpt_gpt2 *m);
 wgpt_view wgpt_gpt2_pview_(const wgpt_gpt2 *m, wgpt_buf *buf, int tensor, uint32_t layer);
+// The fp32 masters (gpt2_masters.c): 1 for the tensors that a split model
+// keeps only its shard of; the master offset of float p of the padded array
+// (p in a kept piece, or its end); the layout from the shard (after
+// wgpt_gpt2_layout_params_); the view of a slice (no buffer for a tensor not
+// kept whole); all parameters from a padded host array, the f16 copy included.
+int wgpt_gpt2_sharded_master_(int tensor);
+uint64_t wgpt_gpt2_master_at_(const wgpt_gpt2 *m, uint64_t p);
+void wgpt_gpt2_layout_masters_(wgpt_gpt2 *m, int split);
+wgpt_view wgpt_gpt2_mview_(const wgpt_gpt2 *m, int tensor, uint32_t layer);
+int wgpt_gpt2_upload_padded_(wgpt_gpt2 *m, const float *padded);
 int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint32_t slices, uint64_t floats);
 wgpt_view wgpt_gpt2_aview_(const wgpt_gpt2_act *a, uint32_t slice);
 

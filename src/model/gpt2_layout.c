@@ -89,10 +89,20 @@ static int move_(wgpt_gpt2 *m, wgpt_buf *buf, float *ref, int upload) {
 }
 
 int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params) {
-    if (move_(m, m->params, (float *)params, 1) < 0) return -1;
-    return wgpt_gpt2_refresh_f16_(m);
+    float *tmp = calloc(m->padded_params, sizeof *tmp);
+    if (!tmp) return wgpt_gpt2_fail_(m, "out of host memory (%llu floats)", (unsigned long long)m->padded_params);
+    convert_(m, tmp, (float *)params, 1);
+    int rc = wgpt_gpt2_upload_padded_(m, tmp);
+    free(tmp);
+    return rc;
 }
-int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params) { return move_(m, m->params, params, 0); }
+
+int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params) {
+    if (m->split_masters)
+        return wgpt_gpt2_fail_(m, "this model holds the fp32 matmul weights of shard %u of %u only (ZeRO-1 in f16): "
+                               "gather them with wgpt_gpt2_get_param_shard", m->shard, m->nshards);
+    return move_(m, m->params, params, 0);
+}
 int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads) {
     if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");
     return move_(m, m->grads, grads, 0);
@@ -132,18 +142,6 @@ int wgpt_gpt2_get_adam_shard(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
         wgpt_buf_download(m->g, m->adam_v, 0, adam_v, m->shard_n * 4) < 0)
         return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
     return 0;
-}
-
-int wgpt_gpt2_get_param_shard(wgpt_gpt2 *m, float *params) {
-    if (wgpt_buf_download(m->g, m->params, m->shard_off * 4, params, m->shard_n * 4) < 0)
-        return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-    return 0;
-}
-
-int wgpt_gpt2_set_params_padded(wgpt_gpt2 *m, const float *padded) {
-    if (wgpt_buf_upload(m->g, m->params, 0, padded, m->padded_params * 4) < 0)
-        return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-    return wgpt_gpt2_refresh_f16_(m);  // the f16 copies follow the gathered f32 masters
 }
 
 void wgpt_gpt2_unpad(const wgpt_gpt2 *m, const float *padded, float *ref) { convert_(m, (float *)padded, ref, 0); }

@@ -183,10 +183,17 @@ static void adamw_params_step(adamw_params *p, float lr, int t) {
     p->bc2 = (float)(1.0 - pow((double)p->beta2, t));
 }
 
-int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grads, wgpt_view m, wgpt_view v,
-                      wgpt_view state, const wgpt_adamw_range *ranges, int nranges, const wgpt_adamw_hparams *hp,
-                      wgpt_adamw **out) {
+// The f16 copy's binding of chunk c: two bytes a float of params' chunk.
+static wgpt_view opt_view16(wgpt_view base16, const opt_chunk *c) {
+    return (wgpt_view){base16.buf, base16.offset + c->first * 2, c->len * 2};
+}
+
+// wgpt_adamw_update, and with params16.buf the f16 copy written too.
+static int adamw_update_(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view params16, wgpt_view grads,
+                         wgpt_view m, wgpt_view v, wgpt_view state, const wgpt_adamw_range *ranges, int nranges,
+                         const wgpt_adamw_hparams *hp, wgpt_adamw **out) {
     *out = NULL;
+    int f16 = params16.buf != NULL;
     if (nranges < 0 || (nranges > 0 && !ranges) || !hp || hp->t < 1 || !(hp->beta1 >= 0.0f && hp->beta1 < 1.0f) ||
         !(hp->beta2 >= 0.0f && hp->beta2 < 1.0f) || !opt_covers(state, WGPT_OPTIM_STATE_BYTES / 4))
         return wgpt_gpu_fail(g, "adamw: bad arguments (step >= 1, betas in [0, 1), a state view of %d bytes)",
@@ -204,6 +211,12 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
     }
     for (int i = 0; i < nr; i++) {
         uint64_t end = r[i].offset + r[i].count;
+        if (f16 && (r[i].offset % 2 || r[i].count % 2 || wgpt_view_bytes(params16) < end * 2)) {
+            wgpt_gpu_fail(g, "adamw_f16: the range [%llu, %llu) must start and end on an even float and lie within "
+                          "the f16 copy (%llu bytes)", (unsigned long long)r[i].offset, (unsigned long long)end,
+                          (unsigned long long)wgpt_view_bytes(params16));
+            goto done;
+        }
         if (!opt_covers(params, end) || !opt_covers(grads, end) || !opt_covers(m, end) || !opt_covers(v, end)) {
             wgpt_gpu_fail(g, "adamw: the range [%llu, %llu) reaches past params, grads, m or v (or one has no buffer)",
                           (unsigned long long)r[i].offset, (unsigned long long)end);
@@ -244,12 +257,15 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
                 .weight_decay = r[i].weight_decay,
             };
             adamw_params_step(p, hp->lr, hp->t);
-            wgpt_view vs[5] = {opt_view(params, &chunks[c]), opt_view(grads, &chunks[c]), opt_view(m, &chunks[c]),
-                               opt_view(v, &chunks[c]), st};
-            // The vec4 twin where the chunk's floats and the four arrays' views line up on vec4s.
-            int vec4 = p->n % 4 == 0 && p->start % 4 == 0 && wgpt_views_vec4(vs, 4);
-            h->binds[h->n] = wgpt_op_add1d(g, op, vec4 ? "adamw_update_vec4" : "adamw_update", vs, 5, p, sizeof *p,
-                                           wgpt_groups(vec4 ? chunks[c].n / 4 : chunks[c].n));
+            wgpt_view vs[6] = {opt_view(params, &chunks[c]), opt_view(grads, &chunks[c]), opt_view(m, &chunks[c]),
+                               opt_view(v, &chunks[c]), st, f16 ? opt_view16(params16, &chunks[c]) : st};
+            // The vec4 twin where the chunk's floats and the four arrays' views line up on vec4s
+            // (and the f16 copy's on 4 halves).
+            int vec4 = p->n % 4 == 0 && p->start % 4 == 0 && wgpt_views_vec4(vs, 4) && (!f16 || vs[5].offset % 8 == 0);
+            const char *k = f16 ? (vec4 ? "adamw_update_f16_vec4" : "adamw_update_f16")
+                                : (vec4 ? "adamw_update_vec4" : "adamw_update");
+            uint64_t threads = vec4 ? chunks[c].n / 4 : f16 ? chunks[c].n / 2 : chunks[c].n;
+            h->binds[h->n] = wgpt_op_add1d(g, op, k, vs, f16 ? 6 : 5, p, sizeof *p, wgpt_groups(threads));
             if (!h->binds[h->n]) {
                 free(chunks);
                 goto done;
@@ -264,6 +280,21 @@ done:
     free(r);
     if (rc < 0) wgpt_adamw_free(h);
     return rc;
+}
+
+int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grads, wgpt_view m, wgpt_view v,
+                      wgpt_view state, const wgpt_adamw_range *ranges, int nranges, const wgpt_adamw_hparams *hp,
+                      wgpt_adamw **out) {
+    wgpt_view none = {NULL, 0, 0};
+    return adamw_update_(g, op, params, none, grads, m, v, state, ranges, nranges, hp, out);
+}
+
+int wgpt_adamw_update_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view params16, wgpt_view grads,
+                          wgpt_view m, wgpt_view v, wgpt_view state, const wgpt_adamw_range *ranges, int nranges,
+                          const wgpt_adamw_hparams *hp, wgpt_adamw **out) {
+    *out = NULL;
+    if (!params16.buf) return wgpt_gpu_fail(g, "adamw_f16: the f16 copy has no buffer");
+    return adamw_update_(g, op, params, params16, grads, m, v, state, ranges, nranges, hp, out);
 }
 
 int wgpt_adamw_set_step(wgpt_gpu *g, wgpt_adamw *h, float lr, int t) {

@@ -79,6 +79,15 @@ typedef struct wgpt_adamw wgpt_adamw;
 int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grads, wgpt_view m, wgpt_view v,
                       wgpt_view state, const wgpt_adamw_range *ranges, int nranges, const wgpt_adamw_hparams *hp,
                       wgpt_adamw **out);
+// The same, also writing params16 = f16(params) (round to nearest even, as
+// wgpt_cast_f16) for every element it updates, in the same dispatch: ZeRO-1's
+// f16 mode, where a rank holds only its shard of the fp32 masters.
+// params16 is bound over the same floats as params (2 bytes each; its offset
+// a multiple of the storage alignment); every range starts and ends on an
+// even float. A skipped step writes neither.
+int wgpt_adamw_update_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view params16, wgpt_view grads,
+                          wgpt_view m, wgpt_view v, wgpt_view state, const wgpt_adamw_range *ranges, int nranges,
+                          const wgpt_adamw_hparams *hp, wgpt_adamw **out);
 // Sets the learning rate and step number of every chunk's dispatch for the
 // next recording of the op (beta1, beta2, eps stay as created). t >= 1.
 int wgpt_adamw_set_step(wgpt_gpu *g, wgpt_adamw *h, float lr, int t);

@@ -77,10 +77,12 @@ typedef struct run_ {
     uint32_t nbuckets;
     uint64_t *counts;  // the shares of the reduce-scatters: one piece's, then each bucket's (nranks each)
     double exchange_s, overlap_s;  // every step's exchange in flight, and the part while the backward ran
-    // ZeRO-1 (several ranks): the padded parameter array for the all-gather
-    // of the updated shards, and each rank's shard of it
-    float *padded;
+    // ZeRO-1 (several ranks): each rank's shard of the padded parameter array;
+    // the all-gather of the updated shards (every rank's update, in words:
+    // wgpt_gpt2_shard_update_words), and where each rank's lies in it
     uint64_t *shard_off, *shard_n;
+    uint32_t *updates;
+    uint64_t *update_off, *update_n;
     int stopping;      // a stop every rank agreed on
     char path_ckpt[4096], path_metrics[4096], path_svg[4096];
     char err[8192];  // the error message, one line per fail_
@@ -139,36 +141,41 @@ static saved_opts_ saved_(const run_ *r) {
                          wgpt_gpt2_loss_scale(r->model), 0};
 }
 
-// Several ranks: each holds 1/N of the moments (ZeRO-1), gathered to rank 0
-// in the padded layout and returned there in the reference layout. Every
-// rank must call it at the same step.
-static int gather_moments_(run_ *r, float *adam_m, float *adam_v) {
+// Several ranks: each holds 1/N of the moments and, in f16, of the fp32
+// matmul weights (ZeRO-1): the fp32 parameters and both moments are gathered
+// to rank 0 in the padded layout and returned there in the reference layout
+// (every rank's true fp32 masters: the f16 copies are not what a checkpoint
+// holds). Every rank must call it at the same step.
+static int gather_state_(run_ *r, float *params, float *adam_m, float *adam_v) {
     uint64_t P = wgpt_gpt2_padded_params(r->model), off = r->shard_off[r->rank], n = r->shard_n[r->rank];
+    uint64_t each = r->rank == 0 ? P : n;  // rank 0 receives the whole padded arrays; the others send their shard
     char err[1024];
-    // rank 0 receives the whole padded arrays; the others send their shard
-    float *pm = malloc((r->rank == 0 ? P : n) * sizeof *pm), *pv = malloc((r->rank == 0 ? P : n) * sizeof *pv);
+    float *pp = malloc(each * sizeof *pp), *pm = malloc(each * sizeof *pm), *pv = malloc(each * sizeof *pv);
     int rc = -1;
-    if (!pm || !pv) {
-        fail_(r, "out of host memory gathering the optimizer state");
+    if (!pp || !pm || !pv) {
+        fail_(r, "out of host memory gathering the parameters and optimizer state");
     } else {
-        float *mm = r->rank == 0 ? pm + off : pm, *mv = r->rank == 0 ? pv + off : pv;
-        if (wgpt_gpt2_get_adam_shard(r->model, mm, mv) < 0)
-            fail_(r, "reading the optimizer state for a checkpoint: %s", wgpt_gpt2_error(r->model));
-        else if (wgpt_comm_gather_floats(r->comm, mm, pm, r->shard_off, r->shard_n, 0, err, sizeof err) < 0 ||
-                 wgpt_comm_gather_floats(r->comm, mv, pv, r->shard_off, r->shard_n, 0, err, sizeof err) < 0)
-            fail_(r, "gathering the optimizer state for a checkpoint: %s", err);
+        uint64_t at = r->rank == 0 ? off : 0;
+        if (wgpt_gpt2_get_param_shard(r->model, pp + at) < 0 || wgpt_gpt2_get_adam_shard(r->model, pm + at, pv + at) < 0)
+            fail_(r, "reading the parameters and optimizer state for a checkpoint: %s", wgpt_gpt2_error(r->model));
+        else if (wgpt_comm_gather_floats(r->comm, pp + at, pp, r->shard_off, r->shard_n, 0, err, sizeof err) < 0 ||
+                 wgpt_comm_gather_floats(r->comm, pm + at, pm, r->shard_off, r->shard_n, 0, err, sizeof err) < 0 ||
+                 wgpt_comm_gather_floats(r->comm, pv + at, pv, r->shard_off, r->shard_n, 0, err, sizeof err) < 0)
+            fail_(r, "gathering the parameters and optimizer state for a checkpoint: %s", err);
         else {
-            if (r->rank == 0) wgpt_gpt2_unpad(r->model, pm, adam_m), wgpt_gpt2_unpad(r->model, pv, adam_v);
+            if (r->rank == 0)
+                wgpt_gpt2_unpad(r->model, pp, params), wgpt_gpt2_unpad(r->model, pm, adam_m),
+                    wgpt_gpt2_unpad(r->model, pv, adam_v);
             rc = 0;
         }
     }
-    free(pm), free(pv);
+    free(pp), free(pm), free(pv);
     return rc;
 }
 
 static int write_checkpoint_(run_ *r) {
-    if (r->rank != 0) {  // every rank holds the same parameters: rank 0 writes them, with every rank's moments
-        if (gather_moments_(r, NULL, NULL) < 0) return -1;
+    if (r->rank != 0) {  // rank 0 writes the checkpoint, with every rank's shard
+        if (gather_state_(r, NULL, NULL, NULL) < 0) return -1;
         return (void)(r->saved_step = r->step), 0;
     }
     size_t np = wgpt_gpt2_num_params(&r->cfg);
@@ -190,10 +197,10 @@ static int write_checkpoint_(run_ *r) {
     char err[1024];
     if (!ck.loader_state || !ck.params || !ck.adam_m || !ck.adam_v) {
         fail_(r, "out of host memory writing a checkpoint");
-    } else if (r->nranks > 1 && gather_moments_(r, ck.adam_m, ck.adam_v) < 0) {
+    } else if (r->nranks > 1 && gather_state_(r, ck.params, ck.adam_m, ck.adam_v) < 0) {
         // the message is in r->err
-    } else if (wgpt_gpt2_get_params(r->model, ck.params) < 0 ||
-               (r->nranks == 1 && wgpt_gpt2_get_adam(r->model, ck.adam_m, ck.adam_v) < 0)) {
+    } else if (r->nranks == 1 && (wgpt_gpt2_get_params(r->model, ck.params) < 0 ||
+                                  wgpt_gpt2_get_adam(r->model, ck.adam_m, ck.adam_v) < 0)) {
         fail_(r, "reading the model for a checkpoint: %s", wgpt_gpt2_error(r->model));
     } else {
         wgpt_loader_save_state(r->loader, ck.loader_state);
@@ -510,14 +517,20 @@ static int open_run_(run_ *r) {
         if (rc < 0) return fail_(r, "%s", wgpt_gpt2_error(r->model));
     }
     if (r->nranks > 1) {
-        uint64_t P = wgpt_gpt2_padded_params(r->model);
+        size_t N = (size_t)r->nranks;
         r->grads = malloc(wgpt_gpt2_num_params(&r->cfg) * sizeof *r->grads);
-        r->padded = malloc(P * sizeof *r->padded);
-        r->shard_off = malloc((size_t)r->nranks * sizeof *r->shard_off);
-        r->shard_n = malloc((size_t)r->nranks * sizeof *r->shard_n);
-        if (!r->grads || !r->padded || !r->shard_off || !r->shard_n)
+        r->shard_off = malloc(N * sizeof *r->shard_off), r->shard_n = malloc(N * sizeof *r->shard_n);
+        r->update_off = malloc(N * sizeof *r->update_off), r->update_n = malloc(N * sizeof *r->update_n);
+        if (!r->grads || !r->shard_off || !r->shard_n || !r->update_off || !r->update_n)
             return fail_(r, "out of host memory for the gradients and parameters");
-        for (int i = 0; i < r->nranks; i++) wgpt_gpt2_shard_range(r->model, (uint32_t)i, &r->shard_off[i], &r->shard_n[i]);
+        uint64_t words = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            wgpt_gpt2_shard_range(r->model, i, &r->shard_off[i], &r->shard_n[i]);
+            r->update_off[i] = words;
+            words += r->update_n[i] = wgpt_gpt2_shard_update_words(r->model, i);
+        }
+        if (!(r->updates = malloc(words * sizeof *r->updates)))
+            return fail_(r, "out of host memory for the parameters' exchange (%llu words)", (unsigned long long)words);
         if (open_buckets_(r) < 0) return 1;
     }
     return r->rank == 0 ? open_metrics_(r, resumed) : 0;
@@ -533,7 +546,8 @@ static void close_run_(run_ *r) {
     wgpt_tokenizer_free(r->tok);
     for (uint32_t i = 0; r->buckets && i < r->nbuckets; i++) wgpt_comm_sum_free(r->comm, r->buckets[i].sum);
     free(r->buckets), free(r->counts);
-    free(r->inputs), free(r->targets), free(r->grads), free(r->padded), free(r->shard_off), free(r->shard_n);
+    free(r->inputs), free(r->targets), free(r->grads), free(r->shard_off), free(r->shard_n);
+    free(r->updates), free(r->update_off), free(r->update_n);
     if (r->lock >= 0) wgpt_dir_unlock(r->lock);
 }
 
@@ -723,18 +737,19 @@ static int update_sharded_(run_ *r, const wgpt_adamw_config *ac, step_ *s, int g
     return 0;
 }
 
-// ZeRO-1: each rank updated its shard of the parameters; the shards are
-// gathered in rank order and every rank uploads the whole array (a skipped
-// step gathers the unchanged ones).
+// ZeRO-1: each rank updated its shard of the parameters; the updates are
+// gathered in rank order and every rank takes them all (a skipped step
+// gathers the unchanged ones). In f16 an update is the shard's f16 copy and
+// the fp32 values of the tensors every rank keeps whole (model/gpt2.h).
 static int gather_params_(run_ *r, step_ *s) {
     char err[1024], kept[4608];
     double c0 = wgpt_comm_seconds(r->comm);
-    float *mine = r->padded + r->shard_off[r->rank];
-    if (wgpt_gpt2_get_param_shard(r->model, mine) < 0)
+    uint32_t *mine = r->updates + r->update_off[r->rank];
+    if (wgpt_gpt2_get_shard_update(r->model, mine) < 0)
         return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
-    if (wgpt_comm_gather_floats(r->comm, mine, r->padded, r->shard_off, r->shard_n, -1, err, sizeof err) < 0)
+    if (wgpt_comm_gather_words(r->comm, mine, r->updates, r->update_off, r->update_n, -1, err, sizeof err) < 0)
         return fail_(r, "step %u: %s\n%s", s->t, err, kept_(r, kept, sizeof kept));
-    if (wgpt_gpt2_set_params_padded(r->model, r->padded) < 0)
+    if (wgpt_gpt2_set_shard_updates(r->model, r->updates) < 0)
         return fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), kept_(r, kept, sizeof kept));
     s->comm_seconds += wgpt_comm_seconds(r->comm) - c0;
     return 0;
@@ -780,6 +795,22 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     s->loss /= global;
     s->seconds = wgpt_clock_s() - t0;
     return 0;
+}
+
+// GPU memory per rank by kind: with several ranks the moments are this
+// rank's 1/N shard (ZeRO-1), and in f16 the fp32 matmul weights too.
+static void say_memory_(const run_ *r) {
+    wgpt_gpt2_memory_kinds k;
+    wgpt_gpt2_memory_split(r->model, &k);
+    const double MiB = 1048576.0;
+    char f16[64] = "";
+    if (k.weights16) snprintf(f16, sizeof f16, ", f16 weights %.1f MiB", k.weights16 / MiB);
+    say_(r, INFO_, "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (fp32 master weights "
+         "%.3f MiB (%s)%s, gradients %.1f MiB, AdamW moments %.3f MiB (%s), activations %.1f MiB)\n",
+         r->nranks, wgpt_comm_kind(), r->accum,
+         (k.masters + k.weights16 + k.grads + k.adam + k.activations) / MiB, k.masters / MiB,
+         k.split_masters ? "matmul weights: this rank's 1/N shard; the rest whole" : "all", f16, k.grads / MiB,
+         k.adam / MiB, r->nranks > 1 ? "this rank's 1/N shard" : "all", k.activations / MiB);
 }
 
 // The summary of the gradient exchange over the run's steps (rank 0 says it).
@@ -882,13 +913,7 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     say_(&r, INFO_, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
          (unsigned long long)wgpt_loader_train_tokens(r.loader), (unsigned long long)wgpt_loader_val_batches(r.loader),
          o->batch, o->seq, r.accum * (uint32_t)r.nranks);
-    uint64_t pbytes, abytes, pgbytes, mbytes;
-    wgpt_gpt2_memory(r.model, &pbytes, &abytes);
-    wgpt_gpt2_memory_parts(r.model, &pgbytes, &mbytes);
-    say_(&r, INFO_, "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (parameters and "
-         "gradients %.1f MiB, AdamW moments %.3f MiB (%s), activations %.1f MiB)\n",
-         r.nranks, wgpt_comm_kind(), r.accum, (pbytes + abytes) / 1048576.0, pgbytes / 1048576.0, mbytes / 1048576.0,
-         r.nranks > 1 ? "this rank's 1/N shard" : "all", abytes / 1048576.0);
+    say_memory_(&r);
 
     wgpt_lr_schedule sched = {o->lr, o->min_lr_frac, o->warmup, o->steps};
     wgpt_adamw_config ac = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, o->grad_clip, 0.0f};
