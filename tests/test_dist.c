@@ -222,8 +222,10 @@ static double masters_mib_(const char *log) {
     return l ? strtod(l + strlen("fp32 master weights "), NULL) : -1;
 }
 
-// ZeRO-1: each of 2 ranks holds half of the moments (64-float shard
-// boundaries: at most 256 bytes more than half each), and says so.
+// ZeRO-1 in fp32 (pinned: auto is f16 on a GPU with subgroup matrices, whose
+// masters test_zero1_f16_masters checks): each of 2 ranks holds half of the
+// moments (64-float shard boundaries: at most 256 bytes more than half
+// each), and says so.
 static void test_zero1_memory(void **state) {
     (void)state;
     if (!have_mpi_()) return;
@@ -231,7 +233,7 @@ static void test_zero1_memory(void **state) {
     for (int np = 1; np <= 2; np++) {
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && timeout 120 %s '%s' train --data 'data/*.bin' --out mem%d --steps 1 --resume none "
-                 "--layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 > mem%d.log 2>&1",
+                 "--layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 --precision fp32 > mem%d.log 2>&1",
                  dir_, np == 1 ? "" : MPIRUN " -np 2", wgpt_, np, np);
         assert_int_equal(system(cmd), 0);
     }
