@@ -315,6 +315,12 @@ static void refuses_bad_shapes(void **st) {
     assert_non_null(strstr(wgpt_gpu_error(G), "N=12"));
     assert_int_equal(wgpt_linear_f16_backward_weight(G, &op, v, v, v, 8, 8, 1 << 20, none, none), -1);
     assert_non_null(strstr(wgpt_gpu_error(G), "dweight"));
+    // a transposed input where the shape does not run on subgroup matrices
+    // (every shape on a device without them; 8 x 8 outputs, under a fragment, on the H200)
+    assert_int_equal(wgpt_linear_f16_forward_t(G, &op, v, v, v, none, 8, 8, 8, none), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "a transposed input needs the subgroup-matrix kernels"));
+    assert_int_equal(wgpt_linear_f16_backward_weight_t(G, &op, v, v, v, 8, 8, 8, none), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "N=8, C=8, OC=8"));
     wgpt_buf_free(b);
     wgpt_op_free(&op);
 }
