@@ -839,16 +839,10 @@ static int record_grad_scale_(wgpt_gpt2 *m, int k) {
     if (c != m->grad_scale_c) {
         wgpt_op_free(&m->grad_scale);
         m->grad_scale_c = 0;
-        uint64_t n = m->padded_params;
-        uint64_t chunk = wgpt_op_chunk_rows(m->g, n / 64, 64) * 64;
-        if (!chunk) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-        for (uint64_t off = 0; off < n; off += chunk) {
-            uint64_t cnt = n - off < chunk ? n - off : chunk;
-            struct { uint32_t n; float c; } p = {(uint32_t)cnt, c};
-            wgpt_view v = {m->grads, off * 4, cnt * 4};
-            if (!wgpt_op_add1d(m->g, &m->grad_scale, "scale", &v, 1, &p, sizeof p, wgpt_groups(cnt)))
-                return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-        }
+        // in binding-sized chunks, on vec4s (scale_vec4) where aligned: the
+        // padded array is (multiples of 64 floats)
+        wgpt_view v = {m->grads, 0, m->padded_params * 4};
+        GPU_OK(m, wgpt_infra_add(m->g, &m->grad_scale, "scale", &v, 1, m->padded_params, c));
         m->grad_scale_c = c;
     }
     GPU_OK(m, wgpt_op_record(m->g, &m->grad_scale));
