@@ -467,7 +467,7 @@ static int build_optimizer_(wgpt_gpt2 *m, const wgpt_adamw_config *o) {
     // the shard is contiguous in the masters too (gpt2_masters.c)
     wgpt_view pv = {m->params, wgpt_gpt2_master_at_(m, s0) * 4, m->shard_n * 4}, gv = {m->grads, s0 * 4, m->shard_n * 4};
     wgpt_view mv = {m->adam_m, 0, 0}, vv = {m->adam_v, 0, 0};
-    if (m->split_masters) {  // no whole fp32 array to cast from: AdamW writes the shard's f16 copy
+    if (m->precision == WGPT_PRECISION_F16) {  // AdamW writes the f16 copy of what it updates, the cast's rounding
         wgpt_view p16 = {m->params16, s0 * 2, m->shard_n * 2};
         GPU_OK(m, wgpt_adamw_update_f16(g, &m->opt, pv, p16, gv, mv, vv, A(opt_state, 0), r, WGPT_GPT2_NUM_TENSORS,
                                         &hp, &m->adamw));
@@ -486,8 +486,10 @@ static int build_cast_(wgpt_gpt2 *m) {
     return 0;
 }
 
+// After an upload of the parameters (AdamW writes the f16 copy of what it
+// updates itself: adamw_update_f16).
 int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
-    // split masters: AdamW wrote the f16 copy of its shard, uploads cast their own
+    // split masters: uploads cast their own
     if (m->precision != WGPT_PRECISION_F16 || m->shared || m->split_masters) return 0;
     GPU_OK(m, wgpt_op_record(m->g, &m->cast));
     return 0;
@@ -882,8 +884,7 @@ int wgpt_gpt2_update(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, int accum_
     if (ensure_optimizer_(m, o) < 0 || record_grad_scale_(m, accum_steps) < 0) return -1;
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
     GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
-    GPU_OK(m, wgpt_op_record(m->g, &m->opt));
-    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
+    GPU_OK(m, wgpt_op_record(m->g, &m->opt));  // (in f16 AdamW wrote params16 too)
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;
@@ -921,7 +922,6 @@ int wgpt_gpt2_update_shard_end(wgpt_gpt2 *m, const wgpt_adamw_config *o, int t, 
     GPU_OK(m, wgpt_buf_upload(m->g, m->opt_state.buf, 0, &st, sizeof st));
     GPU_OK(m, wgpt_adamw_set_step(m->g, m->adamw, o->lr, t));
     GPU_OK(m, wgpt_op_record_range(m->g, &m->opt, m->opt_update_from, m->opt.n));
-    if (wgpt_gpt2_refresh_f16_(m) < 0) return -1;
     out->grad_norm = st.norm;
     out->skipped = (int)st.nonfinite;
     return after_update_(m, &st, out);
@@ -958,7 +958,7 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
     GPU_OK(m, wgpt_grad_norm_set_skip(m->g, &m->norm_handle, o->skip_norm));
     if (record_forward_backward_(m, tokens, targets, 1) < 0 || record_grad_scale_(m, 1) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->opt));
-    if (wgpt_gpt2_refresh_f16_(m) < 0 || read_loss_(m, &out->loss) < 0) return -1;
+    if (read_loss_(m, &out->loss) < 0) return -1;
     wgpt_optim_state st;
     GPU_OK(m, wgpt_buf_download(m->g, m->opt_state.buf, 0, &st, sizeof st));
     out->grad_norm = st.norm;

@@ -80,8 +80,9 @@ int wgpt_adamw_update(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view grad
                       wgpt_view state, const wgpt_adamw_range *ranges, int nranges, const wgpt_adamw_hparams *hp,
                       wgpt_adamw **out);
 // The same, also writing params16 = f16(params) (round to nearest even, as
-// wgpt_cast_f16) for every element it updates, in the same dispatch: ZeRO-1's
-// f16 mode, where a rank holds only its shard of the fp32 masters.
+// wgpt_cast_f16) for every element it updates, in the same dispatch: the f16
+// mode's update (no cast of the whole array after it; with ZeRO-1 a rank
+// holds only its shard of the fp32 masters anyway).
 // params16 is bound over the same floats as params (2 bytes each; its offset
 // a multiple of the storage alignment); every range starts and ends on an
 // even float. A skipped step writes neither.
