@@ -11,6 +11,9 @@
 // gelu_forward_f16 (the f16 mode): out as f16 (array<vec4<u32>>, 8 halves
 // each, rounded by f16_pair), inp as vec4s; n % 8 == 0; GF16_STEPS steps of
 // 8 elements a thread at stride WG, ceil(n / (8 * GF16_STEPS * WG)) workgroups.
+// gelu_backward_f16 (the f16 mode): gelu_backward_vec4's dinp, and also its
+// f16 copy (dinp16, 8 halves a vec4<u32>) for the next matmul, which
+// otherwise a cast would make; inp, dout as vec4s; the f16 forward's grid.
 // See docs/kernels/05_gelu.md.
 
 struct GeluParams {
@@ -165,5 +168,45 @@ fn gelu_forward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         let a = gelu4(x[2u * k]);
         let b = gelu4(x[2u * k + 1u]);
         if (i < n8) { out16[i] = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w)); }
+    }
+}
+
+// --- KERNEL: gelu_backward_f16 ---
+// The same products as gelu_backward_vec4 (bit for bit), stored twice.
+@group(0) @binding(0) var<storage, read_write> dinp: array<vec4<f32>>;     // (n / 4)
+@group(0) @binding(1) var<storage, read_write> dinp16: array<vec4<u32>>;   // (n / 8) f16
+@group(0) @binding(2) var<storage, read> inp: array<vec4<f32>>;            // (n / 4)
+@group(0) @binding(3) var<storage, read> dout: array<vec4<f32>>;           // (n / 4)
+@group(0) @binding(4) var<uniform> p: GeluParams;
+
+fn gelu_grad4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
+}
+
+@compute @workgroup_size(WG)
+fn gelu_backward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                     @builtin(local_invocation_index) tid: u32) {
+    let n8 = p.n / 8u;
+    let i0 = (wid.x + wid.y * nwg.x) * (WG * GF16_STEPS) + tid;
+    var x = array<vec4<f32>, 2u * GF16_STEPS>();
+    var d = array<vec4<f32>, 2u * GF16_STEPS>();
+    for (var k = 0u; k < GF16_STEPS; k++) {
+        let i = i0 + k * WG;
+        if (i < n8) {
+            x[2u * k] = inp[2u * i];
+            x[2u * k + 1u] = inp[2u * i + 1u];
+            d[2u * k] = dout[2u * i];
+            d[2u * k + 1u] = dout[2u * i + 1u];
+        }
+    }
+    for (var k = 0u; k < GF16_STEPS; k++) {
+        let i = i0 + k * WG;
+        let a = gelu_grad4(x[2u * k]) * d[2u * k];
+        let b = gelu_grad4(x[2u * k + 1u]) * d[2u * k + 1u];
+        if (i < n8) {
+            dinp[2u * i] = a;
+            dinp[2u * i + 1u] = b;
+            dinp16[i] = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+        }
     }
 }

@@ -270,11 +270,60 @@ static void gelu_forward_f16_is_the_f32_one_rounded(void **st) {
         }
 }
 
+// The f16 mode's GELU backward (gelu_backward_f16) writes gelu_backward's
+// dinp bit for bit, and beside it that dinp rounded to f16, bit for bit;
+// nothing past either; on the 64 KiB device in chunks; refused for n % 8 != 0.
+static void gelu_backward_f16_is_the_f32_one_twice(void **st) {
+    (void)st;
+    static const size_t NS[] = {8, 2048, 2 * 37 * 4 * 48, 100000};
+    wgpt_gpu *devs[2] = {G, SPLIT};
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < sizeof NS / sizeof NS[0]; k++) {
+            wgpt_gpu *g = devs[d];
+            size_t n = NS[k];
+            float *x = alloc_(n), *y = alloc_(n), *zero = alloc_(n);
+            tu_fill(x, n, -X_MAX, X_MAX);
+            tu_fill(y, n, -2, 2);
+            memset(zero, 0, n * sizeof *zero);
+            x[0] = 20.0f, x[n - 1] = -20.0f;  // past the clamp at both ends
+            float *f32 = run_(g, GELU_BWD, x, y, 0.0f, n, 256);
+            wgpt_view vx = place_(g, x, n, 256, "x"), vy = place_(g, y, n, 256, "dout"), vd = place_(g, zero, n, 256, "dinp");
+            wgpt_buf *b16 = wgpt_buf_create(g, 256 + n * 2 + 16, "dinp f16");
+            TU_NONNULL(g, b16);
+            unsigned char *pre = malloc(256 + n * 2 + 16);
+            memset(pre, 0xAB, 256 + n * 2 + 16);
+            TU_OK(g, wgpt_buf_upload(g, b16, 0, pre, 256 + n * 2 + 16));
+            wgpt_op op;
+            wgpt_op_init(&op);
+            TU_OK(g, wgpt_gelu_backward_f16(g, &op, vd, (wgpt_view){b16, 256, n * 2}, vx, vy, n));
+            TU_OK(g, wgpt_op_record(g, &op));
+            float *got32 = fetch_(g, vd, n, "gelu_backward_f16 dinp");
+            assert_memory_equal(got32, f32, n * sizeof *f32);
+            unsigned char *got = malloc(256 + n * 2 + 16);
+            TU_OK(g, wgpt_buf_download(g, b16, 0, got, 256 + n * 2 + 16));
+            const uint16_t *h = (const uint16_t *)(got + 256);
+            for (size_t i = 0; i < n; i++)
+                if (h[i] != ref_f16_from_f32(f32[i]))
+                    fail_msg("gelu_backward_f16 n=%zu: element %zu is 0x%04x, f16(%.9g) = 0x%04x", n, i, h[i], f32[i],
+                             ref_f16_from_f32(f32[i]));
+            assert_memory_equal(got, pre, 256);
+            assert_memory_equal(got + 256 + n * 2, pre, 16);
+            wgpt_op_free(&op);
+            wgpt_op_init(&op);
+            assert_int_equal(wgpt_gelu_backward_f16(g, &op, vd, (wgpt_view){b16, 256, 0}, vx, vy, n - 2), -1);
+            assert_non_null(strstr(wgpt_gpu_error(g), "multiple of 8"));
+            assert_int_equal(op.n, 0);
+            wgpt_buf_free(b16), wgpt_buf_free(vx.buf), wgpt_buf_free(vy.buf), wgpt_buf_free(vd.buf);
+            free(pre), free(got), free(got32), free(x), free(y), free(zero), free(f32);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gelu_forward_matches_ref),
         cmocka_unit_test(gelu_forward_f16_is_the_f32_one_rounded),
         cmocka_unit_test(gelu_backward_matches_ref),
+        cmocka_unit_test(gelu_backward_f16_is_the_f32_one_twice),
         cmocka_unit_test(residual_forward_matches_ref),
         cmocka_unit_test(gelu_large_inputs),
         cmocka_unit_test(views_with_offsets),

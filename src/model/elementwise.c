@@ -12,7 +12,7 @@ typedef struct ew_params {
     float c;
 } ew_params;
 
-#define EW_MAX_VIEWS 3
+#define EW_MAX_VIEWS 4  // gelu_backward_f16 binds 4
 
 // Every kernel this file dispatches: the scalar kernel and its vec4 twin
 // (full names, so that a grep finds each use), views bound, params bytes (4: n; 8: n, c).
@@ -85,26 +85,45 @@ int wgpt_gelu_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, ui
 // 8-element steps a thread of gelu_forward_f16: GF16_STEPS in 05_gelu.wgsl.
 #define GF16_STEPS 2u
 
-int wgpt_gelu_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view inp, uint64_t n) {
+// kernel (gelu_forward_f16 or gelu_backward_f16) over n values in chunks:
+// views[i] holds bytes[i] bytes a value (f16 copies 2, f32 4).
+static int gelu_f16_(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, const unsigned *bytes,
+                     int nviews, uint64_t n) {
     if (n == 0) return 0;
-    wgpt_view v[2] = {out16, inp};
-    if (n % 8 || !wgpt_views_vec4(v, 2))
-        return wgpt_gpu_fail(g, "gelu_forward_f16: n=%llu must be a multiple of 8 and the views on 16-byte boundaries",
+    if (n % 8 || !wgpt_views_vec4(views, nviews))
+        return wgpt_gpu_fail(g, "%s: n=%llu must be a multiple of 8 and the views on 16-byte boundaries", kernel,
                              (unsigned long long)n);
-    if (!out16.buf || !inp.buf || wgpt_view_bytes(out16) < n * 2 || wgpt_view_bytes(inp) < n * 4)
-        return wgpt_gpu_fail(g, "gelu_forward_f16: %llu values need %llu bytes of out16 and %llu of inp",
-                             (unsigned long long)n, (unsigned long long)(n * 2), (unsigned long long)(n * 4));
-    // Chunks of a multiple of 128 values keep both views' offsets on 256 bytes.
+    for (int i = 0; i < nviews; i++)
+        if (!views[i].buf || wgpt_view_bytes(views[i]) < n * bytes[i])
+            return wgpt_gpu_fail(g, "%s: %llu values need %llu bytes of binding %d; it has %llu", kernel,
+                                 (unsigned long long)n, (unsigned long long)(n * bytes[i]), i,
+                                 (unsigned long long)(views[i].buf ? wgpt_view_bytes(views[i]) : 0));
+    // Chunks of a multiple of 128 values keep every view's offset on 256 bytes.
     uint64_t chunk = ew_chunk(g, n);
     if (chunk < n) chunk = chunk / 128 * 128;
     for (uint64_t i0 = 0; i0 < n; i0 += chunk) {
         uint64_t cnt = n - i0 < chunk ? n - i0 : chunk;
-        wgpt_view c[2] = {{out16.buf, out16.offset + i0 * 2, cnt * 2}, {inp.buf, inp.offset + i0 * 4, cnt * 4}};
+        wgpt_view c[EW_MAX_VIEWS];
+        for (int i = 0; i < nviews; i++)
+            c[i] = (wgpt_view){views[i].buf, views[i].offset + i0 * bytes[i], cnt * bytes[i]};
         uint32_t p = (uint32_t)cnt;
         uint64_t per_group = 8ull * GF16_STEPS * WGPT_WG;
-        if (!wgpt_op_add1d(g, op, "gelu_forward_f16", c, 2, &p, sizeof p, (cnt + per_group - 1) / per_group)) return -1;
+        if (!wgpt_op_add1d(g, op, kernel, c, nviews, &p, sizeof p, (cnt + per_group - 1) / per_group)) return -1;
     }
     return 0;
+}
+
+int wgpt_gelu_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view inp, uint64_t n) {
+    wgpt_view v[2] = {out16, inp};
+    static const unsigned bytes[2] = {2, 4};
+    return gelu_f16_(g, op, "gelu_forward_f16", v, bytes, 2, n);
+}
+
+int wgpt_gelu_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dinp16, wgpt_view inp,
+                           wgpt_view dout, uint64_t n) {
+    wgpt_view v[4] = {dinp, dinp16, inp, dout};
+    static const unsigned bytes[4] = {4, 2, 4, 4};
+    return gelu_f16_(g, op, "gelu_backward_f16", v, bytes, 4, n);
 }
 
 int wgpt_gelu_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view inp, wgpt_view dout, uint64_t n) {

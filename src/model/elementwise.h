@@ -21,6 +21,11 @@ int wgpt_gelu_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, ui
 int wgpt_gelu_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view inp, uint64_t n);
 // dinp = dout * gelu'(inp): OVERWRITES dinp (its one producer). dinp, inp, dout (n)
 int wgpt_gelu_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view inp, wgpt_view dout, uint64_t n);
+// The same dinp (bit for bit), and its f16 copy in dinp16 (n halves, the
+// cast's rounding) for the f16 mode's next matmul. n a multiple of 8, views on
+// 16-byte boundaries.
+int wgpt_gelu_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dinp16, wgpt_view inp,
+                           wgpt_view dout, uint64_t n);
 // out = a + b. out, a, b (n), e.g. (B, T, C). The backward needs no kernel:
 // da = db = dout, which the model gets by aliasing the gradient buffers.
 int wgpt_residual_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view a, wgpt_view b, uint64_t n);

@@ -304,6 +304,15 @@ static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint3
     return 0;
 }
 
+// The f16 backward of a linear whose gradient's f16 copy is already in d16:
+// the two matmuls, and the bias gradient from the f32 gradient.
+static int linear_bwd16_bias_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view dbias,
+                            wgpt_view dout, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
+    if (linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC) < 0) return -1;
+    if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(m->g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
+    return 0;
+}
+
 // One linear's backward (dinp overwritten, dweight and dbias accumulated); in
 // f16 the gradient's f16 copy times the weight's and the input's, the bias
 // gradient from the f32 gradient.
@@ -316,9 +325,7 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
         return 0;
     }
     GPU_OK(m, wgpt_cast_f16(g, op, d16_view_(m, N, OC), dout, (uint64_t)N * OC));
-    if (linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC) < 0) return -1;
-    if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
-    return 0;
+    return linear_bwd16_bias_(m, op, dinp, w, l, dbias, dout, in16, N, C, OC);
 }
 
 static int build_forward_(wgpt_gpt2 *m) {
@@ -409,10 +416,18 @@ static int build_backward_(wgpt_gpt2 *m) {
         if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, l, D(WGPT_FCPROJB, l), A(dres, 0), A(fch_gelu, l),
                         A(fchg16, l), BT, 4 * C, C) < 0)
             return -1;
-        GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
-        if (linear_bwd_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2, l), A(ln2_16, l), BT, C,
-                        4 * C) < 0)
-            return -1;
+        if (m->precision == WGPT_PRECISION_F16) {  // the GELU's gradient with its f16 copy (check_f16_: 8 | C)
+            GPU_OK(m, wgpt_gelu_backward_f16(g, op, A(dfch, 0), d16_view_(m, BT, 4 * C), A(fch, l), A(dfch_gelu, 0),
+                                             (uint64_t)BT * 4 * C));
+            if (linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2_16, l), BT, C,
+                                 4 * C) < 0)
+                return -1;
+        } else {
+            GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
+            if (linear_bwd_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2, l), A(ln2_16, l), BT, C,
+                            4 * C) < 0)
+                return -1;
+        }
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),
                                           P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C,
                                           A(ln_scratch, 0)));
