@@ -141,6 +141,8 @@ static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_vie
 // and, with accumulate, out's present value; flag bit 2 (transposed) kept.
 static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out, uint32_t m,
                        uint32_t n, uint32_t k, uint32_t flag, wgpt_view scratch) {
+    if ((flag & 4u) && !sgm_for_(g, m, n))  // the plain kernels store only as is
+        return wgpt_gpu_fail(g, "linear (f16): a transposed store needs the subgroup-matrix kernel (m=%u, n=%u)", m, n);
     uint32_t ks, s = splits_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
     wgpt_view none = {0};
     if (s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, m, n, k, flag, 1, 0);
