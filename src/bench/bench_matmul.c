@@ -104,31 +104,17 @@ done:
     return rc;
 }
 
-static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
+// The fp32 passes, each as the model runs it: with the split-k reduce where
+// it splits, the weight pass with the bias gradient where the layer has one.
+static int shape_fp32_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N, wgpt_buf *inp, wgpt_buf *w, wgpt_buf *bias,
+                       wgpt_buf *dout, wgpt_buf *out, wgpt_buf *dinp, wgpt_buf *dw, wgpt_buf *db, wgpt_buf *scratch) {
     wgpt_gpu *g = b->g;
-    uint64_t C = s->C, OC = s->OC;
-    wgpt_buf *inp = wgpt_bench_micro_buffer(b, N * C, -1, 1, "matmul inp");
-    wgpt_buf *w = inp ? wgpt_bench_micro_buffer(b, OC * C, -0.05f, 0.05f, "matmul weight") : NULL;
-    wgpt_buf *bias = w ? wgpt_bench_micro_buffer(b, OC, -0.1f, 0.1f, "matmul bias") : NULL;
-    wgpt_buf *dout = bias && s->backward ? wgpt_bench_micro_buffer(b, N * OC, -1e-3f, 1e-3f, "matmul dout") : NULL;
-    wgpt_buf *out = bias ? wgpt_buf_create(g, N * OC * 4, "matmul out") : NULL;
-    wgpt_buf *dinp = s->backward ? wgpt_buf_create(g, N * C * 4, "matmul dinp") : NULL;
-    wgpt_buf *dw = s->backward ? wgpt_buf_create(g, OC * C * 4, "matmul dweight") : NULL;
-    wgpt_buf *db = s->backward ? wgpt_buf_create(g, OC * 4, "matmul dbias") : NULL;
-    wgpt_buf *scratch = wgpt_buf_create(g, wgpt_linear_scratch_bytes(g, N, s->C, s->OC), "matmul split partials");
     wgpt_op fwd, bwd_in, bwd_w;
     wgpt_op_init(&fwd), wgpt_op_init(&bwd_in), wgpt_op_init(&bwd_w);
     int rc = -1;
-    if (!bias || (s->backward && !dout)) goto done;  // the fill printed why
-    if (!out || !scratch || (s->backward && (!dinp || !dw || !db))) {
-        fprintf(stderr, "wgpt bench: matmul %s buffers: %s\n", s->name, wgpt_gpu_error(g));
-        goto done;
-    }
     wgpt_view none = {NULL, 0, 0}, vinp = {inp, 0, 0}, vw = {w, 0, 0}, vb = {bias, 0, 0}, vout = {out, 0, 0};
     wgpt_view vdinp = {dinp, 0, 0}, vdw = {dw, 0, 0}, vdout = {dout, 0, 0}, vdb = {db, 0, 0};
     wgpt_view vs = {scratch, 0, 0}, vdbias = s->bias ? vdb : none;
-    // Each pass as the model runs it: with the split-k reduce where it
-    // splits, the weight pass with the bias gradient where the layer has one.
     if (wgpt_linear_forward(g, &fwd, vout, vinp, vw, s->bias ? vb : none, N, s->C, s->OC, vs) < 0 ||
         (s->backward && (wgpt_linear_backward_passes(g, &bwd_in, vdinp, vdw, vdbias, vdout, vinp, vw, N, s->C, s->OC,
                                                      0, vs, WGPT_LINEAR_PASS_INPUT) < 0 ||
@@ -146,11 +132,36 @@ static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
         if (time_(b, &bwd_w, s->name, &r) < 0) goto done;
         row_(s->name, N, s->C, s->OC, "bwd_weight", r.ms, 1);
     }
+    rc = 0;
+done:
+    wgpt_op_free(&fwd), wgpt_op_free(&bwd_in), wgpt_op_free(&bwd_w);
+    return rc;
+}
+
+static int shape_(wgpt_bench_ctx *b, const mm_shape *s, uint32_t N) {
+    wgpt_gpu *g = b->g;
+    uint64_t C = s->C, OC = s->OC;
+    wgpt_buf *inp = wgpt_bench_micro_buffer(b, N * C, -1, 1, "matmul inp");
+    wgpt_buf *w = inp ? wgpt_bench_micro_buffer(b, OC * C, -0.05f, 0.05f, "matmul weight") : NULL;
+    wgpt_buf *bias = w ? wgpt_bench_micro_buffer(b, OC, -0.1f, 0.1f, "matmul bias") : NULL;
+    wgpt_buf *dout = bias && s->backward ? wgpt_bench_micro_buffer(b, N * OC, -1e-3f, 1e-3f, "matmul dout") : NULL;
+    wgpt_buf *out = bias ? wgpt_buf_create(g, N * OC * 4, "matmul out") : NULL;
+    wgpt_buf *dinp = s->backward ? wgpt_buf_create(g, N * C * 4, "matmul dinp") : NULL;
+    wgpt_buf *dw = s->backward ? wgpt_buf_create(g, OC * C * 4, "matmul dweight") : NULL;
+    wgpt_buf *db = s->backward ? wgpt_buf_create(g, OC * 4, "matmul dbias") : NULL;
+    wgpt_buf *scratch = wgpt_buf_create(g, wgpt_linear_scratch_bytes(g, N, s->C, s->OC), "matmul split partials");
+    int rc = -1;
+    if (!bias || (s->backward && !dout)) goto done;  // the fill printed why
+    if (!out || !scratch || (s->backward && (!dinp || !dw || !db))) {
+        fprintf(stderr, "wgpt bench: matmul %s buffers: %s\n", s->name, wgpt_gpu_error(g));
+        goto done;
+    }
+    if (b->only != WGPT_MICRO_F16 && shape_fp32_(b, s, N, inp, w, bias, dout, out, dinp, dw, db, scratch) < 0)
+        goto done;
     if (shape_f16_(b, s->name, N, s->C, s->OC, s->bias, s->backward, inp, w, bias, dout, out, dinp, dw) < 0) goto done;
     fflush(stdout);
     rc = 0;
 done:
-    wgpt_op_free(&fwd), wgpt_op_free(&bwd_in), wgpt_op_free(&bwd_w);
     wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(bias), wgpt_buf_free(dout);
     wgpt_buf_free(out), wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(db), wgpt_buf_free(scratch);
     return rc;
@@ -212,5 +223,6 @@ int wgpt_bench_micro_matmul(wgpt_bench_ctx *b) {
            "backward = input + weight passes, 4*N*C*OC)\n");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         if (shape_(b, &shapes[i], N) < 0) return -1;
-    return b->scale < 1 ? 0 : waves_(b);  // a GPU's figure (on a CPU: one tile at a time)
+    // the wave count is a GPU's figure (on a CPU: one tile at a time)
+    return b->scale < 1 || b->only == WGPT_MICRO_F16 ? 0 : waves_(b);
 }

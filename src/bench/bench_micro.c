@@ -106,7 +106,8 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     char why[2048] = "", line[512];
     double scale = mo->scale, width = mo->width;
     int runs = mo->runs;
-    wgpt_bench_ctx b = {.timing = {.warmup = 2, .runs = runs, .min_warmup_ms = 100}, .rng = 0x9E3779B97F4A7C15ull};
+    wgpt_bench_ctx b = {.timing = {.warmup = 2, .runs = runs, .min_warmup_ms = 100}, .rng = 0x9E3779B97F4A7C15ull,
+                        .only = mo->only};
     b.g = open_(opt, mo->splits, mo->wall_clock, &b.timing.timestamps, why, sizeof why);
     if (!b.g) return -1;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(b.g);
@@ -128,7 +129,8 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     print_step_memory_(b.g, opt);
     if (mo->splits) printf("splits: every matmul's k in %u parts (--micro-splits)\n", mo->splits);
     fflush(stdout);
-    int rc = wgpt_bench_micro_matmul(&b) < 0 || wgpt_bench_micro_memory(&b) < 0 ? -1 : 0;
+    int mm = mo->only != WGPT_MICRO_MEMORY, mem = !mo->only || mo->only == WGPT_MICRO_MEMORY;
+    int rc = (mm && wgpt_bench_micro_matmul(&b) < 0) || (mem && wgpt_bench_micro_memory(&b) < 0) ? -1 : 0;
     wgpt_gpu_close(b.g);
     return rc;
 }

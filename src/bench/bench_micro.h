@@ -18,6 +18,7 @@ typedef struct wgpt_bench_ctx {
     double scale;                 // sizes relative to the H200 defaults: matmul rows 4096, 256 MiB arrays
     double width;                 // matmul channel dimensions (C, OC) relative to GPT-2 124M's
     uint64_t rng;                 // state of the fill's generator
+    int only;                     // wgpt_bench_micro_opts.only
 } wgpt_bench_ctx;
 
 // What `wgpt bench --micro` was asked for.
@@ -27,7 +28,10 @@ typedef struct wgpt_bench_micro_opts {
     int runs;        // timed runs behind each median
     int wall_clock;  // time with the wall clock even where the device has timestamps
     uint32_t splits; // 0, or every matmul's split count over k (wgpt_gpu_options.matmul_splits)
+    int only;        // 0: every section; WGPT_MICRO_MATMUL, _F16 (the f16 matmul rows alone) or _MEMORY
 } wgpt_bench_micro_opts;
+
+enum { WGPT_MICRO_MATMUL = 1, WGPT_MICRO_F16, WGPT_MICRO_MEMORY };
 
 // Runs the micro-benchmarks on the device opt selects and prints them (the
 // benchmarks print their own reports and errors: this folder is the top of

@@ -1,6 +1,7 @@
 // cmd_bench.c: `wgpt bench`: parses options and runs the benchmark they ask
 // for (src/bench): training steps on random tokens, or --micro.
 #include <stdio.h>
+#include <string.h>
 
 #include "bench/bench_micro.h"  // wgpt_bench_micro_run
 #include "bench/bench_step.h"   // wgpt_bench_step_run
@@ -14,7 +15,7 @@ static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
             "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
-            "                  [--micro-splits S] [--adapter N|NAME]\n\n"
+            "                  [--micro-splits S] [--micro-only matmul|f16|memory] [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps. --profile times every\n"
@@ -31,14 +32,16 @@ static const char USAGE_[] =
             "W the matmuls' C and OC; both default to 1, or 1/16 on a CPU adapter (lavapipe).\n"
             "--micro-wall times with the wall clock around each submission even where the\n"
             "device has timestamps. --micro-splits S splits every matmul's sum over k in S parts\n"
-            "(S = 1: none) instead of the count wgpt picks for the shape: for finding the best.\n";
+            "(S = 1: none) instead of the count wgpt picks for the shape: for finding the best.\n"
+            "--micro-only runs one section: the matmuls, the f16 matmuls alone (no fp32 rows, no\n"
+            "wave count), or the memory-bound kernels.\n";
 
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, micro = 0, micro_wall = 0;
     float scale = 0, width = 0, peak = 0;
-    const char *adapter = NULL, *precision_s = "auto";
+    const char *adapter = NULL, *precision_s = "auto", *only = NULL;
     const wgpt_opt opts[] = {
         {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32 or f16: what the matmuls multiply"},
         {"batch", WGPT_OPT_U32, &B, "sequences a step"},
@@ -56,6 +59,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"micro-runs", WGPT_OPT_U32, &micro_runs, "--micro runs behind each median"},
         {"micro-wall", WGPT_OPT_FLAG, &micro_wall, "--micro with the wall clock (implies --micro)"},
         {"micro-splits", WGPT_OPT_U32, &micro_splits, "--micro: split every matmul's k in S parts (0: the default)"},
+        {"micro-only", WGPT_OPT_STR, &only, "--micro: one section, matmul, f16 or memory (implies --micro)"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
     };
     const wgpt_opt_range ranges[] = {
@@ -82,7 +86,16 @@ int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpu_args_apply(&opt, adapter);
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
-    micro |= micro_wall;
+    if (only) {
+        static const char *const names[] = {"matmul", "f16", "memory"};
+        for (int i = 0; i < 3 && !mo.only; i++)
+            if (strcmp(only, names[i]) == 0) mo.only = i + 1;
+        if (!mo.only) {
+            fprintf(stderr, "wgpt bench: --micro-only must be matmul, f16 or memory, got '%s'\n", only);
+            return 2;
+        }
+    }
+    micro |= micro_wall || only;
     if (micro) {
         mo.runs = (int)micro_runs;
         return wgpt_bench_micro_run(&opt, &mo) < 0 ? 1 : 0;
