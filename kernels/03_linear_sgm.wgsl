@@ -18,7 +18,7 @@
 // on load and stored through workgroup memory with bounds checks.
 // ABI: a (f16 as vec4<u32>), b (same), bias (f32; a stand-in when unused),
 // out (f32), then `p: SgmParams`. Dispatch: one workgroup of 8 subgroups per
-// BM x BN output block and split: grid (ceil(n / BN), ceil(m / BM), splits).
+// 128 x 128 output block and split: grid (ceil(n / 128), ceil(m / 128), splits).
 // Split-k (p.ks != 0): workgroup z sums k in [z * ks, (z + 1) * ks) and
 // writes its partial block to out[z] (m x n floats each; flag bit 2 kept,
 // bits 0 and 1 not) for matmul_split_reduce to add in order of z.
@@ -45,15 +45,23 @@ alias LT = subgroup_matrix_left<f16, SGM_TK, SGM_TM>;    // SGM_TM rows x SGM_TK
 alias RT = subgroup_matrix_right<f16, SGM_TN, SGM_TK>;   // SGM_TK rows x SGM_TN columns
 alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN columns
 
-// 4 x 2 subgroups a workgroup, 2 x 4 fragments a subgroup (measured against
-// 2 x 2 of 4 x 4, 2 x 4 of 4 x 2, 4 x 4 of 2 x 2, 8 x 1 of 1 x 8 and
-// others: RESULTS section 16).
-const NT: u32 = 8u * SGM_SG;        // threads a workgroup
-const BM: u32 = 8u * SGM_TM;        // block rows
-const BN: u32 = 8u * SGM_TN;        // block columns
-const BK: u32 = 32u;                // k a stage
+// The block: 128 x 128 outputs, 2 x 4 subgroups of 64 x 32 each (FM x FN
+// fragments), k in stages of 64. Measured on the H200 against 128 x 64
+// blocks (the earlier 4 x 2 subgroups of 2 x 4), 256 x 64, 256 x 128,
+// 128 x 256, 4 x 4 subgroups, stages of 32 and 48, no register prefetch:
+// RESULTS section 17. This file holds up to 4 x 4 fragments a subgroup:
+// SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
+const WM: u32 = 2u;                 // subgroups down the block
+const WN: u32 = 4u;                 // and across
+const BM: u32 = 128u;               // block rows
+const BN: u32 = 128u;               // block columns
+const BK: u32 = 64u;                // k a stage
+const NT: u32 = WM * WN * SGM_SG;   // threads a workgroup
+const FM: u32 = BM / WM / SGM_TM;   // fragments a subgroup, down
+const FN: u32 = BN / WN / SGM_TN;   // and across
+const_assert FM == 4u && (FN == 4u || FN == 2u);
 const_assert BK % SGM_TK == 0u;
-const_assert SGM_TM % 8u == 0u && SGM_TN % 8u == 0u && SGM_TK % 8u == 0u;
+const_assert SGM_TK % 8u == 0u;
 // Stage tiles in vec4<u32> (8 halves), rows padded by one vec4 against bank conflicts.
 const SA: u32 = BK / 8u + 1u;       // vec4 a row of the A tile [m][k]
 const SB: u32 = BN / 8u + 1u;       // of the B tile [k][n]
@@ -63,12 +71,22 @@ const AV: u32 = BM * BK / 8u;       // vec4 a stage of A
 const BV: u32 = BK * BN / 8u;
 const APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage
 const BPT: u32 = (BV + NT - 1u) / NT;
+// Two f32 areas live in the A tile outside the stage loop (48 KiB of
+// workgroup memory would not hold them beside the tiles with 16 x 16
+// fragments): before it, the bias broadcast over SGM_TM rows (BN columns, or
+// transposed BM rows of SGM_TN), the initial accumulators' source; after it,
+// each subgroup's fragment on its way to `out` (at the edges of the output,
+// and where the product is added to it).
+const BIAS_F: u32 = max(SGM_TM * BN, BM * SGM_TN);  // floats of the bias area
+const EDGE_F: u32 = SGM_TM * SGM_TN;                 // floats of a subgroup's edge area
+const_assert BIAS_F <= 4u * A_TILE && WM * WN * EDGE_F <= 4u * A_TILE;
 var<workgroup> ta: array<vec4<u32>, A_TILE>;
 var<workgroup> tb: array<vec4<u32>, B_TILE>;
-// The bias broadcast over SGM_TM rows (initial accumulators), and each subgroup's
-// fragment on its way to or from an edge block.
-var<workgroup> tbias: array<f32, SGM_TM * BN>;  // = BM * SGM_TN
-var<workgroup> tedge: array<f32, 8u * SGM_TM * SGM_TN>;
+
+// Float i of the A tile seen as f32 (the bias and edge areas).
+fn ta_set(i: u32, x: f32) { ta[i / 4u][i % 4u] = bitcast<u32>(x); }
+
+fn ta_get(i: u32) -> f32 { return bitcast<f32>(ta[i / 4u][i % 4u]); }
 
 // vec4 v of the stage starting at k0: of A (m x k) or of B (k x n). Rows
 // past the matrix, and k past k_hi, read as zeros.
@@ -112,63 +130,60 @@ fn out_at(o_base: u32, row: u32, col: u32) -> u32 {
     return select(o_base + row * p.n + col, o_base + col * p.m + row, transposed());
 }
 
-// The initial accumulator of the fragment at output (row, col), (lrow, lcol)
-// in the block: the output's present value (flag bit 0; through tedge at edge
-// blocks), else the bias (bit 1; from tbias: by column, or by row when
-// transposed), else zero. No kernel asks for both.
-fn init_c(o_base: u32, row: u32, col: u32, lrow: u32, lcol: u32, sg: u32, lane: u32, edge: bool) -> CT {
-    var c = CT();
-    if ((p.flag & 1u) != 0u) {
-        if (edge) {
-            let base = sg * SGM_TM * SGM_TN;
-            for (var e = lane; e < SGM_TM * SGM_TN; e += SGM_SG) {
-                let r = row + e / SGM_TN;
-                let q = col + e % SGM_TN;
-                tedge[base + e] = select(0.0, out[out_at(o_base, r, q)], r < p.m && q < p.n);
-            }
-            workgroupBarrier();
-            c = subgroupMatrixLoad<CT, row_major>(&tedge, base, SGM_TN);
-            workgroupBarrier();
-        } else if (transposed()) {
-            c = subgroupMatrixLoad<CT, col_major>(&out, o_base + col * p.m + row, p.m);
-        } else {
-            c = subgroupMatrixLoad<CT, row_major>(&out, o_base + row * p.n + col, p.n);
-        }
-    } else if ((p.flag & 2u) != 0u) {
-        if (transposed()) { c = subgroupMatrixLoad<CT, row_major>(&tbias, lrow * SGM_TN, SGM_TN); }
-        else { c = subgroupMatrixLoad<CT, row_major>(&tbias, lcol, BN); }
-    }
-    return c;
+// The initial accumulator of the fragment at (lrow, lcol) in the block: the
+// bias (flag bit 1; from the bias area: by column, or by row when
+// transposed), else zero. Offsets and strides into ta count vec4s: SGM_TN
+// and BN are multiples of 4.
+fn init_c(lrow: u32, lcol: u32) -> CT {
+    if ((p.flag & 2u) == 0u) { return CT(); }
+    if (transposed()) { return subgroupMatrixLoad<CT, row_major>(&ta, lrow * SGM_TN / 4u, SGM_TN / 4u); }
+    return subgroupMatrixLoad<CT, row_major>(&ta, lcol / 4u, BN / 4u);
 }
 
+// Stores the fragment at output (row, col). With flag bit 0 the product is
+// added to the output's present value after the whole sum, out + (a b), not
+// summed onto it a fragment step at a time: the order in which the host adds
+// gradients of several ranks, so that N ranks and one process of N
+// micro-batches agree (tests/test_dist.c). That sum, and a fragment at the
+// edge of the output, go through the subgroup's area of workgroup memory, a
+// float a lane; a transposed output is walked by columns so that neighbouring
+// lanes write neighbouring floats. Every subgroup calls this alike (the
+// conditions are uniform), so the barriers are too.
 fn store_c(o_base: u32, c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
-    if (!edge) {
+    let add = (p.flag & 1u) != 0u;
+    if (!edge && !add) {
         if (transposed()) { subgroupMatrixStore<col_major>(&out, o_base + col * p.m + row, c, p.m); }
         else { subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n); }
         return;
     }
-    let base = sg * SGM_TM * SGM_TN;
-    subgroupMatrixStore<row_major>(&tedge, base, c, SGM_TN);
+    let base = sg * EDGE_F;
+    subgroupMatrixStore<row_major>(&ta, base / 4u, c, SGM_TN / 4u);
     workgroupBarrier();
-    for (var e = lane; e < SGM_TM * SGM_TN; e += SGM_SG) {
-        let r = row + e / SGM_TN;
-        let q = col + e % SGM_TN;
-        if (r < p.m && q < p.n) { out[out_at(o_base, r, q)] = tedge[base + e]; }
+    for (var e = lane; e < EDGE_F; e += SGM_SG) {
+        let r = select(e / SGM_TN, e % SGM_TM, transposed());
+        let q = select(e % SGM_TN, e / SGM_TM, transposed());
+        if (row + r < p.m && col + q < p.n) {
+            let o = out_at(o_base, row + r, col + q);
+            let v = ta_get(base + r * SGM_TN + q);
+            out[o] = select(v, out[o] + v, add);
+        }
     }
     workgroupBarrier();
 }
 
 // One BM x BN block of the output. Stage k0 + BK is read from global memory
-// into registers while stage k0 is multiplied out of workgroup memory.
-// sg, lane: the subgroup (0..7: the engine picks a configuration whose
-// subgroup size is fixed at SGM_SG) and the invocation in it.
+// into registers while stage k0 is multiplied out of workgroup memory (without
+// that prefetch: 0.78x). sg, lane: the subgroup (the engine picks a
+// configuration whose subgroup size is fixed at SGM_SG) and the invocation in
+// it. Fragment (i, j) of the subgroup is c{i}_{j}; columns 2 and 3 only where
+// FN is 4 (a constant: the compiler drops the rest).
 fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
     let m0 = wid.y * BM;
     let n0 = wid.x * BN;
-    let sr = m0 + (sg / 2u) * 2u * SGM_TM;  // this subgroup's 2 x 4 fragments start here
-    let sc = n0 + (sg % 2u) * 4u * SGM_TN;
-    let lr = (sg / 2u) * 2u * SGM_TM;       // ... and here in the tiles
-    let lc = (sg % 2u) * 4u * SGM_TN;
+    let lr = (sg / WN) * FM * SGM_TM;  // this subgroup's fragments start here in the block
+    let lc = (sg % WN) * FN * SGM_TN;
+    let sr = m0 + lr;                  // ... and here in the output
+    let sc = n0 + lc;
     let edge = m0 + BM > p.m || n0 + BN > p.n;
     // This workgroup's k range and the first float of its output (its split's
     // partial). Lets of uniform values, so the stage loop's barriers stay in
@@ -180,22 +195,32 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 
     if ((p.flag & 2u) != 0u) {
         // SGM_TM rows of the block's BN column biases, or (transposed) BM rows
-        // of SGM_TN copies of each row's bias: the same BM * SGM_TN floats.
-        for (var e = lidx; e < SGM_TM * BN; e += NT) {
+        // of SGM_TN copies of each row's bias.
+        for (var e = lidx; e < BIAS_F; e += NT) {
             let q = select(n0 + e % BN, m0 + e / SGM_TN, transposed());
             let hi = select(p.n, p.m, transposed());
-            tbias[e] = select(0.0, bias[min(q, hi - 1u)], q < hi);
+            ta_set(e, select(0.0, bias[min(q, hi - 1u)], q < hi));
         }
     }
     workgroupBarrier();
-    var c0_0 = init_c(o_base, sr, sc, lr, lc, sg, lane, edge);
-    var c0_1 = init_c(o_base, sr, sc + SGM_TN, lr, lc + SGM_TN, sg, lane, edge);
-    var c0_2 = init_c(o_base, sr, sc + 2u * SGM_TN, lr, lc + 2u * SGM_TN, sg, lane, edge);
-    var c0_3 = init_c(o_base, sr, sc + 3u * SGM_TN, lr, lc + 3u * SGM_TN, sg, lane, edge);
-    var c1_0 = init_c(o_base, sr + SGM_TM, sc, lr + SGM_TM, lc, sg, lane, edge);
-    var c1_1 = init_c(o_base, sr + SGM_TM, sc + SGM_TN, lr + SGM_TM, lc + SGM_TN, sg, lane, edge);
-    var c1_2 = init_c(o_base, sr + SGM_TM, sc + 2u * SGM_TN, lr + SGM_TM, lc + 2u * SGM_TN, sg, lane, edge);
-    var c1_3 = init_c(o_base, sr + SGM_TM, sc + 3u * SGM_TN, lr + SGM_TM, lc + 3u * SGM_TN, sg, lane, edge);
+    // (columns 2 and 3 are unused where FN is 2: the compiler drops them)
+    var c0_0 = init_c(lr, lc);
+    var c0_1 = init_c(lr, lc + SGM_TN);
+    var c0_2 = init_c(lr, lc + 2u * SGM_TN);
+    var c0_3 = init_c(lr, lc + 3u * SGM_TN);
+    var c1_0 = init_c(lr + SGM_TM, lc);
+    var c1_1 = init_c(lr + SGM_TM, lc + SGM_TN);
+    var c1_2 = init_c(lr + SGM_TM, lc + 2u * SGM_TN);
+    var c1_3 = init_c(lr + SGM_TM, lc + 3u * SGM_TN);
+    var c2_0 = init_c(lr + 2u * SGM_TM, lc);
+    var c2_1 = init_c(lr + 2u * SGM_TM, lc + SGM_TN);
+    var c2_2 = init_c(lr + 2u * SGM_TM, lc + 2u * SGM_TN);
+    var c2_3 = init_c(lr + 2u * SGM_TM, lc + 3u * SGM_TN);
+    var c3_0 = init_c(lr + 3u * SGM_TM, lc);
+    var c3_1 = init_c(lr + 3u * SGM_TM, lc + SGM_TN);
+    var c3_2 = init_c(lr + 3u * SGM_TM, lc + 2u * SGM_TN);
+    var c3_3 = init_c(lr + 3u * SGM_TM, lc + 3u * SGM_TN);
+    workgroupBarrier();  // the bias area is read before the first stage overwrites it
 
     var ra: array<vec4<u32>, APT>;
     var rb: array<vec4<u32>, BPT>;
@@ -214,29 +239,55 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
         for (var kk = 0u; kk < BK; kk += SGM_TK) {
             let a0 = frag_a(lr, kk);
             let a1 = frag_a(lr + SGM_TM, kk);
+            let a2 = frag_a(lr + 2u * SGM_TM, kk);
+            let a3 = frag_a(lr + 3u * SGM_TM, kk);
             let b0 = frag_b(kk, lc);
             let b1 = frag_b(kk, lc + SGM_TN);
-            let b2 = frag_b(kk, lc + 2u * SGM_TN);
-            let b3 = frag_b(kk, lc + 3u * SGM_TN);
+            var b2 = RT();
+            var b3 = RT();
+            if (FN == 4u) {
+                b2 = frag_b(kk, lc + 2u * SGM_TN);
+                b3 = frag_b(kk, lc + 3u * SGM_TN);
+            }
             c0_0 = subgroupMatrixMultiplyAccumulate(a0, b0, c0_0);
             c0_1 = subgroupMatrixMultiplyAccumulate(a0, b1, c0_1);
-            c0_2 = subgroupMatrixMultiplyAccumulate(a0, b2, c0_2);
-            c0_3 = subgroupMatrixMultiplyAccumulate(a0, b3, c0_3);
             c1_0 = subgroupMatrixMultiplyAccumulate(a1, b0, c1_0);
             c1_1 = subgroupMatrixMultiplyAccumulate(a1, b1, c1_1);
-            c1_2 = subgroupMatrixMultiplyAccumulate(a1, b2, c1_2);
-            c1_3 = subgroupMatrixMultiplyAccumulate(a1, b3, c1_3);
+            c2_0 = subgroupMatrixMultiplyAccumulate(a2, b0, c2_0);
+            c2_1 = subgroupMatrixMultiplyAccumulate(a2, b1, c2_1);
+            c3_0 = subgroupMatrixMultiplyAccumulate(a3, b0, c3_0);
+            c3_1 = subgroupMatrixMultiplyAccumulate(a3, b1, c3_1);
+            if (FN == 4u) {
+                c0_2 = subgroupMatrixMultiplyAccumulate(a0, b2, c0_2);
+                c0_3 = subgroupMatrixMultiplyAccumulate(a0, b3, c0_3);
+                c1_2 = subgroupMatrixMultiplyAccumulate(a1, b2, c1_2);
+                c1_3 = subgroupMatrixMultiplyAccumulate(a1, b3, c1_3);
+                c2_2 = subgroupMatrixMultiplyAccumulate(a2, b2, c2_2);
+                c2_3 = subgroupMatrixMultiplyAccumulate(a2, b3, c2_3);
+                c3_2 = subgroupMatrixMultiplyAccumulate(a3, b2, c3_2);
+                c3_3 = subgroupMatrixMultiplyAccumulate(a3, b3, c3_3);
+            }
         }
         workgroupBarrier();
     }
     store_c(o_base, c0_0, sr, sc, sg, lane, edge);
     store_c(o_base, c0_1, sr, sc + SGM_TN, sg, lane, edge);
-    store_c(o_base, c0_2, sr, sc + 2u * SGM_TN, sg, lane, edge);
-    store_c(o_base, c0_3, sr, sc + 3u * SGM_TN, sg, lane, edge);
     store_c(o_base, c1_0, sr + SGM_TM, sc, sg, lane, edge);
     store_c(o_base, c1_1, sr + SGM_TM, sc + SGM_TN, sg, lane, edge);
-    store_c(o_base, c1_2, sr + SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-    store_c(o_base, c1_3, sr + SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+    store_c(o_base, c2_0, sr + 2u * SGM_TM, sc, sg, lane, edge);
+    store_c(o_base, c2_1, sr + 2u * SGM_TM, sc + SGM_TN, sg, lane, edge);
+    store_c(o_base, c3_0, sr + 3u * SGM_TM, sc, sg, lane, edge);
+    store_c(o_base, c3_1, sr + 3u * SGM_TM, sc + SGM_TN, sg, lane, edge);
+    if (FN == 4u) {
+        store_c(o_base, c0_2, sr, sc + 2u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c0_3, sr, sc + 3u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c1_2, sr + SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c1_3, sr + SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c2_2, sr + 2u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c2_3, sr + 2u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c3_2, sr + 3u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
+        store_c(o_base, c3_3, sr + 3u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
+    }
 }
 
 // --- KERNEL: matmul_sgm ---

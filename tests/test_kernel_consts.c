@@ -33,6 +33,8 @@ static const pair PAIRS[] = {
     {"src/model/linear.c", "BB_FLAT_WG", "kernels/03_linear.wgsl", "BB_FLAT_WG", NULL, 1},
     {"src/model/linear.c", "FLAT_N", "kernels/03_linear.wgsl", "FLAT_WG", "FLAT_COLS", 1},
     {"src/model/linear.c", "BIAS_PART_COLS", "kernels/03_linear_vec4.wgsl", "BP_V", NULL, 4},  // vec4 columns
+    {"src/model/linear_f16.c", "SGM_BM", "kernels/03_linear_sgm.wgsl", "BM", NULL, 1},
+    {"src/model/linear_f16.c", "SGM_BN", "kernels/03_linear_sgm.wgsl", "BN", NULL, 1},
     {"src/model/linear_f16.c", "SGM_BK", "kernels/03_linear_sgm.wgsl", "BK", NULL, 1},
     {"src/model/elementwise.c", "GF16_STEPS", "kernels/05_gelu.wgsl", "GF16_STEPS", NULL, 1},
     {"src/model/precision.c", "CAST_V8", "kernels/08_precision.wgsl", "CAST_V8", NULL, 1},

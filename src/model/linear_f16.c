@@ -12,10 +12,12 @@ typedef struct sgm_params {
     uint32_t pad[3];
 } sgm_params;
 
-#define SGM_BK 32u          // BK of 03_linear_sgm.wgsl: splits keep whole stages
+#define SGM_BM 128u         // BM, BN, BK of 03_linear_sgm.wgsl: the output block and
+#define SGM_BN 128u         // the k a stage (splits keep whole stages)
+#define SGM_BK 64u
 #define SGM_MIN_KS 2048u    // k a split keeps at least
 #define SGM_MAX_SPLITS 8u
-#define SGM_WGS_A_UNIT 2u   // workgroups (4 subgroups each) a compute unit runs at once, for the wave count
+#define SGM_WGS_A_UNIT 2u   // workgroups (8 subgroups each) a compute unit runs at once, for the wave count
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -68,7 +70,7 @@ static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, u
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
     *ks = 0;
     if (!c || i->cpu_kernels) return 1;
-    uint64_t blocks = (uint64_t)((m + 8 * c->m - 1) / (8 * c->m)) * ((n + 8 * c->n - 1) / (8 * c->n));
+    uint64_t blocks = (uint64_t)((m + SGM_BM - 1) / SGM_BM) * ((n + SGM_BN - 1) / SGM_BN);
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
     uint64_t s = 1;
     if (i->matmul_splits)
@@ -112,7 +114,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     const char *kernel = sgm ? "matmul_sgm" : KERNEL[pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
-    uint32_t bm = sgm ? 8 * c->m : F16_ROWS, bn = sgm ? 8 * c->n : F16_COLS;  // BM, BN of the kernel file
+    uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel file
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
