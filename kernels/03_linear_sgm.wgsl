@@ -78,12 +78,16 @@ const BPT: u32 = (BV + NT - 1u) / NT;
 // each subgroup's fragment on its way to `out` (at the edges of the output,
 // and where the product is added to it).
 const BIAS_F: u32 = max(SGM_TM * BN, BM * SGM_TN);  // floats of the bias area
-const EDGE_F: u32 = SGM_TM * SGM_TN;                 // floats of a subgroup's edge area
-const_assert BIAS_F <= 4u * A_TILE && WM * WN * EDGE_F <= 4u * A_TILE;
+const ROW_F: u32 = BN / WN;                         // floats across a subgroup's row of fragments
+const OS: u32 = ROW_F + 4u;                          // their row stride in its out area (+4: fewer bank conflicts)
+const OUT_F: u32 = SGM_TM * OS;                      // floats of a subgroup's out area
+const OUT_PER_LANE: u32 = SGM_TM * ROW_F / SGM_SG;   // floats of it a lane stores
+const_assert BIAS_F <= 4u * A_TILE && WM * WN * OUT_F <= 4u * A_TILE && SGM_TM * ROW_F % SGM_SG == 0u;
+const NOWHERE: u32 = 0xffffffffu;
 var<workgroup> ta: array<vec4<u32>, A_TILE>;
 var<workgroup> tb: array<vec4<u32>, B_TILE>;
 
-// Float i of the A tile seen as f32 (the bias and edge areas).
+// Float i of the A tile seen as f32 (the bias and out areas).
 fn ta_set(i: u32, x: f32) { ta[i / 4u][i % 4u] = bitcast<u32>(x); }
 
 fn ta_get(i: u32) -> f32 { return bitcast<f32>(ta[i / 4u][i % 4u]); }
@@ -140,33 +144,60 @@ fn init_c(lrow: u32, lcol: u32) -> CT {
     return subgroupMatrixLoad<CT, row_major>(&ta, lcol / 4u, BN / 4u);
 }
 
-// Stores the fragment at output (row, col). With flag bit 0 the product is
-// added to the output's present value after the whole sum, out + (a b), not
-// summed onto it a fragment step at a time: the order in which the host adds
-// gradients of several ranks, so that N ranks and one process of N
-// micro-batches agree (tests/test_dist.c). That sum, and a fragment at the
-// edge of the output, go through the subgroup's area of workgroup memory, a
-// float a lane; a transposed output is walked by columns so that neighbouring
-// lanes write neighbouring floats. Every subgroup calls this alike (the
-// conditions are uniform), so the barriers are too.
-fn store_c(o_base: u32, c: CT, row: u32, col: u32, sg: u32, lane: u32, edge: bool) {
+// A fragment stored as it is, at output (row, col) (transposed: col_major).
+fn store_c(o_base: u32, c: CT, row: u32, col: u32) {
+    if (transposed()) { subgroupMatrixStore<col_major>(&out, o_base + col * p.m + row, c, p.m); }
+    else { subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n); }
+}
+
+// Stores one row of the subgroup's fragments (c0 .. c3, at output row `row`,
+// columns col, col + SGM_TN, ...; c2 and c3 only where FN is 4). With flag
+// bit 0 the product is added to the output's present value after the whole
+// sum, out + (a b), not summed onto it a fragment step at a time: the order
+// in which the host adds gradients of several ranks, so that N ranks and one
+// process of N micro-batches agree (tests/test_dist.c). That sum, and a block
+// at the edge of the output, go through the subgroup's area of workgroup
+// memory (SGM_TM rows of ROW_F floats, row stride OS): every lane loads its
+// OUT_PER_LANE present values before it adds and stores any (one wait for
+// memory a row of fragments, not one a fragment); a transposed output is
+// walked by columns so that neighbouring lanes write neighbouring floats.
+// Every subgroup calls this alike (the conditions are uniform), so the
+// barriers are too.
+fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0: CT, c1: CT, c2: CT, c3: CT) {
     let add = (p.flag & 1u) != 0u;
     if (!edge && !add) {
-        if (transposed()) { subgroupMatrixStore<col_major>(&out, o_base + col * p.m + row, c, p.m); }
-        else { subgroupMatrixStore<row_major>(&out, o_base + row * p.n + col, c, p.n); }
+        store_c(o_base, c0, row, col);
+        store_c(o_base, c1, row, col + SGM_TN);
+        if (FN == 4u) {
+            store_c(o_base, c2, row, col + 2u * SGM_TN);
+            store_c(o_base, c3, row, col + 3u * SGM_TN);
+        }
         return;
     }
-    let base = sg * EDGE_F;
-    subgroupMatrixStore<row_major>(&ta, base / 4u, c, SGM_TN / 4u);
+    let base = sg * OUT_F;
+    subgroupMatrixStore<row_major>(&ta, base / 4u, c0, OS / 4u);
+    subgroupMatrixStore<row_major>(&ta, (base + SGM_TN) / 4u, c1, OS / 4u);
+    if (FN == 4u) {
+        subgroupMatrixStore<row_major>(&ta, (base + 2u * SGM_TN) / 4u, c2, OS / 4u);
+        subgroupMatrixStore<row_major>(&ta, (base + 3u * SGM_TN) / 4u, c3, OS / 4u);
+    }
     workgroupBarrier();
-    for (var e = lane; e < EDGE_F; e += SGM_SG) {
-        let r = select(e / SGM_TN, e % SGM_TM, transposed());
-        let q = select(e % SGM_TN, e / SGM_TM, transposed());
-        if (row + r < p.m && col + q < p.n) {
-            let o = out_at(o_base, row + r, col + q);
-            let v = ta_get(base + r * SGM_TN + q);
-            out[o] = select(v, out[o] + v, add);
-        }
+    var at: array<u32, OUT_PER_LANE>;    // where each of this lane's floats goes (NOWHERE: outside the output)
+    var old: array<f32, OUT_PER_LANE>;   // the present values there
+    for (var t = 0u; t < OUT_PER_LANE; t++) {
+        let e = lane + t * SGM_SG;
+        let r = select(e / ROW_F, e % SGM_TM, transposed());
+        let q = select(e % ROW_F, e / SGM_TM, transposed());
+        let inside = row + r < p.m && col + q < p.n;
+        at[t] = select(NOWHERE, out_at(o_base, row + r, col + q), inside);
+        old[t] = 0.0;
+        if (inside && add) { old[t] = out[at[t]]; }
+    }
+    for (var t = 0u; t < OUT_PER_LANE; t++) {
+        let e = lane + t * SGM_SG;
+        let r = select(e / ROW_F, e % SGM_TM, transposed());
+        let q = select(e % ROW_F, e / SGM_TM, transposed());
+        if (at[t] != NOWHERE) { out[at[t]] = old[t] + ta_get(base + r * OS + q); }
     }
     workgroupBarrier();
 }
@@ -270,24 +301,10 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
         }
         workgroupBarrier();
     }
-    store_c(o_base, c0_0, sr, sc, sg, lane, edge);
-    store_c(o_base, c0_1, sr, sc + SGM_TN, sg, lane, edge);
-    store_c(o_base, c1_0, sr + SGM_TM, sc, sg, lane, edge);
-    store_c(o_base, c1_1, sr + SGM_TM, sc + SGM_TN, sg, lane, edge);
-    store_c(o_base, c2_0, sr + 2u * SGM_TM, sc, sg, lane, edge);
-    store_c(o_base, c2_1, sr + 2u * SGM_TM, sc + SGM_TN, sg, lane, edge);
-    store_c(o_base, c3_0, sr + 3u * SGM_TM, sc, sg, lane, edge);
-    store_c(o_base, c3_1, sr + 3u * SGM_TM, sc + SGM_TN, sg, lane, edge);
-    if (FN == 4u) {
-        store_c(o_base, c0_2, sr, sc + 2u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c0_3, sr, sc + 3u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c1_2, sr + SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c1_3, sr + SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c2_2, sr + 2u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c2_3, sr + 2u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c3_2, sr + 3u * SGM_TM, sc + 2u * SGM_TN, sg, lane, edge);
-        store_c(o_base, c3_3, sr + 3u * SGM_TM, sc + 3u * SGM_TN, sg, lane, edge);
-    }
+    store_row(o_base, sr, sc, sg, lane, edge, c0_0, c0_1, c0_2, c0_3);
+    store_row(o_base, sr + SGM_TM, sc, sg, lane, edge, c1_0, c1_1, c1_2, c1_3);
+    store_row(o_base, sr + 2u * SGM_TM, sc, sg, lane, edge, c2_0, c2_1, c2_2, c2_3);
+    store_row(o_base, sr + 3u * SGM_TM, sc, sg, lane, edge, c3_0, c3_1, c3_2, c3_3);
 }
 
 // --- KERNEL: matmul_sgm ---

@@ -305,6 +305,75 @@ static void plain_matmuls_match_reference(void **st) {
     G = G0;
 }
 
+// The weight pass (always) and an accumulating input pass add the product to
+// the output's present value after the whole sum, prior + (a b), one f32
+// rounding: bit for bit the host's sum of the two, the order in which the
+// ranks' gradients are added (so N ranks train what one process of N
+// micro-batches does: tests/test_dist.c). Run with prior 0, then with a
+// random prior, on the default kernels and on a device that splits every pass
+// in 3 (the split's reduce adds the prior likewise); shapes with whole and
+// edge blocks.
+static void accumulate_adds_after_the_sum_(uint32_t N, uint32_t C, uint32_t OC) {
+    size_t ni = (size_t)N * C, nw = (size_t)OC * C, nd = (size_t)N * OC;
+    float *inp = malloc(ni * 4), *w = malloc(nw * 4), *dout = malloc(nd * 4), *zero = calloc(ni > nw ? ni : nw, 4);
+    float *pi = malloc(ni * 4), *pw = malloc(nw * 4), *gi[2], *gw[2];
+    tu_fill(inp, ni, -1, 1), tu_fill(w, nw, -0.5f, 0.5f), tu_fill(dout, nd, -1, 1);
+    tu_fill(pi, ni, -1, 1), tu_fill(pw, nw, -1, 1);
+    wgpt_buf *i16 = f16_of_(inp, ni, "inp16"), *w16 = f16_of_(w, nw, "w16"), *d16 = f16_of_(dout, nd, "dout16");
+    wgpt_buf *dinp = wgpt_buf_create(G, ni * 4, "dinp"), *dw = wgpt_buf_create(G, nw * 4, "dw");
+    uint64_t sb = wgpt_linear_f16_scratch_bytes(G, N, C, OC), tb = wgpt_linear_f16_transposed_bytes(G, N, C, OC);
+    wgpt_buf *scr = wgpt_buf_create(G, sb + 256, "scratch"), *tbuf = wgpt_buf_create(G, tb > 256 ? tb : 256, "inp_t");
+    TU_NONNULL(G, dinp);
+    TU_NONNULL(G, dw);
+    TU_NONNULL(G, scr);
+    TU_NONNULL(G, tbuf);
+    wgpt_view vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vdi = {dinp, 0, 0}, vdw = {dw, 0, 0};
+    wgpt_view vscr = {scr, 0, 0}, vt = {tbuf, 0, 0};
+    for (int r = 0; r < 2; r++) {  // prior 0, then the random prior
+        TU_OK(G, wgpt_buf_upload(G, dinp, 0, r ? pi : zero, ni * 4));
+        TU_OK(G, wgpt_buf_upload(G, dw, 0, r ? pw : zero, nw * 4));
+        wgpt_op op;
+        wgpt_op_init(&op);
+        TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1, vscr));
+        TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vt, vscr));
+        run_(&op);
+        gi[r] = malloc(ni * 4), gw[r] = malloc(nw * 4);
+        TU_OK(G, wgpt_buf_download(G, dinp, 0, gi[r], ni * 4));
+        TU_OK(G, wgpt_buf_download(G, dw, 0, gw[r], nw * 4));
+    }
+    for (size_t i = 0; i < ni; i++) {
+        float want = pi[i] + gi[0][i];
+        if (memcmp(&want, &gi[1][i], 4)) fail_msg("input pass %ux%ux%u, element %zu: %.9g, want prior %.9g + product %.9g = %.9g",
+                                                  N, C, OC, i, gi[1][i], pi[i], gi[0][i], want);
+    }
+    for (size_t i = 0; i < nw; i++) {
+        float want = pw[i] + gw[0][i];
+        if (memcmp(&want, &gw[1][i], 4)) fail_msg("weight pass %ux%ux%u, element %zu: %.9g, want prior %.9g + product %.9g = %.9g",
+                                                  N, C, OC, i, gw[1][i], pw[i], gw[0][i], want);
+    }
+    printf("accumulate %ux%ux%u on '%s'%s: prior + product bit for bit\n", N, C, OC, wgpt_gpu_get_info(G)->name,
+           wgpt_gpu_get_info(G)->matmul_splits ? " (every pass split)" : "");
+    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(dinp), wgpt_buf_free(dw);
+    wgpt_buf_free(scr), wgpt_buf_free(tbuf);
+    free(inp), free(w), free(dout), free(zero), free(pi), free(pw);
+    for (int r = 0; r < 2; r++) free(gi[r]), free(gw[r]);
+}
+
+static void accumulate_adds_after_the_sum(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu *split = tu_gpu_open(&o);
+    wgpt_gpu *devices[2] = {G0, split};
+    tu_rng_state = 13;
+    for (int d = 0; d < 2; d++) {
+        G = devices[d];
+        accumulate_adds_after_the_sum_(256, 128, 128);
+        accumulate_adds_after_the_sum_(136, 72, 200);
+    }
+    G = G0;
+    wgpt_gpu_close(split);
+}
+
 // The kernels refuse shapes they cannot take, naming the shape.
 static void refuses_bad_shapes(void **st) {
     (void)st;
@@ -333,6 +402,7 @@ int main(void) {
         cmocka_unit_test(sgm_matmuls_match_reference),
         cmocka_unit_test(split_passes_and_bias_match_reference),
         cmocka_unit_test(plain_matmuls_match_reference),
+        cmocka_unit_test(accumulate_adds_after_the_sum),
         cmocka_unit_test(refuses_bad_shapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
