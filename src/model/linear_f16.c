@@ -17,7 +17,11 @@ typedef struct sgm_params {
 #define SGM_BK 64u
 #define SGM_MIN_KS 2048u    // k a split keeps at least
 #define SGM_MAX_SPLITS 8u
-#define SGM_WGS_A_UNIT 2u   // workgroups (8 subgroups each) a compute unit runs at once, for the wave count
+// Workgroups a compute unit runs at once, for the wave count: 1 for the 128 x
+// 128 block (the split counts it gives are the fastest of 1, 2 and 3 parts
+// measured at every GPT-2 124M pass on the H200, RESULTS section 17; with 2,
+// the qkv weight pass split to its loss and the fc and fcproj ones did not).
+#define SGM_WGS_A_UNIT 1u
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -62,7 +66,7 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
 // compute units busiest, counting SGM_WGS_A_UNIT resident workgroups a unit
 // and whole waves of them (ceil(blocks s / slots) / s), with parts at least
 // SGM_MIN_KS long (shorter ones lose more to writing and adding the partials
-// than a fuller last wave gains: measured on the H200, RESULTS section 16),
+// than a fuller last wave gains: measured on the H200, RESULTS sections 16, 17),
 // at most SGM_MAX_SPLITS, and all partials inside `room` bytes. Returns the
 // parts, *ks the k of each.
 static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room, uint32_t *ks) {
