@@ -86,7 +86,8 @@ typedef struct wgpt_gpu_info {
     // The f16 x f16 -> f32 configuration the subgroup-matrix kernels are compiled
     // for (an index of matrix_configs), -1 if none fits: the one with the largest
     // K, then the smallest M x N, among those with a fixed subgroup size equal to
-    // the adapter's; WGPT_SGM_CONFIG=i picks config i instead (experiments).
+    // the adapter's and M 16, N 8 or 16 (the fragments 03_linear_sgm.wgsl holds);
+    // WGPT_SGM_CONFIG=i picks config i instead (experiments).
     int sgm_config;
     int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
     // Settings of the layers above, kept per device so that two devices in
