@@ -40,6 +40,38 @@ const FLAT_ROWS: u32 = 32u;
 const FLAT_COLS: u32 = 4u;
 const FLAT_OUT: u32 = 128u;  // FLAT_ROWS * FLAT_COLS
 
+// The flat8 kernels (CPU twins for subgroups of at least 8 lanes): 8 values
+// of k a step. s (one row's sums of 4 columns) += its 8 k values times b[kk]
+// (the 4 columns' values at k0 + kk), in k order as every twin sums.
+// flat8_row: lane kk of a holds the row's value at k0 + kk.
+fn flat8_row(s: vec4<f32>, a: f32, b: array<vec4<f32>, 8>) -> vec4<f32> {
+    var t = s;
+    t = fma(vec4<f32>(subgroupShuffle(a, 0u)), b[0], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 1u)), b[1], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 2u)), b[2], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 3u)), b[3], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 4u)), b[4], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 5u)), b[5], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 6u)), b[6], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 7u)), b[7], t);
+    return t;
+}
+
+// flat8_rows: lane l of a0 and a1 holds the row's values at k0 .. k0 + 3 and
+// k0 + 4 .. k0 + 7.
+fn flat8_rows(s: vec4<f32>, a0: vec4<f32>, a1: vec4<f32>, l: u32, b: array<vec4<f32>, 8>) -> vec4<f32> {
+    var t = s;
+    t = fma(vec4<f32>(subgroupShuffle(a0.x, l)), b[0], t);
+    t = fma(vec4<f32>(subgroupShuffle(a0.y, l)), b[1], t);
+    t = fma(vec4<f32>(subgroupShuffle(a0.z, l)), b[2], t);
+    t = fma(vec4<f32>(subgroupShuffle(a0.w, l)), b[3], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.x, l)), b[4], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.y, l)), b[5], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.z, l)), b[6], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.w, l)), b[7], t);
+    return t;
+}
+
 const TILE: u32 = 64u;   // output tile edge, rows and columns
 const TK: u32 = 16u;     // reduction step: each tile load covers TK values of k
 const TS: u32 = 16u;     // threads per tile edge: 16 x 16 = WG, each owns 4 x 4 outputs
@@ -408,6 +440,261 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
             if (r < p.m && c < p.n) {
                 let idx = r * p.n + c;
                 dweight[idx] = dweight[idx] + sum[i * FLAT_COLS + j];
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_forward_flat8 ---
+// The CPU twin of matmul_forward for subgroups of at least 8 lanes and k % 4
+// == 0 (else matmul_forward_flat): the same outputs per invocation (rows
+// y * 32 + i, columns x * 32 + lid + 8 j) and the same sums in the same order,
+// but 8 values of k a step in straight-line code, read as vec4s. Lane l reads
+// rows y * 32 + 8 g + l of inp (4 k values a vec4) and hands them round; each
+// weight vec4 is 4 k values of the lane's column. Why (03_linear.md,
+// "Flat8"): on llvmpipe a value written inside a loop is blended with the
+// loop's lane mask and the 128 sums live on the stack, so the old inner loop
+// paid a load, a blend and a store per fma, and each lane's load of a scalar
+// costs ~14 instructions and 2 branches, a vec4 ~36. The 32 row lines are
+// written out: Mesa does not unroll a loop of this size, and sums indexed by
+// a loop counter would be indexed per lane, in memory.
+@group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;     // (m, k / 4)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (n, k / 4)
+@group(0) @binding(2) var<storage, read> bias: array<f32>;          // (n), read only if p.flag != 0
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;     // (m, ld)
+@group(0) @binding(4) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                        @builtin(subgroup_invocation_id) sid: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let k4 = p.k / 4u;
+    var arow: array<u32, 4>;  // lane sid: row r0 + 8 g + sid
+    for (var g = 0u; g < 4u; g++) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u) * k4; }
+    var sum = array<vec4<f32>, FLAT_ROWS>();  // sum[i][j]: row i, column j
+    for (var q0 = 0u; q0 < k4; q0 += 2u) {
+        // Past k the values are zeros (fma(0, 0, s) = s): clamped reads, then a select.
+        let q1 = min(q0 + 1u, k4 - 1u);
+        let live = q0 + 1u < k4;
+        var w: array<vec4<f32>, 8>;  // w[2 j + h]: weight[column j, 4 (q0 + h) ..]
+        for (var j = 0u; j < FLAT_COLS; j++) {
+            w[2u * j] = weight[bcol[j] + q0];
+            w[2u * j + 1u] = select(vec4<f32>(), weight[bcol[j] + q1], live);
+        }
+        var b: array<vec4<f32>, 8>;  // b[kk][j]: weight[column j, 4 q0 + kk]
+        for (var kk = 0u; kk < 8u; kk++) {
+            let h = kk / 4u;
+            let e = kk % 4u;
+            b[kk] = vec4<f32>(w[h][e], w[2u + h][e], w[4u + h][e], w[6u + h][e]);
+        }
+        var a: array<vec4<f32>, 8>;  // a[2 g + h], lane l: inp[row 8 g + l, 4 (q0 + h) ..]
+        for (var g = 0u; g < 4u; g++) {
+            a[2u * g] = inp[arow[g] + q0];
+            a[2u * g + 1u] = select(vec4<f32>(), inp[arow[g] + q1], live);
+        }
+        sum[0] = flat8_rows(sum[0], a[0], a[1], 0u, b);
+        sum[1] = flat8_rows(sum[1], a[0], a[1], 1u, b);
+        sum[2] = flat8_rows(sum[2], a[0], a[1], 2u, b);
+        sum[3] = flat8_rows(sum[3], a[0], a[1], 3u, b);
+        sum[4] = flat8_rows(sum[4], a[0], a[1], 4u, b);
+        sum[5] = flat8_rows(sum[5], a[0], a[1], 5u, b);
+        sum[6] = flat8_rows(sum[6], a[0], a[1], 6u, b);
+        sum[7] = flat8_rows(sum[7], a[0], a[1], 7u, b);
+        sum[8] = flat8_rows(sum[8], a[2], a[3], 0u, b);
+        sum[9] = flat8_rows(sum[9], a[2], a[3], 1u, b);
+        sum[10] = flat8_rows(sum[10], a[2], a[3], 2u, b);
+        sum[11] = flat8_rows(sum[11], a[2], a[3], 3u, b);
+        sum[12] = flat8_rows(sum[12], a[2], a[3], 4u, b);
+        sum[13] = flat8_rows(sum[13], a[2], a[3], 5u, b);
+        sum[14] = flat8_rows(sum[14], a[2], a[3], 6u, b);
+        sum[15] = flat8_rows(sum[15], a[2], a[3], 7u, b);
+        sum[16] = flat8_rows(sum[16], a[4], a[5], 0u, b);
+        sum[17] = flat8_rows(sum[17], a[4], a[5], 1u, b);
+        sum[18] = flat8_rows(sum[18], a[4], a[5], 2u, b);
+        sum[19] = flat8_rows(sum[19], a[4], a[5], 3u, b);
+        sum[20] = flat8_rows(sum[20], a[4], a[5], 4u, b);
+        sum[21] = flat8_rows(sum[21], a[4], a[5], 5u, b);
+        sum[22] = flat8_rows(sum[22], a[4], a[5], 6u, b);
+        sum[23] = flat8_rows(sum[23], a[4], a[5], 7u, b);
+        sum[24] = flat8_rows(sum[24], a[6], a[7], 0u, b);
+        sum[25] = flat8_rows(sum[25], a[6], a[7], 1u, b);
+        sum[26] = flat8_rows(sum[26], a[6], a[7], 2u, b);
+        sum[27] = flat8_rows(sum[27], a[6], a[7], 3u, b);
+        sum[28] = flat8_rows(sum[28], a[6], a[7], 4u, b);
+        sum[29] = flat8_rows(sum[29], a[6], a[7], 5u, b);
+        sum[30] = flat8_rows(sum[30], a[6], a[7], 6u, b);
+        sum[31] = flat8_rows(sum[31], a[6], a[7], 7u, b);
+    }
+    for (var j = 0u; j < FLAT_COLS; j++) {
+        let c = c0 + FLAT_WG * j;
+        var bj = 0.0;
+        if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
+        for (var i = 0u; i < FLAT_ROWS; i++) {
+            let r = r0 + i;
+            if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i][j] + bj; }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_input_flat8 ---
+// The CPU twin of matmul_backward_input for subgroups of at least 8 lanes,
+// ld, off and n multiples of 4 (else matmul_backward_input_flat): laid out
+// as matmul_forward_flat8 for the rows of dout (k % 4 == 0 too) (lane l reads rows 8 g + l, 4 k
+// values a vec4, handed round); each lane reads a vec4 of 4 adjacent columns
+// of weight, so invocation lid owns columns x * 32 + 4 lid + j (j < 4).
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;    // (m, ld / 4)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (k, n / 4)
+@group(0) @binding(2) var<storage, read_write> dinp: array<f32>;    // (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                               @builtin(subgroup_invocation_id) sid: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
+    let k4 = p.k / 4u;
+    let n4 = p.n / 4u;
+    var arow: array<u32, 4>;
+    for (var g = 0u; g < 4u; g++) { arow[g] = (min(r0 + 8u * g + sid, p.m - 1u) * p.ld + p.off) / 4u; }
+    let bcol = min(c0 / 4u, n4 - 1u);
+    var sum = array<vec4<f32>, FLAT_ROWS>();  // sum[i][j]: row i, column c0 + j
+    for (var q0 = 0u; q0 < k4; q0 += 2u) {
+        let q1 = min(q0 + 1u, k4 - 1u);
+        let live = q0 + 1u < k4;
+        var b: array<vec4<f32>, 8>;  // b[kk]: weight[k0 + kk, c0 .. c0 + 3]
+        for (var kk = 0u; kk < 8u; kk++) {
+            let kb = 4u * q0 + kk;
+            b[kk] = select(vec4<f32>(), weight[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
+        }
+        var a: array<vec4<f32>, 8>;
+        for (var g = 0u; g < 4u; g++) {
+            a[2u * g] = dout[arow[g] + q0];
+            a[2u * g + 1u] = select(vec4<f32>(), dout[arow[g] + q1], live);
+        }
+        sum[0] = flat8_rows(sum[0], a[0], a[1], 0u, b);
+        sum[1] = flat8_rows(sum[1], a[0], a[1], 1u, b);
+        sum[2] = flat8_rows(sum[2], a[0], a[1], 2u, b);
+        sum[3] = flat8_rows(sum[3], a[0], a[1], 3u, b);
+        sum[4] = flat8_rows(sum[4], a[0], a[1], 4u, b);
+        sum[5] = flat8_rows(sum[5], a[0], a[1], 5u, b);
+        sum[6] = flat8_rows(sum[6], a[0], a[1], 6u, b);
+        sum[7] = flat8_rows(sum[7], a[0], a[1], 7u, b);
+        sum[8] = flat8_rows(sum[8], a[2], a[3], 0u, b);
+        sum[9] = flat8_rows(sum[9], a[2], a[3], 1u, b);
+        sum[10] = flat8_rows(sum[10], a[2], a[3], 2u, b);
+        sum[11] = flat8_rows(sum[11], a[2], a[3], 3u, b);
+        sum[12] = flat8_rows(sum[12], a[2], a[3], 4u, b);
+        sum[13] = flat8_rows(sum[13], a[2], a[3], 5u, b);
+        sum[14] = flat8_rows(sum[14], a[2], a[3], 6u, b);
+        sum[15] = flat8_rows(sum[15], a[2], a[3], 7u, b);
+        sum[16] = flat8_rows(sum[16], a[4], a[5], 0u, b);
+        sum[17] = flat8_rows(sum[17], a[4], a[5], 1u, b);
+        sum[18] = flat8_rows(sum[18], a[4], a[5], 2u, b);
+        sum[19] = flat8_rows(sum[19], a[4], a[5], 3u, b);
+        sum[20] = flat8_rows(sum[20], a[4], a[5], 4u, b);
+        sum[21] = flat8_rows(sum[21], a[4], a[5], 5u, b);
+        sum[22] = flat8_rows(sum[22], a[4], a[5], 6u, b);
+        sum[23] = flat8_rows(sum[23], a[4], a[5], 7u, b);
+        sum[24] = flat8_rows(sum[24], a[6], a[7], 0u, b);
+        sum[25] = flat8_rows(sum[25], a[6], a[7], 1u, b);
+        sum[26] = flat8_rows(sum[26], a[6], a[7], 2u, b);
+        sum[27] = flat8_rows(sum[27], a[6], a[7], 3u, b);
+        sum[28] = flat8_rows(sum[28], a[6], a[7], 4u, b);
+        sum[29] = flat8_rows(sum[29], a[6], a[7], 5u, b);
+        sum[30] = flat8_rows(sum[30], a[6], a[7], 6u, b);
+        sum[31] = flat8_rows(sum[31], a[6], a[7], 7u, b);
+    }
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        let r = r0 + i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = c0 + j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                var v = sum[i][j];
+                if (p.flag != 0u) { v += dinp[idx]; }
+                dinp[idx] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_weight_flat8 ---
+// The CPU twin of matmul_backward_weight for subgroups of at least 8 lanes,
+// ld, off and n multiples of 4 (else matmul_backward_weight_flat): lane l
+// reads dout[k0 + l, off + r0 .. r0 + 31] as 8 vec4s and hands them round;
+// each lane reads a vec4 of 4 adjacent columns of inp, so invocation lid owns
+// columns x * 32 + 4 lid + j (j < 4).
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;     // (k, ld / 4)
+@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;      // (k, n / 4)
+@group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_weight_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                                @builtin(subgroup_invocation_id) sid: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
+    let n4 = p.n / 4u;
+    let bcol = min(c0 / 4u, n4 - 1u);
+    // The row vec4s of dout: off + r0 + 4 t, clamped to the last one holding rows < m.
+    let alast = (p.off + p.m + 3u) / 4u - 1u;
+    var acol: array<u32, 8>;
+    for (var t = 0u; t < 8u; t++) { acol[t] = min((p.off + r0) / 4u + t, alast); }
+    let ld4 = p.ld / 4u;
+    var sum = array<vec4<f32>, FLAT_ROWS>();  // sum[i][j]: row i, column c0 + j
+    for (var k0 = 0u; k0 < p.k; k0 += 8u) {
+        let ka = k0 + sid;
+        let arow = min(ka, p.k - 1u) * ld4;
+        var b: array<vec4<f32>, 8>;  // b[kk]: inp[k0 + kk, c0 .. c0 + 3]
+        for (var kk = 0u; kk < 8u; kk++) {
+            let kb = k0 + kk;
+            b[kk] = select(vec4<f32>(), inp[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
+        }
+        var a: array<vec4<f32>, 8>;  // a[t], lane sid: dout[k0 + sid, off + r0 + 4 t ..]
+        for (var t = 0u; t < 8u; t++) { a[t] = select(vec4<f32>(), dout[arow + acol[t]], ka < p.k); }
+        sum[0] = flat8_row(sum[0], a[0].x, b);
+        sum[1] = flat8_row(sum[1], a[0].y, b);
+        sum[2] = flat8_row(sum[2], a[0].z, b);
+        sum[3] = flat8_row(sum[3], a[0].w, b);
+        sum[4] = flat8_row(sum[4], a[1].x, b);
+        sum[5] = flat8_row(sum[5], a[1].y, b);
+        sum[6] = flat8_row(sum[6], a[1].z, b);
+        sum[7] = flat8_row(sum[7], a[1].w, b);
+        sum[8] = flat8_row(sum[8], a[2].x, b);
+        sum[9] = flat8_row(sum[9], a[2].y, b);
+        sum[10] = flat8_row(sum[10], a[2].z, b);
+        sum[11] = flat8_row(sum[11], a[2].w, b);
+        sum[12] = flat8_row(sum[12], a[3].x, b);
+        sum[13] = flat8_row(sum[13], a[3].y, b);
+        sum[14] = flat8_row(sum[14], a[3].z, b);
+        sum[15] = flat8_row(sum[15], a[3].w, b);
+        sum[16] = flat8_row(sum[16], a[4].x, b);
+        sum[17] = flat8_row(sum[17], a[4].y, b);
+        sum[18] = flat8_row(sum[18], a[4].z, b);
+        sum[19] = flat8_row(sum[19], a[4].w, b);
+        sum[20] = flat8_row(sum[20], a[5].x, b);
+        sum[21] = flat8_row(sum[21], a[5].y, b);
+        sum[22] = flat8_row(sum[22], a[5].z, b);
+        sum[23] = flat8_row(sum[23], a[5].w, b);
+        sum[24] = flat8_row(sum[24], a[6].x, b);
+        sum[25] = flat8_row(sum[25], a[6].y, b);
+        sum[26] = flat8_row(sum[26], a[6].z, b);
+        sum[27] = flat8_row(sum[27], a[6].w, b);
+        sum[28] = flat8_row(sum[28], a[7].x, b);
+        sum[29] = flat8_row(sum[29], a[7].y, b);
+        sum[30] = flat8_row(sum[30], a[7].z, b);
+        sum[31] = flat8_row(sum[31], a[7].w, b);
+    }
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        let r = r0 + i;
+        for (var j = 0u; j < 4u; j++) {
+            let c = c0 + j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                dweight[idx] = dweight[idx] + sum[i][j];
             }
         }
     }

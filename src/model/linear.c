@@ -33,6 +33,8 @@ typedef enum mm_pass { MM_FORWARD, MM_BACKWARD_INPUT, MM_BACKWARD_WEIGHT, MM_NPA
 static const char *const MM_TILED[MM_NPASSES] = {"matmul_forward", "matmul_backward_input", "matmul_backward_weight"};
 static const char *const MM_FLAT[MM_NPASSES] = {"matmul_forward_flat", "matmul_backward_input_flat",
                                                 "matmul_backward_weight_flat"};
+static const char *const MM_FLAT8[MM_NPASSES] = {"matmul_forward_flat8", "matmul_backward_input_flat8",
+                                                 "matmul_backward_weight_flat8"};
 static const char *const MM_VEC4[MM_NPASSES] = {"matmul_forward_vec4", "matmul_backward_input_vec4",
                                                 "matmul_backward_weight_vec4"};
 static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
@@ -72,16 +74,26 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
 // The kernel of a pass (tiled, or its flat CPU twin, see variant.h) and
 // grid for an (m, n) output. The flat grid needs ceil(m / FLAT_ROWS) <= 65535
 // rows of workgroups, which every size check_sizes_ accepts meets (FLAT_ROWS
-// >= BB_COLS); the tiled kernel stays the fallback should that change.
+// >= BB_COLS); the tiled kernel stays the fallback should that change. The
+// flat8 twins (8 k a step, vec4 reads: same outputs, grid and sums) need
+// subgroups of at least 8 lanes, C and OC multiples of 4 (vec4_ok: every row,
+// column block and chunk then starts on a vec4) and 16-byte aligned views.
 typedef struct mm_pick {
     const char *kernel;
     uint32_t x, y;
 } mm_pick;
 
-static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n) {
-    if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM)
-        return (mm_pick){MM_FLAT[pass], tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
+static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n, int vec4_ok) {
+    if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM) {
+        int f8 = vec4_ok && wgpt_gpu_get_info(g)->subgroup_min >= 8;
+        return (mm_pick){f8 ? MM_FLAT8[pass] : MM_FLAT[pass], tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
+    }
     return (mm_pick){MM_TILED[pass], tiles_(n, TILE), tiles_(m, TILE)};
+}
+
+// 1 if a flat8 twin may read its two operands, v[0] and v[1], as vec4s (see pick_).
+static int flat8_ok_(uint32_t C, uint32_t OC, const wgpt_view *v) {
+    return C % 4 == 0 && OC % 4 == 0 && wgpt_views_vec4(v, 2);
 }
 
 static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -212,7 +224,7 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
                 sub_(out, n0 * OC * 4, nr * OC * 4),
             };
             linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL, 0, 0};
-            mm_pick k = pick_(g, MM_FORWARD, nr, orr);
+            mm_pick k = pick_(g, MM_FORWARD, nr, orr, flat8_ok_(C, OC, v));
             if (!wgpt_op_add(g, op, k.kernel, v, 4, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -233,7 +245,7 @@ static int backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view d
                 sub_(dinp, n0 * C * 4, nr * C * 4),
             };
             linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate, 0, 0};
-            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C);
+            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C, flat8_ok_(C, OC, v));
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -254,7 +266,7 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
                 sub_(dweight, o0 * C * 4, orr * C * 4),
             };
             linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0, 0, 0};
-            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C);
+            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C, flat8_ok_(C, OC, v));
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
