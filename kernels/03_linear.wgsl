@@ -39,6 +39,7 @@ const FLAT_WG: u32 = 8u;
 const FLAT_ROWS: u32 = 32u;
 const FLAT_COLS: u32 = 4u;
 const FLAT_OUT: u32 = 128u;  // FLAT_ROWS * FLAT_COLS
+const FLAT8_ROWS: u32 = 64u;  // rows a workgroup of the flat8 twins (their grid: ceil(m / 64))
 
 // The flat8 kernels (CPU twins for subgroups of at least 8 lanes): 8 values
 // of k a step. s (one row's sums of 4 columns) += its 8 k values times b[kk]
@@ -447,17 +448,19 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
 
 // --- KERNEL: matmul_forward_flat8 ---
 // The CPU twin of matmul_forward for subgroups of at least 8 lanes and k % 4
-// == 0 (else matmul_forward_flat): the same outputs per invocation (rows
-// y * 32 + i, columns x * 32 + lid + 8 j) and the same sums in the same order,
-// but 8 values of k a step in straight-line code, read as vec4s. Lane l reads
-// rows y * 32 + 8 g + l of inp (4 k values a vec4) and hands them round; each
-// weight vec4 is 4 k values of the lane's column. Why (03_linear.md,
-// "Flat8"): on llvmpipe a value written inside a loop is blended with the
-// loop's lane mask and the 128 sums live on the stack, so the old inner loop
-// paid a load, a blend and a store per fma, and each lane's load of a scalar
-// costs ~14 instructions and 2 branches, a vec4 ~36. The 32 row lines are
-// written out: Mesa does not unroll a loop of this size, and sums indexed by
-// a loop counter would be indexed per lane, in memory.
+// == 0 (else matmul_forward_flat): the same sums in the same order, 8 values
+// of k a step in straight-line code, operands read as vec4s. Invocation lid
+// of workgroup (x, y) owns rows y * 64 + i (i < 64) and columns x * 32 + lid
+// + 8 j (j < 4); grid (ceil(n / 32), ceil(m / 64)). Lane l reads rows y * 64
+// + 8 g + l of inp (4 k values a vec4) and hands them round; each weight vec4
+// is 4 k values of the lane's column. Why (03_linear.md, "Flat8"): on
+// llvmpipe a value written inside a loop is blended with the loop's lane mask
+// and the sums live on the stack, so the flat twins' inner loop paid a load,
+// a blend and a store per fma; here each sum's vec4 is read and written once
+// per 8 k. A lane's read of a scalar costs ~14 instructions and 2 branches, of
+// a vec4 ~41, whence 64 rows (each value read serves 32 or 64 sums). The row
+// lines are written out: Mesa does not unroll a loop of this size, and sums
+// indexed by a loop counter would be indexed per lane, in memory.
 @group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;     // (m, k / 4)
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (n, k / 4)
 @group(0) @binding(2) var<storage, read> bias: array<f32>;          // (n), read only if p.flag != 0
@@ -467,14 +470,14 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
 @compute @workgroup_size(FLAT_WG)
 fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
                         @builtin(subgroup_invocation_id) sid: u32) {
-    let r0 = wg.y * FLAT_ROWS;
+    let r0 = wg.y * FLAT8_ROWS;
     let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
     let k4 = p.k / 4u;
-    var arow: array<u32, 4>;  // lane sid: row r0 + 8 g + sid
-    for (var g = 0u; g < 4u; g++) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
+    var arow: array<u32, 8>;  // lane sid: row r0 + 8 g + sid
+    for (var g = 0u; g < 8u; g++) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
     var bcol: array<u32, FLAT_COLS>;
     for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u) * k4; }
-    var sum = array<vec4<f32>, FLAT_ROWS>();  // sum[i][j]: row i, column j
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column j
     for (var q0 = 0u; q0 < k4; q0 += 2u) {
         // Past k the values are zeros (fma(0, 0, s) = s): clamped reads, then a select.
         let q1 = min(q0 + 1u, k4 - 1u);
@@ -490,8 +493,8 @@ fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(work
             let e = kk % 4u;
             b[kk] = vec4<f32>(w[h][e], w[2u + h][e], w[4u + h][e], w[6u + h][e]);
         }
-        var a: array<vec4<f32>, 8>;  // a[2 g + h], lane l: inp[row 8 g + l, 4 (q0 + h) ..]
-        for (var g = 0u; g < 4u; g++) {
+        var a: array<vec4<f32>, 16>;  // a[2 g + h], lane l: inp[row 8 g + l, 4 (q0 + h) ..]
+        for (var g = 0u; g < 8u; g++) {
             a[2u * g] = inp[arow[g] + q0];
             a[2u * g + 1u] = select(vec4<f32>(), inp[arow[g] + q1], live);
         }
@@ -527,12 +530,44 @@ fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(work
         sum[29] = flat8_rows(sum[29], a[6], a[7], 5u, b);
         sum[30] = flat8_rows(sum[30], a[6], a[7], 6u, b);
         sum[31] = flat8_rows(sum[31], a[6], a[7], 7u, b);
+        sum[32] = flat8_rows(sum[32], a[8], a[9], 0u, b);
+        sum[33] = flat8_rows(sum[33], a[8], a[9], 1u, b);
+        sum[34] = flat8_rows(sum[34], a[8], a[9], 2u, b);
+        sum[35] = flat8_rows(sum[35], a[8], a[9], 3u, b);
+        sum[36] = flat8_rows(sum[36], a[8], a[9], 4u, b);
+        sum[37] = flat8_rows(sum[37], a[8], a[9], 5u, b);
+        sum[38] = flat8_rows(sum[38], a[8], a[9], 6u, b);
+        sum[39] = flat8_rows(sum[39], a[8], a[9], 7u, b);
+        sum[40] = flat8_rows(sum[40], a[10], a[11], 0u, b);
+        sum[41] = flat8_rows(sum[41], a[10], a[11], 1u, b);
+        sum[42] = flat8_rows(sum[42], a[10], a[11], 2u, b);
+        sum[43] = flat8_rows(sum[43], a[10], a[11], 3u, b);
+        sum[44] = flat8_rows(sum[44], a[10], a[11], 4u, b);
+        sum[45] = flat8_rows(sum[45], a[10], a[11], 5u, b);
+        sum[46] = flat8_rows(sum[46], a[10], a[11], 6u, b);
+        sum[47] = flat8_rows(sum[47], a[10], a[11], 7u, b);
+        sum[48] = flat8_rows(sum[48], a[12], a[13], 0u, b);
+        sum[49] = flat8_rows(sum[49], a[12], a[13], 1u, b);
+        sum[50] = flat8_rows(sum[50], a[12], a[13], 2u, b);
+        sum[51] = flat8_rows(sum[51], a[12], a[13], 3u, b);
+        sum[52] = flat8_rows(sum[52], a[12], a[13], 4u, b);
+        sum[53] = flat8_rows(sum[53], a[12], a[13], 5u, b);
+        sum[54] = flat8_rows(sum[54], a[12], a[13], 6u, b);
+        sum[55] = flat8_rows(sum[55], a[12], a[13], 7u, b);
+        sum[56] = flat8_rows(sum[56], a[14], a[15], 0u, b);
+        sum[57] = flat8_rows(sum[57], a[14], a[15], 1u, b);
+        sum[58] = flat8_rows(sum[58], a[14], a[15], 2u, b);
+        sum[59] = flat8_rows(sum[59], a[14], a[15], 3u, b);
+        sum[60] = flat8_rows(sum[60], a[14], a[15], 4u, b);
+        sum[61] = flat8_rows(sum[61], a[14], a[15], 5u, b);
+        sum[62] = flat8_rows(sum[62], a[14], a[15], 6u, b);
+        sum[63] = flat8_rows(sum[63], a[14], a[15], 7u, b);
     }
     for (var j = 0u; j < FLAT_COLS; j++) {
         let c = c0 + FLAT_WG * j;
         var bj = 0.0;
         if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
-        for (var i = 0u; i < FLAT_ROWS; i++) {
+        for (var i = 0u; i < FLAT8_ROWS; i++) {
             let r = r0 + i;
             if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i][j] + bj; }
         }
@@ -540,11 +575,11 @@ fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(work
 }
 
 // --- KERNEL: matmul_backward_input_flat8 ---
-// The CPU twin of matmul_backward_input for subgroups of at least 8 lanes,
-// ld, off and n multiples of 4 (else matmul_backward_input_flat): laid out
-// as matmul_forward_flat8 for the rows of dout (k % 4 == 0 too) (lane l reads rows 8 g + l, 4 k
-// values a vec4, handed round); each lane reads a vec4 of 4 adjacent columns
-// of weight, so invocation lid owns columns x * 32 + 4 lid + j (j < 4).
+// The CPU twin of matmul_backward_input for subgroups of at least 8 lanes, k,
+// ld, off and n multiples of 4 (else matmul_backward_input_flat): the rows of
+// dout are read and handed round as in matmul_forward_flat8; each lane reads
+// a vec4 of 4 adjacent columns of weight, so invocation lid owns columns x *
+// 32 + 4 lid + j (j < 4) of rows y * 64 + i.
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;    // (m, ld / 4)
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (k, n / 4)
 @group(0) @binding(2) var<storage, read_write> dinp: array<f32>;    // (m, n)
@@ -553,24 +588,24 @@ fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(work
 @compute @workgroup_size(FLAT_WG)
 fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
                                @builtin(subgroup_invocation_id) sid: u32) {
-    let r0 = wg.y * FLAT_ROWS;
+    let r0 = wg.y * FLAT8_ROWS;
     let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
     let k4 = p.k / 4u;
     let n4 = p.n / 4u;
-    var arow: array<u32, 4>;
-    for (var g = 0u; g < 4u; g++) { arow[g] = (min(r0 + 8u * g + sid, p.m - 1u) * p.ld + p.off) / 4u; }
+    var arow: array<u32, 8>;
+    for (var g = 0u; g < 8u; g++) { arow[g] = (min(r0 + 8u * g + sid, p.m - 1u) * p.ld + p.off) / 4u; }
     let bcol = min(c0 / 4u, n4 - 1u);
-    var sum = array<vec4<f32>, FLAT_ROWS>();  // sum[i][j]: row i, column c0 + j
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column c0 + j
     for (var q0 = 0u; q0 < k4; q0 += 2u) {
         let q1 = min(q0 + 1u, k4 - 1u);
         let live = q0 + 1u < k4;
-        var b: array<vec4<f32>, 8>;  // b[kk]: weight[k0 + kk, c0 .. c0 + 3]
+        var b: array<vec4<f32>, 8>;  // b[kk]: weight[4 q0 + kk, c0 .. c0 + 3]
         for (var kk = 0u; kk < 8u; kk++) {
             let kb = 4u * q0 + kk;
             b[kk] = select(vec4<f32>(), weight[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
         }
-        var a: array<vec4<f32>, 8>;
-        for (var g = 0u; g < 4u; g++) {
+        var a: array<vec4<f32>, 16>;  // a[2 g + h], lane l: dout[row 8 g + l, off + 4 (q0 + h) ..]
+        for (var g = 0u; g < 8u; g++) {
             a[2u * g] = dout[arow[g] + q0];
             a[2u * g + 1u] = select(vec4<f32>(), dout[arow[g] + q1], live);
         }
@@ -606,8 +641,40 @@ fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @built
         sum[29] = flat8_rows(sum[29], a[6], a[7], 5u, b);
         sum[30] = flat8_rows(sum[30], a[6], a[7], 6u, b);
         sum[31] = flat8_rows(sum[31], a[6], a[7], 7u, b);
+        sum[32] = flat8_rows(sum[32], a[8], a[9], 0u, b);
+        sum[33] = flat8_rows(sum[33], a[8], a[9], 1u, b);
+        sum[34] = flat8_rows(sum[34], a[8], a[9], 2u, b);
+        sum[35] = flat8_rows(sum[35], a[8], a[9], 3u, b);
+        sum[36] = flat8_rows(sum[36], a[8], a[9], 4u, b);
+        sum[37] = flat8_rows(sum[37], a[8], a[9], 5u, b);
+        sum[38] = flat8_rows(sum[38], a[8], a[9], 6u, b);
+        sum[39] = flat8_rows(sum[39], a[8], a[9], 7u, b);
+        sum[40] = flat8_rows(sum[40], a[10], a[11], 0u, b);
+        sum[41] = flat8_rows(sum[41], a[10], a[11], 1u, b);
+        sum[42] = flat8_rows(sum[42], a[10], a[11], 2u, b);
+        sum[43] = flat8_rows(sum[43], a[10], a[11], 3u, b);
+        sum[44] = flat8_rows(sum[44], a[10], a[11], 4u, b);
+        sum[45] = flat8_rows(sum[45], a[10], a[11], 5u, b);
+        sum[46] = flat8_rows(sum[46], a[10], a[11], 6u, b);
+        sum[47] = flat8_rows(sum[47], a[10], a[11], 7u, b);
+        sum[48] = flat8_rows(sum[48], a[12], a[13], 0u, b);
+        sum[49] = flat8_rows(sum[49], a[12], a[13], 1u, b);
+        sum[50] = flat8_rows(sum[50], a[12], a[13], 2u, b);
+        sum[51] = flat8_rows(sum[51], a[12], a[13], 3u, b);
+        sum[52] = flat8_rows(sum[52], a[12], a[13], 4u, b);
+        sum[53] = flat8_rows(sum[53], a[12], a[13], 5u, b);
+        sum[54] = flat8_rows(sum[54], a[12], a[13], 6u, b);
+        sum[55] = flat8_rows(sum[55], a[12], a[13], 7u, b);
+        sum[56] = flat8_rows(sum[56], a[14], a[15], 0u, b);
+        sum[57] = flat8_rows(sum[57], a[14], a[15], 1u, b);
+        sum[58] = flat8_rows(sum[58], a[14], a[15], 2u, b);
+        sum[59] = flat8_rows(sum[59], a[14], a[15], 3u, b);
+        sum[60] = flat8_rows(sum[60], a[14], a[15], 4u, b);
+        sum[61] = flat8_rows(sum[61], a[14], a[15], 5u, b);
+        sum[62] = flat8_rows(sum[62], a[14], a[15], 6u, b);
+        sum[63] = flat8_rows(sum[63], a[14], a[15], 7u, b);
     }
-    for (var i = 0u; i < FLAT_ROWS; i++) {
+    for (var i = 0u; i < FLAT8_ROWS; i++) {
         let r = r0 + i;
         for (var j = 0u; j < 4u; j++) {
             let c = c0 + j;
@@ -623,10 +690,10 @@ fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @built
 
 // --- KERNEL: matmul_backward_weight_flat8 ---
 // The CPU twin of matmul_backward_weight for subgroups of at least 8 lanes,
-// ld, off and n multiples of 4 (else matmul_backward_weight_flat): lane l
-// reads dout[k0 + l, off + r0 .. r0 + 31] as 8 vec4s and hands them round;
+// ld, off, m and n multiples of 4 (else matmul_backward_weight_flat): lane l
+// reads dout[k0 + l, off + r0 .. r0 + 63] as 16 vec4s and hands them round;
 // each lane reads a vec4 of 4 adjacent columns of inp, so invocation lid owns
-// columns x * 32 + 4 lid + j (j < 4).
+// columns x * 32 + 4 lid + j (j < 4) of rows y * 64 + i.
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;     // (k, ld / 4)
 @group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;      // (k, n / 4)
 @group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
@@ -635,16 +702,16 @@ fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @built
 @compute @workgroup_size(FLAT_WG)
 fn matmul_backward_weight_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
                                 @builtin(subgroup_invocation_id) sid: u32) {
-    let r0 = wg.y * FLAT_ROWS;
+    let r0 = wg.y * FLAT8_ROWS;
     let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
     let n4 = p.n / 4u;
     let bcol = min(c0 / 4u, n4 - 1u);
-    // The row vec4s of dout: off + r0 + 4 t, clamped to the last one holding rows < m.
-    let alast = (p.off + p.m + 3u) / 4u - 1u;
-    var acol: array<u32, 8>;
-    for (var t = 0u; t < 8u; t++) { acol[t] = min((p.off + r0) / 4u + t, alast); }
+    // The row vec4s of dout, off + r0 + 4 t, clamped to the last one of rows < m.
+    let alast = (p.off + p.m) / 4u - 1u;
+    var acol: array<u32, 16>;
+    for (var t = 0u; t < 16u; t++) { acol[t] = min((p.off + r0) / 4u + t, alast); }
     let ld4 = p.ld / 4u;
-    var sum = array<vec4<f32>, FLAT_ROWS>();  // sum[i][j]: row i, column c0 + j
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column c0 + j
     for (var k0 = 0u; k0 < p.k; k0 += 8u) {
         let ka = k0 + sid;
         let arow = min(ka, p.k - 1u) * ld4;
@@ -653,8 +720,8 @@ fn matmul_backward_weight_flat8(@builtin(local_invocation_index) lid: u32, @buil
             let kb = k0 + kk;
             b[kk] = select(vec4<f32>(), inp[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
         }
-        var a: array<vec4<f32>, 8>;  // a[t], lane sid: dout[k0 + sid, off + r0 + 4 t ..]
-        for (var t = 0u; t < 8u; t++) { a[t] = select(vec4<f32>(), dout[arow + acol[t]], ka < p.k); }
+        var a: array<vec4<f32>, 16>;  // a[t], lane sid: dout[k0 + sid, off + r0 + 4 t ..]
+        for (var t = 0u; t < 16u; t++) { a[t] = select(vec4<f32>(), dout[arow + acol[t]], ka < p.k); }
         sum[0] = flat8_row(sum[0], a[0].x, b);
         sum[1] = flat8_row(sum[1], a[0].y, b);
         sum[2] = flat8_row(sum[2], a[0].z, b);
@@ -687,8 +754,40 @@ fn matmul_backward_weight_flat8(@builtin(local_invocation_index) lid: u32, @buil
         sum[29] = flat8_row(sum[29], a[7].y, b);
         sum[30] = flat8_row(sum[30], a[7].z, b);
         sum[31] = flat8_row(sum[31], a[7].w, b);
+        sum[32] = flat8_row(sum[32], a[8].x, b);
+        sum[33] = flat8_row(sum[33], a[8].y, b);
+        sum[34] = flat8_row(sum[34], a[8].z, b);
+        sum[35] = flat8_row(sum[35], a[8].w, b);
+        sum[36] = flat8_row(sum[36], a[9].x, b);
+        sum[37] = flat8_row(sum[37], a[9].y, b);
+        sum[38] = flat8_row(sum[38], a[9].z, b);
+        sum[39] = flat8_row(sum[39], a[9].w, b);
+        sum[40] = flat8_row(sum[40], a[10].x, b);
+        sum[41] = flat8_row(sum[41], a[10].y, b);
+        sum[42] = flat8_row(sum[42], a[10].z, b);
+        sum[43] = flat8_row(sum[43], a[10].w, b);
+        sum[44] = flat8_row(sum[44], a[11].x, b);
+        sum[45] = flat8_row(sum[45], a[11].y, b);
+        sum[46] = flat8_row(sum[46], a[11].z, b);
+        sum[47] = flat8_row(sum[47], a[11].w, b);
+        sum[48] = flat8_row(sum[48], a[12].x, b);
+        sum[49] = flat8_row(sum[49], a[12].y, b);
+        sum[50] = flat8_row(sum[50], a[12].z, b);
+        sum[51] = flat8_row(sum[51], a[12].w, b);
+        sum[52] = flat8_row(sum[52], a[13].x, b);
+        sum[53] = flat8_row(sum[53], a[13].y, b);
+        sum[54] = flat8_row(sum[54], a[13].z, b);
+        sum[55] = flat8_row(sum[55], a[13].w, b);
+        sum[56] = flat8_row(sum[56], a[14].x, b);
+        sum[57] = flat8_row(sum[57], a[14].y, b);
+        sum[58] = flat8_row(sum[58], a[14].z, b);
+        sum[59] = flat8_row(sum[59], a[14].w, b);
+        sum[60] = flat8_row(sum[60], a[15].x, b);
+        sum[61] = flat8_row(sum[61], a[15].y, b);
+        sum[62] = flat8_row(sum[62], a[15].z, b);
+        sum[63] = flat8_row(sum[63], a[15].w, b);
     }
-    for (var i = 0u; i < FLAT_ROWS; i++) {
+    for (var i = 0u; i < FLAT8_ROWS; i++) {
         let r = r0 + i;
         for (var j = 0u; j < 4u; j++) {
             let c = c0 + j;

@@ -13,6 +13,7 @@
 // FLAT_WG * FLAT_COLS = 32 columns.
 #define FLAT_ROWS 32u
 #define FLAT_N 32u
+#define FLAT8_ROWS 64u  // rows a workgroup of the flat8 twins (FLAT8_ROWS), FLAT_N columns
 
 // LinearParams of 03_linear.wgsl: the meaning of each field per kernel is in
 // docs/kernels/03_linear.md.
@@ -75,9 +76,9 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
 // grid for an (m, n) output. The flat grid needs ceil(m / FLAT_ROWS) <= 65535
 // rows of workgroups, which every size check_sizes_ accepts meets (FLAT_ROWS
 // >= BB_COLS); the tiled kernel stays the fallback should that change. The
-// flat8 twins (8 k a step, vec4 reads: same outputs, grid and sums) need
-// subgroups of at least 8 lanes, C and OC multiples of 4 (vec4_ok: every row,
-// column block and chunk then starts on a vec4) and 16-byte aligned views.
+// flat8 twins (8 k a step, vec4 reads, 64 rows a workgroup: the same sums)
+// need subgroups of at least 8 lanes, C and OC multiples of 4 (vec4_ok: every
+// row, column block and chunk then starts on a vec4) and 16-byte aligned views.
 typedef struct mm_pick {
     const char *kernel;
     uint32_t x, y;
@@ -85,8 +86,9 @@ typedef struct mm_pick {
 
 static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n, int vec4_ok) {
     if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM) {
-        int f8 = vec4_ok && wgpt_gpu_get_info(g)->subgroup_min >= 8;
-        return (mm_pick){f8 ? MM_FLAT8[pass] : MM_FLAT[pass], tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
+        if (vec4_ok && wgpt_gpu_get_info(g)->subgroup_min >= 8)
+            return (mm_pick){MM_FLAT8[pass], tiles_(n, FLAT_N), tiles_(m, FLAT8_ROWS)};
+        return (mm_pick){MM_FLAT[pass], tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
     }
     return (mm_pick){MM_TILED[pass], tiles_(n, TILE), tiles_(m, TILE)};
 }
