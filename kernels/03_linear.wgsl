@@ -448,12 +448,13 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
 
 // --- KERNEL: matmul_forward_flat8 ---
 // The CPU twin of matmul_forward for subgroups of at least 8 lanes and k % 4
-// == 0 (else matmul_forward_flat): the same sums in the same order, 8 values
-// of k a step in straight-line code, operands read as vec4s. Invocation lid
-// of workgroup (x, y) owns rows y * 64 + i (i < 64) and columns x * 32 + lid
-// + 8 j (j < 4); grid (ceil(n / 32), ceil(m / 64)). Lane l reads rows y * 64
-// + 8 g + l of inp (4 k values a vec4) and hands them round; each weight vec4
-// is 4 k values of the lane's column. Why (03_linear.md, "Flat8"): on
+// == 0, n, ld and off multiples of 4 (else matmul_forward_flat): the same
+// sums in the same order, 8 values of k a step in straight-line code,
+// operands read and outputs written as vec4s. Invocation lid of workgroup
+// (x, y) owns rows y * 64 + i (i < 64) and columns x * 32 + 4 lid + j (j <
+// 4); grid (ceil(n / 32), ceil(m / 64)). Lane l reads rows y * 64 + 8 g + l
+// of inp (4 k values a vec4) and hands them round; each weight vec4 is 4 k
+// values of one of the lane's columns. Why (03_linear.md, "Flat8"): on
 // llvmpipe a value written inside a loop is blended with the loop's lane mask
 // and the sums live on the stack, so the flat twins' inner loop paid a load,
 // a blend and a store per fma; here each sum's vec4 is read and written once
@@ -463,20 +464,20 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
 // indexed by a loop counter would be indexed per lane, in memory.
 @group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;     // (m, k / 4)
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (n, k / 4)
-@group(0) @binding(2) var<storage, read> bias: array<f32>;          // (n), read only if p.flag != 0
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;     // (m, ld)
+@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;    // (n / 4), read only if p.flag != 0
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;  // (m, ld / 4)
 @group(0) @binding(4) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(FLAT_WG)
 fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
                         @builtin(subgroup_invocation_id) sid: u32) {
     let r0 = wg.y * FLAT8_ROWS;
-    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
     let k4 = p.k / 4u;
     var arow: array<u32, 8>;  // lane sid: row r0 + 8 g + sid
     for (var g = 0u; g < 8u; g++) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
     var bcol: array<u32, FLAT_COLS>;
-    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u) * k4; }
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + j, p.n - 1u) * k4; }
     var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column j
     for (var q0 = 0u; q0 < k4; q0 += 2u) {
         // Past k the values are zeros (fma(0, 0, s) = s): clamped reads, then a select.
@@ -576,14 +577,12 @@ fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(work
         sum[62] = flat8_rows(sum[62], a14, a15, 6u, b);
         sum[63] = flat8_rows(sum[63], a14, a15, 7u, b);
     }
-    for (var j = 0u; j < FLAT_COLS; j++) {
-        let c = c0 + FLAT_WG * j;
-        var bj = 0.0;
-        if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
-        for (var i = 0u; i < FLAT8_ROWS; i++) {
-            let r = r0 + i;
-            if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i][j] + bj; }
-        }
+    // n % 4 == 0: the lane's 4 columns are all in the matrix or all past it.
+    var bj = vec4<f32>();
+    if (p.flag != 0u) { bj = bias[min(c0, p.n - 4u) / 4u]; }
+    for (var i = 0u; i < FLAT8_ROWS; i++) {
+        let r = r0 + i;
+        if (r < p.m && c0 < p.n) { out[(r * p.ld + p.off + c0) / 4u] = sum[i] + bj; }
     }
 }
 
@@ -595,7 +594,7 @@ fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(work
 // 32 + 4 lid + j (j < 4) of rows y * 64 + i.
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;    // (m, ld / 4)
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (k, n / 4)
-@group(0) @binding(2) var<storage, read_write> dinp: array<f32>;    // (m, n)
+@group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n / 4)
 @group(0) @binding(3) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(FLAT_WG)
@@ -702,14 +701,11 @@ fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @built
     }
     for (var i = 0u; i < FLAT8_ROWS; i++) {
         let r = r0 + i;
-        for (var j = 0u; j < 4u; j++) {
-            let c = c0 + j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                var v = sum[i][j];
-                if (p.flag != 0u) { v += dinp[idx]; }
-                dinp[idx] = v;
-            }
+        if (r < p.m && c0 < p.n) {
+            let idx = (r * p.n + c0) / 4u;
+            var v = sum[i];
+            if (p.flag != 0u) { v += dinp[idx]; }
+            dinp[idx] = v;
         }
     }
 }
@@ -722,7 +718,7 @@ fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @built
 // columns x * 32 + 4 lid + j (j < 4) of rows y * 64 + i.
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;     // (k, ld / 4)
 @group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;      // (k, n / 4)
-@group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
+@group(0) @binding(2) var<storage, read_write> dweight: array<vec4<f32>>;  // (m, n / 4)
 @group(0) @binding(3) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(FLAT_WG)
@@ -830,12 +826,9 @@ fn matmul_backward_weight_flat8(@builtin(local_invocation_index) lid: u32, @buil
     }
     for (var i = 0u; i < FLAT8_ROWS; i++) {
         let r = r0 + i;
-        for (var j = 0u; j < 4u; j++) {
-            let c = c0 + j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                dweight[idx] = dweight[idx] + sum[i][j];
-            }
+        if (r < p.m && c0 < p.n) {
+            let idx = (r * p.n + c0) / 4u;
+            dweight[idx] = dweight[idx] + sum[i];
         }
     }
 }

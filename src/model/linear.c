@@ -76,7 +76,7 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
 // grid for an (m, n) output. The flat grid needs ceil(m / FLAT_ROWS) <= 65535
 // rows of workgroups, which every size check_sizes_ accepts meets (FLAT_ROWS
 // >= BB_COLS); the tiled kernel stays the fallback should that change. The
-// flat8 twins (8 k a step, vec4 reads, 64 rows a workgroup: the same sums)
+// flat8 twins (8 k a step, vec4 reads and writes, 64 rows a workgroup: the same sums)
 // need subgroups of at least 8 lanes, C and OC multiples of 4 (vec4_ok: every
 // row, column block and chunk then starts on a vec4) and 16-byte aligned views.
 typedef struct mm_pick {
@@ -93,9 +93,9 @@ static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n, int vec4
     return (mm_pick){MM_TILED[pass], tiles_(n, TILE), tiles_(m, TILE)};
 }
 
-// 1 if a flat8 twin may read its two operands, v[0] and v[1], as vec4s (see pick_).
-static int flat8_ok_(uint32_t C, uint32_t OC, const wgpt_view *v) {
-    return C % 4 == 0 && OC % 4 == 0 && wgpt_views_vec4(v, 2);
+// 1 if a flat8 twin may read and write its nv views as vec4s (see pick_).
+static int flat8_ok_(uint32_t C, uint32_t OC, const wgpt_view *v, int nv) {
+    return C % 4 == 0 && OC % 4 == 0 && wgpt_views_vec4(v, nv);
 }
 
 static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -226,7 +226,7 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
                 sub_(out, n0 * OC * 4, nr * OC * 4),
             };
             linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL, 0, 0};
-            mm_pick k = pick_(g, MM_FORWARD, nr, orr, flat8_ok_(C, OC, v));
+            mm_pick k = pick_(g, MM_FORWARD, nr, orr, flat8_ok_(C, OC, v, 4));
             if (!wgpt_op_add(g, op, k.kernel, v, 4, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -247,7 +247,7 @@ static int backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view d
                 sub_(dinp, n0 * C * 4, nr * C * 4),
             };
             linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate, 0, 0};
-            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C, flat8_ok_(C, OC, v));
+            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C, flat8_ok_(C, OC, v, 3));
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -268,7 +268,7 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
                 sub_(dweight, o0 * C * 4, orr * C * 4),
             };
             linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0, 0, 0};
-            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C, flat8_ok_(C, OC, v));
+            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C, flat8_ok_(C, OC, v, 3));
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
