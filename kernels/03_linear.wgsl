@@ -39,6 +39,7 @@ const FLAT_WG: u32 = 8u;
 const FLAT_ROWS: u32 = 32u;
 const FLAT_COLS: u32 = 4u;
 const FLAT_OUT: u32 = 128u;  // FLAT_ROWS * FLAT_COLS
+const BB_FLAT_WG: u32 = 8u;  // columns (vec4 columns) a workgroup of matmul_backward_bias_flat (flat4)
 const FLAT8_ROWS: u32 = 64u;  // rows a workgroup of the flat8 twins (their grid: ceil(m / 64))
 
 // The flat8 kernels (CPU twins for subgroups of at least 8 lanes): 8 values
@@ -284,7 +285,6 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
 // its k rows in order; BB_FLAT_WG columns a workgroup, grid
 // (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
 // the 256-thread workgroup's barrier costs more than the sums).
-const BB_FLAT_WG: u32 = 8u;
 @group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
 @group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
 @group(0) @binding(2) var<uniform> p: LinearParams;
@@ -295,6 +295,26 @@ fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (c >= p.n) { return; }
     var s = 0.0;
     for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
+    dbias[c] = dbias[c] + s;
+}
+
+// --- KERNEL: matmul_backward_bias_flat4 ---
+// matmul_backward_bias_flat for n, ld and off multiples of 4: one invocation
+// per 4 adjacent columns (a vec4 a row: on llvmpipe a lane's vec4 read costs
+// about 3x a scalar one), its rows summed in order; BB_FLAT_WG x 4 columns a
+// workgroup, grid (ceil(n / (4 BB_FLAT_WG)), 1, 1). The same sums.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;         // (k, ld / 4)
+@group(0) @binding(1) var<storage, read_write> dbias: array<vec4<f32>>;  // (n / 4)
+@group(0) @binding(2) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(BB_FLAT_WG)
+fn matmul_backward_bias_flat4(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    if (c >= p.n / 4u) { return; }
+    let row = p.ld / 4u;
+    let col = p.off / 4u + c;
+    var s = vec4<f32>();
+    for (var r = 0u; r < p.k; r++) { s += dout[r * row + col]; }
     dbias[c] = dbias[c] + s;
 }
 

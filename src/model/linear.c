@@ -40,6 +40,7 @@ static const char *const MM_VEC4[MM_NPASSES] = {"matmul_forward_vec4", "matmul_b
                                                 "matmul_backward_weight_vec4"};
 static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
 static const char MM_BACKWARD_BIAS_FLAT[] = "matmul_backward_bias_flat";
+static const char MM_BACKWARD_BIAS_FLAT4[] = "matmul_backward_bias_flat4";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
 static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
 
@@ -278,13 +279,16 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
 static int backward_bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                           uint64_t rows_n) {
     int flat = wgpt_kernel_variant_cpu(g) && tiles_(OC, BB_FLAT_WG) <= WGPT_MAX_WG_DIM;
+    // flat4: 4 columns an invocation, vec4 rows (OC % 4 == 0, 16-byte views).
+    const wgpt_view whole[2] = {dout, dbias};
+    int flat4 = flat && OC % 4 == 0 && wgpt_views_vec4(whole, 2);
+    const char *k = flat4 ? MM_BACKWARD_BIAS_FLAT4 : flat ? MM_BACKWARD_BIAS_FLAT : MM_BACKWARD_BIAS;
+    uint32_t groups = flat4 ? tiles_(OC / 4, BB_FLAT_WG) : tiles_(OC, flat ? BB_FLAT_WG : BB_COLS);
     for (uint64_t n0 = 0; n0 < N; n0 += rows_n) {
         uint64_t nr = min_(rows_n, N - n0);
         wgpt_view v[2] = {sub_(dout, n0 * OC * 4, nr * OC * 4), sub_(dbias, 0, (uint64_t)OC * 4)};
         linear_params p = {0, OC, (uint32_t)nr, OC, 0, 0, 0, 0};
-        if (!wgpt_op_add(g, op, flat ? MM_BACKWARD_BIAS_FLAT : MM_BACKWARD_BIAS, v, 2, &p, sizeof p,
-                         tiles_(OC, flat ? BB_FLAT_WG : BB_COLS), 1, 1))
-            return -1;
+        if (!wgpt_op_add(g, op, k, v, 2, &p, sizeof p, groups, 1, 1)) return -1;
     }
     return 0;
 }
