@@ -39,6 +39,40 @@ const FLAT_WG: u32 = 8u;
 const FLAT_ROWS: u32 = 32u;
 const FLAT_COLS: u32 = 4u;
 const FLAT_OUT: u32 = 128u;  // FLAT_ROWS * FLAT_COLS
+const BB_FLAT_WG: u32 = 8u;  // columns (vec4 columns) a workgroup of matmul_backward_bias_flat (flat4)
+const FLAT8_ROWS: u32 = 64u;  // rows a workgroup of the flat8 twins (their grid: ceil(m / 64))
+
+// The flat8 kernels (CPU twins for subgroups of at least 8 lanes): 8 values
+// of k a step. s (one row's sums of 4 columns) += its 8 k values times b[kk]
+// (the 4 columns' values at k0 + kk), in k order as every twin sums.
+// flat8_row: lane kk of a holds the row's value at k0 + kk.
+fn flat8_row(s: vec4<f32>, a: f32, b: array<vec4<f32>, 8>) -> vec4<f32> {
+    var t = s;
+    t = fma(vec4<f32>(subgroupShuffle(a, 0u)), b[0], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 1u)), b[1], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 2u)), b[2], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 3u)), b[3], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 4u)), b[4], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 5u)), b[5], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 6u)), b[6], t);
+    t = fma(vec4<f32>(subgroupShuffle(a, 7u)), b[7], t);
+    return t;
+}
+
+// flat8_rows: lane l of a0 and a1 holds the row's values at k0 .. k0 + 3 and
+// k0 + 4 .. k0 + 7.
+fn flat8_rows(s: vec4<f32>, a0: vec4<f32>, a1: vec4<f32>, l: u32, b: array<vec4<f32>, 8>) -> vec4<f32> {
+    var t = s;
+    t = fma(vec4<f32>(subgroupShuffle(a0.x, l)), b[0], t);
+    t = fma(vec4<f32>(subgroupShuffle(a0.y, l)), b[1], t);
+    t = fma(vec4<f32>(subgroupShuffle(a0.z, l)), b[2], t);
+    t = fma(vec4<f32>(subgroupShuffle(a0.w, l)), b[3], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.x, l)), b[4], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.y, l)), b[5], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.z, l)), b[6], t);
+    t = fma(vec4<f32>(subgroupShuffle(a1.w, l)), b[7], t);
+    return t;
+}
 
 const TILE: u32 = 64u;   // output tile edge, rows and columns
 const TK: u32 = 16u;     // reduction step: each tile load covers TK values of k
@@ -251,7 +285,6 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
 // its k rows in order; BB_FLAT_WG columns a workgroup, grid
 // (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
 // the 256-thread workgroup's barrier costs more than the sums).
-const BB_FLAT_WG: u32 = 8u;
 @group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
 @group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
 @group(0) @binding(2) var<uniform> p: LinearParams;
@@ -262,6 +295,26 @@ fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (c >= p.n) { return; }
     var s = 0.0;
     for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
+    dbias[c] = dbias[c] + s;
+}
+
+// --- KERNEL: matmul_backward_bias_flat4 ---
+// matmul_backward_bias_flat for n, ld and off multiples of 4: one invocation
+// per 4 adjacent columns (a vec4 a row: on llvmpipe a lane's vec4 read costs
+// about 3x a scalar one), its rows summed in order; BB_FLAT_WG x 4 columns a
+// workgroup, grid (ceil(n / (4 BB_FLAT_WG)), 1, 1). The same sums.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;         // (k, ld / 4)
+@group(0) @binding(1) var<storage, read_write> dbias: array<vec4<f32>>;  // (n / 4)
+@group(0) @binding(2) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(BB_FLAT_WG)
+fn matmul_backward_bias_flat4(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    if (c >= p.n / 4u) { return; }
+    let row = p.ld / 4u;
+    let col = p.off / 4u + c;
+    var s = vec4<f32>();
+    for (var r = 0u; r < p.k; r++) { s += dout[r * row + col]; }
     dbias[c] = dbias[c] + s;
 }
 
@@ -409,6 +462,393 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
                 let idx = r * p.n + c;
                 dweight[idx] = dweight[idx] + sum[i * FLAT_COLS + j];
             }
+        }
+    }
+}
+
+// --- KERNEL: matmul_forward_flat8 ---
+// The CPU twin of matmul_forward for subgroups of at least 8 lanes and k % 4
+// == 0, n, ld and off multiples of 4 (else matmul_forward_flat): the same
+// sums in the same order, 8 values of k a step in straight-line code,
+// operands read and outputs written as vec4s. Invocation lid of workgroup
+// (x, y) owns rows y * 64 + i (i < 64) and columns x * 32 + 4 lid + j (j <
+// 4); grid (ceil(n / 32), ceil(m / 64)). Lane l reads rows y * 64 + 8 g + l
+// of inp (4 k values a vec4) and hands them round; each weight vec4 is 4 k
+// values of one of the lane's columns. Why (03_linear.md, "Flat8"): on
+// llvmpipe a value written inside a loop is blended with the loop's lane mask
+// and the sums live on the stack, so the flat twins' inner loop paid a load,
+// a blend and a store per fma; here each sum's vec4 is read and written once
+// per 8 k. A lane's read of a scalar costs ~14 instructions and 2 branches, of
+// a vec4 ~41, whence 64 rows (each value read serves 32 or 64 sums). The row
+// lines are written out: Mesa does not unroll a loop of this size, and sums
+// indexed by a loop counter would be indexed per lane, in memory.
+@group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;     // (m, k / 4)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (n, k / 4)
+@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;    // (n / 4), read only if p.flag != 0
+@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;  // (m, ld / 4)
+@group(0) @binding(4) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                        @builtin(subgroup_invocation_id) sid: u32) {
+    let r0 = wg.y * FLAT8_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
+    let k4 = p.k / 4u;
+    var arow: array<u32, 8>;  // lane sid: row r0 + 8 g + sid
+    for (var g = 0u; g < 8u; g++) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + j, p.n - 1u) * k4; }
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column j
+    for (var q0 = 0u; q0 < k4; q0 += 2u) {
+        // Past k the values are zeros (fma(0, 0, s) = s): clamped reads, then a select.
+        let q1 = min(q0 + 1u, k4 - 1u);
+        let live = q0 + 1u < k4;
+        var w: array<vec4<f32>, 8>;  // w[2 j + h]: weight[column j, 4 (q0 + h) ..]
+        for (var j = 0u; j < FLAT_COLS; j++) {
+            w[2u * j] = weight[bcol[j] + q0];
+            w[2u * j + 1u] = select(vec4<f32>(), weight[bcol[j] + q1], live);
+        }
+        var b: array<vec4<f32>, 8>;  // b[kk][j]: weight[column j, 4 q0 + kk]
+        for (var kk = 0u; kk < 8u; kk++) {
+            let h = kk / 4u;
+            let e = kk % 4u;
+            b[kk] = vec4<f32>(w[h][e], w[2u + h][e], w[4u + h][e], w[6u + h][e]);
+        }
+        // a{2 g + h}, lane l: inp[row 8 g + l, 4 (q0 + h) ..]; each read just before its rows use it
+        // (fewer vectors live at once: a lane's insert into one spilled costs a store).
+        let a0 = inp[arow[0] + q0];
+        let a1 = select(vec4<f32>(), inp[arow[0] + q1], live);
+        sum[0] = flat8_rows(sum[0], a0, a1, 0u, b);
+        sum[1] = flat8_rows(sum[1], a0, a1, 1u, b);
+        sum[2] = flat8_rows(sum[2], a0, a1, 2u, b);
+        sum[3] = flat8_rows(sum[3], a0, a1, 3u, b);
+        sum[4] = flat8_rows(sum[4], a0, a1, 4u, b);
+        sum[5] = flat8_rows(sum[5], a0, a1, 5u, b);
+        sum[6] = flat8_rows(sum[6], a0, a1, 6u, b);
+        sum[7] = flat8_rows(sum[7], a0, a1, 7u, b);
+        let a2 = inp[arow[1] + q0];
+        let a3 = select(vec4<f32>(), inp[arow[1] + q1], live);
+        sum[8] = flat8_rows(sum[8], a2, a3, 0u, b);
+        sum[9] = flat8_rows(sum[9], a2, a3, 1u, b);
+        sum[10] = flat8_rows(sum[10], a2, a3, 2u, b);
+        sum[11] = flat8_rows(sum[11], a2, a3, 3u, b);
+        sum[12] = flat8_rows(sum[12], a2, a3, 4u, b);
+        sum[13] = flat8_rows(sum[13], a2, a3, 5u, b);
+        sum[14] = flat8_rows(sum[14], a2, a3, 6u, b);
+        sum[15] = flat8_rows(sum[15], a2, a3, 7u, b);
+        let a4 = inp[arow[2] + q0];
+        let a5 = select(vec4<f32>(), inp[arow[2] + q1], live);
+        sum[16] = flat8_rows(sum[16], a4, a5, 0u, b);
+        sum[17] = flat8_rows(sum[17], a4, a5, 1u, b);
+        sum[18] = flat8_rows(sum[18], a4, a5, 2u, b);
+        sum[19] = flat8_rows(sum[19], a4, a5, 3u, b);
+        sum[20] = flat8_rows(sum[20], a4, a5, 4u, b);
+        sum[21] = flat8_rows(sum[21], a4, a5, 5u, b);
+        sum[22] = flat8_rows(sum[22], a4, a5, 6u, b);
+        sum[23] = flat8_rows(sum[23], a4, a5, 7u, b);
+        let a6 = inp[arow[3] + q0];
+        let a7 = select(vec4<f32>(), inp[arow[3] + q1], live);
+        sum[24] = flat8_rows(sum[24], a6, a7, 0u, b);
+        sum[25] = flat8_rows(sum[25], a6, a7, 1u, b);
+        sum[26] = flat8_rows(sum[26], a6, a7, 2u, b);
+        sum[27] = flat8_rows(sum[27], a6, a7, 3u, b);
+        sum[28] = flat8_rows(sum[28], a6, a7, 4u, b);
+        sum[29] = flat8_rows(sum[29], a6, a7, 5u, b);
+        sum[30] = flat8_rows(sum[30], a6, a7, 6u, b);
+        sum[31] = flat8_rows(sum[31], a6, a7, 7u, b);
+        let a8 = inp[arow[4] + q0];
+        let a9 = select(vec4<f32>(), inp[arow[4] + q1], live);
+        sum[32] = flat8_rows(sum[32], a8, a9, 0u, b);
+        sum[33] = flat8_rows(sum[33], a8, a9, 1u, b);
+        sum[34] = flat8_rows(sum[34], a8, a9, 2u, b);
+        sum[35] = flat8_rows(sum[35], a8, a9, 3u, b);
+        sum[36] = flat8_rows(sum[36], a8, a9, 4u, b);
+        sum[37] = flat8_rows(sum[37], a8, a9, 5u, b);
+        sum[38] = flat8_rows(sum[38], a8, a9, 6u, b);
+        sum[39] = flat8_rows(sum[39], a8, a9, 7u, b);
+        let a10 = inp[arow[5] + q0];
+        let a11 = select(vec4<f32>(), inp[arow[5] + q1], live);
+        sum[40] = flat8_rows(sum[40], a10, a11, 0u, b);
+        sum[41] = flat8_rows(sum[41], a10, a11, 1u, b);
+        sum[42] = flat8_rows(sum[42], a10, a11, 2u, b);
+        sum[43] = flat8_rows(sum[43], a10, a11, 3u, b);
+        sum[44] = flat8_rows(sum[44], a10, a11, 4u, b);
+        sum[45] = flat8_rows(sum[45], a10, a11, 5u, b);
+        sum[46] = flat8_rows(sum[46], a10, a11, 6u, b);
+        sum[47] = flat8_rows(sum[47], a10, a11, 7u, b);
+        let a12 = inp[arow[6] + q0];
+        let a13 = select(vec4<f32>(), inp[arow[6] + q1], live);
+        sum[48] = flat8_rows(sum[48], a12, a13, 0u, b);
+        sum[49] = flat8_rows(sum[49], a12, a13, 1u, b);
+        sum[50] = flat8_rows(sum[50], a12, a13, 2u, b);
+        sum[51] = flat8_rows(sum[51], a12, a13, 3u, b);
+        sum[52] = flat8_rows(sum[52], a12, a13, 4u, b);
+        sum[53] = flat8_rows(sum[53], a12, a13, 5u, b);
+        sum[54] = flat8_rows(sum[54], a12, a13, 6u, b);
+        sum[55] = flat8_rows(sum[55], a12, a13, 7u, b);
+        let a14 = inp[arow[7] + q0];
+        let a15 = select(vec4<f32>(), inp[arow[7] + q1], live);
+        sum[56] = flat8_rows(sum[56], a14, a15, 0u, b);
+        sum[57] = flat8_rows(sum[57], a14, a15, 1u, b);
+        sum[58] = flat8_rows(sum[58], a14, a15, 2u, b);
+        sum[59] = flat8_rows(sum[59], a14, a15, 3u, b);
+        sum[60] = flat8_rows(sum[60], a14, a15, 4u, b);
+        sum[61] = flat8_rows(sum[61], a14, a15, 5u, b);
+        sum[62] = flat8_rows(sum[62], a14, a15, 6u, b);
+        sum[63] = flat8_rows(sum[63], a14, a15, 7u, b);
+    }
+    // n % 4 == 0: the lane's 4 columns are all in the matrix or all past it.
+    var bj = vec4<f32>();
+    if (p.flag != 0u) { bj = bias[min(c0, p.n - 4u) / 4u]; }
+    for (var i = 0u; i < FLAT8_ROWS; i++) {
+        let r = r0 + i;
+        if (r < p.m && c0 < p.n) { out[(r * p.ld + p.off + c0) / 4u] = sum[i] + bj; }
+    }
+}
+
+// --- KERNEL: matmul_backward_input_flat8 ---
+// The CPU twin of matmul_backward_input for subgroups of at least 8 lanes, k,
+// ld, off and n multiples of 4 (else matmul_backward_input_flat): the rows of
+// dout are read and handed round as in matmul_forward_flat8; each lane reads
+// a vec4 of 4 adjacent columns of weight, so invocation lid owns columns x *
+// 32 + 4 lid + j (j < 4) of rows y * 64 + i.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;    // (m, ld / 4)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (k, n / 4)
+@group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n / 4)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                               @builtin(subgroup_invocation_id) sid: u32) {
+    let r0 = wg.y * FLAT8_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
+    let k4 = p.k / 4u;
+    let n4 = p.n / 4u;
+    var arow: array<u32, 8>;
+    for (var g = 0u; g < 8u; g++) { arow[g] = (min(r0 + 8u * g + sid, p.m - 1u) * p.ld + p.off) / 4u; }
+    let bcol = min(c0 / 4u, n4 - 1u);
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column c0 + j
+    for (var q0 = 0u; q0 < k4; q0 += 2u) {
+        let q1 = min(q0 + 1u, k4 - 1u);
+        let live = q0 + 1u < k4;
+        var b: array<vec4<f32>, 8>;  // b[kk]: weight[4 q0 + kk, c0 .. c0 + 3]
+        for (var kk = 0u; kk < 8u; kk++) {
+            let kb = 4u * q0 + kk;
+            b[kk] = select(vec4<f32>(), weight[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
+        }
+        // a{2 g + h}, lane l: dout[row 8 g + l, off + 4 (q0 + h) ..]; each read just before its rows use it
+        // (fewer vectors live at once: a lane's insert into one spilled costs a store).
+        let a0 = dout[arow[0] + q0];
+        let a1 = select(vec4<f32>(), dout[arow[0] + q1], live);
+        sum[0] = flat8_rows(sum[0], a0, a1, 0u, b);
+        sum[1] = flat8_rows(sum[1], a0, a1, 1u, b);
+        sum[2] = flat8_rows(sum[2], a0, a1, 2u, b);
+        sum[3] = flat8_rows(sum[3], a0, a1, 3u, b);
+        sum[4] = flat8_rows(sum[4], a0, a1, 4u, b);
+        sum[5] = flat8_rows(sum[5], a0, a1, 5u, b);
+        sum[6] = flat8_rows(sum[6], a0, a1, 6u, b);
+        sum[7] = flat8_rows(sum[7], a0, a1, 7u, b);
+        let a2 = dout[arow[1] + q0];
+        let a3 = select(vec4<f32>(), dout[arow[1] + q1], live);
+        sum[8] = flat8_rows(sum[8], a2, a3, 0u, b);
+        sum[9] = flat8_rows(sum[9], a2, a3, 1u, b);
+        sum[10] = flat8_rows(sum[10], a2, a3, 2u, b);
+        sum[11] = flat8_rows(sum[11], a2, a3, 3u, b);
+        sum[12] = flat8_rows(sum[12], a2, a3, 4u, b);
+        sum[13] = flat8_rows(sum[13], a2, a3, 5u, b);
+        sum[14] = flat8_rows(sum[14], a2, a3, 6u, b);
+        sum[15] = flat8_rows(sum[15], a2, a3, 7u, b);
+        let a4 = dout[arow[2] + q0];
+        let a5 = select(vec4<f32>(), dout[arow[2] + q1], live);
+        sum[16] = flat8_rows(sum[16], a4, a5, 0u, b);
+        sum[17] = flat8_rows(sum[17], a4, a5, 1u, b);
+        sum[18] = flat8_rows(sum[18], a4, a5, 2u, b);
+        sum[19] = flat8_rows(sum[19], a4, a5, 3u, b);
+        sum[20] = flat8_rows(sum[20], a4, a5, 4u, b);
+        sum[21] = flat8_rows(sum[21], a4, a5, 5u, b);
+        sum[22] = flat8_rows(sum[22], a4, a5, 6u, b);
+        sum[23] = flat8_rows(sum[23], a4, a5, 7u, b);
+        let a6 = dout[arow[3] + q0];
+        let a7 = select(vec4<f32>(), dout[arow[3] + q1], live);
+        sum[24] = flat8_rows(sum[24], a6, a7, 0u, b);
+        sum[25] = flat8_rows(sum[25], a6, a7, 1u, b);
+        sum[26] = flat8_rows(sum[26], a6, a7, 2u, b);
+        sum[27] = flat8_rows(sum[27], a6, a7, 3u, b);
+        sum[28] = flat8_rows(sum[28], a6, a7, 4u, b);
+        sum[29] = flat8_rows(sum[29], a6, a7, 5u, b);
+        sum[30] = flat8_rows(sum[30], a6, a7, 6u, b);
+        sum[31] = flat8_rows(sum[31], a6, a7, 7u, b);
+        let a8 = dout[arow[4] + q0];
+        let a9 = select(vec4<f32>(), dout[arow[4] + q1], live);
+        sum[32] = flat8_rows(sum[32], a8, a9, 0u, b);
+        sum[33] = flat8_rows(sum[33], a8, a9, 1u, b);
+        sum[34] = flat8_rows(sum[34], a8, a9, 2u, b);
+        sum[35] = flat8_rows(sum[35], a8, a9, 3u, b);
+        sum[36] = flat8_rows(sum[36], a8, a9, 4u, b);
+        sum[37] = flat8_rows(sum[37], a8, a9, 5u, b);
+        sum[38] = flat8_rows(sum[38], a8, a9, 6u, b);
+        sum[39] = flat8_rows(sum[39], a8, a9, 7u, b);
+        let a10 = dout[arow[5] + q0];
+        let a11 = select(vec4<f32>(), dout[arow[5] + q1], live);
+        sum[40] = flat8_rows(sum[40], a10, a11, 0u, b);
+        sum[41] = flat8_rows(sum[41], a10, a11, 1u, b);
+        sum[42] = flat8_rows(sum[42], a10, a11, 2u, b);
+        sum[43] = flat8_rows(sum[43], a10, a11, 3u, b);
+        sum[44] = flat8_rows(sum[44], a10, a11, 4u, b);
+        sum[45] = flat8_rows(sum[45], a10, a11, 5u, b);
+        sum[46] = flat8_rows(sum[46], a10, a11, 6u, b);
+        sum[47] = flat8_rows(sum[47], a10, a11, 7u, b);
+        let a12 = dout[arow[6] + q0];
+        let a13 = select(vec4<f32>(), dout[arow[6] + q1], live);
+        sum[48] = flat8_rows(sum[48], a12, a13, 0u, b);
+        sum[49] = flat8_rows(sum[49], a12, a13, 1u, b);
+        sum[50] = flat8_rows(sum[50], a12, a13, 2u, b);
+        sum[51] = flat8_rows(sum[51], a12, a13, 3u, b);
+        sum[52] = flat8_rows(sum[52], a12, a13, 4u, b);
+        sum[53] = flat8_rows(sum[53], a12, a13, 5u, b);
+        sum[54] = flat8_rows(sum[54], a12, a13, 6u, b);
+        sum[55] = flat8_rows(sum[55], a12, a13, 7u, b);
+        let a14 = dout[arow[7] + q0];
+        let a15 = select(vec4<f32>(), dout[arow[7] + q1], live);
+        sum[56] = flat8_rows(sum[56], a14, a15, 0u, b);
+        sum[57] = flat8_rows(sum[57], a14, a15, 1u, b);
+        sum[58] = flat8_rows(sum[58], a14, a15, 2u, b);
+        sum[59] = flat8_rows(sum[59], a14, a15, 3u, b);
+        sum[60] = flat8_rows(sum[60], a14, a15, 4u, b);
+        sum[61] = flat8_rows(sum[61], a14, a15, 5u, b);
+        sum[62] = flat8_rows(sum[62], a14, a15, 6u, b);
+        sum[63] = flat8_rows(sum[63], a14, a15, 7u, b);
+    }
+    for (var i = 0u; i < FLAT8_ROWS; i++) {
+        let r = r0 + i;
+        if (r < p.m && c0 < p.n) {
+            let idx = (r * p.n + c0) / 4u;
+            var v = sum[i];
+            if (p.flag != 0u) { v += dinp[idx]; }
+            dinp[idx] = v;
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_weight_flat8 ---
+// The CPU twin of matmul_backward_weight for subgroups of at least 8 lanes,
+// ld, off, m and n multiples of 4 (else matmul_backward_weight_flat): lane l
+// reads dout[k0 + l, off + r0 .. r0 + 63] as 16 vec4s and hands them round;
+// each lane reads a vec4 of 4 adjacent columns of inp, so invocation lid owns
+// columns x * 32 + 4 lid + j (j < 4) of rows y * 64 + i.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;     // (k, ld / 4)
+@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;      // (k, n / 4)
+@group(0) @binding(2) var<storage, read_write> dweight: array<vec4<f32>>;  // (m, n / 4)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_weight_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                                @builtin(subgroup_invocation_id) sid: u32) {
+    let r0 = wg.y * FLAT8_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
+    let n4 = p.n / 4u;
+    let bcol = min(c0 / 4u, n4 - 1u);
+    // The row vec4s of dout, off + r0 + 4 t, clamped to the last one of rows < m.
+    let alast = (p.off + p.m) / 4u - 1u;
+    var acol: array<u32, 16>;
+    for (var t = 0u; t < 16u; t++) { acol[t] = min((p.off + r0) / 4u + t, alast); }
+    let ld4 = p.ld / 4u;
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column c0 + j
+    for (var k0 = 0u; k0 < p.k; k0 += 8u) {
+        let ka = k0 + sid;
+        let arow = min(ka, p.k - 1u) * ld4;
+        var b: array<vec4<f32>, 8>;  // b[kk]: inp[k0 + kk, c0 .. c0 + 3]
+        for (var kk = 0u; kk < 8u; kk++) {
+            let kb = k0 + kk;
+            b[kk] = select(vec4<f32>(), inp[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
+        }
+        // a{t}, lane sid: dout[k0 + sid, off + r0 + 4 t ..]; each read just before its rows use it.
+        let a0 = select(vec4<f32>(), dout[arow + acol[0]], ka < p.k);
+        sum[0] = flat8_row(sum[0], a0.x, b);
+        sum[1] = flat8_row(sum[1], a0.y, b);
+        sum[2] = flat8_row(sum[2], a0.z, b);
+        sum[3] = flat8_row(sum[3], a0.w, b);
+        let a1 = select(vec4<f32>(), dout[arow + acol[1]], ka < p.k);
+        sum[4] = flat8_row(sum[4], a1.x, b);
+        sum[5] = flat8_row(sum[5], a1.y, b);
+        sum[6] = flat8_row(sum[6], a1.z, b);
+        sum[7] = flat8_row(sum[7], a1.w, b);
+        let a2 = select(vec4<f32>(), dout[arow + acol[2]], ka < p.k);
+        sum[8] = flat8_row(sum[8], a2.x, b);
+        sum[9] = flat8_row(sum[9], a2.y, b);
+        sum[10] = flat8_row(sum[10], a2.z, b);
+        sum[11] = flat8_row(sum[11], a2.w, b);
+        let a3 = select(vec4<f32>(), dout[arow + acol[3]], ka < p.k);
+        sum[12] = flat8_row(sum[12], a3.x, b);
+        sum[13] = flat8_row(sum[13], a3.y, b);
+        sum[14] = flat8_row(sum[14], a3.z, b);
+        sum[15] = flat8_row(sum[15], a3.w, b);
+        let a4 = select(vec4<f32>(), dout[arow + acol[4]], ka < p.k);
+        sum[16] = flat8_row(sum[16], a4.x, b);
+        sum[17] = flat8_row(sum[17], a4.y, b);
+        sum[18] = flat8_row(sum[18], a4.z, b);
+        sum[19] = flat8_row(sum[19], a4.w, b);
+        let a5 = select(vec4<f32>(), dout[arow + acol[5]], ka < p.k);
+        sum[20] = flat8_row(sum[20], a5.x, b);
+        sum[21] = flat8_row(sum[21], a5.y, b);
+        sum[22] = flat8_row(sum[22], a5.z, b);
+        sum[23] = flat8_row(sum[23], a5.w, b);
+        let a6 = select(vec4<f32>(), dout[arow + acol[6]], ka < p.k);
+        sum[24] = flat8_row(sum[24], a6.x, b);
+        sum[25] = flat8_row(sum[25], a6.y, b);
+        sum[26] = flat8_row(sum[26], a6.z, b);
+        sum[27] = flat8_row(sum[27], a6.w, b);
+        let a7 = select(vec4<f32>(), dout[arow + acol[7]], ka < p.k);
+        sum[28] = flat8_row(sum[28], a7.x, b);
+        sum[29] = flat8_row(sum[29], a7.y, b);
+        sum[30] = flat8_row(sum[30], a7.z, b);
+        sum[31] = flat8_row(sum[31], a7.w, b);
+        let a8 = select(vec4<f32>(), dout[arow + acol[8]], ka < p.k);
+        sum[32] = flat8_row(sum[32], a8.x, b);
+        sum[33] = flat8_row(sum[33], a8.y, b);
+        sum[34] = flat8_row(sum[34], a8.z, b);
+        sum[35] = flat8_row(sum[35], a8.w, b);
+        let a9 = select(vec4<f32>(), dout[arow + acol[9]], ka < p.k);
+        sum[36] = flat8_row(sum[36], a9.x, b);
+        sum[37] = flat8_row(sum[37], a9.y, b);
+        sum[38] = flat8_row(sum[38], a9.z, b);
+        sum[39] = flat8_row(sum[39], a9.w, b);
+        let a10 = select(vec4<f32>(), dout[arow + acol[10]], ka < p.k);
+        sum[40] = flat8_row(sum[40], a10.x, b);
+        sum[41] = flat8_row(sum[41], a10.y, b);
+        sum[42] = flat8_row(sum[42], a10.z, b);
+        sum[43] = flat8_row(sum[43], a10.w, b);
+        let a11 = select(vec4<f32>(), dout[arow + acol[11]], ka < p.k);
+        sum[44] = flat8_row(sum[44], a11.x, b);
+        sum[45] = flat8_row(sum[45], a11.y, b);
+        sum[46] = flat8_row(sum[46], a11.z, b);
+        sum[47] = flat8_row(sum[47], a11.w, b);
+        let a12 = select(vec4<f32>(), dout[arow + acol[12]], ka < p.k);
+        sum[48] = flat8_row(sum[48], a12.x, b);
+        sum[49] = flat8_row(sum[49], a12.y, b);
+        sum[50] = flat8_row(sum[50], a12.z, b);
+        sum[51] = flat8_row(sum[51], a12.w, b);
+        let a13 = select(vec4<f32>(), dout[arow + acol[13]], ka < p.k);
+        sum[52] = flat8_row(sum[52], a13.x, b);
+        sum[53] = flat8_row(sum[53], a13.y, b);
+        sum[54] = flat8_row(sum[54], a13.z, b);
+        sum[55] = flat8_row(sum[55], a13.w, b);
+        let a14 = select(vec4<f32>(), dout[arow + acol[14]], ka < p.k);
+        sum[56] = flat8_row(sum[56], a14.x, b);
+        sum[57] = flat8_row(sum[57], a14.y, b);
+        sum[58] = flat8_row(sum[58], a14.z, b);
+        sum[59] = flat8_row(sum[59], a14.w, b);
+        let a15 = select(vec4<f32>(), dout[arow + acol[15]], ka < p.k);
+        sum[60] = flat8_row(sum[60], a15.x, b);
+        sum[61] = flat8_row(sum[61], a15.y, b);
+        sum[62] = flat8_row(sum[62], a15.z, b);
+        sum[63] = flat8_row(sum[63], a15.w, b);
+    }
+    for (var i = 0u; i < FLAT8_ROWS; i++) {
+        let r = r0 + i;
+        if (r < p.m && c0 < p.n) {
+            let idx = (r * p.n + c0) / 4u;
+            dweight[idx] = dweight[idx] + sum[i];
         }
     }
 }

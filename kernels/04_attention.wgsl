@@ -1383,3 +1383,262 @@ fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
         }
     }
 }
+
+// --- KERNEL: attention_forward_flat4 ---
+// attention_forward_flat for head sizes that are multiples of 4 (the host
+// picks it then): the same sums in the same order, but the head is read 4
+// columns a step as vec4s and each score, and the running out, is read and
+// written once per 4 columns. On llvmpipe a lane's vec4 read costs about
+// 3x a scalar one (not 4x), and a value carried round a loop is blended with
+// the loop's lane mask at every write (03_linear.md, "Flat8").
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C / 4)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C / 4)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+// af_scores of attention_forward_flat, rows in vec4s.
+fn af4_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
+    var s = array<f32, AF_K>();
+    for (var c = 0u; c < p.hs / 4u; c++) {
+        let qv = qkv[qrow + c];
+        let kv0 = qkv[krow0 + c];
+        let kv1 = qkv[krow1 + c];
+        for (var e = 0u; e < 4u; e++) {
+            for (var jj = 0u; jj < AF_G; jj++) {
+                s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
+                s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
+            }
+        }
+    }
+    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
+    return s;
+}
+
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                           @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let hs4 = p.hs / 4u;
+    let base = b * p.T * C34 + h * hs4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
+    let qrow = base + min(t, p.T - 1u) * C34;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let kend = min(q0 + AF_WG, p.T);
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let s = af4_scores(qrow, kr0, kr1, g0);
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
+        l = l * exp(m - m_new) + bsum;
+        m = m_new;
+    }
+    let lse_t = m + log(l);
+    let orow = (b * p.T + t) * C4 + h * hs4;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let s = af4_scores(qrow, kr0, kr1, g0);
+        var pr = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
+        let add = live && j0 <= t;
+        for (var c = 0u; c < hs4; c++) {
+            let vv0 = qkv[kr0 + C4 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            var o = vec4<f32>();
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(vec4<f32>(pr[jj]), subgroupShuffle(vv0, g0 + jj), o); }
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(vec4<f32>(pr[AF_G + jj]), subgroupShuffle(vv1, g0 + jj), o); }
+            if (add) {
+                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
+            }
+        }
+    }
+    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+}
+
+// --- KERNEL: attention_backward_dq_flat4 ---
+// attention_backward_dq_flat for head sizes that are multiples of 4, the
+// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
+// sums in the same order.
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), q columns written
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                               @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let tc = min(t, p.T - 1u);
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let hs4 = p.hs / 4u;
+    let base = b * p.T * C34 + h * hs4;
+    let qrow = base + tc * C34;
+    let orow = (b * p.T + tc) * C4 + h * hs4;  // this query's dout
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lse_t = lse[(b * p.NH + h) * p.T + tc];
+    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let kend = min(q0 + AF_WG, p.T);
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < hs4; c++) {
+            let qv = qkv[qrow + c];
+            let ov = dout[orow + c];
+            let kv0 = qkv[kr0 + c];
+            let vv0 = qkv[kr0 + C4 + c];
+            let kv1 = qkv[kr1 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            for (var e = 0u; e < 4u; e++) {
+                for (var jj = 0u; jj < AF_G; jj++) {
+                    s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
+                    dp[jj] = fma(ov[e], subgroupShuffle(vv0[e], g0 + jj), dp[jj]);
+                    s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
+                    dp[AF_G + jj] = fma(ov[e], subgroupShuffle(vv1[e], g0 + jj), dp[AF_G + jj]);
+                }
+            }
+        }
+        var ds = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) {
+            let pij = exp(s[jj] * p.scale - lse_t);
+            ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
+        }
+        let add = live && j0 <= t;
+        for (var c = 0u; c < hs4; c++) {
+            let kv0 = qkv[kr0 + c];
+            let kv1 = qkv[kr1 + c];
+            var a = vec4<f32>();
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[jj]), subgroupShuffle(kv0, g0 + jj), a); }
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[AF_G + jj]), subgroupShuffle(kv1, g0 + jj), a); }
+            if (add) {
+                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_backward_dkdv_flat4 ---
+// attention_backward_dkdv_flat for head sizes that are multiples of 4, the
+// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
+// sums in the same order.
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), k and v columns written
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                                 @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let k0 = wid.x * AF_WG;
+    let j = k0 + lid;
+    let live = j < p.T;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let hs4 = p.hs / 4u;
+    let base = b * p.T * C34 + h * hs4;
+    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
+    let jb = j & ~(AF_K - 1u);
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lbase = (b * p.NH + h) * p.T;
+    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
+        let il0 = min(i0 + gl, p.T - 1u);
+        let il1 = min(i0 + AF_G + gl, p.T - 1u);
+        let qrow0 = base + il0 * C34;
+        let qrow1 = base + il1 * C34;
+        let orow0 = (b * p.T + il0) * C4 + h * hs4;
+        let orow1 = (b * p.T + il1) * C4 + h * hs4;
+        let lse_l0 = lse[lbase + il0];
+        let lse_l1 = lse[lbase + il1];
+        let d_l0 = delta[lbase + il0];
+        let d_l1 = delta[lbase + il1];
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < hs4; c++) {
+            let kv = qkv[krow + c];
+            let vv = qkv[krow + C4 + c];
+            let qv0 = qkv[qrow0 + c];
+            let ov0 = dout[orow0 + c];
+            let qv1 = qkv[qrow1 + c];
+            let ov1 = dout[orow1 + c];
+            for (var e = 0u; e < 4u; e++) {
+                for (var ii = 0u; ii < AF_G; ii++) {
+                    s[ii] = fma(kv[e], subgroupShuffle(qv0[e], g0 + ii), s[ii]);
+                    dp[ii] = fma(vv[e], subgroupShuffle(ov0[e], g0 + ii), dp[ii]);
+                    s[AF_G + ii] = fma(kv[e], subgroupShuffle(qv1[e], g0 + ii), s[AF_G + ii]);
+                    dp[AF_G + ii] = fma(vv[e], subgroupShuffle(ov1[e], g0 + ii), dp[AF_G + ii]);
+                }
+            }
+        }
+        var pr = array<f32, AF_K>();
+        var ds = array<f32, AF_K>();
+        for (var ii = 0u; ii < AF_G; ii++) {
+            let lse_i0 = subgroupShuffle(lse_l0, g0 + ii);
+            let d_i0 = subgroupShuffle(d_l0, g0 + ii);
+            let lse_i1 = subgroupShuffle(lse_l1, g0 + ii);
+            let d_i1 = subgroupShuffle(d_l1, g0 + ii);
+            let i = i0 + ii;
+            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i0), j <= i && i < p.T);
+            ds[ii] = pr[ii] * (dp[ii] - d_i0) * p.scale;
+            let i1 = i + AF_G;
+            pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * p.scale - lse_i1), j <= i1 && i1 < p.T);
+            ds[AF_G + ii] = pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * p.scale;
+        }
+        let add = live && i0 >= jb;
+        let first = i0 == jb;
+        for (var c = 0u; c < hs4; c++) {
+            let ov0 = dout[orow0 + c];
+            let qv0 = qkv[qrow0 + c];
+            let ov1 = dout[orow1 + c];
+            let qv1 = qkv[qrow1 + c];
+            var dv = vec4<f32>();
+            var dk = vec4<f32>();
+            for (var ii = 0u; ii < AF_G; ii++) {
+                dv = fma(vec4<f32>(pr[ii]), subgroupShuffle(ov0, g0 + ii), dv);
+                dk = fma(vec4<f32>(ds[ii]), subgroupShuffle(qv0, g0 + ii), dk);
+            }
+            for (var ii = 0u; ii < AF_G; ii++) {
+                dv = fma(vec4<f32>(pr[AF_G + ii]), subgroupShuffle(ov1, g0 + ii), dv);
+                dk = fma(vec4<f32>(ds[AF_G + ii]), subgroupShuffle(qv1, g0 + ii), dk);
+            }
+            if (add) {
+                let ki = krow + c;
+                let vi = krow + C4 + c;
+                if (first) {
+                    dqkv[ki] = dk;
+                    dqkv[vi] = dv;
+                } else {
+                    dqkv[ki] = dqkv[ki] + dk;
+                    dqkv[vi] = dqkv[vi] + dv;
+                }
+            }
+        }
+    }
+}

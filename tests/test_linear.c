@@ -504,6 +504,62 @@ static void vec4_kernels_match_reference(void **st) {
     lresult_free_(&a), lresult_free_(&b), lcase_free_(&c);
 }
 
+// The flat8 twins (C and OC multiples of 4, subgroups of at least 8 lanes)
+// sum the same products in the same order as the flat twins: the wrapper's
+// results (flat8: its forward grid has ceil(N / 64) rows) equal, bit for bit,
+// the flat kernels dispatched by hand on the same inputs, in every pass.
+typedef struct tparams { uint32_t m, n, k, ld, off, flag, ks, split; } tparams;  // linear.c's linear_params
+
+static uint32_t up_(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+
+static void flat8_equals_flat(void **st) {
+    (void)st;
+    if (KERNELS != WGPT_KERNELS_CPU || wgpt_gpu_get_info(G)->subgroup_min < 8) skip();
+    static const int shapes[][5] = {{74, 48, 144, 1, 0}, {130, 200, 260, 0, 1}, {33, 12, 8, 1, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        lcase c;
+        lcase_init_(&c, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
+        lresult a = run_gpu_(G, &c, 0);
+        uint32_t N = (uint32_t)c.N, C = (uint32_t)c.C, OC = (uint32_t)c.OC;
+        size_t nc = (size_t)N * C, oc = (size_t)OC * C, no = (size_t)N * OC;
+        float *zeros = calloc(no, sizeof(float));
+        dtensor inp = dt_upload_(G, c.inp, nc), w = dt_upload_(G, c.w, oc), b = dt_upload_(G, c.b, OC);
+        dtensor out = dt_upload_(G, zeros, no), dout = dt_upload_(G, c.dout, no);
+        dtensor dinp = dt_upload_(G, c.dinp0, nc), dw = dt_upload_(G, c.dw0, oc);
+        wgpt_op op;
+        wgpt_op_init(&op);
+        wgpt_view none = {NULL, 0, 0};
+        TU_OK(G, wgpt_linear_forward(G, &op, out.view, inp.view, w.view, none, N, C, OC, none));
+        if (op.n != 1 || op.steps[0].y != up_(N, 64))
+            fail_msg("N=%u C=%u OC=%u: %d dispatches, %u rows of workgroups (flat8: %u)", N, C, OC, op.n,
+                     op.steps[0].y, up_(N, 64));
+        wgpt_op_free(&op);
+        wgpt_op_init(&op);
+        wgpt_view vf[4] = {inp.view, w.view, c.has_bias ? b.view : w.view, out.view};
+        tparams pf = {N, OC, C, OC, 0, (uint32_t)c.has_bias, 0, 0};
+        wgpt_view vi[3] = {dout.view, w.view, dinp.view};
+        tparams pi = {N, C, OC, OC, 0, (uint32_t)c.accumulate, 0, 0};
+        wgpt_view vw[3] = {dout.view, inp.view, dw.view};
+        tparams pw = {OC, C, N, OC, 0, 0, 0, 0};
+        TU_NONNULL(G, wgpt_op_add(G, &op, "matmul_forward_flat", vf, 4, &pf, sizeof pf, up_(OC, 32), up_(N, 32), 1));
+        TU_NONNULL(G, wgpt_op_add(G, &op, "matmul_backward_input_flat", vi, 3, &pi, sizeof pi, up_(C, 32), up_(N, 32),
+                                  1));
+        TU_NONNULL(G, wgpt_op_add(G, &op, "matmul_backward_weight_flat", vw, 3, &pw, sizeof pw, up_(C, 32),
+                                  up_(OC, 32), 1));
+        TU_OK(G, wgpt_op_record(G, &op));
+        float *ho = malloc(no * 4), *hi = malloc(nc * 4), *hw = malloc(oc * 4);
+        dt_download_(G, &out, ho), dt_download_(G, &dinp, hi), dt_download_(G, &dw, hw);
+        if (memcmp(ho, a.out, no * 4) || memcmp(hi, a.dinp, nc * 4) || memcmp(hw, a.dw, oc * 4))
+            fail_msg("N=%u C=%u OC=%u: flat8 and flat differ (out %d, dinp %d, dweight %d)", N, C, OC,
+                     memcmp(ho, a.out, no * 4) != 0, memcmp(hi, a.dinp, nc * 4) != 0, memcmp(hw, a.dw, oc * 4) != 0);
+        free(ho), free(hi), free(hw), free(zeros);
+        wgpt_op_free(&op);
+        dtensor *all[] = {&inp, &w, &b, &out, &dout, &dinp, &dw};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) dt_free_(all[i]);
+        lresult_free_(&a), lcase_free_(&c);
+    }
+}
+
 // Each test twice: with the tiled GPU kernels, then with their CPU twins.
 #define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
 
@@ -518,6 +574,7 @@ int main(void) {
         BOTH(gpt2_logits_shape),
         BOTH(bad_arguments_are_refused),
         BOTH(cpu_twins_cover_every_accepted_n),
+        BOTH(flat8_equals_flat),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -32,7 +32,7 @@ typedef struct attn_params {
 // kernels, their 48 KiB twins (one more 16 KiB tile of workgroup memory,
 // where the device has it: the H200; WebGPU guarantees only 16 KiB, lavapipe
 // offers 32 KiB), the generic ones (other head sizes) and the flat CPU twins.
-typedef enum attn_set { ATTN_FAST, ATTN_FAST_48K, ATTN_GENERIC, ATTN_FLAT, ATTN_SGM, ATTN_NSETS } attn_set;
+typedef enum attn_set { ATTN_FAST, ATTN_FAST_48K, ATTN_GENERIC, ATTN_FLAT, ATTN_FLAT4, ATTN_SGM, ATTN_NSETS } attn_set;
 typedef enum attn_pass { ATTN_FORWARD, ATTN_DQ, ATTN_DKDV, ATTN_NPASSES } attn_pass;
 
 // Every kernel of a set, by full name (a grep for a kernel finds its use here).
@@ -42,6 +42,7 @@ static const char *const ATTN_KERNEL[ATTN_NSETS][ATTN_NPASSES] = {
     [ATTN_GENERIC] = {"attention_forward_generic", "attention_backward_dq_generic",
                       "attention_backward_dkdv_generic"},
     [ATTN_FLAT] = {"attention_forward_flat", "attention_backward_dq_flat", "attention_backward_dkdv_flat"},
+    [ATTN_FLAT4] = {"attention_forward_flat4", "attention_backward_dq_flat4", "attention_backward_dkdv_flat4"},
     [ATTN_SGM] = {"attention_sgm_forward", "attention_sgm_backward_dq", "attention_sgm_backward_dkdv"},
 };
 
@@ -61,10 +62,11 @@ int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs) {
 }
 
 // The flat CPU twins (variant.h) pass rows between the lanes of groups of 8
-// with subgroup shuffles: they need subgroups of a multiple of 8 lanes.
+// with subgroup shuffles: they need subgroups of a multiple of 8 lanes. Their
+// flat4 twins read the head as vec4s: head sizes that are multiples of 4.
 static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs, int f16) {
     if (f16 && wgpt_attention_uses_sgm(g, hs)) return ATTN_SGM;
-    if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8) return ATTN_FLAT;
+    if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8) return hs % 4 ? ATTN_FLAT : ATTN_FLAT4;
     if (hs > ATTN_FAST_MAX_HS || hs % 4) return ATTN_GENERIC;
     return wgpt_gpu_get_info(g)->max_workgroup_storage >= ATTN_48K_STORAGE ? ATTN_FAST_48K : ATTN_FAST;
 }
@@ -73,7 +75,7 @@ static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs, int f16) {
 static uint32_t attn_blocks(attn_set set, uint32_t T) {
     uint32_t rows = set == ATTN_FAST || set == ATTN_FAST_48K ? ATTN_FAST_BLOCK
                     : set == ATTN_SGM                        ? ATTN_SGM_BLOCK
-                    : set == ATTN_FLAT                       ? ATTN_FLAT_BLOCK
+                    : set == ATTN_FLAT || set == ATTN_FLAT4  ? ATTN_FLAT_BLOCK
                                                              : ATTN_BLOCK;
     return (T + rows - 1) / rows;
 }

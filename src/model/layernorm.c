@@ -38,22 +38,24 @@ static uint64_t ln_chunk(wgpt_gpu *g, uint32_t N, uint32_t C) {
 
 // Which row kernels a layer dispatches: the GPU ones (a workgroup per row),
 // their vec4 versions (LN_ROWS_PER_WG rows a workgroup) or the CPU twins.
-enum { LN_GPU, LN_GPU_VEC4, LN_CPU };
+enum { LN_GPU, LN_GPU_VEC4, LN_CPU, LN_CPU_VEC4 };
 
 // Every kernel this file dispatches, by full name (a grep finds each use):
 // the two row kernels in each kind above, then the column sums of the
 // parameter gradients (two-phase, scalar or vec4 first phase; or one pass).
-static const char *const LN_FORWARD[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat"};
+static const char *const LN_FORWARD[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat",
+                                         "layernorm_forward_flat4"};
 static const char *const LN_BACKWARD_INPUT[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
-                                                "layernorm_backward_input_flat"};
+                                                "layernorm_backward_input_flat", "layernorm_backward_input_flat4"};
 static const char *const LN_PARAMS_PART[] = {"layernorm_params_part", "layernorm_params_part_vec4"};
 static const char LN_PARAMS_REDUCE[] = "layernorm_params_reduce";
 static const char LN_BACKWARD_PARAMS[] = "layernorm_backward_params";
 
 // The vec4 kernels bind the (N, C) and (C) views as vec4s: C % 4 == 0 (row
-// chunks then start on 16 bytes too), offsets on 16 bytes, C held in registers.
+// chunks then start on 16 bytes too), offsets on 16 bytes, C held in registers
+// (the GPU ones; the CPU ones, flat4, walk a row 4 columns a step).
 static int ln_pick(const wgpt_gpu *g, uint32_t C, const wgpt_view *vc, int nvc) {
-    if (wgpt_kernel_variant_cpu(g)) return LN_CPU;
+    if (wgpt_kernel_variant_cpu(g)) return C % 4 == 0 && wgpt_views_vec4(vc, nvc) ? LN_CPU_VEC4 : LN_CPU;
     if (C % 4 || C > LN_V4_MAX_C || !wgpt_views_vec4(vc, nvc)) return LN_GPU;
     return LN_GPU_VEC4;
 }
@@ -61,7 +63,7 @@ static int ln_pick(const wgpt_gpu *g, uint32_t C, const wgpt_view *vc, int nvc) 
 // Workgroups of a row kernel: one per row, per LN_ROWS_PER_WG rows (vec4) or
 // per LN_FLAT_WG rows (CPU twins).
 static uint64_t ln_groups(int kind, uint64_t rows) {
-    if (kind == LN_CPU) return (rows + LN_FLAT_WG - 1) / LN_FLAT_WG;
+    if (kind == LN_CPU || kind == LN_CPU_VEC4) return (rows + LN_FLAT_WG - 1) / LN_FLAT_WG;
     if (kind == LN_GPU_VEC4) return (rows + LN_ROWS_PER_WG - 1) / LN_ROWS_PER_WG;
     return rows;
 }

@@ -13,6 +13,7 @@
 // FLAT_WG * FLAT_COLS = 32 columns.
 #define FLAT_ROWS 32u
 #define FLAT_N 32u
+#define FLAT8_ROWS 64u  // rows a workgroup of the flat8 twins (FLAT8_ROWS), FLAT_N columns
 
 // LinearParams of 03_linear.wgsl: the meaning of each field per kernel is in
 // docs/kernels/03_linear.md.
@@ -33,10 +34,13 @@ typedef enum mm_pass { MM_FORWARD, MM_BACKWARD_INPUT, MM_BACKWARD_WEIGHT, MM_NPA
 static const char *const MM_TILED[MM_NPASSES] = {"matmul_forward", "matmul_backward_input", "matmul_backward_weight"};
 static const char *const MM_FLAT[MM_NPASSES] = {"matmul_forward_flat", "matmul_backward_input_flat",
                                                 "matmul_backward_weight_flat"};
+static const char *const MM_FLAT8[MM_NPASSES] = {"matmul_forward_flat8", "matmul_backward_input_flat8",
+                                                 "matmul_backward_weight_flat8"};
 static const char *const MM_VEC4[MM_NPASSES] = {"matmul_forward_vec4", "matmul_backward_input_vec4",
                                                 "matmul_backward_weight_vec4"};
 static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
 static const char MM_BACKWARD_BIAS_FLAT[] = "matmul_backward_bias_flat";
+static const char MM_BACKWARD_BIAS_FLAT4[] = "matmul_backward_bias_flat4";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
 static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
 
@@ -72,16 +76,27 @@ static uint64_t chunk_(wgpt_gpu *g, const char *what, uint64_t rows, uint64_t ro
 // The kernel of a pass (tiled, or its flat CPU twin, see variant.h) and
 // grid for an (m, n) output. The flat grid needs ceil(m / FLAT_ROWS) <= 65535
 // rows of workgroups, which every size check_sizes_ accepts meets (FLAT_ROWS
-// >= BB_COLS); the tiled kernel stays the fallback should that change.
+// >= BB_COLS); the tiled kernel stays the fallback should that change. The
+// flat8 twins (8 k a step, vec4 reads and writes, 64 rows a workgroup: the same sums)
+// need subgroups of at least 8 lanes, C and OC multiples of 4 (vec4_ok: every
+// row, column block and chunk then starts on a vec4) and 16-byte aligned views.
 typedef struct mm_pick {
     const char *kernel;
     uint32_t x, y;
 } mm_pick;
 
-static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n) {
-    if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM)
+static mm_pick pick_(wgpt_gpu *g, mm_pass pass, uint64_t m, uint64_t n, int vec4_ok) {
+    if (wgpt_kernel_variant_cpu(g) && tiles_(m, FLAT_ROWS) <= WGPT_MAX_WG_DIM) {
+        if (vec4_ok && wgpt_gpu_get_info(g)->subgroup_min >= 8)
+            return (mm_pick){MM_FLAT8[pass], tiles_(n, FLAT_N), tiles_(m, FLAT8_ROWS)};
         return (mm_pick){MM_FLAT[pass], tiles_(n, FLAT_N), tiles_(m, FLAT_ROWS)};
+    }
     return (mm_pick){MM_TILED[pass], tiles_(n, TILE), tiles_(m, TILE)};
+}
+
+// 1 if a flat8 twin may read and write its nv views as vec4s (see pick_).
+static int flat8_ok_(uint32_t C, uint32_t OC, const wgpt_view *v, int nv) {
+    return C % 4 == 0 && OC % 4 == 0 && wgpt_views_vec4(v, nv);
 }
 
 static int check_sizes_(wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -212,7 +227,7 @@ int wgpt_linear_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, 
                 sub_(out, n0 * OC * 4, nr * OC * 4),
             };
             linear_params p = {(uint32_t)nr, (uint32_t)orr, C, OC, (uint32_t)o0, bias.buf != NULL, 0, 0};
-            mm_pick k = pick_(g, MM_FORWARD, nr, orr);
+            mm_pick k = pick_(g, MM_FORWARD, nr, orr, flat8_ok_(C, OC, v, 4));
             if (!wgpt_op_add(g, op, k.kernel, v, 4, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -233,7 +248,7 @@ static int backward_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view d
                 sub_(dinp, n0 * C * 4, nr * C * 4),
             };
             linear_params p = {(uint32_t)nr, C, (uint32_t)orr, OC, (uint32_t)o0, o0 > 0 || accumulate, 0, 0};
-            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C);
+            mm_pick k = pick_(g, MM_BACKWARD_INPUT, nr, C, flat8_ok_(C, OC, v, 3));
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -254,7 +269,7 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
                 sub_(dweight, o0 * C * 4, orr * C * 4),
             };
             linear_params p = {(uint32_t)orr, C, (uint32_t)nr, OC, (uint32_t)o0, 0, 0, 0};
-            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C);
+            mm_pick k = pick_(g, MM_BACKWARD_WEIGHT, orr, C, flat8_ok_(C, OC, v, 3));
             if (!wgpt_op_add(g, op, k.kernel, v, 3, &p, sizeof p, k.x, k.y, 1)) return -1;
         }
     }
@@ -264,13 +279,16 @@ static int backward_weight_(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_vi
 static int backward_bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                           uint64_t rows_n) {
     int flat = wgpt_kernel_variant_cpu(g) && tiles_(OC, BB_FLAT_WG) <= WGPT_MAX_WG_DIM;
+    // flat4: 4 columns an invocation, vec4 rows (OC % 4 == 0, 16-byte views).
+    const wgpt_view whole[2] = {dout, dbias};
+    int flat4 = flat && OC % 4 == 0 && wgpt_views_vec4(whole, 2);
+    const char *k = flat4 ? MM_BACKWARD_BIAS_FLAT4 : flat ? MM_BACKWARD_BIAS_FLAT : MM_BACKWARD_BIAS;
+    uint32_t groups = flat4 ? tiles_(OC / 4, BB_FLAT_WG) : tiles_(OC, flat ? BB_FLAT_WG : BB_COLS);
     for (uint64_t n0 = 0; n0 < N; n0 += rows_n) {
         uint64_t nr = min_(rows_n, N - n0);
         wgpt_view v[2] = {sub_(dout, n0 * OC * 4, nr * OC * 4), sub_(dbias, 0, (uint64_t)OC * 4)};
         linear_params p = {0, OC, (uint32_t)nr, OC, 0, 0, 0, 0};
-        if (!wgpt_op_add(g, op, flat ? MM_BACKWARD_BIAS_FLAT : MM_BACKWARD_BIAS, v, 2, &p, sizeof p,
-                         tiles_(OC, flat ? BB_FLAT_WG : BB_COLS), 1, 1))
-            return -1;
+        if (!wgpt_op_add(g, op, k, v, 2, &p, sizeof p, groups, 1, 1)) return -1;
     }
     return 0;
 }
