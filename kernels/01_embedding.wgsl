@@ -4,6 +4,7 @@
 // ABI: storage buffers at bindings 0..k-1, then `p: EncParams` at binding k.
 //   encoder_forward       out, tokens, wte rows [v0, v0+nv), wpe, status   1 thread per (n, c)
 //   encoder_backward_wte  dwte rows [v0, v0+nv), dout, bucket              WG threads over C per bucket
+//   encoder_backward_wte_flat4  (the same, CPU devices: 8 lanes of 4 channels over 32 per bucket)
 //   encoder_backward_wpe  dwpe, dout                                       1 thread per (t, c)
 // wte and dwte may exceed maxStorageBufferBindingSize: the host binds them in
 // row chunks and dispatches once per chunk; each dispatch touches only the
@@ -93,6 +94,43 @@ fn encoder_backward_wte(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workg
         if (n < p.N) { acc += dout[n * p.C + c]; }
     }
     let o = (id - p.v0) * p.C + c;
+    dwte[o] = dwte[o] + acc;
+}
+
+// --- KERNEL: encoder_backward_wte_flat4 ---
+// The CPU twin of encoder_backward_wte (src/model/variant.h), for C % 4 == 0
+// and 16-byte aligned views: ENC_FLAT_WG lanes a workgroup (one llvmpipe
+// vector, where the GPU kernel's WG threads are 32 vectors, most of them past
+// C at GPT-2's widths), each summing 4 channels as a vec4 over the bucket's
+// positions in the same order: the same sums. Workgroup w: bucket
+// w / ceil(C / (4 ENC_FLAT_WG)), channel block the remainder.
+@group(0) @binding(0) var<storage, read_write> dwte: array<vec4<f32>>;   // (nv, C / 4)
+@group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;         // (N, C / 4)
+@group(0) @binding(2) var<storage, read> bucket: array<u32>;             // (3N + 2)
+@group(0) @binding(3) var<uniform> p: EncParams;
+
+const ENC_FLAT_WG: u32 = 8u;
+
+@compute @workgroup_size(ENC_FLAT_WG)
+fn encoder_backward_wte_flat4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                              @builtin(local_invocation_index) lid: u32) {
+    let C4 = p.C / 4u;
+    let cblocks = (C4 + ENC_FLAT_WG - 1u) / ENC_FLAT_WG;
+    let w = wg.x + wg.y * nwg.x;
+    let u = w / cblocks;
+    let c = (w - u * cblocks) * ENC_FLAT_WG + lid;
+    if (u >= min(bucket[0], p.N) || c >= C4) { return; }
+    let id = bucket[BUCKET_IDS + u];
+    if (id < p.v0 || id - p.v0 >= p.nv) { return; }
+    let s = bucket[bucket_starts(p.N) + u];
+    let e = min(bucket[bucket_starts(p.N) + u + 1u], p.N);
+    let pos0 = bucket_positions(p.N);
+    var acc = vec4<f32>();
+    for (var j = s; j < e; j++) {
+        let n = bucket[pos0 + j];
+        if (n < p.N) { acc += dout[n * C4 + c]; }
+    }
+    let o = (id - p.v0) * C4 + c;
     dwte[o] = dwte[o] + acc;
 }
 

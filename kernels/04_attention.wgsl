@@ -33,6 +33,14 @@
 // are constant and each variant compiles to its own straight code.
 override ATTN_48K: bool = false;
 
+// The flat CPU twins with the head size fixed when the pipeline is made
+// (*_flath, a variant marker a head size: AF_HS4 vec4s, at most AF_MAX_HS4):
+// their query (key) rows and running sums stay in private arrays indexed by
+// constants once Mesa unrolls the loops over the head, so each block of keys
+// (queries) reads only the other side's rows.
+override AF_HS4: u32 = 16u;
+const AF_MAX_HS4: u32 = 16u;
+
 struct AttnParams {
     B: u32,
     T: u32,
@@ -1639,6 +1647,296 @@ fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin
                     dqkv[vi] = dqkv[vi] + dv;
                 }
             }
+        }
+    }
+}
+
+// --- KERNEL: attention_forward_flath ---
+// --- KERNEL: attention_forward_flath_hs16 = attention_forward_flath with AF_HS4=4 ---
+// --- KERNEL: attention_forward_flath_hs24 = attention_forward_flath with AF_HS4=6 ---
+// --- KERNEL: attention_forward_flath_hs32 = attention_forward_flath with AF_HS4=8 ---
+// --- KERNEL: attention_forward_flath_hs48 = attention_forward_flath with AF_HS4=12 ---
+// --- KERNEL: attention_forward_flath_hs64 = attention_forward_flath with AF_HS4=16 ---
+// attention_forward_flat4 with the head size fixed (AF_HS4) and one pass over
+// the keys with an online softmax, as the GPU kernels: the query (scaled) and
+// the running output are private arrays, rescaled by exp(m - m_new) a block;
+// each block reads its 16 keys' k and v rows once. The output is written
+// once, divided by the sum.
+@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C / 4)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C / 4)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                           @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
+    let qrow = base + min(t, p.T - 1u) * C34;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let kend = min(q0 + AF_WG, p.T);
+    var q: array<vec4<f32>, AF_MAX_HS4>;
+    var o: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        q[c] = qkv[qrow + c] * p.scale;
+        o[c] = vec4<f32>();
+    }
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let qv = q[c];
+            let kv0 = qkv[kr0 + c];
+            let kv1 = qkv[kr1 + c];
+            for (var e = 0u; e < 4u; e++) {
+                for (var jj = 0u; jj < AF_G; jj++) {
+                    s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
+                    s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
+                }
+            }
+        }
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        let alpha = exp(m - m_new);
+        var pr = array<f32, AF_K>();
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            pr[jj] = select(0.0, exp(s[jj] - m_new), j0 + jj <= t);
+            bsum += pr[jj];
+        }
+        l = l * alpha + bsum;
+        m = m_new;
+        for (var c = 0u; c < AF_HS4; c++) {
+            let vv0 = qkv[kr0 + C4 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            var a = o[c] * alpha;
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(pr[jj]), subgroupShuffle(vv0, g0 + jj), a); }
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(pr[AF_G + jj]), subgroupShuffle(vv1, g0 + jj), a); }
+            o[c] = a;
+        }
+    }
+    if (t < p.T) {
+        let orow = (b * p.T + t) * C4 + h * AF_HS4;
+        let inv = 1.0 / l;
+        for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
+        lse[(b * p.NH + h) * p.T + t] = m + log(l);
+    }
+}
+
+// --- KERNEL: attention_backward_dq_flath ---
+// --- KERNEL: attention_backward_dq_flath_hs16 = attention_backward_dq_flath with AF_HS4=4 ---
+// --- KERNEL: attention_backward_dq_flath_hs24 = attention_backward_dq_flath with AF_HS4=6 ---
+// --- KERNEL: attention_backward_dq_flath_hs32 = attention_backward_dq_flath with AF_HS4=8 ---
+// --- KERNEL: attention_backward_dq_flath_hs48 = attention_backward_dq_flath with AF_HS4=12 ---
+// --- KERNEL: attention_backward_dq_flath_hs64 = attention_backward_dq_flath with AF_HS4=16 ---
+// attention_backward_dq_flat4 with the head size fixed (AF_HS4): the query,
+// its dout row and its dq sums are private arrays, each block's k rows are
+// kept from the score pass for the dq pass, and dq is written once.
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), q columns written
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                               @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let tc = min(t, p.T - 1u);
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;
+    let qrow = base + tc * C34;
+    let orow = (b * p.T + tc) * C4 + h * AF_HS4;  // this query's dout
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lse_t = lse[(b * p.NH + h) * p.T + tc];
+    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let kend = min(q0 + AF_WG, p.T);
+    var q: array<vec4<f32>, AF_MAX_HS4>;
+    var o: array<vec4<f32>, AF_MAX_HS4>;
+    var dq: array<vec4<f32>, AF_MAX_HS4>;
+    var k0: array<vec4<f32>, AF_MAX_HS4>;  // the block's k rows, lane gl's and 8 + gl's
+    var k1: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        q[c] = qkv[qrow + c];
+        o[c] = dout[orow + c];
+        dq[c] = vec4<f32>();
+    }
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let qv = q[c];
+            let ov = o[c];
+            let kv0 = qkv[kr0 + c];
+            let vv0 = qkv[kr0 + C4 + c];
+            let kv1 = qkv[kr1 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            k0[c] = kv0;
+            k1[c] = kv1;
+            for (var e = 0u; e < 4u; e++) {
+                for (var jj = 0u; jj < AF_G; jj++) {
+                    s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
+                    dp[jj] = fma(ov[e], subgroupShuffle(vv0[e], g0 + jj), dp[jj]);
+                    s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
+                    dp[AF_G + jj] = fma(ov[e], subgroupShuffle(vv1[e], g0 + jj), dp[AF_G + jj]);
+                }
+            }
+        }
+        var ds = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) {
+            let pij = exp(s[jj] * p.scale - lse_t);
+            ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
+        }
+        for (var c = 0u; c < AF_HS4; c++) {
+            let kv0 = k0[c];
+            let kv1 = k1[c];
+            var a = dq[c];
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[jj]), subgroupShuffle(kv0, g0 + jj), a); }
+            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[AF_G + jj]), subgroupShuffle(kv1, g0 + jj), a); }
+            dq[c] = a;
+        }
+    }
+    if (t < p.T) {
+        for (var c = 0u; c < AF_HS4; c++) { dqkv[qrow + c] = dq[c]; }
+    }
+}
+
+// --- KERNEL: attention_backward_dkdv_flath ---
+// --- KERNEL: attention_backward_dkdv_flath_hs16 = attention_backward_dkdv_flath with AF_HS4=4 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs24 = attention_backward_dkdv_flath with AF_HS4=6 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs32 = attention_backward_dkdv_flath with AF_HS4=8 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs48 = attention_backward_dkdv_flath with AF_HS4=12 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs64 = attention_backward_dkdv_flath with AF_HS4=16 ---
+// attention_backward_dkdv_flat4 with the head size fixed (AF_HS4): the key's
+// k and v rows and its dk, dv sums are private arrays, each block's q and
+// dout rows are kept from the score pass for the sums, and dk, dv are
+// written once.
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), k and v columns written
+@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                                 @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let k0 = wid.x * AF_WG;
+    let j = k0 + lid;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;
+    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lbase = (b * p.NH + h) * p.T;
+    var kk: array<vec4<f32>, AF_MAX_HS4>;
+    var vk: array<vec4<f32>, AF_MAX_HS4>;
+    var dk: array<vec4<f32>, AF_MAX_HS4>;
+    var dv: array<vec4<f32>, AF_MAX_HS4>;
+    var qa0: array<vec4<f32>, AF_MAX_HS4>;  // the block's q and dout rows, lane gl's and 8 + gl's
+    var qa1: array<vec4<f32>, AF_MAX_HS4>;
+    var oa0: array<vec4<f32>, AF_MAX_HS4>;
+    var oa1: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        kk[c] = qkv[krow + c];
+        vk[c] = qkv[krow + C4 + c];
+        dk[c] = vec4<f32>();
+        dv[c] = vec4<f32>();
+    }
+    // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
+    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
+        let il0 = min(i0 + gl, p.T - 1u);
+        let il1 = min(i0 + AF_G + gl, p.T - 1u);
+        let qrow0 = base + il0 * C34;
+        let qrow1 = base + il1 * C34;
+        let orow0 = (b * p.T + il0) * C4 + h * AF_HS4;
+        let orow1 = (b * p.T + il1) * C4 + h * AF_HS4;
+        let lse_l0 = lse[lbase + il0];
+        let lse_l1 = lse[lbase + il1];
+        let d_l0 = delta[lbase + il0];
+        let d_l1 = delta[lbase + il1];
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let kv = kk[c];
+            let vv = vk[c];
+            let qv0 = qkv[qrow0 + c];
+            let ov0 = dout[orow0 + c];
+            let qv1 = qkv[qrow1 + c];
+            let ov1 = dout[orow1 + c];
+            qa0[c] = qv0;
+            oa0[c] = ov0;
+            qa1[c] = qv1;
+            oa1[c] = ov1;
+            for (var e = 0u; e < 4u; e++) {
+                for (var ii = 0u; ii < AF_G; ii++) {
+                    s[ii] = fma(kv[e], subgroupShuffle(qv0[e], g0 + ii), s[ii]);
+                    dp[ii] = fma(vv[e], subgroupShuffle(ov0[e], g0 + ii), dp[ii]);
+                    s[AF_G + ii] = fma(kv[e], subgroupShuffle(qv1[e], g0 + ii), s[AF_G + ii]);
+                    dp[AF_G + ii] = fma(vv[e], subgroupShuffle(ov1[e], g0 + ii), dp[AF_G + ii]);
+                }
+            }
+        }
+        var pr = array<f32, AF_K>();
+        var ds = array<f32, AF_K>();
+        for (var ii = 0u; ii < AF_G; ii++) {
+            let lse_i0 = subgroupShuffle(lse_l0, g0 + ii);
+            let d_i0 = subgroupShuffle(d_l0, g0 + ii);
+            let lse_i1 = subgroupShuffle(lse_l1, g0 + ii);
+            let d_i1 = subgroupShuffle(d_l1, g0 + ii);
+            let i = i0 + ii;
+            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i0), j <= i && i < p.T);
+            ds[ii] = pr[ii] * (dp[ii] - d_i0) * p.scale;
+            let i1 = i + AF_G;
+            pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * p.scale - lse_i1), j <= i1 && i1 < p.T);
+            ds[AF_G + ii] = pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * p.scale;
+        }
+        for (var c = 0u; c < AF_HS4; c++) {
+            let ov0 = oa0[c];
+            let qv0 = qa0[c];
+            let ov1 = oa1[c];
+            let qv1 = qa1[c];
+            var sv = dv[c];
+            var sk = dk[c];
+            for (var ii = 0u; ii < AF_G; ii++) {
+                sv = fma(vec4<f32>(pr[ii]), subgroupShuffle(ov0, g0 + ii), sv);
+                sk = fma(vec4<f32>(ds[ii]), subgroupShuffle(qv0, g0 + ii), sk);
+            }
+            for (var ii = 0u; ii < AF_G; ii++) {
+                sv = fma(vec4<f32>(pr[AF_G + ii]), subgroupShuffle(ov1, g0 + ii), sv);
+                sk = fma(vec4<f32>(ds[AF_G + ii]), subgroupShuffle(qv1, g0 + ii), sk);
+            }
+            dv[c] = sv;
+            dk[c] = sk;
+        }
+    }
+    if (j < p.T) {
+        for (var c = 0u; c < AF_HS4; c++) {
+            dqkv[krow + c] = dk[c];
+            dqkv[krow + C4 + c] = dv[c];
         }
     }
 }

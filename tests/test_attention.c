@@ -266,6 +266,14 @@ static void matches_ref_hs64(void **st) {
     check_shape(&(shape){2, 130, 192, 3, 1.0f});
     check_shape(&(shape){1, 70, 128, 2, 3.0f});  // peaked softmax: the running max moves
 }
+// The other head sizes with fixed-size CPU twins (*_flath_hs24, 32, 48; 16
+// and 64 run above), each with a partial last block.
+static void matches_ref_hs24_32_48(void **st) {
+    (void)st;
+    check_shape(&(shape){2, 37, 72, 3, 1.0f});
+    check_shape(&(shape){2, 33, 96, 3, 3.0f});
+    check_shape(&(shape){1, 40, 96, 2, 1.0f});
+}
 static void matches_ref_hs18(void **st) {
     (void)st;
     check_shape(&(shape){2, 37, 54, 3, 1.0f});  // hs not a multiple of 4: the generic GPU kernels
@@ -443,6 +451,7 @@ int main(void) {
         BOTH(matches_ref_hs20),
         BOTH(matches_ref_hs64),
         F16_TOO(matches_ref_hs64),
+        BOTH(matches_ref_hs24_32_48),
         BOTH(matches_ref_hs18),
         BOTH(matches_ref_long_peaked),
         F16_TOO(matches_ref_long_peaked),

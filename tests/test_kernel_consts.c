@@ -32,6 +32,7 @@ static const pair PAIRS[] = {
     {"src/model/linear.c", "FLAT_ROWS", "kernels/03_linear.wgsl", "FLAT_ROWS", NULL, 1},
     {"src/model/linear.c", "FLAT8_ROWS", "kernels/03_linear.wgsl", "FLAT8_ROWS", NULL, 1},
     {"src/model/linear.c", "BB_FLAT_WG", "kernels/03_linear.wgsl", "BB_FLAT_WG", NULL, 1},
+    {"src/model/embedding.c", "ENC_FLAT_WG", "kernels/01_embedding.wgsl", "ENC_FLAT_WG", NULL, 1},
     {"src/model/linear.c", "FLAT_N", "kernels/03_linear.wgsl", "FLAT_WG", "FLAT_COLS", 1},
     {"src/model/linear.c", "BIAS_PART_COLS", "kernels/03_linear_vec4.wgsl", "BP_V", NULL, 4},  // vec4 columns
     {"src/model/linear_f16.c", "SGM_BM", "kernels/03_linear_sgm.wgsl", "BM", NULL, 1},

@@ -3,6 +3,7 @@
 #include "model/attention.h"
 
 #include <math.h>
+#include <stdio.h>
 
 #include "model/variant.h"
 
@@ -32,7 +33,16 @@ typedef struct attn_params {
 // kernels, their 48 KiB twins (one more 16 KiB tile of workgroup memory,
 // where the device has it: the H200; WebGPU guarantees only 16 KiB, lavapipe
 // offers 32 KiB), the generic ones (other head sizes) and the flat CPU twins.
-typedef enum attn_set { ATTN_FAST, ATTN_FAST_48K, ATTN_GENERIC, ATTN_FLAT, ATTN_FLAT4, ATTN_SGM, ATTN_NSETS } attn_set;
+typedef enum attn_set {
+    ATTN_FAST,
+    ATTN_FAST_48K,
+    ATTN_GENERIC,
+    ATTN_FLAT,
+    ATTN_FLAT4,
+    ATTN_FLATH,
+    ATTN_SGM,
+    ATTN_NSETS
+} attn_set;
 typedef enum attn_pass { ATTN_FORWARD, ATTN_DQ, ATTN_DKDV, ATTN_NPASSES } attn_pass;
 
 // Every kernel of a set, by full name (a grep for a kernel finds its use here).
@@ -43,6 +53,8 @@ static const char *const ATTN_KERNEL[ATTN_NSETS][ATTN_NPASSES] = {
                       "attention_backward_dkdv_generic"},
     [ATTN_FLAT] = {"attention_forward_flat", "attention_backward_dq_flat", "attention_backward_dkdv_flat"},
     [ATTN_FLAT4] = {"attention_forward_flat4", "attention_backward_dq_flat4", "attention_backward_dkdv_flat4"},
+    // + "_hs<head size>" (attn_kernel): one pipeline a head size.
+    [ATTN_FLATH] = {"attention_forward_flath", "attention_backward_dq_flath", "attention_backward_dkdv_flath"},
     [ATTN_SGM] = {"attention_sgm_forward", "attention_sgm_backward_dq", "attention_sgm_backward_dkdv"},
 };
 
@@ -61,12 +73,18 @@ int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs) {
     return c->m == 16 && c->k == 16 && c->n == 8 && c->sg_max == 32;
 }
 
+// Head sizes with a *_flath_hs<hs> variant in the kernel file (at most
+// AF_MAX_HS4 = 16 vec4s: their private arrays).
+static int attn_flath_hs(uint32_t hs) { return hs == 16 || hs == 24 || hs == 32 || hs == 48 || hs == 64; }
+
 // The flat CPU twins (variant.h) pass rows between the lanes of groups of 8
 // with subgroup shuffles: they need subgroups of a multiple of 8 lanes. Their
-// flat4 twins read the head as vec4s: head sizes that are multiples of 4.
+// flat4 twins read the head as vec4s: head sizes that are multiples of 4; the
+// flath ones fix the head size in the pipeline, for the sizes listed above.
 static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs, int f16) {
     if (f16 && wgpt_attention_uses_sgm(g, hs)) return ATTN_SGM;
-    if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8) return hs % 4 ? ATTN_FLAT : ATTN_FLAT4;
+    if (wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8)
+        return attn_flath_hs(hs) ? ATTN_FLATH : hs % 4 ? ATTN_FLAT : ATTN_FLAT4;
     if (hs > ATTN_FAST_MAX_HS || hs % 4) return ATTN_GENERIC;
     return wgpt_gpu_get_info(g)->max_workgroup_storage >= ATTN_48K_STORAGE ? ATTN_FAST_48K : ATTN_FAST;
 }
@@ -75,9 +93,16 @@ static attn_set attn_pick(const wgpt_gpu *g, uint32_t hs, int f16) {
 static uint32_t attn_blocks(attn_set set, uint32_t T) {
     uint32_t rows = set == ATTN_FAST || set == ATTN_FAST_48K ? ATTN_FAST_BLOCK
                     : set == ATTN_SGM                        ? ATTN_SGM_BLOCK
-                    : set == ATTN_FLAT || set == ATTN_FLAT4  ? ATTN_FLAT_BLOCK
-                                                             : ATTN_BLOCK;
+                    : set == ATTN_FLAT || set == ATTN_FLAT4 || set == ATTN_FLATH ? ATTN_FLAT_BLOCK
+                                                                                 : ATTN_BLOCK;
     return (T + rows - 1) / rows;
+}
+
+// The kernel of a set and pass for head size hs, in buf.
+static const char *attn_kernel(attn_set set, attn_pass pass, uint32_t hs, char *buf, size_t cap) {
+    if (set != ATTN_FLATH) return ATTN_KERNEL[set][pass];
+    snprintf(buf, cap, "%s_hs%u", ATTN_KERNEL[set][pass], hs);
+    return buf;
 }
 
 // Checks the shape and the grid the kernels need; fills the params.
@@ -158,7 +183,9 @@ static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt
     if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
     wgpt_view v[3] = {out, lse, qkv};
     attn_set set = attn_pick(g, p.hs, f16);
-    if (!wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_FORWARD], v, 3, &p, sizeof p, attn_blocks(set, T), NH, B))
+    char name[64];
+    if (!wgpt_op_add(g, op, attn_kernel(set, ATTN_FORWARD, p.hs, name, sizeof name), v, 3, &p, sizeof p,
+                     attn_blocks(set, T), NH, B))
         return -1;
     return 0;
 }
@@ -189,8 +216,10 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
     wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
-    if (!wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_DQ], grads, 5, &p, sizeof p, blocks, NH, B) ||
-        !wgpt_op_add(g, op, ATTN_KERNEL[set][ATTN_DKDV], grads, 5, &p, sizeof p, blocks, NH, B))
+    char dq[64], dkdv[64];
+    if (!wgpt_op_add(g, op, attn_kernel(set, ATTN_DQ, p.hs, dq, sizeof dq), grads, 5, &p, sizeof p, blocks, NH, B) ||
+        !wgpt_op_add(g, op, attn_kernel(set, ATTN_DKDV, p.hs, dkdv, sizeof dkdv), grads, 5, &p, sizeof p, blocks, NH,
+                     B))
         return attn_undo(op, n0);
     return 0;
 }

@@ -4,10 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/variant.h"
+
 // Mirrors EncParams in kernels/01_embedding.wgsl.
 typedef struct enc_params {
     uint32_t N, T, C, V, v0, nv, first, pad;
 } enc_params;
+
+// Lanes a workgroup of encoder_backward_wte_flat4 (ENC_FLAT_WG in the kernel).
+#define ENC_FLAT_WG 8u
 
 
 static int cmp_u64(const void *a, const void *b) {
@@ -96,14 +101,20 @@ int wgpt_encoder_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dwte, wgpt_view dw
     if (!wgpt_view_part(dout, 0, N * C * 4, &v[1]) || !wgpt_view_part(bucket, 0, wgpt_embedding_bucket_words((uint32_t)N) * 4, &v[2]))
         return wgpt_gpu_fail(g, "encoder_backward: dout or bucket is missing or smaller than its tensor");
     // The grid covers the most distinct ids a step can have (N); the kernel
-    // reads this step's count from the index, so the op never changes.
-    uint64_t groups = N * ((C + WGPT_WG - 1) / WGPT_WG);
+    // reads this step's count from the index, so the op never changes. CPU
+    // devices take the flat4 twin (ENC_FLAT_WG lanes of 4 channels a
+    // workgroup) where C % 4 == 0 and the views are 16-byte aligned.
+    int flat4 = wgpt_kernel_variant_cpu(g) && C % 4 == 0 && dwte.offset % 16 == 0 && v[1].offset % 16 == 0;
+    uint64_t per_wg = flat4 ? 4 * ENC_FLAT_WG : WGPT_WG;
+    uint64_t groups = N * ((C + per_wg - 1) / per_wg);
     for (uint64_t v0 = 0; v0 < Vp; v0 += chunk) {
         uint64_t nv = Vp - v0 < chunk ? Vp - v0 : chunk;
         if (!wgpt_view_part(dwte, v0 * C * 4, nv * C * 4, &v[0]))
             return wgpt_gpu_fail(g, "encoder_backward: dwte is smaller than (%u, %u)", Vp, C);
         enc_params p = {(uint32_t)N, T, C, Vp, (uint32_t)v0, (uint32_t)nv, 0, 0};
-        if (!wgpt_op_add1d(g, op, "encoder_backward_wte", v, 3, &p, sizeof p, groups)) return -1;
+        if (!wgpt_op_add1d(g, op, flat4 ? "encoder_backward_wte_flat4" : "encoder_backward_wte", v, 3, &p, sizeof p,
+                           groups))
+            return -1;
     }
     wgpt_view w[2];
     if (!wgpt_view_part(dwpe, 0, (uint64_t)T * C * 4, &w[0]))
