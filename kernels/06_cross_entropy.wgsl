@@ -30,6 +30,9 @@ struct CeParams {
 const STATUS_BAD_TARGET: u32 = 2u;
 
 // One workgroup per row: the flat workgroup index (2D past 65535 rows).
+// Lanes a workgroup of the CPU twins (crossentropy_forward_flat, crossentropy_backward_flat).
+const CE_FLAT_WG: u32 = 8u;
+
 fn ce_row(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.x + wg.y * nwg.x;
 }
@@ -163,7 +166,6 @@ fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
 // the lanes' (m, s) by subgroupMax and subgroupAdd instead of workgroup
 // reductions: no workgroup memory, no barriers (on llvmpipe the 256-thread
 // workgroup's reductions cost more than the row). Lane l walks vec4s l, l + 8, ...
-const CE_FLAT_WG: u32 = 8u;
 @group(0) @binding(0) var<storage, read_write> losses: array<f32>;            // (BT)
 @group(0) @binding(1) var<storage, read_write> lse: array<f32>;               // (BT)
 @group(0) @binding(2) var<storage, read_write> status: array<atomic<u32>>;    // (4)
@@ -251,6 +253,34 @@ fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num
     let n4 = p.Vp / 4u;
     let real4 = (p.V + 3u) / 4u;  // vec4s with a real column; those past it are all padding
     for (var j = tid; j < n4; j += WG) {
+        var d = vec4<f32>(0.0);
+        if (j < real4) { d = grad4(logits[base + j], j, l, tgt, p.V, p.dloss); }
+        logits[base + j] = d;
+    }
+}
+
+// --- KERNEL: crossentropy_backward_flat ---
+// The CPU twin of crossentropy_backward_vec4 (model/variant.h): the same
+// bindings, params, dispatch (a workgroup per row) and values, CE_FLAT_WG
+// lanes instead of WG (on llvmpipe a 256-thread workgroup is 32 vectors, each
+// reading the row's lse and target, most with no vec4 of a GPT-2-small row).
+@group(0) @binding(0) var<storage, read_write> logits: array<vec4<f32>>;   // (rows, Vp / 4)
+@group(0) @binding(1) var<storage, read> lse: array<f32>;                  // (BT)
+@group(0) @binding(2) var<storage, read> targets: array<u32>;              // (BT)
+@group(0) @binding(3) var<uniform> p: CeParams;
+
+@compute @workgroup_size(CE_FLAT_WG)
+fn crossentropy_backward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                              @builtin(local_invocation_index) tid: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }
+    let row = p.row0 + r;
+    let l = lse[row];
+    let tgt = targets[row];  // >= V (flagged by the forward): no column matches
+    let base = r * (p.Vp / 4u);
+    let n4 = p.Vp / 4u;
+    let real4 = (p.V + 3u) / 4u;  // vec4s with a real column; those past it are all padding
+    for (var j = tid; j < n4; j += CE_FLAT_WG) {
         var d = vec4<f32>(0.0);
         if (j < real4) { d = grad4(logits[base + j], j, l, tgt, p.V, p.dloss); }
         logits[base + j] = d;

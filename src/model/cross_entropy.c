@@ -15,7 +15,8 @@ typedef struct ce_params {
 // [flat] the CPU twin of the vec4 kernel (model/variant.h).
 static const char *const CE_FORWARD[] = {"crossentropy_forward", "crossentropy_forward_vec4",
                                          "crossentropy_forward_flat"};
-static const char *const CE_BACKWARD[] = {"crossentropy_backward", "crossentropy_backward_vec4"};
+static const char *const CE_BACKWARD[] = {"crossentropy_backward", "crossentropy_backward_vec4",
+                                          "crossentropy_backward_flat"};
 static int ce_vec4(wgpt_view logits, uint32_t Vp) { return Vp % 4 == 0 && wgpt_views_vec4(&logits, 1); }
 
 int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
@@ -45,6 +46,7 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
     if (!BT || !V || V > Vp) return wgpt_gpu_fail(g, "cross-entropy: bad shape BT=%u V=%u Vp=%u (V <= Vp)", BT, V, Vp);
     uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);
     if (!chunk) return -1;
+    int flat = wgpt_kernel_variant_cpu(g);  // 8 lanes a row; no subgroup operations
     wgpt_view v[3];
     if (!wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[2]))
         return wgpt_gpu_fail(g, "crossentropy_backward: lse or targets is missing or smaller than (%u)", BT);
@@ -53,7 +55,7 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
         if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[0]))
             return wgpt_gpu_fail(g, "crossentropy_backward: logits are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
-        const char *k = CE_BACKWARD[ce_vec4(logits, Vp)];
+        const char *k = CE_BACKWARD[ce_vec4(logits, Vp) ? 1 + flat : 0];
         if (!wgpt_op_add1d(g, op, k, v, 3, &p, sizeof p, rows)) return -1;
     }
     return 0;
