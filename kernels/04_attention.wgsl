@@ -16,7 +16,9 @@
 //   no workgroup memory, no barriers: one invocation per query (key),
 //   AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
 //   the lanes of a group of AF_G = 8 with subgroupShuffle, two rows a lane, in
-//   blocks of AF_K = 16, so the subgroup size must be a multiple of 8.
+//   blocks of AF_K = 16, so the subgroup size must be a multiple of 8; the
+//   *_flat4 ones read the head as vec4s (hs % 4 == 0), the *_flath ones
+//   also fix the head size per pipeline (AF_HS4, a variant a size).
 // The fast kernels have 48 KiB variants, attention_forward_48k,
 // attention_backward_dq_48k and attention_backward_dkdv_48k (one more 16 KiB
 // tile; same bindings, params and grid), which attention.c picks where
