@@ -112,13 +112,23 @@ static double max_diff_(const wgpt_checkpoint *a, const wgpt_checkpoint *b) {
     return d;
 }
 
-// The tolerance: both runs add the same two micro-batch gradients in the
-// same order (rank 0's + rank 1's; the GPU adds the second micro-batch's to
-// the first's) in IEEE f32, so they agree bit for bit unless a kernel
-// contracts the addition into an FMA differently; 1e-6 absolute on values
+// The tolerance: both runs add the same two micro-batch gradients (rank 0's
+// + rank 1's; the GPU adds the second micro-batch's to the first's, after its
+// whole sum) in IEEE f32, but not bit for bit: the shards' gradient norm adds
+// the squares in another order (a clipped step's scale can differ in its
+// last bits), and the tied embedding gets two additions a micro-batch (the
+// logits' weight pass, then the encoder's), ((L1 + E1) + L2) + E2 on one
+// rank against (L1 + E1) + (L2 + E2) summed over two. 1e-6 absolute on values
 // of order 1e-1 (and relative 1e-6 on the losses) allows that and nothing
 // more: one wrong micro-batch moves the parameters by ~1e-4 after 4 steps.
 #define TOL 1e-6
+// In f16 the matmuls read f16 copies of the masters, rounded to 11 bits: where
+// the two runs' masters differ in their last f32 bits (above), a copy can round
+// the other way, a change of 2^-11 in that weight for a step, which the next
+// steps carry. Measured on lavapipe (the f16 comparison below, at 55dca62):
+// 3.7e-9 after 1 step, 7.6e-9 after 2, 1.0e-6 after 3 (such a rounding);
+// 1e-5 allows a few of them and still sits 10x under one wrong micro-batch.
+#define TOL_F16 1e-5
 
 static void test_two_ranks_equal_accumulation(void **state) {
     (void)state;
@@ -313,12 +323,14 @@ static void test_zero1_f16_masters(void **state) {
     assert_int_equal(losses_("f16one", a, 8), 4);
     assert_int_equal(losses_("f16two", b, 8), 4);
     for (int i = 0; i < 4; i++)
-        if (fabs(a[i] - b[i]) > TOL * fabs(a[i])) fail_msg("step %d: loss %.9g on 1 rank, %.9g on 2", i + 1, a[i], b[i]);
+        if (fabs(a[i] - b[i]) > TOL_F16 * fabs(a[i]))
+            fail_msg("step %d: loss %.9g on 1 rank, %.9g on 2", i + 1, a[i], b[i]);
     wgpt_checkpoint x, y;
     read_ck_("f16one", &x), read_ck_("f16two", &y);
     double d = max_diff_(&x, &y);
-    print_message("f16, 2 ranks vs 1 rank x 2 micro-batches: largest parameter/moment difference %.3g\n", d);
-    assert_true(d <= TOL);
+    print_message("f16, 2 ranks vs 1 rank x 2 micro-batches: largest parameter/moment difference %.3g (allowed %g)\n",
+                  d, TOL_F16);
+    assert_true(d <= TOL_F16);
     // The masters, not their f16 copies: most of the 2-rank checkpoint's
     // parameters have set bits below f16's 11 (no f16 value has).
     size_t n = wgpt_gpt2_num_params(&y.config), not_f16 = 0;
@@ -328,10 +340,24 @@ static void test_zero1_f16_masters(void **state) {
         not_f16 += (bits & 0x1fffu) != 0;
     }
     assert_true(not_f16 > n / 2);
+    // The bound can fail: one rank without the second micro-batch lands far outside it.
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 120 '%s' train --data 'data/*.bin' --out f16half --steps 4 --resume none "
+             "--precision f16 --layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 --sample-every 0 "
+             "> f16half.log 2>&1",
+             dir_, wgpt_);
+    if (system(cmd) != 0) fail_msg("1 rank, 1 micro-batch:\n%s", log_("f16half"));
+    wgpt_checkpoint h;
+    read_ck_("f16half", &h);
+    double dh = max_diff_(&x, &h);
+    print_message("f16, 1 rank x 1 micro-batch vs x 2: largest difference %.3g\n", dh);
+    assert_true(dh > 10 * TOL_F16);
+    wgpt_checkpoint_free(&h);
     wgpt_checkpoint_free(&x), wgpt_checkpoint_free(&y);
 }
 
-// Resume with the same N (bit for bit) and with another N (within TOL),
+// Resume with the same N (bit for bit) and with another N (within TOL, TOL_F16 in f16),
 // in fp32 and in f16 (where each rank holds its shard of the fp32 matmul
 // weights: the checkpoint gathers them).
 static void test_resume_two_ranks(void **state) {
@@ -368,9 +394,10 @@ static void test_resume_two_ranks(void **state) {
         read_ck_(whole, &w), read_ck_(other, &p);
         assert_int_equal(p.step, 6);
         double d = max_diff_(&w, &p);
-        print_message("%s: 2 ranks, then 1 rank of 2 micro-batches from step 3: largest difference %.3g\n",
-                      precisions[k], d);
-        assert_true(d <= TOL);
+        double tol = k == 1 ? TOL_F16 : TOL;
+        print_message("%s: 2 ranks, then 1 rank of 2 micro-batches from step 3: largest difference %.3g (allowed %g)\n",
+                      precisions[k], d, tol);
+        assert_true(d <= tol);
         wgpt_checkpoint_free(&w), wgpt_checkpoint_free(&p);
     }
 }
