@@ -31,6 +31,7 @@ Output lines that bench/compare.sh reads (one "result:" line per run):
 Needs only torch (PyTorch 2.x with CUDA).
 """
 import argparse
+import os
 import math
 import statistics
 import sys
@@ -133,6 +134,14 @@ def make_adamw(model):
 
 def bench_step(a):
     set_mode(a.mode)
+    # Under torchrun (WORLD_SIZE > 1): DistributedDataParallel over NCCL, a GPU
+    # a rank (LOCAL_RANK), each rank its own batch; rank 0 prints; tokens/s
+    # counts every rank's tokens.
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        torch.distributed.init_process_group("nccl")
     dev = "cuda"
     torch.manual_seed(1337)
     V, Vp = a.vocab, a.vocab_pad
@@ -140,13 +149,17 @@ def bench_step(a):
     model = GPT2(a.layers, a.heads, a.channels, max(1024, a.seq), Vp).to(dev)
     n_params = sum(p.numel() for p in model.parameters())  # the tied wte counted once
     opt, opt_kind = make_adamw(model)
-    step_model = torch.compile(model) if a.compile else model
+    step_model = model
+    if world > 1:
+        step_model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()])
+    step_model = torch.compile(step_model) if a.compile else step_model
     # Random tokens, one fixed batch (as `wgpt bench`): targets are the next token.
-    g = torch.Generator(device=dev).manual_seed(42)
+    g = torch.Generator(device=dev).manual_seed(42 + rank)
     data = torch.randint(0, V, (a.batch, a.seq + 1), device=dev, generator=g)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     amp = torch.autocast("cuda", dtype=torch.bfloat16) if a.mode == "bf16" else None
-    describe_device()
+    if rank == 0:
+        describe_device()
     print(f"model: L={a.layers} H={a.heads} C={a.channels} V={V} (padded {Vp}), {n_params} parameters; "
           f"batch {a.batch} x {a.seq} tokens; mode {a.mode}; AdamW {opt_kind}; compile {'on' if a.compile else 'off'}")
 
@@ -173,15 +186,19 @@ def bench_step(a):
         dt = time.perf_counter() - t0
         if i > a.warmup:
             total += dt
-        print(f"step {i:3d}{' (warm-up)' if i <= a.warmup else ''}: loss {loss:.4f}, grad norm {norm.item():.3f}, "
-              f"{dt * 1e3:.1f} ms", flush=True)
+        if rank == 0:
+            print(f"step {i:3d}{' (warm-up)' if i <= a.warmup else ''}: loss {loss:.4f}, grad norm {norm.item():.3f}, "
+                  f"{dt * 1e3:.1f} ms", flush=True)
     ms = total * 1e3 / a.steps
-    tps = a.batch * a.seq / (ms * 1e-3)
+    tps = world * a.batch * a.seq / (ms * 1e-3)
     # 6N + 6*L*C*T FLOPs per token (forward and backward; attention's QK and AV), as `wgpt bench`
     flops = 6.0 * n_params + 6.0 * a.layers * a.channels * a.seq
     mib = torch.cuda.max_memory_allocated() / 2**20
-    print(f"result: {ms:.1f} ms/step, {tps:.0f} tokens/s, {flops * tps * 1e-12:.2f} TFLOP/s, "
-          f"{mib:.1f} MiB max allocated (mode {a.mode}, batch {a.batch}, T {a.seq})")
+    if rank == 0:
+        print(f"result: {ms:.1f} ms/step, {tps:.0f} tokens/s, {flops * tps * 1e-12:.2f} TFLOP/s, "
+              f"{mib:.1f} MiB max allocated (mode {a.mode}, batch {a.batch}, T {a.seq}, ranks {world})")
+    if world > 1:
+        torch.distributed.destroy_process_group()
 
 
 # --- matmuls at the shapes of `wgpt bench --micro` ------------------------------------------

@@ -388,13 +388,21 @@ static int open_tokenizer_(run_ *r) {
 
 // Ranks on one host take its adapters in turn (local rank i: adapter i of
 // wgpt_gpu_list, modulo their number) unless --adapter names one. A host with
-// one adapter (lavapipe) gives every rank the default one.
+// one adapter (lavapipe) gives every rank the default one. Dawn's C API lists
+// adapters by power preference, so identical GPUs (two H200s) come back as
+// one: then every rank of the host shares the first GPU (measured on 2 H200s,
+// bench/RESULTS.md section 18), and rank 0 says so.
 static int pick_rank_gpu_(const run_ *r, wgpt_gpu_options *gpu, char *err, size_t errlen) {
     if (!r->comm || wgpt_comm_local_size(r->comm) < 2 || gpu->adapter_index >= 0 || gpu->adapter_name) return 0;
     wgpt_gpu_info list[16];
     int n = wgpt_gpu_list(list, 16, err, errlen);
     if (n < 0) return -1;
     if (n > 1) gpu->adapter_index = wgpt_comm_local_rank(r->comm) % n;
+    else if (strcmp(list[0].type, "CPU") != 0)
+        say_(r, WARN_,
+             "the %d ranks of this host share one GPU, '%s': Dawn lists identical GPUs once, so wgpt cannot "
+             "yet give each rank its own (docs/distributed.md)",
+             wgpt_comm_local_size(r->comm), list[0].name);
     return 0;
 }
 
