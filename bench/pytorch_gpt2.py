@@ -24,9 +24,12 @@ Modes:
 --matmul: times the matmuls of `wgpt bench --micro` at the same shapes instead
 (forward, backward input, backward weight; fp32 TF32 off unless --mode says
 otherwise), plus a plain device-to-device copy as the bandwidth reference.
+Under torchrun (`torchrun --standalone --nproc_per_node N bench/pytorch_gpt2.py
+...`): DistributedDataParallel over NCCL, a GPU a rank, each rank its own
+batch of --batch sequences; rank 0 prints, tokens/s counts all ranks.
 
 Output lines that bench/compare.sh reads (one "result:" line per run):
-  result: 341.2 ms/step, 12005 tokens/s, 9.65 TFLOP/s, 3000.0 MiB max allocated (mode fp32, batch 4, T 1024)
+  result: 341.2 ms/step, 12005 tokens/s, 9.65 TFLOP/s, 3000.0 MiB max allocated (mode fp32, batch 4, T 1024, ranks 1)
   matmul qkv 4096 768 2304 forward 1.234 9.876
 Needs only torch (PyTorch 2.x with CUDA).
 """
