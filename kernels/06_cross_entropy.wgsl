@@ -30,7 +30,8 @@ struct CeParams {
 const STATUS_BAD_TARGET: u32 = 2u;
 
 // One workgroup per row: the flat workgroup index (2D past 65535 rows).
-// Lanes a workgroup of the CPU twins (crossentropy_forward_flat, crossentropy_backward_flat).
+// Lanes a workgroup of the CPU twins (crossentropy_forward_flat; crossentropy_backward_flat's
+// variant marker repeats it).
 const CE_FLAT_WG: u32 = 8u;
 
 fn ce_row(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
@@ -234,14 +235,21 @@ fn crossentropy_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_work
 }
 
 // --- KERNEL: crossentropy_backward_vec4 ---
+// --- KERNEL: crossentropy_backward_flat = crossentropy_backward_vec4 with CE_BWD_WG=8 ---
 // crossentropy_backward over vec4s: thread t rewrites the row's vec4s t,
-// t + WG, ..., each read and written by that thread alone.
+// t + CE_BWD_WG, ..., each read and written by that thread alone.
+// crossentropy_backward_flat, the CPU twin (model/variant.h), is this section
+// with CE_BWD_WG = CE_FLAT_WG = 8 lanes a row instead of WG: the same values
+// (on llvmpipe a 256-thread workgroup is 32 vectors, each reading the row's
+// lse and target, most with no vec4 of a GPT-2-small row).
 @group(0) @binding(0) var<storage, read_write> logits: array<vec4<f32>>;   // (rows, Vp / 4)
 @group(0) @binding(1) var<storage, read> lse: array<f32>;                  // (BT)
 @group(0) @binding(2) var<storage, read> targets: array<u32>;              // (BT)
 @group(0) @binding(3) var<uniform> p: CeParams;
 
-@compute @workgroup_size(WG)
+override CE_BWD_WG: u32 = WG;
+
+@compute @workgroup_size(CE_BWD_WG)
 fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                               @builtin(local_invocation_index) tid: u32) {
     let r = ce_row(wg, nwg);
@@ -252,35 +260,7 @@ fn crossentropy_backward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num
     let base = r * (p.Vp / 4u);
     let n4 = p.Vp / 4u;
     let real4 = (p.V + 3u) / 4u;  // vec4s with a real column; those past it are all padding
-    for (var j = tid; j < n4; j += WG) {
-        var d = vec4<f32>(0.0);
-        if (j < real4) { d = grad4(logits[base + j], j, l, tgt, p.V, p.dloss); }
-        logits[base + j] = d;
-    }
-}
-
-// --- KERNEL: crossentropy_backward_flat ---
-// The CPU twin of crossentropy_backward_vec4 (model/variant.h): the same
-// bindings, params, dispatch (a workgroup per row) and values, CE_FLAT_WG
-// lanes instead of WG (on llvmpipe a 256-thread workgroup is 32 vectors, each
-// reading the row's lse and target, most with no vec4 of a GPT-2-small row).
-@group(0) @binding(0) var<storage, read_write> logits: array<vec4<f32>>;   // (rows, Vp / 4)
-@group(0) @binding(1) var<storage, read> lse: array<f32>;                  // (BT)
-@group(0) @binding(2) var<storage, read> targets: array<u32>;              // (BT)
-@group(0) @binding(3) var<uniform> p: CeParams;
-
-@compute @workgroup_size(CE_FLAT_WG)
-fn crossentropy_backward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                              @builtin(local_invocation_index) tid: u32) {
-    let r = ce_row(wg, nwg);
-    if (r >= p.rows) { return; }
-    let row = p.row0 + r;
-    let l = lse[row];
-    let tgt = targets[row];  // >= V (flagged by the forward): no column matches
-    let base = r * (p.Vp / 4u);
-    let n4 = p.Vp / 4u;
-    let real4 = (p.V + 3u) / 4u;  // vec4s with a real column; those past it are all padding
-    for (var j = tid; j < n4; j += CE_FLAT_WG) {
+    for (var j = tid; j < n4; j += CE_BWD_WG) {
         var d = vec4<f32>(0.0);
         if (j < real4) { d = grad4(logits[base + j], j, l, tgt, p.V, p.dloss); }
         logits[base + j] = d;
