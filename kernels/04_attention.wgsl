@@ -94,6 +94,30 @@ const AF_K: u32 = 16u;
 const_assert AF_WG % AF_K == 0u;
 const_assert AF_K == 2u * AF_G;
 
+// The block steps the flat4 and flath twins share. af_dot16: 16 running dot
+// products, one vec4 of head columns: acc[j] += x . (row j), row j (j < 8)
+// being y0 of lane g0 + j and row 8 + j its y1, handed round by
+// subgroupShuffle (columns in order, so each sum keeps its order).
+fn af_dot16(acc: array<f32, AF_K>, x: vec4<f32>, y0: vec4<f32>, y1: vec4<f32>, g0: u32) -> array<f32, AF_K> {
+    var a = acc;
+    for (var e = 0u; e < 4u; e++) {
+        for (var jj = 0u; jj < AF_G; jj++) {
+            a[jj] = fma(x[e], subgroupShuffle(y0[e], g0 + jj), a[jj]);
+            a[AF_G + jj] = fma(x[e], subgroupShuffle(y1[e], g0 + jj), a[AF_G + jj]);
+        }
+    }
+    return a;
+}
+
+// af_mix16: acc + sum over the block's 16 rows (as af_dot16's) of w[j] times
+// row j, rows in order.
+fn af_mix16(acc: vec4<f32>, w: array<f32, AF_K>, y0: vec4<f32>, y1: vec4<f32>, g0: u32) -> vec4<f32> {
+    var a = acc;
+    for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(w[jj]), subgroupShuffle(y0, g0 + jj), a); }
+    for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(w[AF_G + jj]), subgroupShuffle(y1, g0 + jj), a); }
+    return a;
+}
+
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
 const_assert BK == TPR * KPT;
@@ -1413,12 +1437,7 @@ fn af4_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
         let qv = qkv[qrow + c];
         let kv0 = qkv[krow0 + c];
         let kv1 = qkv[krow1 + c];
-        for (var e = 0u; e < 4u; e++) {
-            for (var jj = 0u; jj < AF_G; jj++) {
-                s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
-                s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
-            }
-        }
+        s = af_dot16(s, qv, kv0, kv1, g0);
     }
     for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
     return s;
@@ -1468,9 +1487,7 @@ fn attention_forward_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         for (var c = 0u; c < hs4; c++) {
             let vv0 = qkv[kr0 + C4 + c];
             let vv1 = qkv[kr1 + C4 + c];
-            var o = vec4<f32>();
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(vec4<f32>(pr[jj]), subgroupShuffle(vv0, g0 + jj), o); }
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(vec4<f32>(pr[AF_G + jj]), subgroupShuffle(vv1, g0 + jj), o); }
+            let o = af_mix16(vec4<f32>(), pr, vv0, vv1, g0);
             if (add) {
                 if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
             }
@@ -1522,14 +1539,8 @@ fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
             let vv0 = qkv[kr0 + C4 + c];
             let kv1 = qkv[kr1 + c];
             let vv1 = qkv[kr1 + C4 + c];
-            for (var e = 0u; e < 4u; e++) {
-                for (var jj = 0u; jj < AF_G; jj++) {
-                    s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
-                    dp[jj] = fma(ov[e], subgroupShuffle(vv0[e], g0 + jj), dp[jj]);
-                    s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
-                    dp[AF_G + jj] = fma(ov[e], subgroupShuffle(vv1[e], g0 + jj), dp[AF_G + jj]);
-                }
-            }
+            s = af_dot16(s, qv, kv0, kv1, g0);
+            dp = af_dot16(dp, ov, vv0, vv1, g0);
         }
         var ds = array<f32, AF_K>();
         for (var jj = 0u; jj < AF_K; jj++) {
@@ -1540,9 +1551,7 @@ fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         for (var c = 0u; c < hs4; c++) {
             let kv0 = qkv[kr0 + c];
             let kv1 = qkv[kr1 + c];
-            var a = vec4<f32>();
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[jj]), subgroupShuffle(kv0, g0 + jj), a); }
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[AF_G + jj]), subgroupShuffle(kv1, g0 + jj), a); }
+            let a = af_mix16(vec4<f32>(), ds, kv0, kv1, g0);
             if (add) {
                 if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
             }
@@ -1598,14 +1607,8 @@ fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             let ov0 = dout[orow0 + c];
             let qv1 = qkv[qrow1 + c];
             let ov1 = dout[orow1 + c];
-            for (var e = 0u; e < 4u; e++) {
-                for (var ii = 0u; ii < AF_G; ii++) {
-                    s[ii] = fma(kv[e], subgroupShuffle(qv0[e], g0 + ii), s[ii]);
-                    dp[ii] = fma(vv[e], subgroupShuffle(ov0[e], g0 + ii), dp[ii]);
-                    s[AF_G + ii] = fma(kv[e], subgroupShuffle(qv1[e], g0 + ii), s[AF_G + ii]);
-                    dp[AF_G + ii] = fma(vv[e], subgroupShuffle(ov1[e], g0 + ii), dp[AF_G + ii]);
-                }
-            }
+            s = af_dot16(s, kv, qv0, qv1, g0);
+            dp = af_dot16(dp, vv, ov0, ov1, g0);
         }
         var pr = array<f32, AF_K>();
         var ds = array<f32, AF_K>();
@@ -1628,16 +1631,8 @@ fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             let qv0 = qkv[qrow0 + c];
             let ov1 = dout[orow1 + c];
             let qv1 = qkv[qrow1 + c];
-            var dv = vec4<f32>();
-            var dk = vec4<f32>();
-            for (var ii = 0u; ii < AF_G; ii++) {
-                dv = fma(vec4<f32>(pr[ii]), subgroupShuffle(ov0, g0 + ii), dv);
-                dk = fma(vec4<f32>(ds[ii]), subgroupShuffle(qv0, g0 + ii), dk);
-            }
-            for (var ii = 0u; ii < AF_G; ii++) {
-                dv = fma(vec4<f32>(pr[AF_G + ii]), subgroupShuffle(ov1, g0 + ii), dv);
-                dk = fma(vec4<f32>(ds[AF_G + ii]), subgroupShuffle(qv1, g0 + ii), dk);
-            }
+            let dv = af_mix16(vec4<f32>(), pr, ov0, ov1, g0);
+            let dk = af_mix16(vec4<f32>(), ds, qv0, qv1, g0);
             if (add) {
                 let ki = krow + c;
                 let vi = krow + C4 + c;
@@ -1699,12 +1694,7 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             let qv = q[c];
             let kv0 = qkv[kr0 + c];
             let kv1 = qkv[kr1 + c];
-            for (var e = 0u; e < 4u; e++) {
-                for (var jj = 0u; jj < AF_G; jj++) {
-                    s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
-                    s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
-                }
-            }
+            s = af_dot16(s, qv, kv0, kv1, g0);
         }
         var bmax = NEG_INF;
         for (var jj = 0u; jj < AF_K; jj++) {
@@ -1723,10 +1713,7 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         for (var c = 0u; c < AF_HS4; c++) {
             let vv0 = qkv[kr0 + C4 + c];
             let vv1 = qkv[kr1 + C4 + c];
-            var a = o[c] * alpha;
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(pr[jj]), subgroupShuffle(vv0, g0 + jj), a); }
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(pr[AF_G + jj]), subgroupShuffle(vv1, g0 + jj), a); }
-            o[c] = a;
+            o[c] = af_mix16(o[c] * alpha, pr, vv0, vv1, g0);
         }
     }
     if (t < p.T) {
@@ -1795,14 +1782,8 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
             let vv1 = qkv[kr1 + C4 + c];
             k0[c] = kv0;
             k1[c] = kv1;
-            for (var e = 0u; e < 4u; e++) {
-                for (var jj = 0u; jj < AF_G; jj++) {
-                    s[jj] = fma(qv[e], subgroupShuffle(kv0[e], g0 + jj), s[jj]);
-                    dp[jj] = fma(ov[e], subgroupShuffle(vv0[e], g0 + jj), dp[jj]);
-                    s[AF_G + jj] = fma(qv[e], subgroupShuffle(kv1[e], g0 + jj), s[AF_G + jj]);
-                    dp[AF_G + jj] = fma(ov[e], subgroupShuffle(vv1[e], g0 + jj), dp[AF_G + jj]);
-                }
-            }
+            s = af_dot16(s, qv, kv0, kv1, g0);
+            dp = af_dot16(dp, ov, vv0, vv1, g0);
         }
         var ds = array<f32, AF_K>();
         for (var jj = 0u; jj < AF_K; jj++) {
@@ -1812,10 +1793,7 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         for (var c = 0u; c < AF_HS4; c++) {
             let kv0 = k0[c];
             let kv1 = k1[c];
-            var a = dq[c];
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[jj]), subgroupShuffle(kv0, g0 + jj), a); }
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(ds[AF_G + jj]), subgroupShuffle(kv1, g0 + jj), a); }
-            dq[c] = a;
+            dq[c] = af_mix16(dq[c], ds, kv0, kv1, g0);
         }
     }
     if (t < p.T) {
@@ -1893,14 +1871,8 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             oa0[c] = ov0;
             qa1[c] = qv1;
             oa1[c] = ov1;
-            for (var e = 0u; e < 4u; e++) {
-                for (var ii = 0u; ii < AF_G; ii++) {
-                    s[ii] = fma(kv[e], subgroupShuffle(qv0[e], g0 + ii), s[ii]);
-                    dp[ii] = fma(vv[e], subgroupShuffle(ov0[e], g0 + ii), dp[ii]);
-                    s[AF_G + ii] = fma(kv[e], subgroupShuffle(qv1[e], g0 + ii), s[AF_G + ii]);
-                    dp[AF_G + ii] = fma(vv[e], subgroupShuffle(ov1[e], g0 + ii), dp[AF_G + ii]);
-                }
-            }
+            s = af_dot16(s, kv, qv0, qv1, g0);
+            dp = af_dot16(dp, vv, ov0, ov1, g0);
         }
         var pr = array<f32, AF_K>();
         var ds = array<f32, AF_K>();
@@ -1921,18 +1893,8 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             let qv0 = qa0[c];
             let ov1 = oa1[c];
             let qv1 = qa1[c];
-            var sv = dv[c];
-            var sk = dk[c];
-            for (var ii = 0u; ii < AF_G; ii++) {
-                sv = fma(vec4<f32>(pr[ii]), subgroupShuffle(ov0, g0 + ii), sv);
-                sk = fma(vec4<f32>(ds[ii]), subgroupShuffle(qv0, g0 + ii), sk);
-            }
-            for (var ii = 0u; ii < AF_G; ii++) {
-                sv = fma(vec4<f32>(pr[AF_G + ii]), subgroupShuffle(ov1, g0 + ii), sv);
-                sk = fma(vec4<f32>(ds[AF_G + ii]), subgroupShuffle(qv1, g0 + ii), sk);
-            }
-            dv[c] = sv;
-            dk[c] = sk;
+            dv[c] = af_mix16(dv[c], pr, ov0, ov1, g0);
+            dk[c] = af_mix16(dk[c], ds, qv0, qv1, g0);
         }
     }
     if (j < p.T) {
