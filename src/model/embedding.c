@@ -104,7 +104,7 @@ int wgpt_encoder_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dwte, wgpt_view dw
     // reads this step's count from the index, so the op never changes. CPU
     // devices take the flat4 twin (ENC_FLAT_WG lanes of 4 channels a
     // workgroup) where C % 4 == 0 and the views are 16-byte aligned.
-    int flat4 = wgpt_kernel_variant_cpu(g) && C % 4 == 0 && dwte.offset % 16 == 0 && v[1].offset % 16 == 0;
+    int flat4 = wgpt_kernel_variant_cpu(g) && C % 4 == 0 && wgpt_views_vec4((const wgpt_view[]){dwte, v[1]}, 2);
     uint64_t per_wg = flat4 ? 4 * ENC_FLAT_WG : WGPT_WG;
     uint64_t groups = N * ((C + per_wg - 1) / per_wg);
     for (uint64_t v0 = 0; v0 < Vp; v0 += chunk) {
