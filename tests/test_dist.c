@@ -121,6 +121,8 @@ static double max_diff_(const wgpt_checkpoint *a, const wgpt_checkpoint *b) {
 // rank against (L1 + E1) + (L2 + E2) summed over two. 1e-6 absolute on values
 // of order 1e-1 (and relative 1e-6 on the losses) allows that and nothing
 // more: one wrong micro-batch moves the parameters by ~1e-4 after 4 steps.
+// The fp32 comparisons pass --precision fp32: the default (auto) is f16 on a
+// GPU with tensor cores, where TOL_F16 below applies.
 #define TOL 1e-6
 // In f16 the matmuls read f16 copies of the masters, rounded to 11 bits: where
 // the two runs' masters differ in their last f32 bits (above), a copy can round
@@ -133,8 +135,8 @@ static double max_diff_(const wgpt_checkpoint *a, const wgpt_checkpoint *b) {
 static void test_two_ranks_equal_accumulation(void **state) {
     (void)state;
     if (!have_mpi_()) return;
-    assert_int_equal(train_("", "one", "--steps 4 --total-batch 128 --resume none"), 0);
-    assert_int_equal(train_(MPIRUN " -np 2", "two", "--steps 4 --total-batch 128 --resume none"), 0);
+    assert_int_equal(train_("", "one", "--steps 4 --total-batch 128 --resume none --precision fp32"), 0);
+    assert_int_equal(train_(MPIRUN " -np 2", "two", "--steps 4 --total-batch 128 --resume none --precision fp32"), 0);
     double a[8], b[8];
     int na = losses_("one", a, 8), nb = losses_("two", b, 8);
     assert_int_equal(na, 4);
@@ -149,7 +151,7 @@ static void test_two_ranks_equal_accumulation(void **state) {
     print_message("2 ranks vs 1 rank x 2 micro-batches: largest parameter/moment difference %.3g\n", d);
     assert_true(d <= TOL);
     // Not the same as one rank without the second micro-batch: the test can fail.
-    assert_int_equal(train_("", "half", "--steps 4 --resume none"), 0);
+    assert_int_equal(train_("", "half", "--steps 4 --resume none --precision fp32"), 0);
     wgpt_checkpoint h;
     read_ck_("half", &h);
     assert_true(max_diff_(&x, &h) > 100 * TOL);
@@ -527,7 +529,7 @@ static void test_hostfile_two_hosts(void **state) {
              "env WGPT_RSH_LOG='%s' mpirun --allow-run-as-root --hostfile '%s' --mca plm rsh --mca plm_rsh_agent '%s/tests/dist/rsh_local.sh' "
              "-x WGPT_RSH_LOG -np 2",
              log, hosts, WGPT_SOURCE_DIR);
-    int rc = train_(launch, "hosts", "--steps 4 --total-batch 128 --resume none");
+    int rc = train_(launch, "hosts", "--steps 4 --total-batch 128 --resume none --precision fp32");
     if (rc != 0) fail_msg("exit %d\n%s", rc, log_("hosts"));
     f = fopen(log, "r");
     assert_non_null(f);  // the second rank was started through the agent
@@ -537,7 +539,7 @@ static void test_hostfile_two_hosts(void **state) {
     assert_non_null(strstr(line, "wgpt-second-host"));
     // The same training as one process of 2 micro-batches.
     wgpt_checkpoint a, b;
-    assert_int_equal(train_("", "hosts1", "--steps 4 --total-batch 128 --resume none"), 0);
+    assert_int_equal(train_("", "hosts1", "--steps 4 --total-batch 128 --resume none --precision fp32"), 0);
     read_ck_("hosts", &a), read_ck_("hosts1", &b);
     assert_true(max_diff_(&a, &b) <= TOL);
     wgpt_checkpoint_free(&a), wgpt_checkpoint_free(&b);
