@@ -36,13 +36,14 @@ TEST_SRC = $(wildcard tests/test_*.c)
 REF_SRC = $(wildcard tests/ref/*.c)
 REF_OBJ = $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(REF_SRC))
 TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
+VK_LAYER = $(BUILD)/vk/libVkLayer_wgpt_select.so $(BUILD)/vk/VkLayer_wgpt_select.json
 
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 BENCH_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(BENCH_SRC))
 
 .PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install
-all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits
+all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits $(VK_LAYER)
 
 setup:
 	@scripts/setup.sh
@@ -90,6 +91,16 @@ $(BUILD)/obj/dist/comm_mpi.o: CFLAGS_ALL += $(MPI_CFLAGS)
 $(BUILD)/obj/gpu/dawn_loader.o $(BUILD)/test_dawn_loader: CFLAGS_ALL += -DWGPT_DAWN_NODE_SHA256='"$(DAWN_NODE_SHA256)"'
 $(BUILD)/test_dawn_loader: scripts/pins.sh
 
+# VK_LAYER_WGPT_select (src/gpu/vk_select/): the Vulkan layer through which
+# wgpt opens one of several identical GPUs (Dawn offers them as one adapter).
+# Found at run time in vk/ beside the executable.
+$(BUILD)/vk/libVkLayer_wgpt_select.so: src/gpu/vk_select/layer.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
+$(BUILD)/vk/VkLayer_wgpt_select.json: src/gpu/vk_select/VkLayer_wgpt_select.json
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 $(BUILD)/embed_kernels: tools/embed_kernels.c
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS_ALL) $< -o $@
@@ -131,11 +142,13 @@ $(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gp
 # from any folder. DESTDIR is prepended for packaging.
 PREFIX ?= /usr/local
 INSTALL_FILES = $(DAWN_DIR)/dawn.node third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe
-install: $(BUILD)/wgpt
+install: $(BUILD)/wgpt $(VK_LAYER)
 	@for f in $(INSTALL_FILES); do [ -f $$f ] || { echo "install: $$f is missing: run scripts/setup.sh" >&2; exit 1; }; done
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/wgpt $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe
 	install -m 755 $(BUILD)/wgpt $(DESTDIR)$(PREFIX)/bin/wgpt
 	install -m 644 $(DAWN_DIR)/dawn.node $(DESTDIR)$(PREFIX)/lib/wgpt/dawn.node
+	install -d $(DESTDIR)$(PREFIX)/lib/wgpt/vk
+	install -m 644 $(VK_LAYER) $(DESTDIR)$(PREFIX)/lib/wgpt/vk/
 	install -m 644 third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe/
 
 # Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).

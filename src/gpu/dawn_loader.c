@@ -334,8 +334,7 @@ int wgpt_dawn_check_features_(int *checked, char *err, size_t errlen) {
     return 0;
 }
 
-// The directory of the running executable, for the path relative to it.
-static int exe_dir_(char *out, size_t cap) {
+int wgpt_exe_dir_(char *out, size_t cap) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return -1;
@@ -355,7 +354,7 @@ int wgpt_dawn_load_(char *err, size_t errlen) {
             snprintf(path, sizeof path, "%s", env);
         } else {
             char dir[PATH_MAX - 64];
-            if (exe_dir_(dir, sizeof dir) < 0) snprintf(dir, sizeof dir, ".");
+            if (wgpt_exe_dir_(dir, sizeof dir) < 0) snprintf(dir, sizeof dir, ".");
             // The build tree's copy, else where `make install` puts it (PREFIX/bin -> PREFIX/lib/wgpt).
             snprintf(path, sizeof path, "%s/../third_party/dawn/dawn.node", dir);
             if (access(path, F_OK) != 0) {

@@ -18,6 +18,10 @@
 // first call's result.
 int wgpt_dawn_load_(char *err, size_t errlen);
 
+// The directory of the running executable (files found relative to it: Dawn,
+// the device layer). Returns 0, or -1 if /proc/self/exe cannot say.
+int wgpt_exe_dir_(char *out, size_t cap);
+
 // One attempt on one file, for tests: pinned_sha256 (64 hex digits) is what a
 // Node addon must hash to (NULL: the sha compiled in). Nothing is left loaded
 // on failure; after a success, the process uses that Dawn.

@@ -1,5 +1,6 @@
 // device.c: instance, adapter and device; errors, device loss and waiting.
 #include <ctype.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "dawn_loader.h"
 #include "internal.h"
+#include "vk_devices.h"
 #include "util/clock.h"
 #include "util/err.h"
 
@@ -296,6 +298,7 @@ static int fill_info_(WGPUAdapter a, wgpt_gpu_info *out, WGPUBackendType *backen
 }
 
 #define MAX_ADAPTERS 8
+#define MAX_LISTED 16  // entries of wgpt_gpu_list: adapters, identical GPUs one by one
 
 // Dawn prints to stderr, with no callback to route it, when it trims an adapter
 // limit to fit its own tables (lavapipe's 1000000 dynamic buffers become 16) —
@@ -401,6 +404,18 @@ static WGPUInstance create_instance_(void) {
     return wgpuCreateInstance(&d);
 }
 
+// Dawn's adapters as wgpt_gpu_list numbers them (vk_devices.h).
+static int expand_(const wgpt_gpu_info *in, int n, wgpt_gpu_info *out, int *from, int max) {
+    wgpt_vk_device_ vk[WGPT_VK_MAX_DEVICES_];
+    int nvk = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(in[i].backend, "Vulkan") == 0) {
+            nvk = wgpt_vk_devices_(vk, WGPT_VK_MAX_DEVICES_);
+            break;
+        }
+    return wgpt_vk_expand_(in, n, vk, nvk, out, from, max);
+}
+
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
     if (wgpt_gpu_env_check_(err, errlen) < 0 || wgpt_dawn_load_(err, errlen) < 0) return -1;
     WGPUInstance inst = create_instance_();
@@ -415,13 +430,93 @@ int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
     filter_begin_(&quiet);
     int n = request_adapters_(inst, ad, infos, &null_only, err, errlen);
     filter_end_(&quiet);
-    for (int i = 0; i < n; i++) {
-        if (i < max) out[i] = infos[i];
-        wgpuAdapterRelease(ad[i]);
-    }
+    for (int i = 0; i < n; i++) wgpuAdapterRelease(ad[i]);
     wgpuInstanceRelease(inst);
     if (n <= 0) return -1;
-    return n < max ? n : max;
+    int from[MAX_LISTED];
+    return expand_(infos, n, out, from, max < MAX_LISTED ? max : MAX_LISTED);
+}
+
+// The manifest of VK_LAYER_WGPT_select: next to the executable (the build
+// tree's vk/), else where `make install` puts it (PREFIX/lib/wgpt/vk).
+static int layer_dir_(char *out, size_t cap) {
+    char dir[PATH_MAX - 64], path[PATH_MAX];
+    if (wgpt_exe_dir_(dir, sizeof dir) < 0) return -1;
+    static const char *const rel[] = {"vk", "../lib/wgpt/vk"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s/VkLayer_wgpt_select.json", dir, rel[i]);
+        if (access(path, R_OK) == 0) return snprintf(out, cap, "%s/%s", dir, rel[i]) < (int)cap ? 0 : -1;
+    }
+    return -1;
+}
+
+// Sets an environment variable to a value, or to `value:old` when append and
+// it was set; *saved gets the old value (NULL if unset) for restore_env_.
+static int set_env_(const char *name, const char *value, int append, char **saved) {
+    const char *old = getenv(name);
+    *saved = old ? strdup(old) : NULL;
+    if (old && !*saved) return -1;
+    char buf[PATH_MAX * 2];
+    if (append && old && *old) snprintf(buf, sizeof buf, "%s:%s", value, old);
+    else snprintf(buf, sizeof buf, "%s", value);
+    return setenv(name, buf, 1);
+}
+
+static void restore_env_(const char *name, char *saved) {
+    if (saved) setenv(name, saved, 1);
+    else unsetenv(name);
+    free(saved);
+}
+
+// Dawn's adapters on an instance whose Vulkan instances show only the device
+// of that UUID: VK_LAYER_WGPT_select, turned on for this instance alone (the
+// loader reads these variables when Dawn creates its Vulkan instance, during
+// the adapter requests).
+static int request_selected_(wgpt_gpu *g, const wgpt_gpu_info *want, WGPUAdapter *ad, wgpt_gpu_info *infos,
+                             char *err, size_t errlen) {
+    char dir[PATH_MAX];
+    if (layer_dir_(dir, sizeof dir) < 0) {
+        snprintf(err, errlen, "'%s' at %s is one of several identical GPUs, and wgpt's device layer "
+                 "(vk/VkLayer_wgpt_select.json beside the wgpt executable) is missing: run make", want->name,
+                 want->pci);
+        return -1;
+    }
+    // NODEVICE_SELECT: Mesa's device-select layer (an implicit layer where Mesa
+    // is installed) only reorders devices, and overruns its array when shown none.
+    static const char *const vars[] = {"VK_ADD_LAYER_PATH", "VK_INSTANCE_LAYERS", "WGPT_VK_SELECT_UUID",
+                                       "NODEVICE_SELECT"};
+    const char *values[] = {dir, "VK_LAYER_WGPT_select", want->select_uuid, "1"};
+    char *saved[4];
+    int bad = 0;
+    for (int i = 0; i < 4; i++) bad |= set_env_(vars[i], values[i], i < 2, &saved[i]);
+    int n = -1, null_only = 0;
+    if (bad) {
+        snprintf(err, errlen, "cannot set the environment for wgpt's device layer: out of memory");
+    } else if (!(g->instance = create_instance_())) {
+        snprintf(err, errlen, "Dawn could not create a WebGPU instance");
+    } else {
+        stderr_filter_ quiet;
+        filter_begin_(&quiet);
+        n = request_adapters_(g->instance, ad, infos, &null_only, err, errlen);
+        filter_end_(&quiet);
+    }
+    for (int i = 0; i < 4; i++) restore_env_(vars[i], saved[i]);
+    if (n <= 0) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " (opening '%s' at %s through wgpt's device layer, %s)", want->name, want->pci,
+                 dir);
+        return -1;
+    }
+    for (int i = 1; i < n; i++) wgpuAdapterRelease(ad[i]);
+    if (infos[0].vendor_id != want->vendor_id || infos[0].device_id != want->device_id) {
+        snprintf(err, errlen, "wgpt's device layer was asked for '%s' at %s, and Dawn offered '%s': is another "
+                 "Vulkan layer reordering devices?", want->name, want->pci, infos[0].name);
+        wgpuAdapterRelease(ad[0]);
+        return -1;
+    }
+    snprintf(infos[0].pci, sizeof infos[0].pci, "%s", want->pci);
+    snprintf(infos[0].select_uuid, sizeof infos[0].select_uuid, "%s", want->select_uuid);
+    return 1;
 }
 
 static int icase_contains_(const char *hay, const char *needle) {
@@ -487,6 +582,64 @@ static int env_toggles_(const char *var, char *buf, size_t cap, const char **lis
     return n;
 }
 
+// The Vulkan device of that deviceUUID alone, through VK_LAYER_WGPT_select.
+static int open_uuid_(wgpt_gpu *g, const char *uuid, WGPUAdapter *ad, wgpt_gpu_info *infos, char *err,
+                      size_t errlen) {
+    wgpt_vk_device_ vk[WGPT_VK_MAX_DEVICES_];
+    int nvk = wgpt_vk_devices_(vk, WGPT_VK_MAX_DEVICES_);
+    int k = wgpt_vk_find_uuid_(vk, nvk, uuid);
+    if (k < 0) {
+        snprintf(err, errlen, "no Vulkan device has deviceUUID '%s' (%d Vulkan device(s) found)", uuid, nvk);
+        return -1;
+    }
+    wgpt_gpu_info want;
+    memset(&want, 0, sizeof want);
+    snprintf(want.name, sizeof want.name, "%s", vk[k].name);
+    snprintf(want.pci, sizeof want.pci, "%s", vk[k].has_pci ? vk[k].pci : "no PCI address");
+    wgpt_vk_uuid_hex_(vk[k].uuid, want.select_uuid);
+    want.vendor_id = vk[k].vendor_id;
+    want.device_id = vk[k].device_id;
+    return request_selected_(g, &want, ad, infos, err, errlen);
+}
+
+// The adapter the options ask for, an index into ad (-1 with err filled).
+// *np, Dawn's adapters, changes where one of several identical GPUs is asked
+// for: then ad holds that device alone, from a new instance.
+static int pick_adapter_(wgpt_gpu *g, const wgpt_gpu_options *opt, WGPUAdapter *ad, wgpt_gpu_info *infos, int *np,
+                         char *err, size_t errlen) {
+    int pick = -1, n = *np;
+    if (opt->adapter_index >= 0) {
+        wgpt_gpu_info listed[MAX_LISTED];
+        int from[MAX_LISTED];
+        int nl = expand_(infos, n, listed, from, MAX_LISTED);
+        if (opt->adapter_index < nl && listed[opt->adapter_index].select_uuid[0]) {
+            // One of several identical GPUs: a new instance that sees only it.
+            for (int i = 0; i < n; i++) wgpuAdapterRelease(ad[i]);
+            wgpuInstanceRelease(g->instance);
+            g->instance = NULL;
+            n = *np = request_selected_(g, &listed[opt->adapter_index], ad, infos, err, errlen);
+            pick = n > 0 ? 0 : -1;
+        } else if (opt->adapter_index < nl) {
+            pick = from[opt->adapter_index];
+            snprintf(infos[pick].pci, sizeof infos[pick].pci, "%s", listed[opt->adapter_index].pci);
+        } else {
+            snprintf(err, errlen, "adapter index %d does not exist: %d adapter(s) found (see `wgpt info --list`)",
+                     opt->adapter_index, nl);
+        }
+    } else if (opt->adapter_name && *opt->adapter_name) {
+        for (int i = 0; i < n && pick < 0; i++)
+            if (icase_contains_(infos[i].name, opt->adapter_name)) pick = i;
+        if (pick < 0) {
+            int off = snprintf(err, errlen, "no adapter's name contains '%s'; found:", opt->adapter_name);
+            for (int i = 0; i < n && off > 0 && (size_t)off < errlen; i++)
+                off += snprintf(err + off, errlen - off, " [%d] %s;", i, infos[i].name);
+        }
+    } else {
+        pick = 0;
+    }
+    return pick;
+}
+
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     wgpt_gpu_options defaults = {.adapter_index = -1};
     if (!opt) opt = &defaults;
@@ -500,39 +653,28 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
         free(g);
         return NULL;
     }
-    g->instance = create_instance_();
     g->interrupt = opt->interrupt;
-    if (!g->instance) {
+    if (!opt->select_uuid && !(g->instance = create_instance_())) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
         free(g);
         return NULL;
     }
     WGPUAdapter ad[MAX_ADAPTERS];
     wgpt_gpu_info infos[MAX_ADAPTERS];
-    int null_only = 0;
-    stderr_filter_ quiet;
-    filter_begin_(&quiet);
-    int n = request_adapters_(g->instance, ad, infos, &null_only, err, errlen);
-    filter_end_(&quiet);
+    int null_only = 0, n = -1, pick = -1;
+    if (opt->select_uuid) {
+        n = open_uuid_(g, opt->select_uuid, ad, infos, err, errlen);
+        pick = 0;
+    } else {
+        stderr_filter_ quiet;
+        filter_begin_(&quiet);
+        n = request_adapters_(g->instance, ad, infos, &null_only, err, errlen);
+        filter_end_(&quiet);
+        if (n > 0) pick = pick_adapter_(g, opt, ad, infos, &n, err, errlen);
+    }
     if (n <= 0) {
         wgpt_gpu_close(g);
         return NULL;
-    }
-    int pick = -1;
-    if (opt->adapter_index >= 0) {
-        if (opt->adapter_index < n) pick = opt->adapter_index;
-        else snprintf(err, errlen, "adapter index %d does not exist: %d adapter(s) found (see `wgpt info --list`)",
-                      opt->adapter_index, n);
-    } else if (opt->adapter_name && *opt->adapter_name) {
-        for (int i = 0; i < n && pick < 0; i++)
-            if (icase_contains_(infos[i].name, opt->adapter_name)) pick = i;
-        if (pick < 0) {
-            int off = snprintf(err, errlen, "no adapter's name contains '%s'; found:", opt->adapter_name);
-            for (int i = 0; i < n && off > 0 && (size_t)off < errlen; i++)
-                off += snprintf(err + off, errlen - off, " [%d] %s;", i, infos[i].name);
-        }
-    } else {
-        pick = 0;
     }
     for (int i = 0; i < n; i++)
         if (i != pick) wgpuAdapterRelease(ad[i]);
@@ -686,7 +828,9 @@ void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
     char sg[32];
     if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);
     else snprintf(sg, sizeof sg, "%u-%u", i->subgroup_min, i->subgroup_max);
-    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | subgroup matrices %s | timestamps %s%s", i->name,
-             i->backend, i->type, sg, i->has_f16 ? "yes" : "no", i->has_subgroup_matrix ? "yes" : "no",
+    char at[24] = "";
+    if (i->pci[0]) snprintf(at, sizeof at, " (%s)", i->pci);
+    snprintf(out, outlen, "%s%s | %s | %s | subgroup %s | f16 %s | subgroup matrices %s | timestamps %s%s", i->name,
+             at, i->backend, i->type, sg, i->has_f16 ? "yes" : "no", i->has_subgroup_matrix ? "yes" : "no",
              i->has_timestamps ? "yes" : "no", i->robust ? "" : " | robustness off");
 }

@@ -32,6 +32,10 @@ typedef enum wgpt_kernels {
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
     const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
+    // NULL; else the deviceUUID (32 hex digits) of the Vulkan device to open,
+    // through VK_LAYER_WGPT_select (wgpt_gpu_list's entries for identical GPUs
+    // carry theirs in select_uuid; adapter_index reaches those by itself)
+    const char *select_uuid;
     const char *kernel_dir;    // NULL: $WGPT_KERNEL_DIR if set, else the kernels built in
     int disable_f16;           // behave as if the device had no shader-f16
     int profile;               // record GPU timestamps for every dispatch (if supported)
@@ -74,6 +78,11 @@ typedef struct wgpt_gpu_info {
     const char *backend;  // "Vulkan", "Metal", "D3D12", ... ("Null" is refused)
     const char *type;     // "discrete GPU", "integrated GPU", "CPU", "unknown"
     uint32_t vendor_id, device_id;
+    char pci[16];         // "dddd:bb:dd.f" where the Vulkan driver reports it, else ""
+    // Non-empty (32 hex digits) on one of several identical GPUs, which Dawn
+    // lists as one adapter: wgpt_gpu_open opens it through VK_LAYER_WGPT_select
+    // (src/gpu/vk_select/), which shows Dawn only the device of this deviceUUID.
+    char select_uuid[33];
     uint32_t subgroup_min, subgroup_max;
     int has_f16;          // shader-f16 enabled on this device
     int has_timestamps;   // timestamp queries enabled
@@ -107,8 +116,12 @@ typedef struct wgpt_gpu_info {
     double f16_peak_tflops;   // its dense f16 (f32 accumulation) tensor-core peak
 } wgpt_gpu_info;
 
-// Lists the adapters Dawn offers (one per power preference and backend, deduplicated).
-// Returns how many were written to out (at most max), or -1 with err filled.
+// Lists the adapters Dawn offers (one per power preference and backend,
+// deduplicated), with one entry per device where the host has several
+// identical GPUs (Dawn offers them as one adapter; the Vulkan loader tells
+// them apart): those come in PCI address order, so every process of a host
+// numbers them alike. Returns how many were written to out (at most max), or
+// -1 with err filled.
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
 
 // Opens a device on the chosen adapter with the adapter's limits, subgroups

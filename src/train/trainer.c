@@ -386,23 +386,29 @@ static int open_tokenizer_(run_ *r) {
     return 0;
 }
 
-// Ranks on one host take its adapters in turn (local rank i: adapter i of
-// wgpt_gpu_list, modulo their number) unless --adapter names one. A host with
-// one adapter (lavapipe) gives every rank the default one. Dawn's C API lists
-// adapters by power preference, so identical GPUs (two H200s) come back as
-// one: then every rank of the host shares the first GPU (measured on 2 H200s,
-// bench/RESULTS.md section 18), and rank 0 says so.
+// Each rank of a host its own GPU: local rank i takes the host's GPU i (mod
+// their number), in wgpt_gpu_list's order, which numbers identical GPUs one by
+// one. Ranks of a host without a GPU share its CPU adapter. A rank told
+// --adapter keeps it.
 static int pick_rank_gpu_(const run_ *r, wgpt_gpu_options *gpu, char *err, size_t errlen) {
     if (!r->comm || wgpt_comm_local_size(r->comm) < 2 || gpu->adapter_index >= 0 || gpu->adapter_name) return 0;
     wgpt_gpu_info list[16];
     int n = wgpt_gpu_list(list, 16, err, errlen);
     if (n < 0) return -1;
-    if (n > 1) gpu->adapter_index = wgpt_comm_local_rank(r->comm) % n;
-    else if (strcmp(list[0].type, "CPU") != 0)
-        say_(r, WARN_,
-             "the %d ranks of this host share one GPU, '%s': Dawn lists identical GPUs once, so wgpt cannot "
-             "yet give each rank its own (docs/distributed.md)",
-             wgpt_comm_local_size(r->comm), list[0].name);
+    int gpus[16], ng = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(list[i].type, "CPU") != 0) gpus[ng++] = i;
+    if (ng == 0) return 0;
+    int local = wgpt_comm_local_rank(r->comm), size = wgpt_comm_local_size(r->comm);
+    gpu->adapter_index = gpus[local % ng];
+    char line[512];
+    int off = snprintf(line, sizeof line, "the %d ranks of this host on its %d GPU(s):", size, ng);
+    for (int i = 0; i < ng && i < size && off > 0 && (size_t)off < sizeof line; i++)
+        off += snprintf(line + off, sizeof line - off, "%s %s%s%s%s", i ? "," : "", list[gpus[i]].name,
+                        list[gpus[i]].pci[0] ? " (" : "", list[gpus[i]].pci, list[gpus[i]].pci[0] ? ")" : "");
+    say_(r, INFO_, "%s\n", line);
+    if (size > ng)
+        say_(r, WARN_, "the %d ranks of this host share %d GPU(s): local rank i runs on GPU i mod %d", size, ng, ng);
     return 0;
 }
 
