@@ -153,6 +153,18 @@ static void identical_gpus_are_listed_one_by_one(void **st) {
         assert_string_equal(out[i].pci, pcis[i]);
         assert_string_equal(out[i].select_uuid, uuids[i]);  // only identical GPUs need the layer
     }
+    // Ranks of this host take its GPUs in turn, the CPU adapter never.
+    for (int i = 0; i < m; i++) out[i].type = strcmp(out[i].name, "llvmpipe") ? "discrete GPU" : "CPU";
+    static const int rank_entry[] = {0, 1, 2, 4, 0, 1};
+    for (int rank = 0; rank < 6; rank++) {
+        int ng;
+        assert_int_equal(wgpt_gpu_list_nth_gpu(out, m, rank, &ng), rank_entry[rank]);
+        assert_int_equal(ng, 4);
+    }
+    out[0].type = out[1].type = out[2].type = out[4].type = "CPU";  // a host without a GPU: no pick
+    int ng = -1;
+    assert_int_equal(wgpt_gpu_list_nth_gpu(out, m, 1, &ng), -1);
+    assert_int_equal(ng, 0);
     assert_int_equal(wgpt_vk_expand_(dawn, 4, vk, 4, out, from, 2), 2);  // max holds
     assert_int_equal(wgpt_vk_find_uuid_(vk, 4, "BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"), 1);
     assert_int_equal(wgpt_vk_find_uuid_(vk, 4, "ab"), -1);

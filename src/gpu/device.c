@@ -437,6 +437,16 @@ int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
     return expand_(infos, n, out, from, max < MAX_LISTED ? max : MAX_LISTED);
 }
 
+int wgpt_gpu_list_nth_gpu(const wgpt_gpu_info *list, int n, int i, int *ngpus) {
+    int ng = 0;
+    for (int j = 0; j < n; j++) ng += strcmp(list[j].type, "CPU") != 0;
+    if (ngpus) *ngpus = ng;
+    if (ng == 0 || i < 0) return -1;
+    for (int j = 0, seen = 0; j < n; j++)
+        if (strcmp(list[j].type, "CPU") != 0 && seen++ == i % ng) return j;
+    return -1;
+}
+
 // The manifest of VK_LAYER_WGPT_select: next to the executable (the build
 // tree's vk/), else where `make install` puts it (PREFIX/lib/wgpt/vk).
 static int layer_dir_(char *out, size_t cap) {

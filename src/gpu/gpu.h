@@ -124,6 +124,11 @@ typedef struct wgpt_gpu_info {
 // -1 with err filled.
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
 
+// The index in list of the host's GPU i (i mod the number of GPUs): the i-th
+// entry that is not a CPU adapter, so that ranks of a host can take GPUs in
+// turn. -1 if the list has no GPU. *ngpus (if not NULL) gets their number.
+int wgpt_gpu_list_nth_gpu(const wgpt_gpu_info *list, int n, int i, int *ngpus);
+
 // Opens a device on the chosen adapter with the adapter's limits, subgroups
 // (required) and, where available, shader-f16, timestamp queries,
 // subgroup-size-control and subgroup matrices.

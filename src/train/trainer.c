@@ -395,17 +395,16 @@ static int pick_rank_gpu_(const run_ *r, wgpt_gpu_options *gpu, char *err, size_
     wgpt_gpu_info list[16];
     int n = wgpt_gpu_list(list, 16, err, errlen);
     if (n < 0) return -1;
-    int gpus[16], ng = 0;
-    for (int i = 0; i < n; i++)
-        if (strcmp(list[i].type, "CPU") != 0) gpus[ng++] = i;
+    int ng, local = wgpt_comm_local_rank(r->comm), size = wgpt_comm_local_size(r->comm);
+    gpu->adapter_index = wgpt_gpu_list_nth_gpu(list, n, local, &ng);
     if (ng == 0) return 0;
-    int local = wgpt_comm_local_rank(r->comm), size = wgpt_comm_local_size(r->comm);
-    gpu->adapter_index = gpus[local % ng];
     char line[512];
     int off = snprintf(line, sizeof line, "the %d ranks of this host on its %d GPU(s):", size, ng);
-    for (int i = 0; i < ng && i < size && off > 0 && (size_t)off < sizeof line; i++)
-        off += snprintf(line + off, sizeof line - off, "%s %s%s%s%s", i ? "," : "", list[gpus[i]].name,
-                        list[gpus[i]].pci[0] ? " (" : "", list[gpus[i]].pci, list[gpus[i]].pci[0] ? ")" : "");
+    for (int i = 0; i < ng && i < size && off > 0 && (size_t)off < sizeof line; i++) {
+        const wgpt_gpu_info *e = &list[wgpt_gpu_list_nth_gpu(list, n, i, NULL)];
+        off += snprintf(line + off, sizeof line - off, "%s %s%s%s%s", i ? "," : "", e->name, e->pci[0] ? " (" : "",
+                        e->pci, e->pci[0] ? ")" : "");
+    }
     say_(r, INFO_, "%s\n", line);
     if (size > ng)
         say_(r, WARN_, "the %d ranks of this host share %d GPU(s): local rank i runs on GPU i mod %d", size, ng, ng);
