@@ -55,9 +55,20 @@ static int wait_instance_(WGPUInstance inst, volatile int *done) {
     return 0;
 }
 
+// The longest sleep between two looks at Dawn's events while waiting. A GPU
+// training step ends with a wait for its results, and a sleep of up to 1 ms
+// overshoots it: GPT-2 124M f16 on the H200 took 35.1-38.4 ms a step with 1 ms,
+// 34.3-34.6 with 64 us (bench/RESULTS.md section 17). On a CPU adapter the
+// waiting thread shares the cores that run the kernels: the demo's model took
+// 172-177 ms a step with 1 ms there and 187-203 with 64 us (one slow period of
+// a 2-core machine, alternated), so it keeps 1 ms.
+#define WAIT_CAP_GPU_NS 64000L
+#define WAIT_CAP_CPU_NS 1000000L
+
 int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what) {
     double t0 = wgpt_clock_s(), lim = wgpt_gpu_timeout_s_();
     long sleep_ns = 1000;
+    long cap = g->info.type && strcmp(g->info.type, "CPU") == 0 ? WAIT_CAP_CPU_NS : WAIT_CAP_GPU_NS;
     while (!*done) {
         wgpuInstanceProcessEvents(g->instance);
         if (*done) break;
@@ -71,7 +82,7 @@ int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what) {
         }
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000) sleep_ns *= 2;
+        if (sleep_ns < cap) sleep_ns = sleep_ns * 2 < cap ? sleep_ns * 2 : cap;
     }
     return g->failed ? -1 : 0;
 }
