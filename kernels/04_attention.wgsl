@@ -118,6 +118,45 @@ fn af_mix16(acc: vec4<f32>, w: array<f32, AF_K>, y0: vec4<f32>, y1: vec4<f32>, g
     return a;
 }
 
+// af_ds16: the score gradients of one query t over a block of 16 keys j0 ..
+// (the dq twins): ds[j] = P (dP[j] - D) scale, P = exp(s[j] scale - lse) for
+// keys j0 + j <= t, else 0.
+fn af_ds16(s: array<f32, AF_K>, dp: array<f32, AF_K>, lse_t: f32, d_t: f32, scale: f32, j0: u32,
+           t: u32) -> array<f32, AF_K> {
+    var ds = array<f32, AF_K>();
+    for (var jj = 0u; jj < AF_K; jj++) {
+        let pij = exp(s[jj] * scale - lse_t);
+        ds[jj] = select(0.0, pij * (dp[jj] - d_t) * scale, j0 + jj <= t);
+    }
+    return ds;
+}
+
+// af_key_pds16: one key j's probabilities and score gradients over a block
+// of 16 queries i0 .. (the dkdv twins), rows as af_dot16's: query i0 + ii's
+// lse and D are lane g0 + ii's lse0 and d0, query i0 + 8 + ii's its lse1 and
+// d1. P is 0 for a query before the key or past T.
+struct AfPds16 {
+    pr: array<f32, AF_K>,
+    ds: array<f32, AF_K>,
+}
+fn af_key_pds16(s: array<f32, AF_K>, dp: array<f32, AF_K>, lse0: f32, d0: f32, lse1: f32, d1: f32, g0: u32,
+                i0: u32, j: u32, T: u32, scale: f32) -> AfPds16 {
+    var r: AfPds16;
+    for (var ii = 0u; ii < AF_G; ii++) {
+        let lse_i0 = subgroupShuffle(lse0, g0 + ii);
+        let d_i0 = subgroupShuffle(d0, g0 + ii);
+        let lse_i1 = subgroupShuffle(lse1, g0 + ii);
+        let d_i1 = subgroupShuffle(d1, g0 + ii);
+        let i = i0 + ii;
+        r.pr[ii] = select(0.0, exp(s[ii] * scale - lse_i0), j <= i && i < T);
+        r.ds[ii] = r.pr[ii] * (dp[ii] - d_i0) * scale;
+        let i1 = i + AF_G;
+        r.pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * scale - lse_i1), j <= i1 && i1 < T);
+        r.ds[AF_G + ii] = r.pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * scale;
+    }
+    return r;
+}
+
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
 const_assert BK == TPR * KPT;
@@ -1296,11 +1335,7 @@ fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
                 dp[AF_G + jj] = fma(ov, subgroupShuffle(vv1, g0 + jj), dp[AF_G + jj]);
             }
         }
-        var ds = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) {
-            let pij = exp(s[jj] * p.scale - lse_t);
-            ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
-        }
+        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
         let add = live && j0 <= t;
         for (var c = 0u; c < p.hs; c++) {
             let kv0 = qkv[kr0 + c];
@@ -1372,20 +1407,9 @@ fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
                 dp[AF_G + ii] = fma(vv, subgroupShuffle(ov1, g0 + ii), dp[AF_G + ii]);
             }
         }
-        var pr = array<f32, AF_K>();
-        var ds = array<f32, AF_K>();
-        for (var ii = 0u; ii < AF_G; ii++) {
-            let lse_i0 = subgroupShuffle(lse_l0, g0 + ii);
-            let d_i0 = subgroupShuffle(d_l0, g0 + ii);
-            let lse_i1 = subgroupShuffle(lse_l1, g0 + ii);
-            let d_i1 = subgroupShuffle(d_l1, g0 + ii);
-            let i = i0 + ii;
-            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i0), j <= i && i < p.T);
-            ds[ii] = pr[ii] * (dp[ii] - d_i0) * p.scale;
-            let i1 = i + AF_G;
-            pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * p.scale - lse_i1), j <= i1 && i1 < p.T);
-            ds[AF_G + ii] = pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * p.scale;
-        }
+        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pr = pd.pr;
+        let ds = pd.ds;
         let add = live && i0 >= jb;
         let first = i0 == jb;
         for (var c = 0u; c < p.hs; c++) {
@@ -1542,11 +1566,7 @@ fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
             s = af_dot16(s, qv, kv0, kv1, g0);
             dp = af_dot16(dp, ov, vv0, vv1, g0);
         }
-        var ds = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) {
-            let pij = exp(s[jj] * p.scale - lse_t);
-            ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
-        }
+        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
         let add = live && j0 <= t;
         for (var c = 0u; c < hs4; c++) {
             let kv0 = qkv[kr0 + c];
@@ -1610,20 +1630,9 @@ fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             s = af_dot16(s, kv, qv0, qv1, g0);
             dp = af_dot16(dp, vv, ov0, ov1, g0);
         }
-        var pr = array<f32, AF_K>();
-        var ds = array<f32, AF_K>();
-        for (var ii = 0u; ii < AF_G; ii++) {
-            let lse_i0 = subgroupShuffle(lse_l0, g0 + ii);
-            let d_i0 = subgroupShuffle(d_l0, g0 + ii);
-            let lse_i1 = subgroupShuffle(lse_l1, g0 + ii);
-            let d_i1 = subgroupShuffle(d_l1, g0 + ii);
-            let i = i0 + ii;
-            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i0), j <= i && i < p.T);
-            ds[ii] = pr[ii] * (dp[ii] - d_i0) * p.scale;
-            let i1 = i + AF_G;
-            pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * p.scale - lse_i1), j <= i1 && i1 < p.T);
-            ds[AF_G + ii] = pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * p.scale;
-        }
+        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pr = pd.pr;
+        let ds = pd.ds;
         let add = live && i0 >= jb;
         let first = i0 == jb;
         for (var c = 0u; c < hs4; c++) {
@@ -1785,11 +1794,7 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
             s = af_dot16(s, qv, kv0, kv1, g0);
             dp = af_dot16(dp, ov, vv0, vv1, g0);
         }
-        var ds = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) {
-            let pij = exp(s[jj] * p.scale - lse_t);
-            ds[jj] = select(0.0, pij * (dp[jj] - d_t) * p.scale, j0 + jj <= t);
-        }
+        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
         for (var c = 0u; c < AF_HS4; c++) {
             let kv0 = k0[c];
             let kv1 = k1[c];
@@ -1874,20 +1879,9 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             s = af_dot16(s, kv, qv0, qv1, g0);
             dp = af_dot16(dp, vv, ov0, ov1, g0);
         }
-        var pr = array<f32, AF_K>();
-        var ds = array<f32, AF_K>();
-        for (var ii = 0u; ii < AF_G; ii++) {
-            let lse_i0 = subgroupShuffle(lse_l0, g0 + ii);
-            let d_i0 = subgroupShuffle(d_l0, g0 + ii);
-            let lse_i1 = subgroupShuffle(lse_l1, g0 + ii);
-            let d_i1 = subgroupShuffle(d_l1, g0 + ii);
-            let i = i0 + ii;
-            pr[ii] = select(0.0, exp(s[ii] * p.scale - lse_i0), j <= i && i < p.T);
-            ds[ii] = pr[ii] * (dp[ii] - d_i0) * p.scale;
-            let i1 = i + AF_G;
-            pr[AF_G + ii] = select(0.0, exp(s[AF_G + ii] * p.scale - lse_i1), j <= i1 && i1 < p.T);
-            ds[AF_G + ii] = pr[AF_G + ii] * (dp[AF_G + ii] - d_i1) * p.scale;
-        }
+        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pr = pd.pr;
+        let ds = pd.ds;
         for (var c = 0u; c < AF_HS4; c++) {
             let ov0 = oa0[c];
             let qv0 = qa0[c];
