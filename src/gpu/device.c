@@ -478,8 +478,9 @@ static int set_env_(const char *name, const char *value, int append, char **save
     *saved = old ? strdup(old) : NULL;
     if (old && !*saved) return -1;
     char buf[PATH_MAX * 2];
-    if (append && old && *old) snprintf(buf, sizeof buf, "%s:%s", value, old);
-    else snprintf(buf, sizeof buf, "%s", value);
+    int n = append && old && *old ? snprintf(buf, sizeof buf, "%s:%s", value, old)
+                                  : snprintf(buf, sizeof buf, "%s", value);
+    if (n < 0 || (size_t)n >= sizeof buf) return -1;  // a cut list would name another path or layer
     return setenv(name, buf, 1);
 }
 
@@ -512,7 +513,8 @@ static int request_selected_(wgpt_gpu *g, const wgpt_gpu_info *want, WGPUAdapter
     for (int i = 0; i < 4; i++) bad |= set_env_(vars[i], values[i], i < 2, &saved[i]);
     int n = -1, null_only = 0;
     if (bad) {
-        snprintf(err, errlen, "cannot set the environment for wgpt's device layer: out of memory");
+        snprintf(err, errlen, "cannot set the environment for wgpt's device layer (VK_ADD_LAYER_PATH or "
+                 "VK_INSTANCE_LAYERS too long, or out of memory)");
     } else if (!(g->instance = create_instance_())) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
     } else {

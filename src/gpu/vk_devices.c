@@ -3,6 +3,7 @@
 // identical GPUs are one adapter to it; this list tells them apart (PCI
 // address, deviceUUID) for wgpt_gpu_list and VK_LAYER_WGPT_select.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,8 @@ static int has_extension_(PFN_vkEnumerateDeviceExtensionProperties f, VkPhysical
     return found;
 }
 
-int wgpt_vk_devices_(wgpt_vk_device_ *out, int max) {
+// The list itself: one Vulkan instance of its own.
+static int list_devices_(wgpt_vk_device_ *out, int max) {
     // Left loaded: Dawn loads the same library, and unloading drivers is where they misbehave.
     static void *lib;
     if (!lib) lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -121,4 +123,18 @@ int wgpt_vk_find_uuid_(const wgpt_vk_device_ *vk, int nvk, const char *hex) {
         if (strcasecmp(h, hex) == 0) return i;
     }
     return -1;
+}
+
+// Listed once a process (an instance costs up to 0.1 s on NVIDIA, and the
+// list is read by wgpt_gpu_list and again by each open of a numbered entry).
+static wgpt_vk_device_ cached_[WGPT_VK_MAX_DEVICES_];
+static int ncached_;
+static pthread_once_t once_ = PTHREAD_ONCE_INIT;
+static void list_once_(void) { ncached_ = list_devices_(cached_, WGPT_VK_MAX_DEVICES_); }
+
+int wgpt_vk_devices_(wgpt_vk_device_ *out, int max) {
+    pthread_once(&once_, list_once_);
+    int n = ncached_ < max ? ncached_ : max;
+    memcpy(out, cached_, (size_t)(n > 0 ? n : 0) * sizeof *out);
+    return n;
 }

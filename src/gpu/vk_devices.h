@@ -20,6 +20,7 @@ typedef struct {
 // The devices that report Vulkan 1.1 or later (a deviceUUID), GPUs first, in
 // PCI address order, so that every process of a host sees the same order.
 // Returns how many (at most max); 0 where there is no Vulkan loader or instance.
+// Listed on the first call; later calls return that list.
 int wgpt_vk_devices_(wgpt_vk_device_ *out, int max);
 
 // That order: GPUs before CPU devices, devices with a PCI address before those
