@@ -36,7 +36,8 @@ TEST_SRC = $(wildcard tests/test_*.c)
 REF_SRC = $(wildcard tests/ref/*.c)
 REF_OBJ = $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(REF_SRC))
 TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
-VK_LAYER = $(BUILD)/vk/libVkLayer_wgpt_select.so $(BUILD)/vk/VkLayer_wgpt_select.json
+VK_LAYER = $(BUILD)/vk/libVkLayer_wgpt_select.so $(BUILD)/vk/VkLayer_wgpt_select.json \
+           $(BUILD)/vk/libVkLayer_wgpt_stats.so $(BUILD)/vk/VkLayer_wgpt_stats.json
 
 LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_embedded.o
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
@@ -98,6 +99,14 @@ $(BUILD)/vk/libVkLayer_wgpt_select.so: src/gpu/vk_select/layer.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
 $(BUILD)/vk/VkLayer_wgpt_select.json: src/gpu/vk_select/VkLayer_wgpt_select.json
+	@mkdir -p $(dir $@)
+	cp $< $@
+# VK_LAYER_WGPT_stats (src/gpu/vk_stats/): the driver's statistics of each
+# compute pipeline (registers, memory), on when $WGPT_KERNEL_STATS names a file.
+$(BUILD)/vk/libVkLayer_wgpt_stats.so: src/gpu/vk_stats/layer.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
+$(BUILD)/vk/VkLayer_wgpt_stats.json: src/gpu/vk_stats/VkLayer_wgpt_stats.json
 	@mkdir -p $(dir $@)
 	cp $< $@
 

@@ -45,46 +45,58 @@ alias LT = subgroup_matrix_left<f16, SGM_TK, SGM_TM>;    // SGM_TM rows x SGM_TK
 alias RT = subgroup_matrix_right<f16, SGM_TN, SGM_TK>;   // SGM_TK rows x SGM_TN columns
 alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN columns
 
-// The block: 128 x 128 outputs, 2 x 4 subgroups of 64 x 32 each (FM x FN
-// fragments), k in stages of 64. Measured on the H200 against 128 x 64
-// blocks (the earlier 4 x 2 subgroups of 2 x 4), 256 x 64, 256 x 128,
-// 128 x 256, 4 x 4 subgroups, stages of 32 and 48, no register prefetch:
-// RESULTS section 17. This file holds up to 4 x 4 fragments a subgroup:
-// SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
+// The block: 128 x BN outputs, 2 x (BN / 32) subgroups of 64 x 32 each (FM x
+// FN fragments), k in stages of BK. Two blocks, overrides set by the
+// variant markers: matmul_sgm, 128 x 128 in stages of 64 (8 subgroups), and
+// matmul_sgm_wide, 128 x 256 in stages of 32 (16 subgroups; 32, so that its
+// tiles fit 48 KiB). The H200's driver gives the 128 x 128 kernel 186
+// registers a thread, one workgroup (8 subgroups) a compute unit; the wide
+// one is held to 128 (512 threads share the 64 K registers) and runs 16
+// subgroups a unit: 4096^3 0.66 -> 0.61 ms, but it has half the blocks, so
+// src/model/linear_f16.c picks it only where the waves come out shorter
+// (RESULTS section 19). Measured against 128 x 64, 256 x 64, 256 x 128,
+// 4 x 4 subgroups, stages of 32 and 48, no register prefetch, double-buffered
+// tiles: RESULTS sections 17 and 19. This file holds up to 4 x 4 fragments a
+// subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
+override BN: u32 = 128u;            // block columns: 128 or 256
+override BK: u32 = 64u;             // k a stage: a multiple of SGM_TK (the host checks both)
 const WM: u32 = 2u;                 // subgroups down the block
-const WN: u32 = 4u;                 // and across
 const BM: u32 = 128u;               // block rows
-const BN: u32 = 128u;               // block columns
-const BK: u32 = 64u;                // k a stage
-const NT: u32 = WM * WN * SGM_SG;   // threads a workgroup
+const ROW_F: u32 = 32u;             // columns a subgroup owns (floats across its row of fragments)
+override WN: u32 = BN / ROW_F;      // subgroups across
+override NT: u32 = WM * WN * SGM_SG;   // threads a workgroup
 const FM: u32 = BM / WM / SGM_TM;   // fragments a subgroup, down
-const FN: u32 = BN / WN / SGM_TN;   // and across
+const FN: u32 = ROW_F / SGM_TN;     // and across
 const_assert FM == 4u && (FN == 4u || FN == 2u);
-const_assert BK % SGM_TK == 0u;
 const_assert SGM_TK % 8u == 0u;
 // Stage tiles in vec4<u32> (8 halves), rows padded by one vec4 against bank conflicts.
-const SA: u32 = BK / 8u + 1u;       // vec4 a row of the A tile [m][k]
-const SB: u32 = BN / 8u + 1u;       // of the B tile [k][n]
-const A_TILE: u32 = BM * SA;
-const B_TILE: u32 = BK * SB;
-const AV: u32 = BM * BK / 8u;       // vec4 a stage of A
-const BV: u32 = BK * BN / 8u;
-const APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage
-const BPT: u32 = (BV + NT - 1u) / NT;
+override SA: u32 = BK / 8u + 1u;    // vec4 a row of the A tile [m][k]
+override SB: u32 = BN / 8u + 1u;    // of the B tile [k][n]
+override A_TILE: u32 = BM * SA;
+override B_TILE: u32 = BK * SB;
+override AV: u32 = BM * BK / 8u;    // vec4 a stage of A
+override BV: u32 = BK * BN / 8u;
+override APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage (at most PT_MAX)
+override BPT: u32 = (BV + NT - 1u) / NT;
+// The private arrays' length: APT and BPT of the 128 x 128 block in stages of
+// 64; the wide block's are half and a quarter of it.
+const PT_MAX: u32 = (BM * 64u / 8u + 8u * SGM_SG - 1u) / (8u * SGM_SG);
 // Two f32 areas live in the A tile outside the stage loop (48 KiB of
 // workgroup memory would not hold them beside the tiles with 16 x 16
 // fragments): before it, the bias broadcast over SGM_TM rows (BN columns, or
 // transposed BM rows of SGM_TN), the initial accumulators' source; after it,
-// each subgroup's fragment on its way to `out` (at the edges of the output,
-// and where the product is added to it).
-const BIAS_F: u32 = max(SGM_TM * BN, BM * SGM_TN);  // floats of the bias area
-const ROW_F: u32 = BN / WN;                         // floats across a subgroup's row of fragments
-const OS: u32 = ROW_F + 4u;                          // their row stride in its out area (+4: fewer bank conflicts)
+// the subgroups' fragments on their way to `out` (at the edges of the output,
+// and where the product is added to it), OUT_SG subgroups at a time.
+override BIAS_F: u32 = max(SGM_TM * BN, BM * SGM_TN);  // floats of the bias area
+const OS: u32 = ROW_F + 4u;                          // row stride of a subgroup's out area (+4: fewer bank conflicts)
 const OUT_F: u32 = SGM_TM * OS;                      // floats of a subgroup's out area
 const OUT_PER_LANE: u32 = SGM_TM * ROW_F / SGM_SG;   // floats of it a lane stores
-const_assert BIAS_F <= 4u * A_TILE && WM * WN * OUT_F <= 4u * A_TILE && SGM_TM * ROW_F % SGM_SG == 0u;
+const OUT_SG: u32 = 8u;                              // subgroups whose out areas the A tile holds at once
+override OUT_ROUNDS: u32 = (WM * WN + OUT_SG - 1u) / OUT_SG;
+override TA_N: u32 = max(A_TILE, max(BIAS_F, OUT_SG * OUT_F) / 4u);  // vec4 of the A tile's array
+const_assert SGM_TM * ROW_F % SGM_SG == 0u;
 const NOWHERE: u32 = 0xffffffffu;
-var<workgroup> ta: array<vec4<u32>, A_TILE>;
+var<workgroup> ta: array<vec4<u32>, TA_N>;
 var<workgroup> tb: array<vec4<u32>, B_TILE>;
 
 // Float i of the A tile seen as f32 (the bias and out areas).
@@ -163,6 +175,7 @@ fn store_c(o_base: u32, c: CT, row: u32, col: u32) {
 // walked by columns so that neighbouring lanes write neighbouring floats.
 // Every subgroup calls this alike (the conditions are uniform), so the
 // barriers are too.
+@diagnostic(off, subgroup_uniformity)  // subgroupMatrixStore under `mine`, which is per subgroup
 fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0: CT, c1: CT, c2: CT, c3: CT) {
     let add = (p.flag & 1u) != 0u;
     if (!edge && !add) {
@@ -174,32 +187,39 @@ fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0
         }
         return;
     }
-    let base = sg * OUT_F;
-    subgroupMatrixStore<row_major>(&ta, base / 4u, c0, OS / 4u);
-    subgroupMatrixStore<row_major>(&ta, (base + SGM_TN) / 4u, c1, OS / 4u);
-    if (FN == 4u) {
-        subgroupMatrixStore<row_major>(&ta, (base + 2u * SGM_TN) / 4u, c2, OS / 4u);
-        subgroupMatrixStore<row_major>(&ta, (base + 3u * SGM_TN) / 4u, c3, OS / 4u);
+    for (var part = 0u; part < OUT_ROUNDS; part++) {
+        let mine = sg / OUT_SG == part;  // uniform in the subgroup
+        let base = (sg % OUT_SG) * OUT_F;
+        if (mine) {
+            subgroupMatrixStore<row_major>(&ta, base / 4u, c0, OS / 4u);
+            subgroupMatrixStore<row_major>(&ta, (base + SGM_TN) / 4u, c1, OS / 4u);
+            if (FN == 4u) {
+                subgroupMatrixStore<row_major>(&ta, (base + 2u * SGM_TN) / 4u, c2, OS / 4u);
+                subgroupMatrixStore<row_major>(&ta, (base + 3u * SGM_TN) / 4u, c3, OS / 4u);
+            }
+        }
+        workgroupBarrier();
+        if (mine) {
+            var at: array<u32, OUT_PER_LANE>;    // where each of this lane's floats goes (NOWHERE: outside the output)
+            var old: array<f32, OUT_PER_LANE>;   // the present values there
+            for (var t = 0u; t < OUT_PER_LANE; t++) {
+                let e = lane + t * SGM_SG;
+                let r = select(e / ROW_F, e % SGM_TM, transposed());
+                let q = select(e % ROW_F, e / SGM_TM, transposed());
+                let inside = row + r < p.m && col + q < p.n;
+                at[t] = select(NOWHERE, out_at(o_base, row + r, col + q), inside);
+                old[t] = 0.0;
+                if (inside && add) { old[t] = out[at[t]]; }
+            }
+            for (var t = 0u; t < OUT_PER_LANE; t++) {
+                let e = lane + t * SGM_SG;
+                let r = select(e / ROW_F, e % SGM_TM, transposed());
+                let q = select(e % ROW_F, e / SGM_TM, transposed());
+                if (at[t] != NOWHERE) { out[at[t]] = old[t] + ta_get(base + r * OS + q); }
+            }
+        }
+        workgroupBarrier();
     }
-    workgroupBarrier();
-    var at: array<u32, OUT_PER_LANE>;    // where each of this lane's floats goes (NOWHERE: outside the output)
-    var old: array<f32, OUT_PER_LANE>;   // the present values there
-    for (var t = 0u; t < OUT_PER_LANE; t++) {
-        let e = lane + t * SGM_SG;
-        let r = select(e / ROW_F, e % SGM_TM, transposed());
-        let q = select(e % ROW_F, e / SGM_TM, transposed());
-        let inside = row + r < p.m && col + q < p.n;
-        at[t] = select(NOWHERE, out_at(o_base, row + r, col + q), inside);
-        old[t] = 0.0;
-        if (inside && add) { old[t] = out[at[t]]; }
-    }
-    for (var t = 0u; t < OUT_PER_LANE; t++) {
-        let e = lane + t * SGM_SG;
-        let r = select(e / ROW_F, e % SGM_TM, transposed());
-        let q = select(e % ROW_F, e / SGM_TM, transposed());
-        if (at[t] != NOWHERE) { out[at[t]] = old[t] + ta_get(base + r * OS + q); }
-    }
-    workgroupBarrier();
 }
 
 // One BM x BN block of the output. Stage k0 + BK is read from global memory
@@ -253,8 +273,8 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
     var c3_3 = init_c(lr + 3u * SGM_TM, lc + 3u * SGM_TN);
     workgroupBarrier();  // the bias area is read before the first stage overwrites it
 
-    var ra: array<vec4<u32>, APT>;
-    var rb: array<vec4<u32>, BPT>;
+    var ra: array<vec4<u32>, PT_MAX>;
+    var rb: array<vec4<u32>, PT_MAX>;
     for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k_lo, k_hi); }
     for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k_lo, k_hi); }
     let stages = (k_hi - k_lo + BK - 1u) / BK;
@@ -308,6 +328,7 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 }
 
 // --- KERNEL: matmul_sgm ---
+// --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=32 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
               @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {

@@ -59,14 +59,61 @@ static long value_after_(const char *text, const char *prefix, const char *name,
     return -1;
 }
 
+// A kernel file's `const NAME: u32 = Nu;`, or the default of `override NAME: u32 = Nu;`.
+static long const_(const char *text, const char *name) {
+    long v = value_after_(text, "const ", name, ": u32 =");
+    return v >= 0 ? v : value_after_(text, "override ", name, ": u32 =");
+}
+
+// The value a variant marker `// --- KERNEL: variant = base with A=1,NAME=2 ---`
+// gives NAME; -1 if the marker or the name is missing.
+static long variant_value_(const char *text, const char *variant, const char *name) {
+    char head[128];
+    snprintf(head, sizeof head, "// --- KERNEL: %s = ", variant);
+    const char *l = strstr(text, head);
+    if (!l) return -1;
+    const char *end = strchr(l, '\n'), *w = strstr(l, " with ");
+    if (!w || (end && w > end)) return -1;
+    for (const char *c = w + 6; c && (!end || c < end); c = strchr(c, ',') ? strchr(c, ',') + 1 : NULL) {
+        size_t n = strlen(name);
+        if (!strncmp(c, name, n) && c[n] == '=') return strtol(c + n + 1, NULL, 10);
+    }
+    return -1;
+}
+
+// Variants whose override constants the host copies.
+typedef struct variant_pair {
+    const char *host, *macro, *kernel, *variant, *name;
+} variant_pair;
+
+static const variant_pair VARIANT_PAIRS[] = {
+    {"src/model/linear_f16.c", "SGM_WIDE_BN", "kernels/03_linear_sgm.wgsl", "matmul_sgm_wide", "BN"},
+    {"src/model/linear_f16.c", "SGM_WIDE_BK", "kernels/03_linear_sgm.wgsl", "matmul_sgm_wide", "BK"},
+};
+
+static void host_copies_match_variants(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof VARIANT_PAIRS / sizeof VARIANT_PAIRS[0]; i++) {
+        const variant_pair *p = &VARIANT_PAIRS[i];
+        char *h = tu_read_source(p->host), *k = tu_read_source(p->kernel);
+        long host = value_after_(h, "#define ", p->macro, " ");
+        long v = variant_value_(k, p->variant, p->name);
+        if (host < 0 || v < 0 || host != v)
+            fail_msg("%s: %s = %ld, but %s's variant %s sets %s=%ld", p->host, p->macro, host, p->kernel, p->variant,
+                     p->name, v);
+        free(h);
+        free(k);
+    }
+}
+
 static void host_copies_match_kernels(void **state) {
     (void)state;
     for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) {
         const pair *p = &PAIRS[i];
         char *h = tu_read_source(p->host), *k = tu_read_source(p->kernel);
         long host = value_after_(h, "#define ", p->macro, " ");
-        long a = value_after_(k, "const ", p->a, ": u32 =");
-        long b = p->b ? value_after_(k, "const ", p->b, ": u32 =") : 1;
+        long a = const_(k, p->a);
+        long b = p->b ? const_(k, p->b) : 1;
         if (host < 0 || a < 0 || b < 0 || host != a * b * (long)p->mul)
             fail_msg("%s: %s = %ld, but %s gives %s%s%s = %ld (x%u)", p->host, p->macro, host, p->kernel, p->a,
                      p->b ? " * " : "", p->b ? p->b : "", a * b, p->mul);
@@ -78,6 +125,7 @@ static void host_copies_match_kernels(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(host_copies_match_kernels),
+        cmocka_unit_test(host_copies_match_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

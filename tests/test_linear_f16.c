@@ -374,6 +374,31 @@ static void accumulate_adds_after_the_sum(void **st) {
     wgpt_gpu_close(split);
 }
 
+// The 128 x 256 block (matmul_sgm_wide: 16 subgroups, its out area used in
+// two rounds, stages of 32) at the same shapes and at whole wide blocks, with
+// every subgroup-matrix pass on it, unsplit and split in 3; and the
+// accumulate order on it.
+static void wide_block_matches_reference(void **st) {
+    (void)st;
+    if (!wgpt_linear_f16_uses_sgm(G0)) {
+        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", wgpt_gpu_get_info(G0)->name);
+        return;
+    }
+    for (uint32_t splits = 0; splits <= 3; splits += 3) {
+        wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = WGPT_SGM_WIDE, .matmul_splits = splits};
+        G = tu_gpu_open(&o);
+        const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+        printf("128 x 256 blocks%s on '%s'\n", splits ? ", every pass in 3 parts," : "", i->name);
+        shapes_();
+        check_shape_(256, 256, 512);
+        tu_rng_state = 17;
+        accumulate_adds_after_the_sum_(256, 128, 128);
+        accumulate_adds_after_the_sum_(136, 72, 200);
+        wgpt_gpu_close(G);
+        G = G0;
+    }
+}
+
 // The kernels refuse shapes they cannot take, naming the shape.
 static void refuses_bad_shapes(void **st) {
     (void)st;
@@ -403,6 +428,7 @@ int main(void) {
         cmocka_unit_test(split_passes_and_bias_match_reference),
         cmocka_unit_test(plain_matmuls_match_reference),
         cmocka_unit_test(accumulate_adds_after_the_sum),
+        cmocka_unit_test(wide_block_matches_reference),
         cmocka_unit_test(refuses_bad_shapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

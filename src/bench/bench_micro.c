@@ -83,11 +83,12 @@ static void print_step_memory_(wgpt_gpu *g, const wgpt_gpu_options *opt) {
 
 // Opens the device with timestamps if it has them (and wall_clock is 0),
 // else without: the wall clock.
-static wgpt_gpu *open_(const wgpt_gpu_options *opt, uint32_t splits, int wall_clock, int *timestamps, char *why,
-                       size_t whylen) {
+static wgpt_gpu *open_(const wgpt_gpu_options *opt, uint32_t splits, int sgm_block, int wall_clock, int *timestamps,
+                       char *why, size_t whylen) {
     char err[2048];
     wgpt_gpu_options o = *opt;
     o.matmul_splits = splits;
+    o.sgm_block = (wgpt_sgm_block)sgm_block;
     wgpt_gpu *g = NULL;
     if (!wall_clock) {
         o.profile = 1;
@@ -108,7 +109,7 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     int runs = mo->runs;
     wgpt_bench_ctx b = {.timing = {.warmup = 2, .runs = runs, .min_warmup_ms = 100}, .rng = 0x9E3779B97F4A7C15ull,
                         .only = mo->only};
-    b.g = open_(opt, mo->splits, mo->wall_clock, &b.timing.timestamps, why, sizeof why);
+    b.g = open_(opt, mo->splits, mo->sgm_block, mo->wall_clock, &b.timing.timestamps, why, sizeof why);
     if (!b.g) return -1;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(b.g);
     int cpu = strcmp(in->type, "CPU") == 0;
@@ -128,6 +129,9 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
            cpu && (scale <= 0 || width <= 0) ? "; a CPU adapter: 1/16 by default" : "");
     print_step_memory_(b.g, opt);
     if (mo->splits) printf("splits: every matmul's k in %u parts (--micro-splits)\n", mo->splits);
+    if (mo->sgm_block)
+        printf("f16 subgroup-matrix block: %s everywhere (--micro-block)\n",
+               mo->sgm_block == WGPT_SGM_WIDE ? "128 x 256 (matmul_sgm_wide)" : "128 x 128 (matmul_sgm)");
     fflush(stdout);
     int mm = mo->only != WGPT_MICRO_MEMORY, mem = !mo->only || mo->only == WGPT_MICRO_MEMORY;
     int rc = (mm && wgpt_bench_micro_matmul(&b) < 0) || (mem && wgpt_bench_micro_memory(&b) < 0) ? -1 : 0;

@@ -28,6 +28,7 @@ typedef struct wgpt_bench_micro_opts {
     int runs;        // timed runs behind each median
     int wall_clock;  // time with the wall clock even where the device has timestamps
     uint32_t splits; // 0, or every matmul's split count over k (wgpt_gpu_options.matmul_splits)
+    int sgm_block;   // wgpt_sgm_block: the f16 subgroup-matrix matmuls' block (0: per shape)
     int only;        // 0: every section; WGPT_MICRO_MATMUL, _F16 (the f16 matmul rows alone) or _MEMORY
 } wgpt_bench_micro_opts;
 

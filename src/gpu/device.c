@@ -1,6 +1,7 @@
 // device.c: instance, adapter and device; errors, device loss and waiting.
 #include <ctype.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,6 +408,8 @@ static int request_adapters_(WGPUInstance inst, WGPUAdapter *out, wgpt_gpu_info 
     return n;
 }
 
+static int stats_layer_(char *err, size_t errlen);
+
 // An instance that allows the experimental features (subgroup matrices).
 static WGPUInstance create_instance_(void) {
     static const char *const on[] = {"allow_unsafe_apis"};
@@ -428,7 +431,8 @@ static int expand_(const wgpt_gpu_info *in, int n, wgpt_gpu_info *out, int *from
 }
 
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
-    if (wgpt_gpu_env_check_(err, errlen) < 0 || wgpt_dawn_load_(err, errlen) < 0) return -1;
+    if (wgpt_gpu_env_check_(err, errlen) < 0 || stats_layer_(err, errlen) < 0 || wgpt_dawn_load_(err, errlen) < 0)
+        return -1;
     WGPUInstance inst = create_instance_();
     if (!inst) {
         snprintf(err, errlen, "Dawn could not create a WebGPU instance");
@@ -458,13 +462,16 @@ int wgpt_gpu_list_nth_gpu(const wgpt_gpu_info *list, int n, int i, int *ngpus) {
     return -1;
 }
 
-// The manifest of VK_LAYER_WGPT_select: next to the executable (the build
-// tree's vk/), else where `make install` puts it (PREFIX/lib/wgpt/vk).
+// The folder of wgpt's Vulkan layers (VkLayer_wgpt_select.json and
+// VkLayer_wgpt_stats.json): next to the executable (the build tree's vk/),
+// else where `make install` puts it (PREFIX/lib/wgpt/vk).
 static int layer_dir_(char *out, size_t cap) {
     char dir[PATH_MAX - 64], path[PATH_MAX];
     if (wgpt_exe_dir_(dir, sizeof dir) < 0) return -1;
     static const char *const rel[] = {"vk", "../lib/wgpt/vk"};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s/VkLayer_wgpt_stats.json", dir, rel[i]);
+        if (access(path, R_OK) != 0) continue;
         snprintf(path, sizeof path, "%s/%s/VkLayer_wgpt_select.json", dir, rel[i]);
         if (access(path, R_OK) == 0) return snprintf(out, cap, "%s/%s", dir, rel[i]) < (int)cap ? 0 : -1;
     }
@@ -488,6 +495,36 @@ static void restore_env_(const char *name, char *saved) {
     if (saved) setenv(name, saved, 1);
     else unsetenv(name);
     free(saved);
+}
+
+// $WGPT_KERNEL_STATS (a file): VK_LAYER_WGPT_stats on for every Vulkan
+// instance of this process, so that each pipeline's driver statistics
+// (registers, shared memory) land in that file after the kernel's name
+// (kernel.c writes the names). Set once, before Dawn's first instance.
+static pthread_once_t stats_once_ = PTHREAD_ONCE_INIT;
+static int stats_failed_;
+
+static void stats_layer_on_(void) {
+    char dir[PATH_MAX], *saved[2];
+    if (layer_dir_(dir, sizeof dir) < 0) {
+        stats_failed_ = 1;
+        return;
+    }
+    stats_failed_ = set_env_("VK_ADD_LAYER_PATH", dir, 1, &saved[0]) < 0 ||
+                    set_env_("VK_INSTANCE_LAYERS", "VK_LAYER_WGPT_stats", 1, &saved[1]) < 0;
+    free(saved[0]);
+    free(saved[1]);
+}
+
+static int stats_layer_(char *err, size_t errlen) {
+    const char *f = getenv("WGPT_KERNEL_STATS");
+    if (!f || !*f) return 0;
+    pthread_once(&stats_once_, stats_layer_on_);
+    if (!stats_failed_) return 0;
+    snprintf(err, errlen, "WGPT_KERNEL_STATS=%s asks for the kernels' driver statistics, and wgpt's Vulkan layer "
+             "(vk/VkLayer_wgpt_stats.json beside the wgpt executable) is missing or the environment could not "
+             "name it: run make", f);
+    return -1;
 }
 
 // Dawn's adapters on an instance whose Vulkan instances show only the device
@@ -666,7 +703,7 @@ static int pick_adapter_(wgpt_gpu *g, const wgpt_gpu_options *opt, WGPUAdapter *
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     wgpt_gpu_options defaults = {.adapter_index = -1};
     if (!opt) opt = &defaults;
-    if (wgpt_gpu_env_check_(err, errlen) < 0) return NULL;
+    if (wgpt_gpu_env_check_(err, errlen) < 0 || stats_layer_(err, errlen) < 0) return NULL;
     wgpt_gpu *g = calloc(1, sizeof *g);
     if (!g) {
         snprintf(err, errlen, "out of memory");
@@ -784,6 +821,7 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.cpu_kernels = opt->kernels == WGPT_KERNELS_CPU ||
                           (opt->kernels != WGPT_KERNELS_GPU && wgpt_gpu_env_kernels_(g->info.type) == WGPT_KERNELS_CPU);
     g->info.matmul_splits = opt->matmul_splits;
+    g->info.sgm_block = opt->sgm_block;
     g->batch = 1;
     if (wgpt_chip_fill_(&g->info, err, errlen) < 0) {
         wgpt_gpu_close(g);

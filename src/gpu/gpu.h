@@ -29,6 +29,11 @@ typedef enum wgpt_kernels {
     WGPT_KERNELS_CPU = 2,
 } wgpt_kernels;
 
+// Which block the f16 subgroup-matrix matmuls use (model/linear_f16.c):
+// chosen per shape (AUTO), or 128 x 128 (matmul_sgm) or 128 x 256
+// (matmul_sgm_wide) everywhere, for benchmarks and tests.
+typedef enum wgpt_sgm_block { WGPT_SGM_AUTO = 0, WGPT_SGM_BASE, WGPT_SGM_WIDE } wgpt_sgm_block;
+
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
     const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
@@ -44,6 +49,7 @@ typedef struct wgpt_gpu_options {
     int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too; also WGPT_ROBUST=1
     wgpt_kernels kernels;      // which twins the layers dispatch on this device (info.cpu_kernels)
     uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
+    wgpt_sgm_block sgm_block;  // the subgroup-matrix matmuls' block: per shape (0), or one for all (benchmarks, tests)
     // NULL, or a flag (set by the caller's signal handler) that ends a wait
     // for the GPU at once: the call fails with "interrupted" and the device
     // is left hung (see wgpt_gpu_close).
@@ -103,6 +109,7 @@ typedef struct wgpt_gpu_info {
     // one process may differ (from wgpt_gpu_options; the GPU layer only keeps them):
     int cpu_kernels;          // 1: the layers dispatch their CPU twins (options.kernels, WGPT_KERNELS, the type)
     uint32_t matmul_splits;   // options.matmul_splits
+    wgpt_sgm_block sgm_block; // options.sgm_block
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
     uint32_t max_workgroup_storage;

@@ -201,6 +201,19 @@ static void on_compilation_info_(WGPUCompilationInfoRequestStatus status, const 
     r->done = 1;
 }
 
+// With $WGPT_KERNEL_STATS (a file), the kernel's name goes there just before
+// its pipeline is made: VK_LAYER_WGPT_stats (device.c turns it on) appends the
+// driver's statistics of that pipeline after it. A kernel whose pipeline
+// Dawn found in its cache gets no statistics line.
+static void note_stats_(const char *kernel, const char *file) {
+    const char *path = getenv("WGPT_KERNEL_STATS");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "kernel %s (%s)\n", kernel, file);
+    fclose(f);
+}
+
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     const wgpt_ksrc_file *f = &g->files[k->file];
     char enables[512];
@@ -254,6 +267,7 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     pd.compute.entryPoint = wgpt_sv_(entry);
     pd.compute.constantCount = (size_t)sk->nconsts;
     pd.compute.constants = sk->nconsts ? consts : NULL;
+    note_stats_(k->name, f->label);
     wgpt_gpu_scope_push_(g);
     k->pipeline = wgpuDeviceCreateComputePipeline(g->device, &pd);
     scope = wgpt_gpu_scope_pop_(g, "compute pipeline");

@@ -8,20 +8,37 @@
 typedef struct sgm_params {
     uint32_t m, n, k;
     uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only)
-    uint32_t ks;    // k per split (sgm only; a multiple of SGM_BK), 0: none
+    uint32_t ks;    // k per split (sgm only; a multiple of the kernel's BK), 0: none
     uint32_t pad[3];
 } sgm_params;
 
 #define SGM_BM 128u         // BM, BN, BK of 03_linear_sgm.wgsl: the output block and
-#define SGM_BN 128u         // the k a stage (splits keep whole stages)
+#define SGM_BN 128u         // the k a stage (splits keep whole stages) of matmul_sgm
 #define SGM_BK 64u
+#define SGM_WIDE_BN 256u    // BN and BK of matmul_sgm_wide (its variant marker)
+#define SGM_WIDE_BK 32u
+#define SGM_WIDE_SGS 16u    // its subgroups a workgroup (matmul_sgm: 8)
+// A wide block's time over a stage of k, in sixths of a 128 x 128 block's:
+// 11 (1.83x for twice the outputs), from 4096^3 (0.606 against 0.662 ms) and
+// the logits' forward (1.428 against 1.541) on the H200, RESULTS section 19.
+#define SGM_WIDE_COST 11u
+#define SGM_BASE_COST 6u
 #define SGM_MIN_KS 2048u    // k a split keeps at least
 #define SGM_MAX_SPLITS 8u
-// Workgroups a compute unit runs at once, for the wave count: 1 for the 128 x
-// 128 block (the split counts it gives are the fastest of 1, 2 and 3 parts
-// measured at every GPT-2 124M pass on the H200, RESULTS section 17; with 2,
-// the qkv weight pass split to its loss and the fc and fcproj ones did not).
+// Workgroups a compute unit runs at once, for the wave count: 1 for both
+// blocks (the H200's driver gives matmul_sgm 186 registers a thread, so one
+// workgroup of 256 fills most of a unit's 64 K; matmul_sgm_wide's 512 threads
+// get 128 each: RESULTS section 19). The split counts it gives are the
+// fastest of 1, 2 and 3 parts measured at every GPT-2 124M pass on the H200
+// (RESULTS section 17; with 2, the qkv weight pass split to its loss).
 #define SGM_WGS_A_UNIT 1u
+
+// How an sgm pass runs: which block, and its sum over k in s parts of ks.
+typedef struct sgm_plan {
+    int wide;       // matmul_sgm_wide (128 x 256 blocks) rather than matmul_sgm
+    uint32_t s;     // parts (1: no split)
+    uint32_t ks;    // k a part (a multiple of the block's BK); 0 when s is 1
+} sgm_plan;
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -61,39 +78,54 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
     return c && (uint64_t)m * n >= (uint64_t)c->m * c->n ? c : NULL;
 }
 
-// Parts an sgm pass splits an (m, n) output's sum over k into (a forced
-// count from wgpt_gpu_options.matmul_splits instead): the fewest that keep the
-// compute units busiest, counting SGM_WGS_A_UNIT resident workgroups a unit
-// and whole waves of them (ceil(blocks s / slots) / s), with parts at least
-// SGM_MIN_KS long (shorter ones lose more to writing and adding the partials
-// than a fuller last wave gains: measured on the H200, RESULTS sections 16, 17),
-// at most SGM_MAX_SPLITS, and all partials inside `room` bytes. Returns the
-// parts, *ks the k of each.
-static uint32_t splits_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room, uint32_t *ks) {
+// How an sgm pass over an (m, n) output with a sum of k runs: the block and
+// the parts its sum over k splits into (a forced count from
+// wgpt_gpu_options.matmul_splits instead), whichever take the least time by
+// the count of whole waves of workgroups (SGM_WGS_A_UNIT resident a compute
+// unit) times the k each sums, times the block's cost (SGM_WIDE_COST /
+// SGM_BASE_COST): a wide block has half the workgroups of a 128 x 128 one
+// and runs faster for its outputs, so it wins where both fill the compute
+// units (the logits, 4096^3) and loses where the outputs are few (the
+// weight passes of GPT-2's linears). Parts are at least SGM_MIN_KS long
+// (shorter ones lose more to writing and adding the partials than a fuller
+// last wave gains: measured on the H200, RESULTS sections 16, 17), at most
+// SGM_MAX_SPLITS, and all partials inside `room` bytes. Ties keep the 128 x
+// 128 block and the fewer parts. wgpt_gpu_options.sgm_block can force one
+// block (the wide one only where the device takes 16 subgroups a workgroup).
+static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
-    *ks = 0;
-    if (!c || i->cpu_kernels) return 1;
-    uint64_t blocks = (uint64_t)((m + SGM_BM - 1) / SGM_BM) * ((n + SGM_BN - 1) / SGM_BN);
+    sgm_plan best = {0, 1, 0};
+    if (!c || i->cpu_kernels) return best;
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
-    uint64_t s = 1;
-    if (i->matmul_splits)
-        s = i->matmul_splits < k / SGM_BK ? i->matmul_splits : k / SGM_BK;
-    else
-        for (uint64_t t = 2; t <= SGM_MAX_SPLITS && t <= k / SGM_MIN_KS; t++)  // waves / t below s's
-            if ((blocks * t + slots - 1) / slots * s < (blocks * s + slots - 1) / slots * t) s = t;
-    while (s > 1 && s * m * n * 4 > room) s--;
-    if (s <= 1) return 1;
-    uint32_t per = (uint32_t)((k + s - 1) / s);
-    per = (per + SGM_BK - 1) / SGM_BK * SGM_BK;
-    *ks = per;
-    return (k + per - 1) / per;  // no empty part
+    int can_wide = i->max_invocations >= SGM_WIDE_SGS * c->sg_max;
+    int first = i->sgm_block == WGPT_SGM_WIDE && can_wide, last = i->sgm_block != WGPT_SGM_BASE && can_wide;
+    uint64_t best_cost = UINT64_MAX;
+    for (int wide = first; wide <= last; wide++) {
+        uint32_t bn = wide ? SGM_WIDE_BN : SGM_BN, bk = wide ? SGM_WIDE_BK : SGM_BK;
+        uint64_t blocks = (uint64_t)((m + SGM_BM - 1) / SGM_BM) * ((n + bn - 1) / bn);
+        uint32_t lo = 1, hi = SGM_MAX_SPLITS < k / SGM_MIN_KS ? SGM_MAX_SPLITS : k / SGM_MIN_KS;
+        if (i->matmul_splits) lo = hi = i->matmul_splits < k / bk ? i->matmul_splits : k / bk;
+        if (lo < 1) lo = 1;
+        if (hi < lo) hi = lo;
+        for (uint32_t s = lo; s <= hi; s++) {
+            if (s > 1 && (uint64_t)s * m * n * 4 > room) break;
+            uint32_t per = s > 1 ? ((k + s - 1) / s + bk - 1) / bk * bk : k;
+            uint64_t cost = (blocks * s + slots - 1) / slots * per * (wide ? SGM_WIDE_COST : SGM_BASE_COST);
+            if (cost < best_cost) {
+                best_cost = cost;
+                best = (sgm_plan){wide, s > 1 ? (k + per - 1) / per : 1, s > 1 ? per : 0};  // no empty part
+            }
+        }
+    }
+    if (best.s <= 1) best.ks = 0;
+    return best;
 }
 
 // Bytes of the partials of an (m, n) output whose sum over k splits (0: none).
 static uint64_t parts_bytes_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k) {
-    uint32_t ks, s = splits_(g, m, n, k, UINT64_MAX, &ks);
-    return s > 1 ? (uint64_t)s * m * n * 4 : 0;
+    sgm_plan pl = plan_(g, m, n, k, UINT64_MAX);
+    return pl.s > 1 ? (uint64_t)pl.s * m * n * 4 : 0;
 }
 
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -109,22 +141,24 @@ uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_
     return wgpt_linear_f16_takes_transposed(g, N, C, OC) ? (uint64_t)N * C * 2 : 0;
 }
 
-// Appends one dispatch of a pass over an (m, n) output (splits parts of k
-// ks long: partials to out, which then holds splits x m x n floats).
+// Appends one dispatch of a pass over an (m, n) output (on subgroup matrices
+// as planned: pl.s parts of k pl.ks long go as partials to out, which then
+// holds pl.s x m x n floats).
 static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
-                uint32_t m, uint32_t n, uint32_t k, uint32_t flag, uint32_t splits, uint32_t ks) {
+                uint32_t m, uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
-    int sgm = c != NULL;
-    const char *kernel = sgm ? "matmul_sgm" : KERNEL[pass];
+    int sgm = c != NULL, wide = sgm && pl.wide;
+    const char *kernel = wide ? "matmul_sgm_wide" : sgm ? "matmul_sgm" : KERNEL[pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
-    uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel file
+    uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = wide ? SGM_WIDE_BN : sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
     wgpt_view v[4] = {a, b, bias.buf ? bias : a, out};  // without a bias, a stands in (never read)
-    sgm_params p = {m, n, k, flag, splits > 1 ? ks : 0, {0, 0, 0}};
-    return wgpt_op_add(g, op, kernel, v, 4, &p, sizeof p, gx, gy, splits > 1 ? splits : 1) ? 0 : -1;
+    uint32_t parts = sgm && pl.s > 1 ? pl.s : 1;
+    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, {0, 0, 0}};
+    return wgpt_op_add(g, op, kernel, v, 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
 }
 
 // 0 if every dimension is a positive multiple of 8, else -1 naming them.
@@ -141,6 +175,9 @@ static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_vie
     return wgpt_transpose_f16(g, op, *t, inp16, N, C);
 }
 
+// The plan of a plain-kernel pass (no split; the plain kernels ignore it).
+static const sgm_plan NO_PLAN = {0, 1, 0};
+
 // One sgm pass over an (m, n) output, its sum over k split into parts in
 // scratch where the output has few blocks (as far as scratch reaches), then
 // added in order into out (dst_m x dst_n: the output as stored) with the bias
@@ -149,15 +186,15 @@ static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_
                        uint32_t n, uint32_t k, uint32_t flag, wgpt_view scratch) {
     if ((flag & 4u) && !sgm_for_(g, m, n))  // the plain kernels store only as is
         return wgpt_gpu_fail(g, "linear (f16): a transposed store needs the subgroup-matrix kernel (m=%u, n=%u)", m, n);
-    uint32_t ks, s = splits_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0, &ks);
+    sgm_plan pl = plan_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0);
     wgpt_view none = {0};
-    if (s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, m, n, k, flag, 1, 0);
-    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * m * n * 4};
+    if (pl.s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, m, n, k, flag, pl);
+    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)pl.s * m * n * 4};
     int t = (flag & 4u) != 0;
-    if (check_(g, "scratch", parts, (uint64_t)s * m * n, 4) < 0 ||
-        add_(g, op, BACKWARD_INPUT, a, b, none, parts, m, n, k, flag & 4u, s, ks) < 0)
+    if (check_(g, "scratch", parts, (uint64_t)pl.s * m * n, 4) < 0 ||
+        add_(g, op, BACKWARD_INPUT, a, b, none, parts, m, n, k, flag & 4u, pl) < 0)
         return -1;
-    return wgpt_linear_reduce_parts(g, op, parts, (flag & 2u) ? bias : none, out, t ? n : m, t ? m : n, s,
+    return wgpt_linear_reduce_parts(g, op, parts, (flag & 2u) ? bias : none, out, t ? n : m, t ? m : n, pl.s,
                                     (flag & 1u) != 0);
 }
 
@@ -189,7 +226,7 @@ int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view i
         shape_(g, N, C, OC) < 0)
         return -1;
     if (!wgpt_linear_f16_takes_transposed(g, N, C, OC))
-        return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u, 1, 0);
+        return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u, NO_PLAN);
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
     return wgpt_linear_f16_forward_t(g, op, out, t, weight16, bias, N, C, OC, scratch);
@@ -202,7 +239,7 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
         check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
     uint32_t flag = accumulate ? 1u : 0u;
-    if (!sgm_for_(g, N, C)) return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, flag, 1, 0);
+    if (!sgm_for_(g, N, C)) return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, flag, NO_PLAN);
     return split_pass_(g, op, dout16, weight16, none, dinp, N, C, OC, flag, scratch);
 }
 
@@ -223,7 +260,7 @@ int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight,
         check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
     if (!wgpt_linear_f16_takes_transposed(g, N, C, OC))
-        return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, 1, 0);
+        return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, NO_PLAN);
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
     return wgpt_linear_f16_backward_weight_t(g, op, dweight, dout16, t, N, C, OC, scratch);
