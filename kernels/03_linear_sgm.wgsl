@@ -17,8 +17,9 @@
 // vec4<u32>, 8 halves each); any size otherwise: edge blocks are zero-filled
 // on load and stored through workgroup memory with bounds checks.
 // ABI: a (f16 as vec4<u32>), b (same), bias (f32; a stand-in when unused),
-// out (f32), then `p: SgmParams`. Dispatch: one workgroup of 8 subgroups per
-// 128 x 128 output block and split: grid (ceil(n / 128), ceil(m / 128), splits).
+// out (f32), then `p: SgmParams`. Dispatch: one workgroup per 128 x BN output
+// block and split, grid (ceil(n / BN), ceil(m / 128), splits): matmul_sgm, BN
+// 128, 8 subgroups; matmul_sgm_wide, BN 256, 16 subgroups (the host picks).
 // Split-k (p.ks != 0): workgroup z sums k in [z * ks, (z + 1) * ks) and
 // writes its partial block to out[z] (m x n floats each; flag bit 2 kept,
 // bits 0 and 1 not) for matmul_split_reduce to add in order of z.
