@@ -23,9 +23,12 @@
 // O accumulates in fragments with no rescaling (a fragment cannot be scaled by
 // row). Q K^T is computed twice; with tensor cores that is cheaper than
 // keeping O in workgroup memory.
-// Grid (ceil(T / RB), NH, B), NT = 4 subgroups a workgroup (the preprocess:
-// ceil(B * NH * T / WG) through dispatch1d); subgroup g owns
-// rows g * RS .. g * RS + RS - 1 of the block in every product.
+// Grid (ceil(T / RB), NH, B), NT = 8 subgroups a workgroup (the preprocess:
+// ceil(B * NH * T / WG) through dispatch1d); subgroup g owns rows
+// (g % 4) * RS .. + RS - 1 of the block in every product, and half g / 4 of
+// its columns (of a score block, and of the output): two subgroups share
+// each 16 rows, so each holds 4 output fragments, not 8, and the H200's
+// driver gives the kernels fewer registers a thread (RESULTS section 19).
 // See docs/kernels/04_attention_sgm.md.
 
 struct AttnParams {
@@ -43,9 +46,10 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 
 const HS: u32 = 64u;           // the head size these kernels take
 const RB: u32 = 64u;           // rows of a workgroup (queries; keys in dkdv), and columns of a block
-const NSG: u32 = 4u;           // subgroups a workgroup
+const NSG: u32 = 8u;           // subgroups a workgroup: two to each RS rows, a half of the columns each
 const NT: u32 = NSG * SGM_SG;  // threads a workgroup
-const RS: u32 = RB / NSG;      // rows a subgroup
+const RS: u32 = 2u * RB / NSG; // rows a subgroup
+const HALF: u32 = RB / 2u;     // columns of a subgroup's half (of a score block, and of an output)
 const FR: u32 = RS / SGM_TM;   // fragment rows a subgroup
 const FK: u32 = HS / SGM_TK;   // fragments along d: the k of S = Q K^T (and of dP, S^T, dP^T)
 const FB: u32 = RB / SGM_TK;   // fragments along a block's columns: the k of P V, dS K, ...
@@ -65,7 +69,7 @@ const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way i
 // (the H200's), and attention.c picks these kernels only where that is the
 // engine's shape.
 const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u;
-const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u;
+const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && NSG == 8u;
 const_assert NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u && NT >= RB;
 const_assert LPT * NT * 8u == RB * HS;
 
@@ -124,9 +128,9 @@ fn frag_p(r0: u32, kk: u32) -> LT {
 
 // The scores of this subgroup's 16 rows (left fragments a0..a3 along d)
 // against the rows of a tile (tile_a or tile_b, transposed), stored to tile_s.
-fn scores(a0: LT, a1: LT, a2: LT, a3: LT, in_b: bool, r0: u32) {
-    for (var fc = 0u; fc < FS; fc++) {
-        let c0 = fc * SGM_TN;
+fn scores(a0: LT, a1: LT, a2: LT, a3: LT, in_b: bool, r0: u32, h0: u32) {
+    for (var fc = 0u; fc < FS / 2u; fc++) {
+        let c0 = h0 + fc * SGM_TN;
         var c = subgroupMatrixMultiplyAccumulate(a0, frag_t(in_b, c0, 0u), CT());
         c = subgroupMatrixMultiplyAccumulate(a1, frag_t(in_b, c0, 16u), c);
         c = subgroupMatrixMultiplyAccumulate(a2, frag_t(in_b, c0, 32u), c);
@@ -135,16 +139,12 @@ fn scores(a0: LT, a1: LT, a2: LT, a3: LT, in_b: bool, r0: u32) {
     }
 }
 
-// The eight output fragments of this subgroup's 16 rows, to tile_s.
-fn store8(r0: u32, o0: CT, o1: CT, o2: CT, o3: CT, o4: CT, o5: CT, o6: CT, o7: CT) {
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS, o0, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 8u, o1, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 16u, o2, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 24u, o3, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 32u, o4, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 40u, o5, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 48u, o6, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + 56u, o7, SS);
+// The four output fragments of this subgroup's 16 rows and half (columns h0 ..), to tile_s.
+fn store4(r0: u32, h0: u32, o0: CT, o1: CT, o2: CT, o3: CT) {
+    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0, o0, SS);
+    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 8u, o1, SS);
+    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 16u, o2, SS);
+    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 24u, o3, SS);
 }
 
 // Max and sum over the TPR threads of a score row (adjacent lanes).
@@ -193,7 +193,8 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let h = wid.y;
     let b = wid.z;
     let q0 = qb * RB;
-    let r0 = sg * RS;                           // this subgroup's rows
+    let r0 = (sg % (NSG / 2u)) * RS;            // this subgroup's rows
+    let h0 = (sg / (NSG / 2u)) * HALF;          // and its half of the columns
     let row = lidx / TPR;                       // this thread's score row and columns
     let col0 = (lidx % TPR) * CPT;
     let q = q0 + row;
@@ -220,7 +221,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             ra = fetch(b, 0u, 1u, h, lidx);
             rb = fetch(b, 0u, 2u, h, lidx);
         }
-        scores(qf0, qf1, qf2, qf3, false, r0);
+        scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
         var bm = NEG_INF;
         for (var j = 0u; j < CPT; j++) {
@@ -243,10 +244,6 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     var o1 = CT();
     var o2 = CT();
     var o3 = CT();
-    var o4 = CT();
-    var o5 = CT();
-    var o6 = CT();
-    var o7 = CT();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
@@ -257,7 +254,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             ra = fetch(b, k0 + RB, 1u, h, lidx);
             rb = fetch(b, k0 + RB, 2u, h, lidx);
         }
-        scores(qf0, qf1, qf2, qf3, false, r0);
+        scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
@@ -272,20 +269,16 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let pf = frag_p(r0, kk);
-            o0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 0u), o0);
-            o1 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 8u), o1);
-            o2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 16u), o2);
-            o3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 24u), o3);
-            o4 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 32u), o4);
-            o5 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 40u), o5);
-            o6 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 48u), o6);
-            o7 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 56u), o7);
+            o0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), o0);
+            o1 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 8u), o1);
+            o2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 16u), o2);
+            o3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), o3);
         }
     }
 
     // O through tile_s, so that rows past T are dropped and the writes are whole rows.
     workgroupBarrier();
-    store8(r0, o0, o1, o2, o3, o4, o5, o6, o7);
+    store4(r0, h0, o0, o1, o2, o3);
     workgroupBarrier();
     for (var u = lidx; u < RB * HS / 4u; u += NT) {
         let r = u / (HS / 4u);
@@ -341,7 +334,8 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let h = wid.y;
     let b = wid.z;
     let q0 = qb * RB;
-    let r0 = sg * RS;
+    let r0 = (sg % (NSG / 2u)) * RS;
+    let h0 = (sg / (NSG / 2u)) * HALF;
     let row = lidx / TPR;
     let col0 = (lidx % TPR) * CPT;
     let q = q0 + row;
@@ -370,10 +364,6 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     var o1 = CT();
     var o2 = CT();
     var o3 = CT();
-    var o4 = CT();
-    var o5 = CT();
-    var o6 = CT();
-    var o7 = CT();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
@@ -384,7 +374,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
             ra = fetch(b, k0 + RB, 1u, h, lidx);
             rb = fetch(b, k0 + RB, 2u, h, lidx);
         }
-        scores(qf0, qf1, qf2, qf3, false, r0);
+        scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
@@ -396,7 +386,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
                 pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
         }
         workgroupBarrier();
-        scores(df0, df1, df2, df3, true, r0);  // dP = dout V^T
+        scores(df0, df1, df2, df3, true, r0, h0);  // dP = dout V^T
         workgroupBarrier();
         // Each thread rewrites the P it wrote itself: no barrier between.
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
@@ -412,19 +402,15 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let sf = frag_p(r0, kk);
-            o0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 0u), o0);
-            o1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 8u), o1);
-            o2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 16u), o2);
-            o3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 24u), o3);
-            o4 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 32u), o4);
-            o5 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 40u), o5);
-            o6 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 48u), o6);
-            o7 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 56u), o7);
+            o0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0), o0);
+            o1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 8u), o1);
+            o2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 16u), o2);
+            o3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 24u), o3);
         }
     }
 
     workgroupBarrier();
-    store8(r0, o0, o1, o2, o3, o4, o5, o6, o7);
+    store4(r0, h0, o0, o1, o2, o3);
     workgroupBarrier();
     for (var u = lidx; u < RB * HS / 4u; u += NT) {
         let r = u / (HS / 4u);
@@ -495,7 +481,8 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     let h = wid.y;
     let b = wid.z;
     let k0 = kb * RB;
-    let r0 = sg * RS;
+    let r0 = (sg % (NSG / 2u)) * RS;
+    let h0 = (sg / (NSG / 2u)) * HALF;
     let row = lidx / TPR;  // this thread's key (row of S^T) and query columns
     let col0 = (lidx % TPR) * CPT;
     let key = k0 + row;
@@ -528,18 +515,10 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     var dk1 = CT();
     var dk2 = CT();
     var dk3 = CT();
-    var dk4 = CT();
-    var dk5 = CT();
-    var dk6 = CT();
-    var dk7 = CT();
     var dv0 = CT();
     var dv1 = CT();
     var dv2 = CT();
     var dv3 = CT();
-    var dv4 = CT();
-    var dv5 = CT();
-    var dv6 = CT();
-    var dv7 = CT();
     for (var qb = kb; qb < nb; qb++) {
         let q0 = qb * RB;
         workgroupBarrier();
@@ -558,7 +537,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
                 rd = delta[stat0 + min(q0 + RB + lidx, p.T - 1u)];
             }
         }
-        scores(kf0, kf1, kf2, kf3, false, r0);  // S^T = K Q^T
+        scores(kf0, kf1, kf2, kf3, false, r0, h0);  // S^T = K Q^T
         workgroupBarrier();
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
@@ -573,16 +552,12 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {  // dv += P^T dout
             let pf = frag_p(r0, kk);
-            dv0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 0u), dv0);
-            dv1 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 8u), dv1);
-            dv2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 16u), dv2);
-            dv3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 24u), dv3);
-            dv4 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 32u), dv4);
-            dv5 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 40u), dv5);
-            dv6 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 48u), dv6);
-            dv7 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, 56u), dv7);
+            dv0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), dv0);
+            dv1 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 8u), dv1);
+            dv2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 16u), dv2);
+            dv3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), dv3);
         }
-        scores(vf0, vf1, vf2, vf3, true, r0);  // dP^T = V dout^T
+        scores(vf0, vf1, vf2, vf3, true, r0, h0);  // dP^T = V dout^T
         // The barrier also keeps every subgroup's P^T reads (dv) before dS^T overwrites them.
         workgroupBarrier();
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
@@ -598,21 +573,17 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {  // dk += dS^T Q
             let sf = frag_p(r0, kk);
-            dk0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 0u), dk0);
-            dk1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 8u), dk1);
-            dk2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 16u), dk2);
-            dk3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 24u), dk3);
-            dk4 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 32u), dk4);
-            dk5 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 40u), dk5);
-            dk6 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 48u), dk6);
-            dk7 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, 56u), dk7);
+            dk0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0), dk0);
+            dk1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 8u), dk1);
+            dk2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 16u), dk2);
+            dk3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 24u), dk3);
         }
     }
 
     workgroupBarrier();
-    store8(r0, dk0, dk1, dk2, dk3, dk4, dk5, dk6, dk7);
+    store4(r0, h0, dk0, dk1, dk2, dk3);
     store_rows(k0, b, h, 1u, lidx);
-    store8(r0, dv0, dv1, dv2, dv3, dv4, dv5, dv6, dv7);
+    store4(r0, h0, dv0, dv1, dv2, dv3);
     store_rows(k0, b, h, 2u, lidx);
 }
 
