@@ -95,7 +95,7 @@ $(BUILD)/test_dawn_loader: scripts/pins.sh
 # VK_LAYER_WGPT_select (src/gpu/vk_select/): the Vulkan layer through which
 # wgpt opens one of several identical GPUs (Dawn offers them as one adapter).
 # Found at run time in vk/ beside the executable.
-$(BUILD)/vk/libVkLayer_wgpt_select.so: src/gpu/vk_select/layer.c
+$(BUILD)/vk/libVkLayer_wgpt_select.so: src/gpu/vk_select/layer.c src/gpu/vk_layer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
 $(BUILD)/vk/VkLayer_wgpt_select.json: src/gpu/vk_select/VkLayer_wgpt_select.json
@@ -103,7 +103,7 @@ $(BUILD)/vk/VkLayer_wgpt_select.json: src/gpu/vk_select/VkLayer_wgpt_select.json
 	cp $< $@
 # VK_LAYER_WGPT_stats (src/gpu/vk_stats/): the driver's statistics of each
 # compute pipeline (registers, memory), on when $WGPT_KERNEL_STATS names a file.
-$(BUILD)/vk/libVkLayer_wgpt_stats.so: src/gpu/vk_stats/layer.c
+$(BUILD)/vk/libVkLayer_wgpt_stats.so: src/gpu/vk_stats/layer.c src/gpu/vk_layer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
 $(BUILD)/vk/VkLayer_wgpt_stats.json: src/gpu/vk_stats/VkLayer_wgpt_stats.json

@@ -65,12 +65,29 @@ static void stats_follow_the_kernel_name(void **st) {
     if (in->vendor_id == 0x10de) assert_non_null(strstr(after, "Register Count="));
 }
 
+// A file wgpt cannot append to is an error that names it, before any device.
+static void unwritable_file_is_named(void **st) {
+    (void)st;
+    char dir[1024], cmd[1400], out[2048] = "";
+    assert_int_equal(tu_build_dir(dir, sizeof dir), 0);
+    snprintf(cmd, sizeof cmd, "WGPT_KERNEL_STATS=/nonexistent-wgpt-dir/stats.txt '%s/wgpt' info 2>&1", dir);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int rc = pclose(p);
+    printf("%s", out);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(out, "WGPT_KERNEL_STATS=/nonexistent-wgpt-dir/stats.txt: cannot open that file"));
+}
+
 int main(void) {
     snprintf(path_, sizeof path_, "/tmp/wgpt_kernel_stats_%ld.txt", (long)getpid());
     unlink(path_);
     setenv("WGPT_KERNEL_STATS", path_, 1);  // before the first device: the layer goes on once a process
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stats_follow_the_kernel_name),
+        cmocka_unit_test(unwritable_file_is_named),
     };
     int rc = cmocka_run_group_tests(tests, NULL, tu_group_teardown);
     unlink(path_);

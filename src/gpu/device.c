@@ -1,5 +1,6 @@
 // device.c: instance, adapter and device; errors, device loss and waiting.
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -519,6 +520,12 @@ static void stats_layer_on_(void) {
 static int stats_layer_(char *err, size_t errlen) {
     const char *f = getenv("WGPT_KERNEL_STATS");
     if (!f || !*f) return 0;
+    FILE *probe = fopen(f, "a");
+    if (!probe) {
+        snprintf(err, errlen, "WGPT_KERNEL_STATS=%s: cannot open that file to append to: %s", f, strerror(errno));
+        return -1;
+    }
+    fclose(probe);
     pthread_once(&stats_once_, stats_layer_on_);
     if (!stats_failed_) return 0;
     snprintf(err, errlen, "WGPT_KERNEL_STATS=%s asks for the kernels' driver statistics, and wgpt's Vulkan layer "

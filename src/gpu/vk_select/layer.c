@@ -10,13 +10,11 @@
 // Only instance functions are hooked; the layer takes no part in devices
 // (negotiated without vkGetDeviceProcAddr, so the loader leaves it out of
 // every device chain).
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <vulkan/vk_layer.h>
-#include <vulkan/vulkan.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "gpu/vk_layer.h"
+
 #define MAX_INSTANCES 64
 
 typedef struct {
@@ -33,15 +31,9 @@ typedef struct {
 
 static instance_ instances_[MAX_INSTANCES];
 static pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+static const wgpt_layer_table table_ = {instances_, sizeof instances_[0], MAX_INSTANCES, &lock_};
 
-static instance_ *find_(VkInstance inst) {
-    instance_ *t = NULL;
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_INSTANCES && !t; i++)
-        if (instances_[i].instance == inst) t = &instances_[i];
-    pthread_mutex_unlock(&lock_);
-    return t;
-}
+static instance_ *find_(VkInstance inst) { return wgpt_layer_find_(&table_, inst); }
 
 static int hex_(char c) {
     if (c >= '0' && c <= '9') return c - '0';
@@ -75,13 +67,8 @@ static int selected_(const instance_ *t, VkPhysicalDevice pd) {
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_instance_(const VkInstanceCreateInfo *ci,
                                                        const VkAllocationCallbacks *alloc, VkInstance *out) {
-    VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
-    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
-        link = (VkLayerInstanceCreateInfo *)link->pNext;
-    if (!link || !link->u.pLayerInfo) return VK_ERROR_INITIALIZATION_FAILED;
-    PFN_vkGetInstanceProcAddr next = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
-    link->u.pLayerInfo = link->u.pLayerInfo->pNext;  // the next layer finds its own link
-    PFN_vkCreateInstance create = (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance");
+    PFN_vkGetInstanceProcAddr next = wgpt_layer_next_instance_(ci);
+    PFN_vkCreateInstance create = next ? (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
     if (!create) return VK_ERROR_INITIALIZATION_FAILED;
     VkResult r = create(ci, alloc, out);
     if (r != VK_SUCCESS) return r;
@@ -96,18 +83,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance_(const VkInstanceCreateInf
     };
     if (!t.props2) t.props2 = (PFN_vkGetPhysicalDeviceProperties2)next(*out, "vkGetPhysicalDeviceProperties2KHR");
     t.has_uuid = read_uuid_(t.uuid);
-    int slot = -1;
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_INSTANCES && slot < 0; i++)
-        if (!instances_[i].instance) slot = i;
-    if (slot >= 0) instances_[slot] = t;
-    pthread_mutex_unlock(&lock_);
-    if (slot < 0 || !t.destroy || !t.enumerate || !t.props) {
-        if (slot >= 0) {
-            pthread_mutex_lock(&lock_);
-            memset(&instances_[slot], 0, sizeof instances_[slot]);
-            pthread_mutex_unlock(&lock_);
-        }
+    if (!t.destroy || !t.enumerate || !t.props || wgpt_layer_put_(&table_, &t) < 0) {
         if (t.destroy) t.destroy(*out, alloc);
         return VK_ERROR_INITIALIZATION_FAILED;
     }
@@ -118,9 +94,7 @@ static VKAPI_ATTR void VKAPI_CALL destroy_instance_(VkInstance inst, const VkAll
     instance_ *t = find_(inst);
     if (!t) return;
     PFN_vkDestroyInstance destroy = t->destroy;
-    pthread_mutex_lock(&lock_);
-    memset(t, 0, sizeof *t);
-    pthread_mutex_unlock(&lock_);
+    wgpt_layer_drop_(&table_, t);
     destroy(inst, alloc);
 }
 
@@ -205,12 +179,6 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc_addr_(VkInstan
     return t ? t->next_gipa(inst, name) : NULL;
 }
 
-EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v) {
-    if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT || v->loaderLayerInterfaceVersion < 2)
-        return VK_ERROR_INITIALIZATION_FAILED;
-    v->loaderLayerInterfaceVersion = 2;
-    v->pfnGetInstanceProcAddr = get_instance_proc_addr_;
-    v->pfnGetDeviceProcAddr = NULL;
-    v->pfnGetPhysicalDeviceProcAddr = NULL;
-    return VK_SUCCESS;
+WGPT_LAYER_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v) {
+    return wgpt_layer_negotiate_(v, get_instance_proc_addr_, NULL);
 }

@@ -10,18 +10,16 @@
 // whose driver has it, asks for statistics at each vkCreateComputePipelines,
 // and appends one line a pipeline executable to that file:
 //   <n> <entry point> <executable name> | <statistic>=<value> | ...
-// and keeps the last line of the calling thread for wgpt_vk_stats_last (which
-// wgpt finds with dlsym, to name the kernel the pipeline was made for).
+// (wgpt writes the kernel's name before each pipeline it makes: Dawn names
+// every entry point dawn_entry_point).
 // Nothing changes for a device whose driver lacks the extension.
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <vulkan/vk_layer.h>
-#include <vulkan/vulkan.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "gpu/vk_layer.h"
+
 #define MAX_OBJ 64
 #define EXT_NAME VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME
 
@@ -44,44 +42,18 @@ typedef struct {
 static instance_ instances_[MAX_OBJ];
 static device_ devices_[MAX_OBJ];
 static pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
-static unsigned long count_;            // pipelines reported, under lock_
-static _Thread_local char last_[2048];  // this thread's last report
-static _Thread_local unsigned long last_n_;
+static const wgpt_layer_table instance_table_ = {instances_, sizeof instances_[0], MAX_OBJ, &lock_};
+static const wgpt_layer_table device_table_ = {devices_, sizeof devices_[0], MAX_OBJ, &lock_};
+static unsigned long count_;  // pipelines reported, under lock_
 
-// The last pipeline this thread created through the layer: its number (0:
-// none yet) and its report (the first executable's line).
-EXPORT unsigned long wgpt_vk_stats_last(char *buf, size_t cap) {
-    if (buf && cap) snprintf(buf, cap, "%s", last_);
-    return last_n_;
-}
+static instance_ *find_instance_(VkInstance inst) { return wgpt_layer_find_(&instance_table_, inst); }
 
-static instance_ *find_instance_(VkInstance inst) {
-    instance_ *t = NULL;
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_OBJ && !t; i++)
-        if (instances_[i].instance == inst) t = &instances_[i];
-    pthread_mutex_unlock(&lock_);
-    return t;
-}
-
-static device_ *find_device_(VkDevice dev) {
-    device_ *t = NULL;
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_OBJ && !t; i++)
-        if (devices_[i].device == dev) t = &devices_[i];
-    pthread_mutex_unlock(&lock_);
-    return t;
-}
+static device_ *find_device_(VkDevice dev) { return wgpt_layer_find_(&device_table_, dev); }
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_instance_(const VkInstanceCreateInfo *ci,
                                                        const VkAllocationCallbacks *alloc, VkInstance *out) {
-    VkLayerInstanceCreateInfo *link = (VkLayerInstanceCreateInfo *)ci->pNext;
-    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_INSTANCE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
-        link = (VkLayerInstanceCreateInfo *)link->pNext;
-    if (!link || !link->u.pLayerInfo) return VK_ERROR_INITIALIZATION_FAILED;
-    PFN_vkGetInstanceProcAddr next = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
-    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
-    PFN_vkCreateInstance create = (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance");
+    PFN_vkGetInstanceProcAddr next = wgpt_layer_next_instance_(ci);
+    PFN_vkCreateInstance create = next ? (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
     if (!create) return VK_ERROR_INITIALIZATION_FAILED;
     VkResult r = create(ci, alloc, out);
     if (r != VK_SUCCESS) return r;
@@ -91,15 +63,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_instance_(const VkInstanceCreateInf
         .destroy = (PFN_vkDestroyInstance)next(*out, "vkDestroyInstance"),
         .extensions = (PFN_vkEnumerateDeviceExtensionProperties)next(*out, "vkEnumerateDeviceExtensionProperties"),
     };
-    int slot = -1;
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_OBJ && slot < 0; i++)
-        if (!instances_[i].instance) slot = i;
-    if (slot >= 0) instances_[slot] = t;
-    pthread_mutex_unlock(&lock_);
-    if (slot < 0 || !t.destroy || !t.extensions) {
+    if (!t.destroy || !t.extensions || wgpt_layer_put_(&instance_table_, &t) < 0) {
         if (t.destroy) t.destroy(*out, alloc);
-        if (slot >= 0) memset(&instances_[slot], 0, sizeof instances_[slot]);
         return VK_ERROR_INITIALIZATION_FAILED;
     }
     return VK_SUCCESS;
@@ -109,9 +74,7 @@ static VKAPI_ATTR void VKAPI_CALL destroy_instance_(VkInstance inst, const VkAll
     instance_ *t = find_instance_(inst);
     if (!t) return;
     PFN_vkDestroyInstance destroy = t->destroy;
-    pthread_mutex_lock(&lock_);
-    memset(t, 0, sizeof *t);
-    pthread_mutex_unlock(&lock_);
+    wgpt_layer_drop_(&instance_table_, t);
     destroy(inst, alloc);
 }
 
@@ -131,13 +94,9 @@ static int has_extension_(const instance_ *t, VkPhysicalDevice pd) {
 // driver has them (and the caller did not already ask).
 static VKAPI_ATTR VkResult VKAPI_CALL create_device_(VkPhysicalDevice pd, const VkDeviceCreateInfo *ci,
                                                      const VkAllocationCallbacks *alloc, VkDevice *out) {
-    VkLayerDeviceCreateInfo *link = (VkLayerDeviceCreateInfo *)ci->pNext;
-    while (link && !(link->sType == VK_STRUCTURE_TYPE_LOADER_DEVICE_CREATE_INFO && link->function == VK_LAYER_LINK_INFO))
-        link = (VkLayerDeviceCreateInfo *)link->pNext;
-    if (!link || !link->u.pLayerInfo) return VK_ERROR_INITIALIZATION_FAILED;
-    PFN_vkGetInstanceProcAddr gipa = link->u.pLayerInfo->pfnNextGetInstanceProcAddr;
-    PFN_vkGetDeviceProcAddr gdpa = link->u.pLayerInfo->pfnNextGetDeviceProcAddr;
-    link->u.pLayerInfo = link->u.pLayerInfo->pNext;
+    PFN_vkGetInstanceProcAddr gipa;
+    PFN_vkGetDeviceProcAddr gdpa;
+    if (wgpt_layer_next_device_(ci, &gipa, &gdpa) < 0) return VK_ERROR_INITIALIZATION_FAILED;
     instance_ *inst = NULL;  // the instance this physical device came from: any of ours answers for it
     pthread_mutex_lock(&lock_);
     for (int i = 0; i < MAX_OBJ && !inst; i++)
@@ -182,15 +141,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device_(VkPhysicalDevice pd, const 
         d.exec_props = (PFN_vkGetPipelineExecutablePropertiesKHR)gdpa(*out, "vkGetPipelineExecutablePropertiesKHR");
         d.exec_stats = (PFN_vkGetPipelineExecutableStatisticsKHR)gdpa(*out, "vkGetPipelineExecutableStatisticsKHR");
     }
-    int slot = -1;
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_OBJ && slot < 0; i++)
-        if (!devices_[i].device) slot = i;
-    if (slot >= 0) devices_[slot] = d;
-    pthread_mutex_unlock(&lock_);
-    if (slot < 0 || !d.destroy || !d.create_compute) {
+    if (!d.destroy || !d.create_compute || wgpt_layer_put_(&device_table_, &d) < 0) {
         if (d.destroy) d.destroy(*out, alloc);
-        if (slot >= 0) memset(&devices_[slot], 0, sizeof devices_[slot]);
         return VK_ERROR_INITIALIZATION_FAILED;
     }
     return VK_SUCCESS;
@@ -200,9 +152,7 @@ static VKAPI_ATTR void VKAPI_CALL destroy_device_(VkDevice dev, const VkAllocati
     device_ *d = find_device_(dev);
     if (!d) return;
     PFN_vkDestroyDevice destroy = d->destroy;
-    pthread_mutex_lock(&lock_);
-    memset(d, 0, sizeof *d);
-    pthread_mutex_unlock(&lock_);
+    wgpt_layer_drop_(&device_table_, d);
     destroy(dev, alloc);
 }
 
@@ -228,8 +178,7 @@ static void put_stat_(char *buf, size_t cap, const VkPipelineExecutableStatistic
     }
 }
 
-// One line a executable of the pipeline, to $WGPT_KERNEL_STATS and (the
-// first) to this thread's last report.
+// One line an executable of the pipeline, to $WGPT_KERNEL_STATS.
 static void report_(const device_ *d, VkPipeline pl, const char *entry) {
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pl};
     uint32_t ne = 0;
@@ -244,7 +193,7 @@ static void report_(const device_ *d, VkPipeline pl, const char *entry) {
     const char *path = getenv("WGPT_KERNEL_STATS");
     FILE *f = path && *path ? fopen(path, "a") : NULL;
     for (uint32_t i = 0; i < ne; i++) {
-        char line[sizeof last_];
+        char line[2048];
         snprintf(line, sizeof line, "%lu %s %s", n, entry ? entry : "?", ep[i].name);
         VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
                                           .pipeline = pl, .executableIndex = i};
@@ -259,10 +208,6 @@ static void report_(const device_ *d, VkPipeline pl, const char *entry) {
             }
         }
         if (f) fprintf(f, "%s\n", line);
-        if (i == 0) {
-            snprintf(last_, sizeof last_, "%s", line);
-            last_n_ = n;
-        }
     }
     if (f) fclose(f);
     free(ep);
@@ -307,12 +252,6 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL get_instance_proc_addr_(VkInstan
     return t ? t->gipa(inst, name) : NULL;
 }
 
-EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v) {
-    if (!v || v->sType != LAYER_NEGOTIATE_INTERFACE_STRUCT || v->loaderLayerInterfaceVersion < 2)
-        return VK_ERROR_INITIALIZATION_FAILED;
-    v->loaderLayerInterfaceVersion = 2;
-    v->pfnGetInstanceProcAddr = get_instance_proc_addr_;
-    v->pfnGetDeviceProcAddr = get_device_proc_addr_;
-    v->pfnGetPhysicalDeviceProcAddr = NULL;
-    return VK_SUCCESS;
+WGPT_LAYER_EXPORT VKAPI_ATTR VkResult VKAPI_CALL vkNegotiateLoaderLayerInterfaceVersion(VkNegotiateLayerInterface *v) {
+    return wgpt_layer_negotiate_(v, get_instance_proc_addr_, get_device_proc_addr_);
 }
