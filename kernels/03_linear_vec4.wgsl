@@ -9,6 +9,8 @@
 //   matmul_backward_bias_part   part[z] (n) = column sums of rows [z * ks, (z + 1) * ks) of
 //                               dout (m, n): the bias gradient where no weight pass fuses it
 //                               (the f16 mode), before matmul_split_reduce
+//   matmul_backward_bias_part_f16  the same, and dout16 = dout rounded to f16 (as cast_f16
+//                               rounds) in the same pass: the f16 mode's gradient copy
 // Shapes: n, k, ld and off multiples of 4 (every row a whole number of vec4s);
 // m any. ABI: storage buffers at bindings 0..k-1, then `p: MatmulParams`.
 // Dispatch: the matmuls one workgroup of 256 threads per 128 x 128 output
@@ -119,6 +121,11 @@ fn mm_stage(tx: u32, ty: u32, sb: u32) {
 // The k range of workgroup z: [k_begin, k_end).
 fn mm_k_begin(z: u32, ks: u32, split: u32) -> u32 { return select(0u, z * ks, split != 0u); }
 fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k, (z + 1u) * ks), split != 0u); }
+
+// matmul_backward_bias_part(_f16): a workgroup's vec4 columns, its row phases, their sums.
+const BP_V: u32 = 64u;   // vec4 columns a workgroup
+const BP_PH: u32 = 4u;   // row phases: WG / BP_V
+var<workgroup> bp_sum: array<vec4<f32>, 256>;
 
 // --- KERNEL: matmul_forward_vec4 ---
 // out[r, off + c] = sum_k inp[r, k] * weight[c, k] (+ bias[c]): both tiles
@@ -392,9 +399,6 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
 // in parts (grid (ceil(n / 256), parts)) a 768-wide gradient of 4096 rows is
 // 192 workgroups instead of 24 for matmul_backward_bias (03_linear.wgsl).
 // The partials then go through matmul_split_reduce (p.k = parts) into dbias.
-const BP_V: u32 = 64u;   // vec4 columns a workgroup
-const BP_PH: u32 = 4u;   // row phases: WG / BP_V
-var<workgroup> bp_sum: array<vec4<f32>, 256>;
 
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;        // (m, n)
 @group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;  // (parts, n)
@@ -410,6 +414,38 @@ fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin
     var s = vec4<f32>();
     if (cv < n4) {
         for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
+    }
+    bp_sum[tid] = s;
+    workgroupBarrier();
+    if (ph == 0u && cv < n4) {
+        part[wg.y * n4 + cv] = ((s + bp_sum[BP_V + tid]) + bp_sum[2u * BP_V + tid]) + bp_sum[3u * BP_V + tid];
+    }
+}
+
+// --- KERNEL: matmul_backward_bias_part_f16 ---
+// matmul_backward_bias_part (the same sums in the same order), and each vec4
+// it reads written to dout16 rounded to f16 as cast_f16 rounds it (f16_pair):
+// the f16 mode needs both of every linear's gradient, and one pass reads it
+// once instead of twice.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (m, n)
+@group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;     // (parts, n)
+@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves
+@group(0) @binding(3) var<uniform> p: MatmulParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let n4 = p.n / 4u;
+    let cv = wg.x * BP_V + tid % BP_V;
+    let ph = tid / BP_V;
+    let r0 = wg.y * p.ks;
+    let r1 = min(r0 + p.ks, p.m);
+    var s = vec4<f32>();
+    if (cv < n4) {
+        for (var r = r0 + ph; r < r1; r += BP_PH) {
+            let x = dout[r * n4 + cv];
+            s += x;
+            dout16[r * n4 + cv] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
+        }
     }
     bp_sum[tid] = s;
     workgroupBarrier();

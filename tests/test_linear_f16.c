@@ -399,6 +399,66 @@ static void wide_block_matches_reference(void **st) {
     }
 }
 
+// wgpt_linear_backward_bias_cast: the bias gradient and the gradient's f16
+// copy in one pass (matmul_backward_bias_part_f16 where the bias's GPU path
+// runs) give bit for bit what the cast and the bias give one after the other,
+// onto the same prior dbias; on the GPU kernels it is one dispatch and the
+// reduce (two ops, against the three of cast, part and reduce). On the
+// default device and on one that runs the GPU kernels even on a CPU.
+static void bias_and_cast_in_one_pass(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu *gk = tu_gpu_open(&o);
+    const uint32_t shapes[][2] = {{256, 128}, {300, 136}, {37, 12}, {4096, 64}};
+    tu_rng_state = 23;
+    for (int d = 0; d < 2; d++) {
+        wgpt_gpu *g = d ? gk : G0;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            uint32_t N = shapes[si][0], OC = shapes[si][1];
+            size_t n = (size_t)N * OC;
+            float *dout = malloc(n * 4), *prior = malloc(OC * 4);
+            tu_fill(dout, n, -3, 3), tu_fill(prior, OC, -1, 1);
+            dout[n / 2] = 1e6f, dout[n / 3] = -70000.0f;  // past f16's largest: both round to infinity
+            wgpt_buf *src = tu_upload_f32(g, dout, n, "dout");
+            wgpt_buf *h[2] = {wgpt_buf_create(g, n * 2 + 256, "d16 a"), wgpt_buf_create(g, n * 2 + 256, "d16 b")};
+            wgpt_buf *db[2] = {tu_upload_f32(g, prior, OC, "db a"), tu_upload_f32(g, prior, OC, "db b")};
+            wgpt_buf *scr = wgpt_buf_create(g, wgpt_linear_bias_scratch_bytes(g, N, OC) + 256, "scratch");
+            TU_NONNULL(g, h[0]);
+            TU_NONNULL(g, h[1]);
+            TU_NONNULL(g, scr);
+            wgpt_view vs = {src, 0, 0}, vscr = {scr, 0, 0};
+            wgpt_view vh[2] = {{h[0], 0, n * 2}, {h[1], 0, n * 2}}, vdb[2] = {{db[0], 0, 0}, {db[1], 0, 0}};
+            wgpt_op a, b;
+            wgpt_op_init(&a);
+            wgpt_op_init(&b);
+            TU_OK(g, wgpt_cast_f16(g, &a, vh[0], vs, n));
+            TU_OK(g, wgpt_linear_backward_bias(g, &a, vdb[0], vs, N, OC, vscr));
+            TU_OK(g, wgpt_linear_backward_bias_cast(g, &b, vdb[1], vh[1], vs, N, OC, vscr));
+            int fused = !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0;
+            if (fused) assert_int_equal(b.n, a.n - 1);
+            wgpt_gpu *keep = G;
+            G = g;
+            run_(&a);
+            run_(&b);
+            G = keep;
+            wgpt_op_free(&a);
+            wgpt_op_free(&b);
+            uint16_t *ha = tu_download(g, h[0], n * 2), *hb = tu_download(g, h[1], n * 2);
+            float *da = tu_download_f32(g, db[0], OC), *dbb = tu_download_f32(g, db[1], OC);
+            for (size_t i = 0; i < n; i++)
+                if (ha[i] != hb[i]) fail_msg("%ux%u on '%s': half %zu is 0x%04x, the cast gives 0x%04x", N, OC,
+                                             wgpt_gpu_get_info(g)->name, i, hb[i], ha[i]);
+            if (memcmp(da, dbb, OC * 4)) fail_msg("%ux%u on '%s': the bias gradients differ", N, OC, wgpt_gpu_get_info(g)->name);
+            printf("bias and cast %ux%u on '%s'%s: bit for bit\n", N, OC, wgpt_gpu_get_info(g)->name,
+                   fused ? " (one pass)" : " (one after the other)");
+            free(ha), free(hb), free(da), free(dbb), free(dout), free(prior);
+            wgpt_buf_free(src), wgpt_buf_free(h[0]), wgpt_buf_free(h[1]), wgpt_buf_free(db[0]), wgpt_buf_free(db[1]);
+            wgpt_buf_free(scr);
+        }
+    }
+    wgpt_gpu_close(gk);
+}
+
 // The kernels refuse shapes they cannot take, naming the shape.
 static void refuses_bad_shapes(void **st) {
     (void)st;
@@ -429,6 +489,7 @@ int main(void) {
         cmocka_unit_test(plain_matmuls_match_reference),
         cmocka_unit_test(accumulate_adds_after_the_sum),
         cmocka_unit_test(wide_block_matches_reference),
+        cmocka_unit_test(bias_and_cast_in_one_pass),
         cmocka_unit_test(refuses_bad_shapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -324,8 +324,12 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
                                        A(mm_scratch, 0)));
         return 0;
     }
-    GPU_OK(m, wgpt_cast_f16(g, op, d16_view_(m, N, OC), dout, (uint64_t)N * OC));
-    return linear_bwd16_bias_(m, op, dinp, w, l, dbias, dout, in16, N, C, OC);
+    // the gradient's f16 copy for the matmuls and the bias gradient in one pass over it
+    if (dbias.buf)
+        GPU_OK(m, wgpt_linear_backward_bias_cast(g, op, dbias, d16_view_(m, N, OC), dout, N, OC, A(mm_scratch, 0)));
+    else
+        GPU_OK(m, wgpt_cast_f16(g, op, d16_view_(m, N, OC), dout, (uint64_t)N * OC));
+    return linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC);
 }
 
 static int build_forward_(wgpt_gpt2 *m) {

@@ -3,6 +3,7 @@
 #include "model/linear.h"
 
 #include "model/linear_split.h"
+#include "model/precision.h"  // wgpt_cast_f16
 #include "model/variant.h"
 
 // The kernels' tile edges (kernels/03_linear.wgsl: TILE, BB_COLS).
@@ -43,6 +44,7 @@ static const char MM_BACKWARD_BIAS_FLAT[] = "matmul_backward_bias_flat";
 static const char MM_BACKWARD_BIAS_FLAT4[] = "matmul_backward_bias_flat4";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
 static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
+static const char MM_BIAS_PART_F16[] = "matmul_backward_bias_part_f16";
 
 static uint32_t tiles_(uint64_t n, uint32_t tile) { return (uint32_t)((n + tile - 1) / tile); }
 static uint64_t min_(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -339,8 +341,11 @@ uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t 
     return (uint64_t)bias_parts_(g, N, OC) * OC * 4;
 }
 
-int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
-                              wgpt_view scratch) {
+// The bias gradient of wgpt_linear_backward_bias; with dout16.buf, the f16
+// copy of dout too, in the same pass where the GPU path runs (else the cast
+// first, then the bias).
+static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout, uint32_t N, uint32_t OC,
+                 wgpt_view scratch) {
     if (check_sizes_(g, N, 1, OC) < 0 || check_view_(g, "dbias", dbias, OC) < 0 ||
         check_view_(g, "dout", dout, (uint64_t)N * OC) < 0)
         return -1;
@@ -348,17 +353,35 @@ int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_vi
     uint32_t parts = bias_parts_(g, N, OC);
     uint32_t ks = (N + parts - 1) / parts;
     parts = (N + ks - 1) / ks;  // no empty part
+    uint64_t half_bytes = (uint64_t)N * OC * 2;
+    int cast = dout16.buf != NULL;
+    if (cast && wgpt_view_bytes(dout16) < half_bytes)
+        return wgpt_gpu_fail(g, "linear: dout16 covers %llu bytes; the f16 copy of a %u x %u gradient needs %llu",
+                             (unsigned long long)wgpt_view_bytes(dout16), N, OC, (unsigned long long)half_bytes);
     if (scratch.buf && !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
         wgpt_view_bytes(scratch) >= (uint64_t)parts * OC * 4) {
         wgpt_view pv = sub_(scratch, 0, (uint64_t)parts * OC * 4);
-        wgpt_view v[2] = {sub_(dout, 0, (uint64_t)N * OC * 4), pv};
+        wgpt_view v[3] = {sub_(dout, 0, (uint64_t)N * OC * 4), pv, sub_(dout16, 0, half_bytes)};
         linear_params p = {N, OC, 0, 0, 0, 0, ks, 0};
-        if (!wgpt_op_add(g, op, MM_BIAS_PART, v, 2, &p, sizeof p, tiles_(OC, BIAS_PART_COLS), parts, 1))
+        if (!wgpt_op_add(g, op, cast ? MM_BIAS_PART_F16 : MM_BIAS_PART, v, cast ? 3 : 2, &p, sizeof p,
+                         tiles_(OC, BIAS_PART_COLS), parts, 1))
             return -1;
         return wgpt_linear_reduce_parts(g, op, pv, (wgpt_view){0}, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts, 1);
     }
+    if (cast && wgpt_cast_f16(g, op, dout16, dout, (uint64_t)N * OC) < 0) return -1;
     uint64_t rows_n = chunk_(g, "dout", N, OC);
     return rows_n ? backward_bias_(g, op, dbias, dout, N, OC, rows_n) : -1;
+}
+
+int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
+                              wgpt_view scratch) {
+    return bias_(g, op, dbias, (wgpt_view){0}, dout, N, OC, scratch);
+}
+
+int wgpt_linear_backward_bias_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout,
+                                   uint32_t N, uint32_t OC, wgpt_view scratch) {
+    if (!dout16.buf) return wgpt_gpu_fail(g, "linear: the bias and cast pass needs a dout16 buffer");
+    return bias_(g, op, dbias, dout16, dout, N, OC, scratch);
 }
 
 int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,

@@ -49,6 +49,14 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
 int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                               wgpt_view scratch);
 uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t OC);
+
+// wgpt_linear_backward_bias, and dout16 (N x OC halves) = dout rounded to f16
+// as wgpt_cast_f16 rounds it: the f16 mode's two uses of a linear's gradient.
+// Where the GPU path above runs, in one pass over dout
+// (matmul_backward_bias_part_f16: the same sums, the same halves); else the
+// cast and the bias one after the other.
+int wgpt_linear_backward_bias_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout,
+                                   uint32_t N, uint32_t OC, wgpt_view scratch);
 // dst (m, n) = (dst if accumulate, else 0) + the sum of nparts (m, n)
 // partials at parts, in order of the parts (matmul_split_reduce), + bias (n;
 // bias.buf NULL: none); n a multiple of 4. For other matmuls' split-k.
