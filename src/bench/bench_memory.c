@@ -135,6 +135,32 @@ done:
     return rc;
 }
 
+// What a dispatch costs by itself: DISPATCHES copies of 64 floats (one
+// workgroup each) in one run. On lavapipe that is the thread pool's wake-up
+// and the state each dispatch sets (the demo's model pays it about 115
+// times a step); on a GPU, the gap between dispatches.
+#define DISPATCHES 256
+static int dispatch_floor_(wgpt_bench_ctx *b) {
+    wgpt_buf *src = wgpt_bench_micro_buffer(b, 64, -1, 1, "dispatch src");
+    wgpt_buf *dst = src ? wgpt_buf_create(b->g, 64 * 4, "dispatch dst") : NULL;
+    wgpt_op op;
+    wgpt_op_init(&op);
+    int rc = dst ? 0 : -1;
+    for (int i = 0; i < DISPATCHES && rc == 0; i++) rc = flat_(b->g, &op, "copy", dst, src, 64, 0);
+    wgpt_microbench r;
+    if (rc == 0) rc = wgpt_microbench_time(b->g, &op, &b->timing, &r);
+    wgpt_op_free(&op);
+    wgpt_buf_free(src), wgpt_buf_free(dst);
+    if (rc < 0) {
+        fprintf(stderr, "wgpt bench: dispatch floor: %s\n", wgpt_gpu_error(b->g));
+        return -1;
+    }
+    printf("# dispatch floor: %d dispatches of a 64-float copy: %.3f ms, %.1f us a dispatch (%s)\n", DISPATCHES, r.ms,
+           r.ms * 1e3 / DISPATCHES, r.timestamps ? "GPU timestamps, a compute pass each" : "wall clock");
+    fflush(stdout);
+    return 0;
+}
+
 int wgpt_bench_micro_memory(wgpt_bench_ctx *b) {
     mem_arrays m = {.n = wgpt_bench_micro_scaled(64u << 20, b->scale, 1024)};
     printf("# memory  kernel             MB moved         ms      GB/s  of copy   (bytes read + written once / "
@@ -147,5 +173,5 @@ int wgpt_bench_micro_memory(wgpt_bench_ctx *b) {
     if (m.b && !m.d) fprintf(stderr, "wgpt bench: memory arrays: %s\n", wgpt_gpu_error(b->g));
     if (m.d) rc = arrays_(b, &m);
     wgpt_buf_free(m.a), wgpt_buf_free(m.b), wgpt_buf_free(m.c), wgpt_buf_free(m.d);
-    return rc < 0 ? -1 : cross_entropy_(b, &m);
+    return rc < 0 || cross_entropy_(b, &m) < 0 ? -1 : dispatch_floor_(b);
 }
