@@ -459,6 +459,59 @@ static void bias_and_cast_in_one_pass(void **st) {
     wgpt_gpu_close(gk);
 }
 
+// The block and split choice (wgpt_linear_f16_plan) on a made-up H200: 132
+// compute units, 16 x 8 x 16 fragments in subgroups of 32, 1024 invocations
+// a workgroup. At GPT-2 124M's shapes (4 x 1024 tokens) the wide block takes
+// the passes whose outputs fill the units, the 128 x 128 one the weight
+// passes of few blocks (RESULTS section 19); forced blocks and split counts,
+// a device without 16 subgroups a workgroup, scratch too small for partials
+// and CPU kernels are followed.
+static void block_and_split_choice(void **st) {
+    (void)st;
+    wgpt_gpu_info h = {0};
+    h.has_subgroup_matrix = 1, h.n_matrix_configs = 1, h.sgm_config = 0;
+    h.matrix_configs[0] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 8, 16, 32, 32};
+    h.compute_units = 132, h.max_invocations = 1024;
+    const struct { uint32_t m, n, k; int wide; uint32_t s, ks; const char *what; } want[] = {
+        {2304, 4096, 768, 0, 1, 0, "qkv forward (stored transposed)"},
+        {4096, 768, 2304, 1, 1, 0, "qkv input pass"},
+        {768, 2304, 4096, 1, 2, 2048, "qkv weight pass"},
+        {768, 4096, 768, 1, 1, 0, "attproj forward"},
+        {768, 768, 4096, 0, 2, 2048, "attproj weight pass"},
+        {768, 3072, 4096, 0, 2, 2048, "fc weight pass"},
+        {4096, 768, 50304, 1, 4, 12576, "logits input pass"},
+        {768, 50304, 4096, 1, 1, 0, "logits weight pass"},
+        {4096, 4096, 4096, 1, 1, 0, "4096^3"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        wgpt_sgm_plan p = wgpt_linear_f16_plan(&h, want[i].m, want[i].n, want[i].k, UINT64_MAX);
+        printf("%-32s %5u x %5u x %5u: %s, %u part(s) of %u\n", want[i].what, want[i].m, want[i].n, want[i].k,
+               p.wide ? "128 x 256" : "128 x 128", p.s, p.ks ? p.ks : want[i].k);
+        if (p.wide != want[i].wide || p.s != want[i].s || p.ks != want[i].ks)
+            fail_msg("%s: wide %d, %u parts of %u; want wide %d, %u parts of %u", want[i].what, p.wide, p.s, p.ks,
+                     want[i].wide, want[i].s, want[i].ks);
+    }
+    // partials that do not fit: no split, and then the 128 x 128 block has more workgroups
+    wgpt_sgm_plan p = wgpt_linear_f16_plan(&h, 768, 2304, 4096, 0);
+    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 1), assert_int_equal(p.ks, 0);
+    // forced blocks
+    h.sgm_block = WGPT_SGM_BASE;
+    assert_int_equal(wgpt_linear_f16_plan(&h, 4096, 4096, 4096, UINT64_MAX).wide, 0);
+    h.sgm_block = WGPT_SGM_WIDE;
+    assert_int_equal(wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX).wide, 1);
+    h.max_invocations = 256;  // 16 subgroups of 32 do not fit a workgroup: never the wide block
+    assert_int_equal(wgpt_linear_f16_plan(&h, 4096, 4096, 4096, UINT64_MAX).wide, 0);
+    h.max_invocations = 1024, h.sgm_block = WGPT_SGM_AUTO;
+    // a forced split count: 3 parts of whole 64-deep stages
+    h.matmul_splits = 3;
+    p = wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX);
+    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 3), assert_int_equal(p.ks, 1408);
+    h.matmul_splits = 0;
+    h.cpu_kernels = 1;
+    p = wgpt_linear_f16_plan(&h, 4096, 4096, 4096, UINT64_MAX);
+    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 1);
+}
+
 // The kernels refuse shapes they cannot take, naming the shape.
 static void refuses_bad_shapes(void **st) {
     (void)st;
@@ -490,6 +543,7 @@ int main(void) {
         cmocka_unit_test(accumulate_adds_after_the_sum),
         cmocka_unit_test(wide_block_matches_reference),
         cmocka_unit_test(bias_and_cast_in_one_pass),
+        cmocka_unit_test(block_and_split_choice),
         cmocka_unit_test(refuses_bad_shapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

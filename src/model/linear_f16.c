@@ -33,12 +33,7 @@ typedef struct sgm_params {
 // (RESULTS section 17; with 2, the qkv weight pass split to its loss).
 #define SGM_WGS_A_UNIT 1u
 
-// How an sgm pass runs: which block, and its sum over k in s parts of ks.
-typedef struct sgm_plan {
-    int wide;       // matmul_sgm_wide (128 x 256 blocks) rather than matmul_sgm
-    uint32_t s;     // parts (1: no split)
-    uint32_t ks;    // k a part (a multiple of the block's BK); 0 when s is 1
-} sgm_plan;
+typedef wgpt_sgm_plan sgm_plan;
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -92,11 +87,10 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
 // SGM_MAX_SPLITS, and all partials inside `room` bytes. Ties keep the 128 x
 // 128 block and the fewer parts. wgpt_gpu_options.sgm_block can force one
 // block (the wide one only where the device takes 16 subgroups a workgroup).
-static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
-    const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
-    const wgpt_matrix_config *c = sgm_for_(g, m, n);
+wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
     sgm_plan best = {0, 1, 0};
-    if (!c || i->cpu_kernels) return best;
+    if (!i->has_subgroup_matrix || i->sgm_config < 0 || i->cpu_kernels) return best;
+    const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
     int can_wide = i->max_invocations >= SGM_WIDE_SGS * c->sg_max;
     int first = i->sgm_block == WGPT_SGM_WIDE && can_wide, last = i->sgm_block != WGPT_SGM_BASE && can_wide;
@@ -108,8 +102,9 @@ static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uin
         if (i->matmul_splits) lo = hi = i->matmul_splits < k / bk ? i->matmul_splits : k / bk;
         if (lo < 1) lo = 1;
         if (hi < lo) hi = lo;
-        for (uint32_t s = lo; s <= hi; s++) {
-            if (s > 1 && (uint64_t)s * m * n * 4 > room) break;
+        for (uint32_t t = lo; t <= hi; t++) {
+            uint32_t s = t;
+            while (s > 1 && (uint64_t)s * m * n * 4 > room) s--;  // the partials must fit the room
             uint32_t per = s > 1 ? ((k + s - 1) / s + bk - 1) / bk * bk : k;
             uint64_t cost = (blocks * s + slots - 1) / slots * per * (wide ? SGM_WIDE_COST : SGM_BASE_COST);
             if (cost < best_cost) {
@@ -120,6 +115,12 @@ static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uin
     }
     if (best.s <= 1) best.ks = 0;
     return best;
+}
+
+// The plan of a pass on g; outputs that take the plain kernels (sgm_for_) get none.
+static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
+    static const sgm_plan none = {0, 1, 0};
+    return sgm_for_(g, m, n) ? wgpt_linear_f16_plan(wgpt_gpu_get_info(g), m, n, k, room) : none;
 }
 
 // Bytes of the partials of an (m, n) output whose sum over k splits (0: none).

@@ -39,6 +39,19 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
 // transposed into inp_t first on subgroup matrices.
 int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16, wgpt_view inp16,
                                     uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch);
+// How a subgroup-matrix pass over an (m, n) output with a sum of k runs on
+// a device described by info: the block (matmul_sgm_wide's 128 x 256 or
+// matmul_sgm's 128 x 128) and the parts of k, whichever give the least whole
+// waves x k a part x the block's cost, partials inside `room` bytes (see
+// docs/kernels/03_linear_sgm.md). {0, 1, 0} where info runs no such kernels.
+// The passes above use it; public for tests of the choice on made-up devices.
+typedef struct wgpt_sgm_plan {
+    int wide;     // matmul_sgm_wide rather than matmul_sgm
+    uint32_t s;   // parts of k (1: no split)
+    uint32_t ks;  // k a part (a multiple of the block's BK); 0 when s is 1
+} wgpt_sgm_plan;
+wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *info, uint32_t m, uint32_t n, uint32_t k, uint64_t room);
+
 // Bytes of scratch that let each pass of that shape split as much as it wants to (0: none splits).
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC);
 // Bytes of inp_t the forward and the weight pass of that shape need (0: this device reads none).
