@@ -60,7 +60,7 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 // tiles: RESULTS sections 17 and 19. This file holds up to 4 x 4 fragments a
 // subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
 override BN: u32 = 128u;            // block columns: 128 or 256
-override BK: u32 = 64u;             // k a stage: a multiple of SGM_TK (the host checks both)
+override BK: u32 = 64u;             // k a stage: 64 or 32, a multiple of every SGM_TK the engine picks (8 to 32)
 const WM: u32 = 2u;                 // subgroups down the block
 const BM: u32 = 128u;               // block rows
 const ROW_F: u32 = 32u;             // columns a subgroup owns (floats across its row of fragments)
