@@ -3,6 +3,7 @@
 // (03_linear_f16.wgsl) on every device, the subgroup-matrix ones
 // (03_linear_sgm.wgsl) where the device has them (the H200; elsewhere the
 // test says they were skipped).
+#include "gpu/internal.h"  // wgpt_sgm_pick_config_
 #include "model/linear.h"
 #include "model/linear_f16.h"
 #include "model/precision.h"
@@ -512,6 +513,43 @@ static void block_and_split_choice(void **st) {
     assert_int_equal(p.wide, 0), assert_int_equal(p.s, 1);
 }
 
+// The fragment configuration the engine compiles these kernels for, from
+// made-up adapters' lists: the H200's (16 x 8 x 16 among others of other
+// types, subgroups of 32), an AMD-like 16 x 16 x 16 in waves of 64, a K of 24
+// (stages of 32 would cut its fragments) and an M of 8 (not taken), and the
+// subgroup size that must be the adapter's one.
+static void fragment_choice(void **st) {
+    (void)st;
+    char err[256];
+    unsetenv("WGPT_SGM_CONFIG");  // the choice itself, not an override
+    wgpt_gpu_info h = {0};
+    h.subgroup_min = h.subgroup_max = 32;
+    const wgpt_matrix_config h200[] = {
+        {WGPT_MATRIX_F16, WGPT_MATRIX_F16, 16, 8, 16, 32, 32}, {WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 8, 16, 32, 32},
+        {WGPT_MATRIX_U8, WGPT_MATRIX_U32, 16, 8, 32, 32, 32}, {WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 16, 16, 32, 32},
+    };
+    h.n_matrix_configs = 4;
+    memcpy(h.matrix_configs, h200, sizeof h200);
+    assert_int_equal(wgpt_sgm_pick_config_(&h, err, sizeof err), 0);
+    assert_int_equal(h.sgm_config, 1);  // the smaller fragment of the largest K
+    h.n_matrix_configs = 2;
+    h.matrix_configs[0] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 8, 24, 32, 32};
+    h.matrix_configs[1] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 16, 16, 32, 32};
+    assert_int_equal(wgpt_sgm_pick_config_(&h, err, sizeof err), 0);
+    assert_int_equal(h.sgm_config, 1);  // K 24 is skipped
+    h.n_matrix_configs = 1;
+    h.matrix_configs[0] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 8, 8, 8, 32, 32};
+    assert_int_equal(wgpt_sgm_pick_config_(&h, err, sizeof err), 0);
+    assert_int_equal(h.sgm_config, -1);  // M 8: the plain f16 kernels
+    h.subgroup_min = h.subgroup_max = 64;
+    h.matrix_configs[0] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 16, 16, 64, 64};
+    assert_int_equal(wgpt_sgm_pick_config_(&h, err, sizeof err), 0);
+    assert_int_equal(h.sgm_config, 0);
+    h.subgroup_min = 32;  // an adapter of several subgroup sizes: none fixed
+    assert_int_equal(wgpt_sgm_pick_config_(&h, err, sizeof err), 0);
+    assert_int_equal(h.sgm_config, -1);
+}
+
 // The kernels refuse shapes they cannot take, naming the shape.
 static void refuses_bad_shapes(void **st) {
     (void)st;
@@ -544,6 +582,7 @@ int main(void) {
         cmocka_unit_test(wide_block_matches_reference),
         cmocka_unit_test(bias_and_cast_in_one_pass),
         cmocka_unit_test(block_and_split_choice),
+        cmocka_unit_test(fragment_choice),
         cmocka_unit_test(refuses_bad_shapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

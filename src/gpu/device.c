@@ -612,11 +612,12 @@ static void on_device_(WGPURequestDeviceStatus status, WGPUDevice device, WGPUSt
     r->done = 1;
 }
 
-// The configuration 03_linear_sgm.wgsl is compiled for (see gpu.h), or -1.
+// The configuration 03_linear_sgm.wgsl is compiled for (see gpu.h), or -1
+// (internal.h).
 // Its block holds 4 x 4 (or 4 x 2) fragments a subgroup: 16 rows by 8 or 16
 // columns (NVIDIA's and AMD's shapes), K 8, 16 or 32 (its stages of 32 and
 // 64 hold whole fragments).
-static int pick_sgm_config_(wgpt_gpu_info *in, char *err, size_t errlen) {
+int wgpt_sgm_pick_config_(wgpt_gpu_info *in, char *err, size_t errlen) {
     in->sgm_config = -1;
     const char *env = getenv("WGPT_SGM_CONFIG");
     for (int i = 0; i < in->n_matrix_configs; i++) {
@@ -815,7 +816,7 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.has_subgroup_matrix =
         wgpuDeviceHasFeature(g->device, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix) != 0;
     if (!g->info.has_subgroup_matrix) g->info.n_matrix_configs = 0;
-    if (pick_sgm_config_(&g->info, err, errlen) < 0) {
+    if (wgpt_sgm_pick_config_(&g->info, err, errlen) < 0) {
         wgpt_gpu_close(g);
         return NULL;
     }

@@ -84,6 +84,11 @@ struct wgpt_gpu {
 // Fills info's compute_units and fp32_peak_tflops from the table of known
 // chips (chips.c) and WGPT_COMPUTE_UNITS; -1 with err filled if that is malformed.
 int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
+// Sets info->sgm_config from info's matrix configurations and subgroup sizes
+// (and WGPT_SGM_CONFIG): the f16 x f16 -> f32 one 03_linear_sgm.wgsl takes
+// (M 16, N 8 or 16, K 8, 16 or 32, the adapter's one subgroup size), the
+// largest K first, or -1. -1 with err filled for a WGPT_SGM_CONFIG it cannot take.
+int wgpt_sgm_pick_config_(wgpt_gpu_info *info, char *err, size_t errlen);
 // 0 if the device is usable, else -1 with the sticky error (device lost, etc.).
 int wgpt_gpu_check_(wgpt_gpu *g);
 // Processes Dawn events until *done, the GPU timeout or an interrupt; -1 with
