@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench/kernel_stats.h"
 #include "model/elementwise.h"
 
 static char path_[64];
@@ -81,6 +82,39 @@ static void unwritable_file_is_named(void **st) {
     assert_non_null(strstr(out, "WGPT_KERNEL_STATS=/nonexistent-wgpt-dir/stats.txt: cannot open that file"));
 }
 
+// The file read back for `wgpt bench --profile`: a kernel's figures from the
+// driver's line after its name, none for a kernel without one (lavapipe, or
+// a pipeline Dawn had in its cache), the last report of a kernel named twice.
+static void stats_file_read_back(void **st) {
+    (void)st;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/wgpt_kernel_stats_rb_%ld.txt", (long)getpid());
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("kernel matmul_sgm (03_linear_sgm.wgsl)\n"
+          "4 dawn_entry_point CS | Register Count=186 | Binary Size=78336 | Stack Size=0 | "
+          "Local Memory Size=68719476736 | Shared Memory Size=35840\n"
+          "kernel residual_forward_vec4 (05_residual.wgsl)\n"
+          "kernel attention_sgm_forward (04_attention_sgm.wgsl)\n"
+          "6 dawn_entry_point CS | Register Count=171 | Shared Memory Size=45056\n"
+          "kernel attention_sgm_forward (04_attention_sgm.wgsl)\n"
+          "9 dawn_entry_point CS | Register Count=105 | Shared Memory Size=45056\n", f);
+    fclose(f);
+    wgpt_kernel_stat k[8];
+    assert_int_equal(wgpt_kernel_stats_read(path, k, 8), 3);
+    const wgpt_kernel_stat *m = wgpt_kernel_stats_find(k, 3, "matmul_sgm");
+    const wgpt_kernel_stat *r = wgpt_kernel_stats_find(k, 3, "residual_forward_vec4");
+    const wgpt_kernel_stat *a = wgpt_kernel_stats_find(k, 3, "attention_sgm_forward");
+    assert_non_null(m), assert_non_null(r), assert_non_null(a);
+    assert_int_equal(m->registers, 186), assert_int_equal(m->shared_bytes, 35840);
+    assert_int_equal(r->registers, -1), assert_int_equal(r->shared_bytes, -1);
+    assert_int_equal(a->registers, 105), assert_int_equal(a->shared_bytes, 45056);
+    assert_null(wgpt_kernel_stats_find(k, 3, "matmul"));
+    assert_int_equal(wgpt_kernel_stats_read(path, k, 1), 1);  // at most max
+    unlink(path);
+    assert_int_equal(wgpt_kernel_stats_read(path, k, 8), -1);
+}
+
 int main(void) {
     snprintf(path_, sizeof path_, "/tmp/wgpt_kernel_stats_%ld.txt", (long)getpid());
     unlink(path_);
@@ -88,6 +122,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stats_follow_the_kernel_name),
         cmocka_unit_test(unwritable_file_is_named),
+        cmocka_unit_test(stats_file_read_back),
     };
     int rc = cmocka_run_group_tests(tests, NULL, tu_group_teardown);
     unlink(path_);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/kernel_stats.h"
 #include "util/clock.h"
 
 // Sums the GPU time of the last step's dispatches per kernel, largest first.
@@ -36,9 +37,26 @@ static void print_profile_(wgpt_gpu *g) {
                 const char *tn = names[a];
                 names[a] = names[b], names[b] = tn;
             }
-    printf("GPU time per kernel over the last step (%d dispatches, %.1f ms):\n", n, total);
-    for (int k = 0; k < nk; k++)
-        printf("  %-32s %8.2f ms %5.1f%%  %4d calls\n", names[k], ms[k], 100 * ms[k] / total, calls[k]);
+    // Registers and shared memory where $WGPT_KERNEL_STATS collected the driver's figures.
+    static wgpt_kernel_stat st[256];
+    const char *path = getenv("WGPT_KERNEL_STATS");
+    int ns = path && *path ? wgpt_kernel_stats_read(path, st, 256) : -1, any = 0;
+    for (int k = 0; k < nk && ns > 0; k++) {
+        const wgpt_kernel_stat *s = wgpt_kernel_stats_find(st, ns, names[k]);
+        any |= s && s->registers >= 0;
+    }
+    printf("GPU time per kernel over the last step (%d dispatches, %.1f ms)%s:\n", n, total,
+           any ? "; registers a thread and shared memory, as the driver reported them" : "");
+    for (int k = 0; k < nk; k++) {
+        printf("  %-32s %8.2f ms %5.1f%%  %4d calls", names[k], ms[k], 100 * ms[k] / total, calls[k]);
+        const wgpt_kernel_stat *s = any ? wgpt_kernel_stats_find(st, ns, names[k]) : NULL;
+        if (s && s->registers >= 0) printf("  %4ld registers %6ld B shared", s->registers, s->shared_bytes);
+        printf("\n");
+    }
+    if (!path || !*path)
+        printf("(registers and shared memory per kernel, where the driver reports them: WGPT_KERNEL_STATS=FILE)\n");
+    else if (!any)
+        printf("(%s: this driver reports no pipeline statistics)\n", path);
 }
 
 int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
