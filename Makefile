@@ -92,21 +92,15 @@ $(BUILD)/obj/dist/comm_mpi.o: CFLAGS_ALL += $(MPI_CFLAGS)
 $(BUILD)/obj/gpu/dawn_loader.o $(BUILD)/test_dawn_loader: CFLAGS_ALL += -DWGPT_DAWN_NODE_SHA256='"$(DAWN_NODE_SHA256)"'
 $(BUILD)/test_dawn_loader: scripts/pins.sh
 
-# VK_LAYER_WGPT_select (src/gpu/vk_select/): the Vulkan layer through which
-# wgpt opens one of several identical GPUs (Dawn offers them as one adapter).
-# Found at run time in vk/ beside the executable.
-$(BUILD)/vk/libVkLayer_wgpt_select.so: src/gpu/vk_select/layer.c src/gpu/vk_layer.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
-$(BUILD)/vk/VkLayer_wgpt_select.json: src/gpu/vk_select/VkLayer_wgpt_select.json
-	@mkdir -p $(dir $@)
-	cp $< $@
-# VK_LAYER_WGPT_stats (src/gpu/vk_stats/): the driver's statistics of each
+# wgpt's Vulkan layers, found at run time in vk/ beside the executable:
+# VK_LAYER_WGPT_select (src/gpu/vk_select/), through which wgpt opens one of
+# several identical GPUs (Dawn offers them as one adapter), and
+# VK_LAYER_WGPT_stats (src/gpu/vk_stats/), the driver's statistics of each
 # compute pipeline (registers, memory), on when $WGPT_KERNEL_STATS names a file.
-$(BUILD)/vk/libVkLayer_wgpt_stats.so: src/gpu/vk_stats/layer.c src/gpu/vk_layer.h
+$(BUILD)/vk/libVkLayer_wgpt_%.so: src/gpu/vk_%/layer.c src/gpu/vk_layer.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
-$(BUILD)/vk/VkLayer_wgpt_stats.json: src/gpu/vk_stats/VkLayer_wgpt_stats.json
+$(BUILD)/vk/VkLayer_wgpt_%.json: src/gpu/vk_%/layer.json
 	@mkdir -p $(dir $@)
 	cp $< $@
 

@@ -24,6 +24,17 @@ static inline PFN_vkGetInstanceProcAddr wgpt_layer_next_instance_(const VkInstan
     return next;
 }
 
+// vkCreateInstance down the chain: the next layer's vkGetInstanceProcAddr,
+// or NULL with *r saying why (the instance is then not made).
+static inline PFN_vkGetInstanceProcAddr wgpt_layer_create_instance_(const VkInstanceCreateInfo *ci,
+                                                                    const VkAllocationCallbacks *alloc,
+                                                                    VkInstance *out, VkResult *r) {
+    PFN_vkGetInstanceProcAddr next = wgpt_layer_next_instance_(ci);
+    PFN_vkCreateInstance create = next ? (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
+    *r = create ? create(ci, alloc, out) : VK_ERROR_INITIALIZATION_FAILED;
+    return *r == VK_SUCCESS ? next : NULL;
+}
+
 // The same for vkCreateDevice: the next layer's two lookups; -1 if none.
 static inline int wgpt_layer_next_device_(const VkDeviceCreateInfo *ci, PFN_vkGetInstanceProcAddr *gipa,
                                           PFN_vkGetDeviceProcAddr *gdpa) {
@@ -55,6 +66,19 @@ static inline void *wgpt_layer_find_(const wgpt_layer_table *t, const void *h) {
     for (int i = 0; i < t->n && !found; i++) {
         void *e = wgpt_layer_entry_(t, i);
         if (h && memcmp(e, &h, sizeof h) == 0) found = e;
+    }
+    pthread_mutex_unlock(t->lock);
+    return found;
+}
+
+// The first entry in use, or NULL.
+static inline void *wgpt_layer_any_(const wgpt_layer_table *t) {
+    static const void *const none = NULL;
+    void *found = NULL;
+    pthread_mutex_lock(t->lock);
+    for (int i = 0; i < t->n && !found; i++) {
+        void *e = wgpt_layer_entry_(t, i);
+        if (memcmp(e, &none, sizeof none) != 0) found = e;
     }
     pthread_mutex_unlock(t->lock);
     return found;

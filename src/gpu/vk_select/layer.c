@@ -67,11 +67,9 @@ static int selected_(const instance_ *t, VkPhysicalDevice pd) {
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_instance_(const VkInstanceCreateInfo *ci,
                                                        const VkAllocationCallbacks *alloc, VkInstance *out) {
-    PFN_vkGetInstanceProcAddr next = wgpt_layer_next_instance_(ci);
-    PFN_vkCreateInstance create = next ? (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
-    if (!create) return VK_ERROR_INITIALIZATION_FAILED;
-    VkResult r = create(ci, alloc, out);
-    if (r != VK_SUCCESS) return r;
+    VkResult r;
+    PFN_vkGetInstanceProcAddr next = wgpt_layer_create_instance_(ci, alloc, out, &r);
+    if (!next) return r;
     instance_ t = {
         .instance = *out,
         .next_gipa = next,

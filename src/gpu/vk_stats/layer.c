@@ -52,11 +52,9 @@ static device_ *find_device_(VkDevice dev) { return wgpt_layer_find_(&device_tab
 
 static VKAPI_ATTR VkResult VKAPI_CALL create_instance_(const VkInstanceCreateInfo *ci,
                                                        const VkAllocationCallbacks *alloc, VkInstance *out) {
-    PFN_vkGetInstanceProcAddr next = wgpt_layer_next_instance_(ci);
-    PFN_vkCreateInstance create = next ? (PFN_vkCreateInstance)next(VK_NULL_HANDLE, "vkCreateInstance") : NULL;
-    if (!create) return VK_ERROR_INITIALIZATION_FAILED;
-    VkResult r = create(ci, alloc, out);
-    if (r != VK_SUCCESS) return r;
+    VkResult r;
+    PFN_vkGetInstanceProcAddr next = wgpt_layer_create_instance_(ci, alloc, out, &r);
+    if (!next) return r;
     instance_ t = {
         .instance = *out,
         .gipa = next,
@@ -97,11 +95,7 @@ static VKAPI_ATTR VkResult VKAPI_CALL create_device_(VkPhysicalDevice pd, const 
     PFN_vkGetInstanceProcAddr gipa;
     PFN_vkGetDeviceProcAddr gdpa;
     if (wgpt_layer_next_device_(ci, &gipa, &gdpa) < 0) return VK_ERROR_INITIALIZATION_FAILED;
-    instance_ *inst = NULL;  // the instance this physical device came from: any of ours answers for it
-    pthread_mutex_lock(&lock_);
-    for (int i = 0; i < MAX_OBJ && !inst; i++)
-        if (instances_[i].instance) inst = &instances_[i];
-    pthread_mutex_unlock(&lock_);
+    instance_ *inst = wgpt_layer_any_(&instance_table_);  // any of ours answers for the physical device
     if (!inst) return VK_ERROR_INITIALIZATION_FAILED;
     PFN_vkCreateDevice create = (PFN_vkCreateDevice)gipa(inst->instance, "vkCreateDevice");
     if (!create) return VK_ERROR_INITIALIZATION_FAILED;
