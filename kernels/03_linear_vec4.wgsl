@@ -127,6 +127,15 @@ const BP_V: u32 = 64u;   // vec4 columns a workgroup
 const BP_PH: u32 = 4u;   // row phases: WG / BP_V
 var<workgroup> bp_sum: array<vec4<f32>, 256>;
 
+// A workgroup's 4 row phases of its columns added in order, for the threads of
+// phase 0 (tid < BP_V; the others get their own sums back). Every thread calls it.
+fn bp_phases(tid: u32, s: vec4<f32>) -> vec4<f32> {
+    bp_sum[tid] = s;
+    workgroupBarrier();
+    if (tid >= BP_V) { return s; }
+    return ((s + bp_sum[BP_V + tid]) + bp_sum[2u * BP_V + tid]) + bp_sum[3u * BP_V + tid];
+}
+
 // --- KERNEL: matmul_forward_vec4 ---
 // out[r, off + c] = sum_k inp[r, k] * weight[c, k] (+ bias[c]): both tiles
 // are loaded along k and stored transposed.
@@ -415,11 +424,8 @@ fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin
     if (cv < n4) {
         for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
     }
-    bp_sum[tid] = s;
-    workgroupBarrier();
-    if (ph == 0u && cv < n4) {
-        part[wg.y * n4 + cv] = ((s + bp_sum[BP_V + tid]) + bp_sum[2u * BP_V + tid]) + bp_sum[3u * BP_V + tid];
-    }
+    let total = bp_phases(tid, s);
+    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
 
 // --- KERNEL: matmul_backward_bias_part_f16 ---
@@ -447,9 +453,6 @@ fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @bui
             dout16[r * n4 + cv] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
         }
     }
-    bp_sum[tid] = s;
-    workgroupBarrier();
-    if (ph == 0u && cv < n4) {
-        part[wg.y * n4 + cv] = ((s + bp_sum[BP_V + tid]) + bp_sum[2u * BP_V + tid]) + bp_sum[3u * BP_V + tid];
-    }
+    let total = bp_phases(tid, s);
+    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
