@@ -34,6 +34,7 @@ typedef struct sgm_params {
 #define SGM_WGS_A_UNIT 1u
 
 typedef wgpt_sgm_plan sgm_plan;
+static const sgm_plan NO_PLAN = {0, 1, 0};  // one part on the 128 x 128 block; the plain kernels ignore it
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -88,7 +89,7 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
 // 128 block and the fewer parts. wgpt_gpu_options.sgm_block can force one
 // block (the wide one only where the device takes 16 subgroups a workgroup).
 wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
-    sgm_plan best = {0, 1, 0};
+    sgm_plan best = NO_PLAN;
     if (!i->has_subgroup_matrix || i->sgm_config < 0 || i->cpu_kernels) return best;
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
@@ -113,14 +114,12 @@ wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t 
             }
         }
     }
-    if (best.s <= 1) best.ks = 0;
     return best;
 }
 
 // The plan of a pass on g; outputs that take the plain kernels (sgm_for_) get none.
 static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
-    static const sgm_plan none = {0, 1, 0};
-    return sgm_for_(g, m, n) ? wgpt_linear_f16_plan(wgpt_gpu_get_info(g), m, n, k, room) : none;
+    return sgm_for_(g, m, n) ? wgpt_linear_f16_plan(wgpt_gpu_get_info(g), m, n, k, room) : NO_PLAN;
 }
 
 // Bytes of the partials of an (m, n) output whose sum over k splits (0: none).
@@ -175,9 +174,6 @@ static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_vie
     if (check_(g, "inp_t (the transposed input)", *t, (uint64_t)N * C, 2) < 0) return -1;
     return wgpt_transpose_f16(g, op, *t, inp16, N, C);
 }
-
-// The plan of a plain-kernel pass (no split; the plain kernels ignore it).
-static const sgm_plan NO_PLAN = {0, 1, 0};
 
 // One sgm pass over an (m, n) output, its sum over k split into parts in
 // scratch where the output has few blocks (as far as scratch reaches), then
