@@ -43,11 +43,16 @@ LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_e
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 BENCH_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(BENCH_SRC))
 
-.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install
+.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install lavapipe
 all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits $(VK_LAYER)
 
 setup:
 	@scripts/setup.sh
+
+# wgpt's tuned lavapipe (opt-in, ~8 min on 2 cores): third_party/lavapipe/; use it
+# with VK_ICD_FILENAMES=$(CURDIR)/third_party/lavapipe/lvp_icd.json
+lavapipe:
+	@scripts/build-lavapipe.sh
 
 run: setup
 	@$(MAKE) --no-print-directory all

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds wgpt's tuned lavapipe (opt-in; about 6 minutes on 2 cores) into
+# third_party/lavapipe/: Mesa 25.0.7, the same release as the lavapipe that
+# scripts/ensure-driver.sh installs, with scripts/patches/mesa-25.0.7-lavapipe.patch:
+#   - uniformity from NIR's divergence analysis, not only constants: a load
+#     whose offset is the same in all 8 lanes reads one scalar;
+#   - lane-distinct offsets into one buffer: one vector load or store when the
+#     lanes' offsets run contiguously (lane l at base + nc l), one branch-free
+#     access a lane when all lanes are active and in bounds, else a masked
+#     gather / scatter: instead of a branch and a bounds test per lane;
+#   - fma() stays one FMA instruction (25.0.7 splits it into a multiply and an add);
+#   - a workgroup size fixed in the shader is a constant in the generated code,
+#     so each lane's local invocation id costs no integer division.
+# Use it: VK_ICD_FILENAMES=$PWD/third_party/lavapipe/lvp_icd.json build/wgpt ...
+# (`wgpt info` then says "Mesa 25.0.7 (git-wgpt-lvp1)"). Figures: bench/RESULTS.md 14.4.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/pins.sh
+
+say() { printf 'lavapipe: %s\n' "$*"; }
+die() { printf 'lavapipe: error: %s\n' "$*" >&2; exit 1; }
+
+dest=third_party/lavapipe
+patch_file=scripts/patches/mesa-25.0.7-lavapipe.patch
+stamp="$(sha256sum "$patch_file" | cut -c1-16)"
+if [ -f "$dest/libvulkan_lvp.so" ] && [ "$(cat "$dest/stamp" 2>/dev/null)" = "$stamp" ]; then
+  say "already built: $dest/lvp_icd.json"; exit 0
+fi
+
+# --- build tools (Debian 12) ----------------------------------------------
+need=(); need_bpo=()
+for p in $WGPT_MESA_BUILD_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+for p in $WGPT_MESA_BUILD_PACKAGES_BPO; do dpkg -s "$p" >/dev/null 2>&1 || need_bpo+=("$p"); done
+if [ ${#need[@]} -gt 0 ] || [ ${#need_bpo[@]} -gt 0 ]; then
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null ||
+    die "missing build packages: ${need[*]} ${need_bpo[*]} (the last from $WGPT_MESA_SUITE)"
+  grep -rqs "$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ ||
+    die "$WGPT_MESA_SUITE is not in apt's sources: run scripts/ensure-driver.sh (make setup) first"
+  say "installing ${need[*]} ${need_bpo[*]}"
+  apt-get update -qq
+  [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  [ ${#need_bpo[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t "$WGPT_MESA_SUITE" "${need_bpo[@]}" >/dev/null
+fi
+
+# --- source: pinned, verified, patched ------------------------------------
+work=$dest/work
+mkdir -p "$work"
+tarball=$work/$(basename "$WGPT_MESA_SRC_URL")
+if ! echo "$WGPT_MESA_SRC_SHA256  $tarball" | sha256sum -c --status 2>/dev/null; then
+  say "fetching $WGPT_MESA_SRC_URL"
+  curl -fsSL --retry 3 -o "$tarball.part" "$WGPT_MESA_SRC_URL" || die "download failed: $WGPT_MESA_SRC_URL"
+  echo "$WGPT_MESA_SRC_SHA256  $tarball.part" | sha256sum -c --status ||
+    die "$tarball: sha256 is not $WGPT_MESA_SRC_SHA256"
+  mv "$tarball.part" "$tarball"
+fi
+src=$work/mesa-25.0.7
+rm -rf "$src" "$work/build"
+tar -xf "$tarball" -C "$work"
+patch -d "$src" -p1 --quiet < "$patch_file" || die "$patch_file does not apply to $src"
+
+# --- build: lavapipe only ----------------------------------------------------
+# Debian's python3 (with mako), not one a version manager put first in PATH.
+export PATH=/usr/bin:$PATH MESA_GIT_SHA1_OVERRIDE=wgpt-lvp1
+say "configuring (log: $work/meson.log)"
+meson setup "$work/build" "$src" -Dbuildtype=release -Dgallium-drivers=llvmpipe \
+  -Dvulkan-drivers=swrast -Dplatforms= -Dglx=disabled -Degl=disabled -Dgbm=disabled \
+  -Dgles1=disabled -Dgles2=disabled -Dopengl=false -Dllvm=enabled -Dshared-llvm=enabled \
+  -Dvideo-codecs= -Dzstd=enabled -Dvalgrind=disabled -Dlibunwind=disabled \
+  -Dlmsensors=disabled -Dbuild-tests=false -Dxmlconfig=disabled >"$work/meson.log" 2>&1 ||
+  die "meson setup failed: $work/meson.log"
+say "building (log: $work/ninja.log)"
+ninja -C "$work/build" src/gallium/targets/lavapipe/libvulkan_lvp.so >"$work/ninja.log" 2>&1 ||
+  die "build failed: $work/ninja.log"
+cp "$work/build/src/gallium/targets/lavapipe/libvulkan_lvp.so" "$dest/libvulkan_lvp.so"
+cat > "$dest/lvp_icd.json" <<JSON
+{
+    "ICD": {
+        "api_version": "1.4.305",
+        "library_path": "./libvulkan_lvp.so"
+    },
+    "file_format_version": "1.0.0"
+}
+JSON
+echo "$stamp" > "$dest/stamp"
+rm -rf "$src" "$work/build"
+say "built $dest/libvulkan_lvp.so; use it: VK_ICD_FILENAMES=$PWD/$dest/lvp_icd.json build/wgpt ..."
