@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds wgpt's tuned lavapipe (opt-in; about 6 minutes on 2 cores) into
+# Builds wgpt's tuned lavapipe (opt-in; 3 to 8 minutes on 2 cores) into
 # third_party/lavapipe/: Mesa 25.0.7, the same release as the lavapipe that
 # scripts/ensure-driver.sh installs, with scripts/patches/mesa-25.0.7-lavapipe.patch:
 #   - uniformity from NIR's divergence analysis, not only constants: a load
@@ -10,9 +10,13 @@
 #     gather / scatter: instead of a branch and a bounds test per lane;
 #   - fma() stays one FMA instruction (25.0.7 splits it into a multiply and an add);
 #   - a workgroup size fixed in the shader is a constant in the generated code,
-#     so each lane's local invocation id costs no integer division.
+#     so each lane's local invocation id costs no integer division;
+#   - a compute dispatch runs on LP_NUM_THREADS threads counting the caller,
+#     which used to wait idle, and threads out of work spin a while
+#     (LP_CS_SPIN_US, default 200) before they sleep: no wake-ups between the
+#     hundred dispatches of a training step.
 # Use it: VK_ICD_FILENAMES=$PWD/third_party/lavapipe/lvp_icd.json build/wgpt ...
-# (`wgpt info` then says "Mesa 25.0.7 (git-wgpt-lvp1)"). Figures: bench/RESULTS.md 14.4.
+# (`wgpt info` then says "Mesa 25.0.7 (git-wgpt-lvp2)"). Figures: bench/RESULTS.md 14.4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pins.sh
@@ -34,8 +38,7 @@ for p in $WGPT_MESA_BUILD_PACKAGES_BPO; do dpkg -s "$p" >/dev/null 2>&1 || need_
 if [ ${#need[@]} -gt 0 ] || [ ${#need_bpo[@]} -gt 0 ]; then
   [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null ||
     die "missing build packages: ${need[*]} ${need_bpo[*]} (the last from $WGPT_MESA_SUITE)"
-  grep -rqs "$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ ||
-    die "$WGPT_MESA_SUITE is not in apt's sources: run scripts/ensure-driver.sh (make setup) first"
+  scripts/add-backports.sh
   say "installing ${need[*]} ${need_bpo[*]}"
   apt-get update -qq
   [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
@@ -60,7 +63,7 @@ patch -d "$src" -p1 --quiet < "$patch_file" || die "$patch_file does not apply t
 
 # --- build: lavapipe only ----------------------------------------------------
 # Debian's python3 (with mako), not one a version manager put first in PATH.
-export PATH=/usr/bin:$PATH MESA_GIT_SHA1_OVERRIDE=wgpt-lvp1
+export PATH=/usr/bin:$PATH MESA_GIT_SHA1_OVERRIDE=wgpt-lvp2
 say "configuring (log: $work/meson.log)"
 meson setup "$work/build" "$src" -Dbuildtype=release -Dgallium-drivers=llvmpipe \
   -Dvulkan-drivers=swrast -Dplatforms= -Dglx=disabled -Degl=disabled -Dgbm=disabled \

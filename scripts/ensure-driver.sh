@@ -27,16 +27,7 @@ if [ "$(id -u)" != 0 ] || [ "$codename" != bookworm ] || ! command -v apt-get >/
 (Debian 12's own Mesa 22.3 lavapipe is rejected by Dawn.)"
 fi
 
-if ! grep -rqs "$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  say "adding $WGPT_MESA_SUITE to apt's sources"
-  cat > /etc/apt/sources.list.d/wgpt-backports.sources <<SRC
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: $WGPT_MESA_SUITE
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-fi
+scripts/add-backports.sh
 say "installing Mesa lavapipe from $WGPT_MESA_SUITE (a few minutes)"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t "$WGPT_MESA_SUITE" mesa-vulkan-drivers libvulkan1 >/dev/null
