@@ -49,8 +49,9 @@ all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits $(V
 setup:
 	@scripts/setup.sh
 
-# wgpt's tuned lavapipe (opt-in, ~8 min on 2 cores): third_party/lavapipe/; use it
-# with VK_ICD_FILENAMES=$(CURDIR)/third_party/lavapipe/lvp_icd.json
+# wgpt's tuned lavapipe (3-8 min on 2 cores): third_party/lavapipe/. make run uses it
+# where it is built; make test builds it and runs the tests on it where the adapter
+# is a CPU. By hand: VK_ICD_FILENAMES=$(CURDIR)/third_party/lavapipe/lvp_icd.json
 lavapipe:
 	@scripts/build-lavapipe.sh
 
@@ -68,6 +69,7 @@ test: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/run-tests.sh $(TESTS)
+	@scripts/test-tuned-lavapipe.sh $(BUILD)/wgpt $(TESTS)
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory fuzz

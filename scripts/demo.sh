@@ -49,6 +49,9 @@ else
   name=custom
 fi
 
+wgpt=build/wgpt
+. scripts/use-tuned-lavapipe.sh
+
 data="data/$name-$tokenizer"
 out="runs/$name-$preset"
 echo "== tokenize: ${#files[@]} text files -> $data"
