@@ -6,6 +6,7 @@
 #                        [--wgpt build/wgpt] [--ref build/bench_ref_step]
 #   bench/cpu_compare.sh --llmc DIR [--rounds R] [--threads N] [--llmc-steps N]
 #                        [--shapes small,middle,124m] [--out DIR] [--wgpt build/wgpt]
+#                        [--also-icd third_party/lavapipe/lvp_icd.json]
 # Both programs run the same step (same model options, parameters, random tokens;
 # forward, cross-entropy, backward, clipping, AdamW), one after the other: 2 warm-up
 # steps, then the mean of the timed steps. Models: "small", the demo's (3 layers,
@@ -34,12 +35,15 @@
 # as wgpt does), middle (L 6, C 384, H 6, T 256, B 4, V 256), 124m (GPT-2 124M: L 12,
 # C 768, H 12, V 50257 padded to 50304, T 64, B 4). The steps differ a little: wgpt
 # clips the gradient norm and uses weight decay; llm.c's loop does neither (lr 1e-4).
+# --also-icd FILE: each round also runs `wgpt bench` with VK_ICD_FILENAMES=FILE (another
+# Vulkan driver, e.g. wgpt's tuned lavapipe from `make lavapipe`), shown as "wgpt*", so
+# both drivers are measured side by side in the same rounds.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 steps=20 large_steps=4 do_large=1 out="" wgpt=build/wgpt ref=build/bench_ref_step
-llmc="" rounds=3 threads=$(nproc) llmc_steps=5 shapes=small,middle,124m
-usage() { sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; }
+llmc="" rounds=3 threads=$(nproc) llmc_steps=5 shapes=small,middle,124m icd2=""
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "cpu_compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,6 +58,7 @@ while [ $# -gt 0 ]; do
     --threads) need "$@"; threads=$2; shift 2 ;;
     --llmc-steps) need "$@"; llmc_steps=$2; shift 2 ;;
     --shapes) need "$@"; shapes=$2; shift 2 ;;
+    --also-icd) need "$@"; icd2=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "cpu_compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -62,6 +67,10 @@ for v in steps large_steps rounds threads llmc_steps; do
   case "${!v}" in ''|*[!0-9]*|0) echo "cpu_compare.sh: --${v/_/-} needs a positive integer, got '${!v}'" >&2; exit 2 ;; esac
 done
 [ -n "$llmc" ] && ref=$wgpt  # the C reference is not run with --llmc
+[ -z "$icd2" ] || [ -n "$llmc" ] || { echo "cpu_compare.sh: --also-icd goes with --llmc" >&2; exit 2; }
+[ -z "$icd2" ] || [ -f "$icd2" ] ||
+  { echo "cpu_compare.sh: --also-icd $icd2: no such file (make lavapipe builds third_party/lavapipe/lvp_icd.json)" >&2; exit 1; }
+[ -z "$icd2" ] || icd2=$(cd "$(dirname "$icd2")" && pwd)/$(basename "$icd2")  # the driver loader wants it absolute
 for b in "$wgpt" "$ref"; do
   [ -x "$b" ] || { echo "cpu_compare.sh: $b is missing: build first (make all)" >&2; exit 1; }
 done
@@ -76,6 +85,12 @@ echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), n
 "$wgpt" info >"$out/wgpt_info.txt" 2>&1
 echo "wgpt $(grep -m1 '^adapter:' "$out/wgpt_info.txt" || echo 'adapter: ? (wgpt info failed; see its output)')"
 grep -m1 '^vendor:' "$out/wgpt_info.txt" | sed 's/^/     /'
+if [ -n "$icd2" ]; then
+  VK_ICD_FILENAMES=$icd2 "$wgpt" info >"$out/wgpt_icd_info.txt" 2>&1
+  echo "wgpt* (VK_ICD_FILENAMES=$icd2) $(grep -m1 '^adapter:' "$out/wgpt_icd_info.txt" || echo 'adapter: ? (wgpt info failed)')"
+  grep -m1 '^vendor:' "$out/wgpt_icd_info.txt" | sed 's/^/     /'
+  grep -q '^vendor:' "$out/wgpt_icd_info.txt" || { echo "cpu_compare.sh: wgpt finds no adapter with VK_ICD_FILENAMES=$icd2: see $out/wgpt_icd_info.txt" >&2; exit 1; }
+fi
 [ -z "$llmc" ] && echo "reference $(grep -m1 '^compiled with:' <("$ref" --steps 1 --layers 1 --heads 1 --channels 8 --seq 2 --batch 1 --vocab 8))"
 echo "raw outputs: $out/"
 # Other work on the machine slows both sides unevenly (lavapipe wants every core).
@@ -151,19 +166,26 @@ if [ -n "$llmc" ]; then
     echo "  llm.c checkpoint: $sd/gpt2_124M.bin, header $(od -An -t d4 -N 32 "$sd/gpt2_124M.bin" | tr -s " \n" "  ")(magic version maxT V L NH C Vp)"
     total=$((llmc_steps + 2))
     for r in $(seq 1 "$rounds"); do
+      # the order rotates, so no one always runs first (or right after the other's heat)
       order="wgpt llmc"; [ $((r % 2)) = 0 ] && order="llmc wgpt"
+      if [ -n "$icd2" ]; then
+        case $((r % 3)) in 1) order="wgpt wgptx llmc" ;; 2) order="llmc wgpt wgptx" ;; 0) order="wgptx llmc wgpt" ;; esac
+      fi
       for who in $order; do
         f="$sd/${who}_$r.txt"
         if [ $who = wgpt ]; then
           echo "\$ LP_NUM_THREADS=$threads $wgpt bench --precision fp32 --steps $llmc_steps ${opts[*]}" >"$f.cmd"
           LP_NUM_THREADS=$threads "$wgpt" bench --precision fp32 --steps "$llmc_steps" "${opts[@]}" >"$f" 2>&1
+        elif [ $who = wgptx ]; then
+          echo "\$ VK_ICD_FILENAMES=$icd2 LP_NUM_THREADS=$threads $wgpt bench --precision fp32 --steps $llmc_steps ${opts[*]}" >"$f.cmd"
+          VK_ICD_FILENAMES=$icd2 LP_NUM_THREADS=$threads "$wgpt" bench --precision fp32 --steps "$llmc_steps" "${opts[@]}" >"$f" 2>&1
         else
           echo "\$ cd $sd && OMP_NUM_THREADS=$threads LLMC_B=$B LLMC_T=$T LLMC_STEPS=$total $bdir/train_gpt2" >"$f.cmd"
           (cd "$sd" && OMP_NUM_THREADS=$threads LLMC_B=$B LLMC_T=$T LLMC_STEPS=$total "$bdir/train_gpt2") >"$f" 2>&1
         fi
         # median of the timed steps: wgpt's "step i: ... ms" lines after warm-up, llm.c's steps 2..
         awk -v who=$who -v shape=$shape -v r=$r -v tok=$((B * T)) '
-          who == "wgpt" && /^step / && !/warm-up/ { t[k++] = $(NF - 1) }
+          who ~ /^wgpt/ && /^step / && !/warm-up/ { t[k++] = $(NF - 1) }
           who == "llmc" && /^step [0-9]+: train loss/ { s = $2 + 0; if (s >= 2) { x = $NF; sub(/\(took /, "", x); v = $(NF - 1); t[k++] = v } }
           END {
             for (i = 0; i < k; i++) for (j = i + 1; j < k; j++) if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x }
@@ -171,30 +193,37 @@ if [ -n "$llmc" ]; then
             med = k % 2 ? t[(k - 1) / 2] : (t[k / 2 - 1] + t[k / 2]) / 2
             printf "%s %s %d %.1f %d\n", shape, who, r, med, tok
           }' "$f" >>"$lrows" || { tail -3 "$f" | sed 's/^/    /'; status=1; }
-        tail -1 "$lrows" | awk -v w=$who '$2 == w { printf "  round %s %-4s %9.1f ms/step (median of the timed steps)\n", $3, $2, $4 }'
+        tail -1 "$lrows" | awk -v w=$who '$2 == w { printf "  round %s %-5s %9.1f ms/step (median of the timed steps)\n", $3, ($2 == "wgptx") ? "wgpt*" : $2, $4 }'
       done
     done
   done
   echo
-  awk -v threads="$threads" '
+  awk -v threads="$threads" -v icd2="$icd2" '
     { k = $1 SUBSEP $2; n[k]++; v[k, n[k]] = $4; if (!($1 in seen)) { seen[$1] = 1; order[m++] = $1 }
       tok[$1] = $5 }
     function med(k,   i, j, x, c, a) {
+      if (!(k in n)) return 0
       c = n[k]; for (i = 1; i <= c; i++) a[i] = v[k, i]
       for (i = 1; i <= c; i++) for (j = i + 1; j <= c; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
       return c % 2 ? a[(c + 1) / 2] : (a[c / 2] + a[c / 2 + 1]) / 2 }
+    function ms(x) { return x ? sprintf("%.1f", x) : "failed" }
+    function tps(s, x) { return x ? sprintf("%.0f", tok[s] * 1000 / x) : "-" }
+    function ratio(l, w) { return (w && l) ? sprintf("%.2f", l / w) : "-" }
     END {
-      printf "%-7s %6s %14s %14s %14s %14s %10s\n", "shape", "rounds", "wgpt ms/step", "llm.c ms/step", "wgpt tok/s", "llm.c tok/s", "llmc/wgpt"
+      printf "%-7s %6s %14s %14s %14s %14s %10s", "shape", "rounds", "wgpt ms/step", "llm.c ms/step", "wgpt tok/s", "llm.c tok/s", "llmc/wgpt"
+      if (icd2 != "") printf " %14s %14s %11s", "wgpt* ms/step", "wgpt* tok/s", "llmc/wgpt*"
+      printf "\n"
       for (i = 0; i < m; i++) {
-        s = order[i]; w = (s SUBSEP "wgpt") in n ? med(s SUBSEP "wgpt") : 0; l = (s SUBSEP "llmc") in n ? med(s SUBSEP "llmc") : 0
-        printf "%-7s %6d %14s %14s %14s %14s %10s\n", s, n[s SUBSEP "wgpt"] < n[s SUBSEP "llmc"] ? n[s SUBSEP "wgpt"] : n[s SUBSEP "llmc"],
-          w ? sprintf("%.1f", w) : "failed", l ? sprintf("%.1f", l) : "failed",
-          w ? sprintf("%.0f", tok[s] * 1000 / w) : "-", l ? sprintf("%.0f", tok[s] * 1000 / l) : "-",
-          (w && l) ? sprintf("%.2f", l / w) : "-"
+        s = order[i]; w = med(s SUBSEP "wgpt"); l = med(s SUBSEP "llmc"); x = med(s SUBSEP "wgptx")
+        r = n[s SUBSEP "wgpt"] < n[s SUBSEP "llmc"] ? n[s SUBSEP "wgpt"] : n[s SUBSEP "llmc"]
+        printf "%-7s %6d %14s %14s %14s %14s %10s", s, r, ms(w), ms(l), tps(s, w), tps(s, l), ratio(l, w)
+        if (icd2 != "") printf " %14s %14s %11s", ms(x), tps(s, x), ratio(l, x)
+        printf "\n"
       }
       if (m == 0) print "no results (see the outputs above)"
       print "ms/step: median over rounds of each run'"'"'s median timed step (wgpt: fp32 on lavapipe; llm.c: train_gpt2.c, " threads " OpenMP threads)."
       print "llmc/wgpt: llm.c ms/step over wgpt ms/step (2.0 = wgpt twice as fast)."
+      if (icd2 != "") print "wgpt*: the same wgpt bench with VK_ICD_FILENAMES=" icd2 "."
     }' "$lrows"
   echo "CPU busy after: $(busy)% of all cores"
   echo
