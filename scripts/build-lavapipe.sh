@@ -36,8 +36,9 @@ need=(); need_bpo=()
 for p in $WGPT_MESA_BUILD_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
 for p in $WGPT_MESA_BUILD_PACKAGES_BPO; do dpkg -s "$p" >/dev/null 2>&1 || need_bpo+=("$p"); done
 if [ ${#need[@]} -gt 0 ] || [ ${#need_bpo[@]} -gt 0 ]; then
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
-    printf 'lavapipe: error: missing build packages: %s (the last from %s); install them as root\n' \
+  codename=$( . /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}" )
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || [ "$codename" != bookworm ]; then
+    printf 'lavapipe: error: missing build packages: %s (the last from %s); install them as root (on Debian 12 this script does)\n' \
       "${need[*]} ${need_bpo[*]}" "$WGPT_MESA_SUITE" >&2
     exit 3  # scripts/test-tuned-lavapipe.sh: cannot build here, not broken
   fi
