@@ -5,7 +5,7 @@
 tuned_icd="$PWD/third_party/lavapipe/lvp_icd.json"
 if [ -z "${VK_ICD_FILENAMES:-}" ] && [ ! -f "$tuned_icd" ] &&
    "$wgpt" info 2>/dev/null | grep -q '^adapter: .*| CPU |'; then
-  echo "demo: on the CPU through Debian's lavapipe; \`make lavapipe\` (once, 3-8 min) builds wgpt's tuned one, about 1.3-1.7x faster here"
+  echo "demo: on the CPU through Debian's lavapipe; \`make lavapipe\` (once, 3-8 min) builds wgpt's tuned one, 1.6x faster on the demo (bench/RESULTS.md 14.4)"
 fi
 if [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f "$tuned_icd" ] &&
    "$wgpt" info 2>/dev/null | grep -q '^adapter: .*| CPU |'; then
