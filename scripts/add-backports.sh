@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Adds bookworm-backports ($WGPT_MESA_SUITE) to apt's sources if no source
 # names it yet. Needs root; used by ensure-driver.sh (Mesa's lavapipe) and
-# build-lavapipe.sh (meson and libdrm-dev for building it).
+# apt-install.sh --backports (meson and libdrm-dev for building it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pins.sh

@@ -32,22 +32,10 @@ if [ -f "$dest/libvulkan_lvp.so" ] && [ "$(cat "$dest/stamp" 2>/dev/null)" = "$s
 fi
 
 # --- build tools (Debian 12) ----------------------------------------------
-need=(); need_bpo=()
-for p in $WGPT_MESA_BUILD_PACKAGES; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
-for p in $WGPT_MESA_BUILD_PACKAGES_BPO; do dpkg -s "$p" >/dev/null 2>&1 || need_bpo+=("$p"); done
-if [ ${#need[@]} -gt 0 ] || [ ${#need_bpo[@]} -gt 0 ]; then
-  codename=$( . /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}" )
-  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || [ "$codename" != bookworm ]; then
-    printf 'lavapipe: error: missing build packages: %s (the last from %s); install them as root (on Debian 12 this script does)\n' \
-      "${need[*]} ${need_bpo[*]}" "$WGPT_MESA_SUITE" >&2
-    exit 3  # scripts/test-tuned-lavapipe.sh: cannot build here, not broken
-  fi
-  scripts/add-backports.sh
-  say "installing ${need[*]} ${need_bpo[*]}"
-  apt-get update -qq
-  [ ${#need[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-  [ ${#need_bpo[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t "$WGPT_MESA_SUITE" "${need_bpo[@]}" >/dev/null
-fi
+# exit 3 where they cannot be installed: scripts/test-tuned-lavapipe.sh skips then
+# (the backports first: off Debian 12 they stop it before anything is installed)
+scripts/apt-install.sh --backports $WGPT_MESA_BUILD_PACKAGES_BPO || exit $?
+scripts/apt-install.sh $WGPT_MESA_BUILD_PACKAGES || exit $?
 
 # --- source: pinned, verified, patched ------------------------------------
 work=$dest/work

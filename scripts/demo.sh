@@ -49,8 +49,8 @@ else
   name=custom
 fi
 
-wgpt=build/wgpt
 . scripts/use-tuned-lavapipe.sh
+use_tuned_lavapipe build/wgpt
 
 data="data/$name-$tokenizer"
 out="runs/$name-$preset"

@@ -12,19 +12,7 @@ say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 # --- Debian packages ------------------------------------------------------
-need_pkgs=()
-for p in $WGPT_DEBIAN_PACKAGES; do
-  dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
-done
-if [ ${#need_pkgs[@]} -gt 0 ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    say "installing ${need_pkgs[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
-  else
-    die "missing packages: ${need_pkgs[*]}. Install them: sudo apt-get install ${need_pkgs[*]}"
-  fi
-fi
+scripts/apt-install.sh $WGPT_DEBIAN_PACKAGES || die "Debian packages missing (above)"
 
 # --- pinned npm downloads -------------------------------------------------
 # fetch_npm PKG@VER INTEGRITY DEST_DIR FILE SHA256 [FILE SHA256 ...]
