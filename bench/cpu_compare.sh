@@ -173,12 +173,10 @@ if [ -n "$llmc" ]; then
       fi
       for who in $order; do
         f="$sd/${who}_$r.txt"
-        if [ $who = wgpt ]; then
-          echo "\$ LP_NUM_THREADS=$threads $wgpt bench --precision fp32 --steps $llmc_steps ${opts[*]}" >"$f.cmd"
-          LP_NUM_THREADS=$threads "$wgpt" bench --precision fp32 --steps "$llmc_steps" "${opts[@]}" >"$f" 2>&1
-        elif [ $who = wgptx ]; then
-          echo "\$ VK_ICD_FILENAMES=$icd2 LP_NUM_THREADS=$threads $wgpt bench --precision fp32 --steps $llmc_steps ${opts[*]}" >"$f.cmd"
-          VK_ICD_FILENAMES=$icd2 LP_NUM_THREADS=$threads "$wgpt" bench --precision fp32 --steps "$llmc_steps" "${opts[@]}" >"$f" 2>&1
+        if [ $who != llmc ]; then
+          drv=(); [ $who = wgptx ] && drv=("VK_ICD_FILENAMES=$icd2")  # wgpt*: the other driver
+          echo "\$ ${drv[*]}${drv:+ }LP_NUM_THREADS=$threads $wgpt bench --precision fp32 --steps $llmc_steps ${opts[*]}" >"$f.cmd"
+          env "${drv[@]}" LP_NUM_THREADS="$threads" "$wgpt" bench --precision fp32 --steps "$llmc_steps" "${opts[@]}" >"$f" 2>&1
         else
           echo "\$ cd $sd && OMP_NUM_THREADS=$threads LLMC_B=$B LLMC_T=$T LLMC_STEPS=$total $bdir/train_gpt2" >"$f.cmd"
           (cd "$sd" && OMP_NUM_THREADS=$threads LLMC_B=$B LLMC_T=$T LLMC_STEPS=$total "$bdir/train_gpt2") >"$f" 2>&1
