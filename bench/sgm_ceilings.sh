@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# sgm_ceilings.sh: where the tensor-core matmul's time goes (bench/RESULTS.md 20).
+# Run from a built tree on a machine with f16 subgroup matrices (the H200):
+#   bench/sgm_ceilings.sh [--wgpt build/wgpt] [--out DIR]
+# Writes three copies of kernels/03_linear_sgm.wgsl, each with one part of the
+# stage loop taken out, and runs `wgpt bench --micro-only f16` with each
+# (WGPT_KERNEL_DIR) after the kernel as it is:
+#   committed  the kernel as it is
+#   noglobal   no global loads inside the loop (the first stage stored every stage)
+#   fragonly   fragment loads and products only: no stores to the tiles, no barriers
+#   mmaonly    products only: each subgroup's fragments loaded once
+# The copies compute wrong results on purpose; only their times mean anything.
+# Prints ms and TFLOP/s of every f16 pass for each; raw outputs in --out.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+wgpt=build/wgpt out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --wgpt) wgpt=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "sgm_ceilings.sh: unknown option '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -x "$wgpt" ] || { echo "sgm_ceilings.sh: no wgpt at $wgpt (make all, or --wgpt PATH)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "sgm_ceilings.sh: needs python3 (to write the kernel copies)" >&2; exit 2; }
+out=${out:-runs/sgm-ceilings-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$out" || exit 1
+
+python3 - "$out" <<'EOF' || exit 1
+import os, shutil, sys
+out = sys.argv[1]
+src = open('kernels/03_linear_sgm.wgsl').read()
+start = src.index('    for (var s = 0u; s < stages; s++) {')
+end = src.index('    store_row(o_base, sr, sc, sg, lane, edge, c0_0, c0_1, c0_2, c0_3);')
+loop = src[start:end]
+# the products of one k step, as the kernel has them
+p0 = loop.index('            c0_0 = subgroupMatrixMultiplyAccumulate(a0, b0, c0_0);')
+p1 = loop.index('        }\n        workgroupBarrier();\n    }')
+mma = loop[p0:p1]
+frags = loop[loop.index('            let a0 = frag_a(lr, kk);'):p0]
+stage0 = '''    for (var i = 0u; i < APT; i++) { store_a(lidx + i * NT, ra[i]); }
+    for (var i = 0u; i < BPT; i++) { store_b(lidx + i * NT, rb[i]); }
+    workgroupBarrier();
+'''
+cut = {
+    'noglobal': loop.replace('if (s + 1u < stages) {', 'if (s + 1u < stages && p.pad0 == 12345u) {'),
+    # the k offset moves with s, so that the loads stay inside the loop
+    'fragonly': stage0 + '    for (var s = 0u; s < stages; s++) {\n'
+        '        for (var k2 = 0u; k2 < BK; k2 += SGM_TK) {\n'
+        '            let kk = (k2 + s * SGM_TK) % BK;\n' + frags + mma + '        }\n    }\n    workgroupBarrier();\n',
+    'mmaonly': stage0 + '    let kk = 0u;\n' + frags.replace('            ', '    ') +
+        '    for (var s = 0u; s < stages; s++) {\n        for (var k2 = 0u; k2 < BK; k2 += SGM_TK) {\n' + mma +
+        '        }\n    }\n    workgroupBarrier();\n',
+}
+for name, body in cut.items():
+    d = os.path.join(out, 'kernels-' + name)
+    os.makedirs(d, exist_ok=True)
+    for f in os.listdir('kernels'):
+        shutil.copy(os.path.join('kernels', f), d)
+    open(os.path.join(d, '03_linear_sgm.wgsl'), 'w').write(src[:start] + body + src[end:])
+EOF
+
+for v in committed noglobal fragonly mmaonly; do
+  if [ $v = committed ]; then unset WGPT_KERNEL_DIR; else export WGPT_KERNEL_DIR=$out/kernels-$v; fi
+  "$wgpt" bench --micro-only f16 > "$out/micro-$v.txt" 2>&1 || { echo "sgm_ceilings.sh: $v failed:"; tail -3 "$out/micro-$v.txt"; continue; }
+  if ! grep -q '^matmul .*_f16 ' "$out/micro-$v.txt"; then
+    echo "sgm_ceilings.sh: no f16 matmul rows: this device has no f16 subgroup matrices ($(head -1 "$out/micro-$v.txt"))" >&2
+    exit 1
+  fi
+  echo "== $v (ms, TFLOP/s)"
+  awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "  %-8s %-15s %8s %9s\n", $2, $6, $7, $8 }' "$out/micro-$v.txt"
+done
+echo "raw outputs: $out"
