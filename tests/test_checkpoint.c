@@ -691,26 +691,6 @@ static void killed_writer_leaves_old_or_new(void **state) {
 
 // ---- setup ----
 
-static void rm_rf(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-        chmod(path, 0755);
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char sub[1024];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_rf(sub);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static int make_dir(void **state) {
     (void)state;
     const char *base = getenv("TMPDIR") && strlen(getenv("TMPDIR")) < 32 ? getenv("TMPDIR") : "/tmp";
@@ -720,7 +700,7 @@ static int make_dir(void **state) {
 
 static int remove_dir(void **state) {
     (void)state;
-    rm_rf(g_dir);
+    tu_rm_rf(g_dir);
     return 0;
 }
 

@@ -8,9 +8,9 @@
 // test_attention check those where the real kernels run). A kernel that
 // compiles but needs more workgroup memory than the device has passes.
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 
+#include "gpu/kernel_source.h"
 #include "test_util.h"
 
 static const char *const FILES[] = {"03_linear_sgm.wgsl", "04_attention_sgm.wgsl"};
@@ -90,12 +90,11 @@ static char *stub_(const char *text) {
     while (*p) {
         const char *line_end = strchr(p, '\n');
         size_t line = line_end ? (size_t)(line_end - p + 1) : strlen(p);
-        if (strncmp(p, "alias ", 6) == 0 && strstr(p, "= subgroup_matrix_") && strstr(p, "= subgroup_matrix_") < p + line) {
-            const char *eq = strchr(p, '=');
+        const char *eq = strncmp(p, "alias ", 6) == 0 ? strchr(p, '=') : NULL;
+        if (eq && eq < p + line && strncmp(eq, "= subgroup_matrix_", 18) == 0) {
             put_(&o, p, (size_t)(eq - p));
             put_(&o, "= vec4<f32>;", 12);
-            const char *semi = strchr(eq, ';');
-            p = semi + 1;
+            p = strchr(eq, ';') + 1;
             continue;
         }
         if (strncmp(p, "@diagnostic(off, subgroup_uniformity)", 37) == 0) {
@@ -182,24 +181,19 @@ static int write_folder_(const char *dir) {
     return n;
 }
 
-// Removes dir and the files in it.
-static void remove_folder_(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.') continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
+// The stubbed folder; removed by the teardown even when the test fails.
+static char dir[] = "/tmp/wgpt-sgm-stub-XXXXXX";
+static int made_;
+
+static int teardown_(void **state) {
+    if (made_) tu_rm_rf(dir);
+    return tu_group_teardown(state);
 }
 
 static void sgm_files_compile_with_stubs(void **st) {
     (void)st;
-    char dir[] = "/tmp/wgpt-sgm-stub-XXXXXX";
     assert_non_null(mkdtemp(dir));
+    made_ = 1;
     assert_true(write_folder_(dir) >= 3);
     wgpt_gpu_options opt = {.adapter_index = -1, .kernel_dir = dir};
     wgpt_gpu *g = tu_gpu_open(&opt);
@@ -208,17 +202,17 @@ static void sgm_files_compile_with_stubs(void **st) {
         // the engine writes SGM_* itself here, and test_linear_f16 and
         // test_attention compile and run the real files
         printf("skipped: '%s' compiles the subgroup-matrix files as they are\n", info->name);
-        remove_folder_(dir);
         return;
     }
     int kernels = 0;
     for (size_t f = 0; f < sizeof FILES / sizeof FILES[0]; f++) {
-        char rel[256];
+        char rel[256], err[512];
         snprintf(rel, sizeof rel, "kernels/%s", FILES[f]);
         char *text = tu_read_source(rel);
-        for (const char *m = text; (m = strstr(m, "// --- KERNEL: ")) != NULL; m++) {
-            char name[128];
-            assert_int_equal(sscanf(m + 15, "%127[A-Za-z0-9_]", name), 1);
+        wgpt_ksrc_file kf;
+        if (wgpt_ksrc_parse(&kf, FILES[f], text, err, sizeof err) < 0) fail_msg("%s", err);
+        for (int i = 0; i < kf.nkernels; i++) {
+            const char *name = kf.kernels[i].name;
             wgpt_kernel *k = wgpt_kernel_get(g, name);
             const char *e = k ? "" : wgpt_gpu_error(g);
             int too_big = !k && !strstr(e, "failed to compile") && strstr(e, "workgroup storage");
@@ -226,15 +220,15 @@ static void sgm_files_compile_with_stubs(void **st) {
             if (!k && !too_big) fail_msg("%s (%s, stubbed): %s", name, FILES[f], e);
             kernels++;
         }
+        wgpt_ksrc_free(&kf);
         free(text);
     }
     assert_true(kernels >= 6);
-    remove_folder_(dir);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sgm_files_compile_with_stubs),
     };
-    return cmocka_run_group_tests_name("sgm_stub_compile", tests, NULL, tu_group_teardown);
+    return cmocka_run_group_tests_name("sgm_stub_compile", tests, NULL, teardown_);
 }

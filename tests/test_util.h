@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <dirent.h>
+#include <sys/stat.h>
 
 #include "gpu/gpu.h"
 
@@ -117,6 +119,27 @@ static inline char *tu_read_source(const char *rel) {
     s[n] = 0;
     fclose(f);
     return s;
+}
+
+// Removes path: a file, or a folder and everything in it (made writable first).
+static inline void tu_rm_rf(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        chmod(path, 0755);
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            char sub[4096];
+            int w = snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            if (w > 0 && (size_t)w < sizeof sub) tu_rm_rf(sub);
+        }
+        if (d) closedir(d);
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
 }
 
 typedef struct tu_scalar {
