@@ -18,11 +18,11 @@
 // Fragments cannot be read element by element, so every elementwise step
 // goes through workgroup memory: a product's f32 result is stored to tile_s,
 // threads read it, and what feeds the next product is written as f16 to tile_p.
-// The forward makes two passes over the keys: the first finds each row's max
-// and sum (lse), the second computes P = exp(s - lse), already normalised, so
-// O accumulates in fragments with no rescaling (a fragment cannot be scaled by
-// row). Q K^T is computed twice; with tensor cores that is cheaper than
-// keeping O in workgroup memory.
+// The forward makes one pass over the keys with a lazy online softmax: P =
+// exp(s - m) against a reference max m per row that moves only when a block's
+// max passes it by RESCALE_GAP, and only then is O scaled (stored to tile_s,
+// scaled by row, loaded back: a fragment cannot be scaled by row); O / l at
+// the end.
 // Grid (ceil(T / RB), NH, B), NT = 8 subgroups a workgroup (the preprocess:
 // ceil(B * NH * T / WG) through dispatch1d); subgroup g owns rows
 // (g % 4) * RS .. + RS - 1 of the block in every product, and half g / 4 of
@@ -61,6 +61,7 @@ const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 hal
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
 const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves
+const RESCALE_GAP: f32 = 8.0;  // forward: a row's reference max moves when a block's max exceeds it by this
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
 // in registers (on the H200 the three kernels took 18.3 ms of a GPT-2 124M
@@ -73,12 +74,13 @@ const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && NSG == 
 const_assert NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u && NT >= RB;
 const_assert LPT * NT * 8u == RB * HS;
 
-// 2 x 9,216 + 9,216 + 17,408 + 512 = 45,568 bytes (the host checks the device's limit).
+// 2 x 9,216 + 9,216 + 17,408 + 512 + 4 = 45,572 bytes (the host checks the device's limit).
 var<workgroup> tile_a: array<vec4<u32>, RB * LV>;  // K (forward, dq) or Q (dkdv): [row][d], f16
 var<workgroup> tile_b: array<vec4<u32>, RB * LV>;  // V (forward, dq) or dout (dkdv)
 var<workgroup> tile_p: array<vec4<u32>, RB * PV>;  // P or dS [row][column] f16; staging on the way to fragments
 var<workgroup> tile_s: array<f32, RB * SS>;        // a product's f32 result [row][column]
-var<workgroup> tile_l: array<f32, 2u * RB>;        // dkdv: lse and D of the block's queries
+var<workgroup> tile_l: array<f32, 2u * RB>;        // dkdv: lse and D of the block's queries; forward: 1 / l
+var<workgroup> attn_flag: u32;                     // forward: some row's reference max moved this block
 
 fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
     return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
@@ -200,46 +202,24 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let q = q0 + row;
 
     put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
-    var ra = fetch(b, 0u, 1u, h, lidx);  // K of the first block
-    var rb: Raw16;
+    var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
+    var rb = fetch(b, 0u, 2u, h, lidx);
+    if (lidx == 0u) { attn_flag = 0u; }  // workgroup memory may start uninitialised (disable_workgroup_init)
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
     let qf2 = frag_p(r0, 32u);
     let qf3 = frag_p(r0, 48u);
 
-    // Pass 1: each row's max m and sum l of exp(s - m), online over the key blocks.
+    // One pass over the key blocks, the online softmax with a lazy reference:
+    // P = exp(s - m) with m this row's reference max, l = the sum of P, O +=
+    // P V in fragments. m moves only when a block's max exceeds it by more
+    // than RESCALE_GAP (P stays under exp(RESCALE_GAP), far inside f16); then
+    // l and the row of O are scaled by exp(m_old - m_new), O through tile_s
+    // (a fragment cannot be scaled by row), for the whole workgroup at once.
+    // Rows rarely need it after their first block (where O is still zero).
     var m = NEG_INF;
     var l = 0.0;
-    for (var kb = 0u; kb <= qb; kb++) {
-        let k0 = kb * RB;
-        workgroupBarrier();
-        put16(0u, ra, lidx);
-        workgroupBarrier();
-        if (kb < qb) { ra = fetch(b, k0 + RB, 1u, h, lidx); }
-        else {  // pass 2's first block
-            ra = fetch(b, 0u, 1u, h, lidx);
-            rb = fetch(b, 0u, 2u, h, lidx);
-        }
-        scores(qf0, qf1, qf2, qf3, false, r0, h0);
-        workgroupBarrier();
-        var bm = NEG_INF;
-        for (var j = 0u; j < CPT; j++) {
-            let key = k0 + col0 + j;
-            if (key <= q && key < p.T) { bm = max(bm, tile_s[row * SS + col0 + j] * p.scale); }
-        }
-        let mn = max(m, row_max(bm));
-        var sum = 0.0;
-        for (var j = 0u; j < CPT; j++) {
-            let key = k0 + col0 + j;
-            if (key <= q && key < p.T) { sum += exp(tile_s[row * SS + col0 + j] * p.scale - mn); }
-        }
-        l = l * exp(m - mn) + row_sum(sum);
-        m = mn;
-    }
-    let lrow = m + log(l);
-
-    // Pass 2: O = sum over key blocks of P V with P = exp(s - lse) in f16.
     var o0 = CT();
     var o1 = CT();
     var o2 = CT();
@@ -256,17 +236,46 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         }
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
+        var bm = NEG_INF;
+        for (var j = 0u; j < CPT; j++) {
+            let key = k0 + col0 + j;
+            if (key <= q && q < p.T) { bm = max(bm, tile_s[row * SS + col0 + j] * p.scale); }
+        }
+        bm = row_max(bm);
+        var alpha = 1.0;  // this row's factor for l and O
+        if (bm > m + RESCALE_GAP) {
+            alpha = exp(m - bm);  // 0 on the first block (m = NEG_INF)
+            l *= alpha;
+            m = bm;
+            if (kb > 0u) { attn_flag = 1u; }
+        }
+        var sum = 0.0;
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
             for (var i = 0u; i < 8u; i++) {
                 let c = col0 + 8u * j8 + i;
-                let key = k0 + c;
-                if (key <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - lrow); }
+                if (k0 + c <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - m); }
+                sum += e[i];
             }
             tile_p[row * PV + col0 / 8u + j8] =
                 pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
         }
+        l += row_sum(sum);
+        // P and the flag complete, every score read. (workgroupUniformLoad's
+        // own barrier did not make P visible on the H200: its fragments read
+        // the staged Q.)
         workgroupBarrier();
+        if (workgroupUniformLoad(&attn_flag) != 0u) {
+            store4(r0, h0, o0, o1, o2, o3);
+            workgroupBarrier();
+            if (lidx == 0u) { attn_flag = 0u; }  // every thread has read it
+            for (var j = 0u; j < CPT; j++) { tile_s[row * SS + col0 + j] *= alpha; }
+            workgroupBarrier();
+            o0 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0, SS);
+            o1 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0 + 8u, SS);
+            o2 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0 + 16u, SS);
+            o3 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0 + 24u, SS);
+        }
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let pf = frag_p(r0, kk);
             o0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), o0);
@@ -275,17 +284,20 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             o3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), o3);
         }
     }
+    let lrow = m + log(l);
 
-    // O through tile_s, so that rows past T are dropped and the writes are whole rows.
+    // O / l through tile_s, so that rows past T are dropped and the writes are whole rows.
     workgroupBarrier();
     store4(r0, h0, o0, o1, o2, o3);
+    if (lidx % TPR == 0u) { tile_l[row] = 1.0 / l; }
     workgroupBarrier();
     for (var u = lidx; u < RB * HS / 4u; u += NT) {
         let r = u / (HS / 4u);
         let c = (u % (HS / 4u)) * 4u;
         if (q0 + r < p.T) {
             out[((b * p.T + q0 + r) * p.C + h * HS + c) / 4u] =
-                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
+                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]) *
+                tile_l[r];
         }
     }
     if (lidx % TPR == 0u && q < p.T) { lse[(b * p.NH + h) * p.T + q] = lrow; }

@@ -237,9 +237,14 @@ static void assert_close_scaled(const char *what, const shape *s, const float *g
     tu_assert_close(label, got, want, n, TOL * mx, rounded ? 0.0f : TOL);
 }
 
-static void check_shape(const shape *s) {
+// As check_shape, with the keys at positions >= k_from multiplied by k_gain
+// (a power of 2: still exact f16 values).
+static void check_shape_keys_scaled(const shape *s, uint32_t k_from, float k_gain) {
     float *qkv, *dout;
     make_inputs(s, &qkv, &dout);
+    for (uint32_t b = 0; b < s->B; b++)
+        for (uint32_t t = k_from; t < s->T; t++)
+            for (uint32_t c = s->C; c < 2 * s->C; c++) qkv[((size_t)b * s->T + t) * 3 * s->C + c] *= k_gain;
     result got, want;
     gpu_run(G, s, qkv, dout, &got);
     ref_run(s, qkv, dout, &want);
@@ -249,6 +254,8 @@ static void check_shape(const shape *s) {
     result_free(&got), result_free(&want);
     free(qkv), free(dout);
 }
+
+static void check_shape(const shape *s) { check_shape_keys_scaled(s, s->T, 1.0f); }
 
 static void matches_ref_hs16(void **st) {
     (void)st;
@@ -282,6 +289,15 @@ static void matches_ref_long_peaked(void **st) {
     (void)st;
     if (sgm_skipped_()) return;
     check_shape(&(shape){1, 200, 128, 2, 3.0f});  // four blocks of 64, the last partial; peaked softmax
+}
+// Keys after the first block of 64 sixteen times larger: every row past it
+// finds a block max far above its first block's (the f16 forward's
+// reference max moves, and O is rescaled, more than once).
+static void matches_ref_max_jumps(void **st) {
+    (void)st;
+    if (sgm_skipped_()) return;
+    check_shape_keys_scaled(&(shape){1, 200, 128, 2, 1.0f}, 64, 16.0f);
+    check_shape_keys_scaled(&(shape){2, 130, 192, 3, 1.0f}, 20, 4.0f);
 }
 // GPT-2's context: 16 blocks of 64 (the f16 kernels' longest loops).
 static void matches_ref_t1024(void **st) {
@@ -456,6 +472,8 @@ int main(void) {
         BOTH(matches_ref_long_peaked),
         F16_TOO(matches_ref_long_peaked),
         F16_TOO(matches_ref_t1024),
+        BOTH(matches_ref_max_jumps),
+        F16_TOO(matches_ref_max_jumps),
         BOTH(matches_ref_hs128),
         BOTH(future_keys_have_no_effect),
         F16_TOO(future_keys_have_no_effect),
