@@ -1,8 +1,9 @@
 // 04_attention_sgm.wgsl: causal self-attention on subgroup matrices (tensor
 // cores on NVIDIA), the f16 twin of 04_attention.wgsl's fast kernels: the
-// same bindings, params, grid and outputs (qkv and, for D, out in f16), for
-// head size HS = 64 (every GPT-2).
-//   attention_sgm_forward       out (B, T, C), lse (B, NH, T) from qkv (B, T, 3C)
+// same params, grid and outputs (qkv and out in f16; the forward writes out
+// transposed as well, a fourth binding), for head size HS = 64 (every GPT-2).
+//   attention_sgm_forward       out (B, T, C) in f16, as it is and transposed, and lse (B, NH, T)
+//                               from qkv (B, T, 3C)
 //   attention_sgm_backward_dq   the q columns of dqkv
 //   attention_sgm_backward_dkdv the k and v columns of dqkv
 //   attention_sgm_backward_preprocess  D (B, NH, T) = dout . out, before dq and dkdv
@@ -172,10 +173,16 @@ fn unpack8(v: vec4<u32>) -> array<f32, 8> {
 }
 
 // --- KERNEL: attention_sgm_forward ---
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<u32>>;        // (B, T, 3C) f16
-@group(0) @binding(3) var<uniform> p: AttnParams;
+// out in f16 twice: row-major, as the attention projection's backward and D
+// read it, and transposed, as its forward reads it (the engine's f16 matmuls
+// take their input transposed: 03_linear_sgm.wgsl), so that neither a cast
+// nor a transpose follows. The transposed copy is written a pair of tokens a
+// u32: T even (the host checks).
+@group(0) @binding(0) var<storage, read_write> out16: array<vec4<u32>>;  // (B, T, C) f16
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;          // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<u32>>;          // (B, T, 3C) f16
+@group(0) @binding(3) var<storage, read_write> out16_t: array<u32>;      // (C, B T) f16
+@group(0) @binding(4) var<uniform> p: AttnParams;
 
 // Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1: this thread's share; zeros past T.
 fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
@@ -286,18 +293,29 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     }
     let lrow = m + log(l);
 
-    // O / l through tile_s, so that rows past T are dropped and the writes are whole rows.
+    // O / l through tile_s, so that rows past T are dropped and the writes are
+    // whole rows (row-major: 8 values a thread; transposed: one d, two tokens).
     workgroupBarrier();
     store4(r0, h0, o0, o1, o2, o3);
     if (lidx % TPR == 0u) { tile_l[row] = 1.0 / l; }
     workgroupBarrier();
-    for (var u = lidx; u < RB * HS / 4u; u += NT) {
-        let r = u / (HS / 4u);
-        let c = (u % (HS / 4u)) * 4u;
+    for (var u = lidx; u < RB * HS / 8u; u += NT) {
+        let r = u / (HS / 8u);
+        let c = (u % (HS / 8u)) * 8u;
         if (q0 + r < p.T) {
-            out[((b * p.T + q0 + r) * p.C + h * HS + c) / 4u] =
-                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]) *
-                tile_l[r];
+            let x = vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
+            let y = vec4<f32>(tile_s[r * SS + c + 4u], tile_s[r * SS + c + 5u], tile_s[r * SS + c + 6u],
+                              tile_s[r * SS + c + 7u]);
+            out16[((b * p.T + q0 + r) * p.C + h * HS + c) / 8u] = pack8(x * tile_l[r], y * tile_l[r]);
+        }
+    }
+    let bt = p.B * p.T;
+    for (var u = lidx; u < HS * RB / 2u; u += NT) {
+        let d = u / (RB / 2u);
+        let r = (u % (RB / 2u)) * 2u;  // T is even, so both tokens of a pair are inside or neither
+        if (q0 + r < p.T) {
+            let v = vec2<f32>(tile_s[r * SS + d] * tile_l[r], tile_s[(r + 1u) * SS + d] * tile_l[r + 1u]);
+            out16_t[((h * HS + d) * bt + b * p.T + q0 + r) / 2u] = pack2x16float(v);
         }
     }
     if (lidx % TPR == 0u && q < p.T) { lse[(b * p.NH + h) * p.T + q] = lrow; }
