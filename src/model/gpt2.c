@@ -452,9 +452,14 @@ static int build_backward_(wgpt_gpt2 *m) {
         if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
                         A(atty16, l), BT, C, C) < 0)
             return -1;
-        if (m->attn16)
-            GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv16, l),
+        if (m->attn16) {
+            // dq and dk/dv read d atty in f16: a copy in d16 (free again after
+            // the attention projection's backward)
+            wgpt_view datty16 = d16_view_(m, BT, C);
+            GPU_OK(m, wgpt_cast_f16(g, op, datty16, A(datty, 0), (uint64_t)BT * C));
+            GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), datty16, A(qkv16, l),
                                                   A(atty16, l), A(att_lse, l), B, T, C, NH));
+        }
         else
             GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
                                               A(att_lse, l), B, T, C, NH));
