@@ -5,7 +5,8 @@
 # --main-wgpt: a wgpt built from main, placed beside --wgpt (it finds Dawn at
 # ../third_party from its own folder). Candidates:
 #   attn    kernels/04_attention_sgm.wgsl: the forward in one pass, writing its
-#           output in f16 and transposed (no cast, no transpose after it)
+#           output in f16 and transposed (no cast, no transpose after it); dq
+#           and dkdv reading an f16 copy of dout
 #   linear  kernels/03_linear_sgm.wgsl: double-buffered tiles (main's file is
 #           kept in bench/next/: the tree reaches the device without .git)
 # Runs
@@ -13,7 +14,7 @@
 #   2. `wgpt bench --precision f16 --steps 10`: main, attn (this wgpt with main's
 #      matmul through WGPT_KERNEL_DIR), both (this wgpt), twice round;
 #   3. `wgpt bench --micro-only f16`: main's matmul beside the candidate;
-#   4. `--profile` of both candidates.
+#   4. `--profile` of both candidates; 5. their registers.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 wgpt=build/wgpt tests=build out="" main=""
@@ -64,4 +65,7 @@ paste <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%-8s %-15s %7s %8s\n", $2,
 echo "== 4. profile (both candidates)"
 run both bench --precision f16 --steps 3 --profile > "$out/profile-both.txt" 2>&1
 sed -n '/GPU time per kernel/,/^(registers/p' "$out/profile-both.txt" | head -18
+echo "== 5. registers (WGPT_KERNEL_STATS)"
+WGPT_KERNEL_STATS=$out/stats-both.txt run both bench --precision f16 --steps 2 > /dev/null 2>&1
+grep -E "attention_sgm|matmul_sgm" "$out/stats-both.txt" | cut -c1-240
 echo "raw outputs: $out"
