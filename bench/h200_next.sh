@@ -13,7 +13,8 @@
 #   1. the f16 tests: test_attention, test_linear_f16, test_gpt2_f16 from --tests;
 #   2. `wgpt bench --precision f16 --steps 10`: main, attn (this wgpt with main's
 #      matmul through WGPT_KERNEL_DIR), both (this wgpt), twice round;
-#   3. `wgpt bench --micro-only f16`: main's matmul beside the candidate;
+#   3. `wgpt bench --micro-only f16`: main's matmul beside the candidate, and each
+#      block forced (--micro-block; the candidate adds a 192 x 128 block, tall);
 #   4. `--profile` of both candidates; 5. their registers.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -61,6 +62,16 @@ run main bench --micro-only f16 > "$out/micro-main.txt" 2>&1
 run both bench --micro-only f16 > "$out/micro-both.txt" 2>&1
 paste <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%-8s %-15s %7s %8s\n", $2, $6, $7, $8 }' "$out/micro-main.txt") \
       <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "| %7s %8s\n", $7, $8 }' "$out/micro-both.txt")
+
+echo "== 3b. each block forced (ms): main base, main wide | candidate base, wide, tall (192 x 128)"
+for blk in base wide; do run main bench --micro-only f16 --micro-block $blk > "$out/micro-main-$blk.txt" 2>&1; done
+for blk in base wide tall; do run both bench --micro-only f16 --micro-block $blk > "$out/micro-both-$blk.txt" 2>&1; done
+paste <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%-8s %-15s %7s\n", $2, $6, $7 }' "$out/micro-main-base.txt") \
+      <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%7s |\n", $7 }' "$out/micro-main-wide.txt") \
+      <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%7s\n", $7 }' "$out/micro-both-base.txt") \
+      <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%7s\n", $7 }' "$out/micro-both-wide.txt") \
+      <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%7s\n", $7 }' "$out/micro-both-tall.txt")
+grep -h "failed\|error" "$out"/micro-both-*.txt | head -5
 
 echo "== 4. profile (both candidates)"
 run both bench --precision f16 --steps 3 --profile > "$out/profile-both.txt" 2>&1

@@ -59,15 +59,17 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 // 128 registers a thread; src/model/linear_f16.c picks the wide block only
 // where the waves come out shorter (RESULTS section 19). This file holds up
 // to 4 x 4 fragments a subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine
-// picks no other shape).
+// picks no other shape). A third block, matmul_sgm_tall, 192 x 128 in stages
+// of 32 (12 subgroups, 48,128 bytes of tiles), runs only where forced
+// (`wgpt bench --micro-block tall`), to be measured.
 override BN: u32 = 128u;            // block columns: 128 or 256
 override BK: u32 = 32u;             // k a stage: 32 or 16, a multiple of every SGM_TK the engine picks (8 to 16 here)
-const WM: u32 = 2u;                 // subgroups down the block
-const BM: u32 = 128u;               // block rows
+override WM: u32 = 2u;              // subgroups down the block: 2, or 3 (matmul_sgm_tall)
+const FM: u32 = 4u;                 // fragments a subgroup, down
+override BM: u32 = WM * FM * SGM_TM; // block rows: 128, or 192
 const ROW_F: u32 = 32u;             // columns a subgroup owns (floats across its row of fragments)
 override WN: u32 = BN / ROW_F;      // subgroups across
 override NT: u32 = WM * WN * SGM_SG;   // threads a workgroup
-const FM: u32 = BM / WM / SGM_TM;   // fragments a subgroup, down
 const FN: u32 = ROW_F / SGM_TN;     // and across
 const_assert FM == 4u && (FN == 4u || FN == 2u);
 const_assert SGM_TK % 8u == 0u;
@@ -80,8 +82,8 @@ override AV: u32 = BM * BK / 8u;    // vec4 a stage of A
 override BV: u32 = BK * BN / 8u;
 override APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage (at most PT_MAX)
 override BPT: u32 = (BV + NT - 1u) / NT;
-// The private arrays' length: at least APT and BPT of either block.
-const PT_MAX: u32 = (BM * 64u / 8u + 8u * SGM_SG - 1u) / (8u * SGM_SG);
+// The private arrays' length: at least APT and BPT of every block.
+const PT_MAX: u32 = (192u * 64u / 8u + 8u * SGM_SG - 1u) / (8u * SGM_SG);
 // Two f32 areas live in the A tile outside the stage loop (48 KiB of
 // workgroup memory would not hold them beside the tiles with 16 x 16
 // fragments): before it, the bias broadcast over SGM_TM rows (BN columns, or
@@ -341,6 +343,7 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 
 // --- KERNEL: matmul_sgm ---
 // --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=16 ---
+// --- KERNEL: matmul_sgm_tall = matmul_sgm with WM=3 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
               @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
