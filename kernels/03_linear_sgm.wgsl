@@ -66,7 +66,7 @@ override BN: u32 = 128u;            // block columns: 128 or 256
 override BK: u32 = 32u;             // k a stage: 32 or 16, a multiple of every SGM_TK the engine picks (8 to 16 here)
 override WM: u32 = 2u;              // subgroups down the block: 2, or 3 (matmul_sgm_tall)
 const FM: u32 = 4u;                 // fragments a subgroup, down
-override BM: u32 = WM * FM * SGM_TM; // block rows: 128, or 192
+override BM: u32 = 128u;            // block rows: WM * FM * SGM_TM (the variant sets both)
 const ROW_F: u32 = 32u;             // columns a subgroup owns (floats across its row of fragments)
 override WN: u32 = BN / ROW_F;      // subgroups across
 override NT: u32 = WM * WN * SGM_SG;   // threads a workgroup
@@ -343,7 +343,7 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 
 // --- KERNEL: matmul_sgm ---
 // --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=16 ---
-// --- KERNEL: matmul_sgm_tall = matmul_sgm with WM=3 ---
+// --- KERNEL: matmul_sgm_tall = matmul_sgm with WM=3,BM=192 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
               @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {

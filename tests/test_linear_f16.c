@@ -508,10 +508,10 @@ static void block_and_split_choice(void **st) {
     h.sgm_block = WGPT_SGM_AUTO;
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         assert_int_not_equal(wgpt_linear_f16_plan(&h, want[i].m, want[i].n, want[i].k, UINT64_MAX).wide, 2);
-    // a forced split count: 3 parts of whole 64-deep stages
+    // a forced split count: 3 parts of whole 32-deep stages
     h.matmul_splits = 3;
     p = wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX);
-    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 3), assert_int_equal(p.ks, 1408);
+    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 3), assert_int_equal(p.ks, 1376);
     h.matmul_splits = 0;
     h.cpu_kernels = 1;
     p = wgpt_linear_f16_plan(&h, 4096, 4096, 4096, UINT64_MAX);

@@ -14,9 +14,9 @@ typedef struct sgm_params {
 
 #define SGM_BM 128u         // BM, BN, BK of 03_linear_sgm.wgsl: the output block and
 #define SGM_BN 128u         // the k a stage (splits keep whole stages) of matmul_sgm
-#define SGM_BK 64u          // (the double-buffered kernel of branch attn1pass stages 32 and 16: multiples, so splits keep whole stages)
+#define SGM_BK 32u
 #define SGM_WIDE_BN 256u    // BN and BK of matmul_sgm_wide (its variant marker)
-#define SGM_WIDE_BK 32u
+#define SGM_WIDE_BK 16u
 #define SGM_WIDE_SGS 16u    // its subgroups a workgroup (matmul_sgm: 8)
 #define SGM_TALL_BM 192u    // BM of matmul_sgm_tall (WM=3: 12 subgroups), run only where forced
 #define SGM_TALL_SGS 12u
