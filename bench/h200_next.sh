@@ -7,12 +7,15 @@
 #   attn    kernels/04_attention_sgm.wgsl: the forward in one pass, writing its
 #           output in f16 and transposed (no cast, no transpose after it); dq
 #           and dkdv reading an f16 copy of dout
+#   gelu    kernels/08_precision.wgsl's gelu_f16_transpose: the fcproj input
+#           transposed in one pass from fch (no gelu_forward_f16 + transpose_f16)
 #   linear  kernels/03_linear_sgm.wgsl: double-buffered tiles (main's file is
 #           kept in bench/next/: the tree reaches the device without .git)
 # Runs
 #   1. the f16 tests: test_attention, test_linear_f16, test_gpt2_f16 from --tests;
 #   2. `wgpt bench --precision f16 --steps 10`: main, attn (this wgpt with main's
-#      matmul through WGPT_KERNEL_DIR), both (this wgpt), twice round;
+#      matmul through WGPT_KERNEL_DIR: every candidate but the matmul's), both
+#      (this wgpt: all of them), twice round;
 #   3. `wgpt bench --micro-only f16`: main's matmul beside the candidate, and each
 #      block forced (--micro-block; the candidate adds a 192 x 128 block, tall);
 #   4. `--profile` of both candidates; 5. their registers.
