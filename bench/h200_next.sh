@@ -12,10 +12,12 @@
 #   linear  kernels/03_linear_sgm.wgsl: double-buffered tiles (main's file is
 #           kept in bench/next/: the tree reaches the device without .git)
 # Runs
-#   1. the f16 tests: test_attention, test_linear_f16, test_gpt2_f16 from --tests;
+#   1. the f16 tests: test_attention, test_linear_f16, test_gpt2_f16 from --tests,
+#      and test_attention again with the forward rescaling O every block (eager:
+#      the fallback if the lazy rescale's flag misbehaves);
 #   2. `wgpt bench --precision f16 --steps 10`: main, attn (this wgpt with main's
 #      matmul through WGPT_KERNEL_DIR: every candidate but the matmul's), both
-#      (this wgpt: all of them), twice round;
+#      (this wgpt: all of them), eager (all, the forward eager), twice round;
 #   3. `wgpt bench --micro-only f16`: main's matmul beside the candidate, and each
 #      block forced (--micro-block; the candidate adds a 192 x 128 block, tall);
 #   4. `--profile` of both candidates; 5. their registers.
@@ -42,8 +44,15 @@ run() {  # run VARIANT ARGS...: wgpt of that variant
     main) "$main" "$@" ;;
     attn) WGPT_KERNEL_DIR=$out/k-attn "$wgpt" "$@" ;;
     both) "$wgpt" "$@" ;;
+    eager) WGPT_KERNEL_DIR=$out/k-eager "$wgpt" "$@" ;;
   esac
 }
+
+# the attention forward's fallback: O rescaled in every block, no flag read
+mkdir -p "$out/k-eager" && cp kernels/*.wgsl "$out/k-eager/" &&
+  sed -i 's/^override RESCALE_GAP: f32 = 8.0;/override RESCALE_GAP: f32 = 0.0;/; s/^override RESCALE_LAZY: bool = true;/override RESCALE_LAZY: bool = false;/' \
+    "$out/k-eager/04_attention_sgm.wgsl" || exit 1
+grep -q 'RESCALE_LAZY: bool = false' "$out/k-eager/04_attention_sgm.wgsl" || { echo "h200_next.sh: the eager copy was not made" >&2; exit 1; }
 
 echo "== 1. tests (the candidates)"
 for t in test_attention test_linear_f16 test_gpt2_f16; do
@@ -51,10 +60,12 @@ for t in test_attention test_linear_f16 test_gpt2_f16; do
   grep -E '^ERROR|FAILED  \] ' "$out/$t.txt" | head -6
 done
 grep -E 'f16 kernels, (out|lse|dqkv)' "$out/test_attention.txt" | head -24
+WGPT_KERNEL_DIR=$out/k-eager "$tests/test_attention" > "$out/test_attention-eager.txt" 2>&1
+echo "test_attention, forward rescaling every block (k-eager): rc $? | $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/test_attention-eager.txt" | tr '\n' ' ')"
 
 echo "== 2. the f16 step (ms), twice round"
 for round in 1 2; do
-  for v in main attn both; do
+  for v in main attn both eager; do
     run $v bench --precision f16 --steps 10 > "$out/step-$v-$round.txt" 2>&1
     echo "$v round $round: $(grep '^result' "$out/step-$v-$round.txt")"
   done

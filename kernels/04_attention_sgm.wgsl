@@ -62,7 +62,13 @@ const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 hal
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
 const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves
-const RESCALE_GAP: f32 = 8.0;  // forward: a row's reference max moves when a block's max exceeds it by this
+// forward: a row's reference max moves when a block's max exceeds it by
+// RESCALE_GAP, and O is rescaled (through tile_s) only in blocks where some
+// row's did. With RESCALE_LAZY false (and a gap of 0: the textbook online
+// softmax) O goes through tile_s in every block after the first, and no
+// flag is read: the fallback if the flag's uniform read misbehaves.
+override RESCALE_GAP: f32 = 8.0;
+override RESCALE_LAZY: bool = true;
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
 // in registers (on the H200 the three kernels took 18.3 ms of a GPT-2 124M
@@ -267,7 +273,12 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         // own barrier did not make P visible on the H200: its fragments read
         // the staged Q.)
         workgroupBarrier();
-        if (workgroupUniformLoad(&attn_flag) != 0u) {
+        var rescale = kb > 0u;
+        if (RESCALE_LAZY) {
+            let flag = workgroupUniformLoad(&attn_flag);
+            rescale = rescale && flag != 0u;
+        }
+        if (rescale) {
             store4(r0, h0, o0, o1, o2, o3);
             workgroupBarrier();
             if (lidx == 0u) { attn_flag = 0u; }  // every thread has read it
