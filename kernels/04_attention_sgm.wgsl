@@ -81,7 +81,7 @@ const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && NSG == 
 const_assert NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u && NT >= RB;
 const_assert LPT * NT * 8u == RB * HS;
 
-// 2 x 9,216 + 9,216 + 17,408 + 512 + 4 = 45,572 bytes (the host checks the device's limit).
+// 2 x 9,216 + 9,216 + 17,408 + 512 + 4 (16 as Dawn counts it) = 45,584 bytes (the host checks the device's limit).
 var<workgroup> tile_a: array<vec4<u32>, RB * LV>;  // K (forward, dq) or Q (dkdv): [row][d], f16
 var<workgroup> tile_b: array<vec4<u32>, RB * LV>;  // V (forward, dq) or dout (dkdv)
 var<workgroup> tile_p: array<vec4<u32>, RB * PV>;  // P or dS [row][column] f16; staging on the way to fragments
@@ -108,9 +108,6 @@ fn put16(dst: u32, r: Raw16, lidx: u32) {
         else if (dst == 1u) { tile_b[row * LV + c] = r[i]; }
         else { tile_p[row * PV + c] = r[i]; }
     }
-}
-
-    put16(dst, h, lidx);
 }
 
 // Fragment (d kk.., tile rows c0..) of a tile's transpose: K^T, V^T, Q^T, dout^T.
