@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # h200_next.sh (branch attn1pass): checks and measures this branch's
 # candidates on the H200 beside main, in one device call.
-#   bench/h200_next.sh --main-wgpt PATH [--wgpt build/wgpt] [--tests build] [--out DIR]
+#   bench/h200_next.sh --main-wgpt PATH [--wgpt build/wgpt] [--tests build] [--out DIR] [--quick]
+# --quick leaves out 3b (each matmul block forced) when device time is short.
 # --main-wgpt: a wgpt built from main, placed beside --wgpt (it finds Dawn at
 # ../third_party from its own folder). Candidates:
 #   attn    kernels/04_attention_sgm.wgsl: the forward in one pass, writing its
@@ -23,13 +24,14 @@
 #   4. `--profile` of both candidates; 5. their registers.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-wgpt=build/wgpt tests=build out="" main=""
+wgpt=build/wgpt tests=build out="" main="" quick=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --main-wgpt) main=$2; shift 2 ;;
     --wgpt) wgpt=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
     -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200_next.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
@@ -77,6 +79,7 @@ run both bench --micro-only f16 > "$out/micro-both.txt" 2>&1
 paste <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%-8s %-15s %7s %8s\n", $2, $6, $7, $8 }' "$out/micro-main.txt") \
       <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "| %7s %8s\n", $7, $8 }' "$out/micro-both.txt")
 
+if [ $quick = 0 ]; then
 echo "== 3b. each block forced (ms): main base, main wide | candidate base, wide, tall (192 x 128)"
 for blk in base wide; do run main bench --micro-only f16 --micro-block $blk > "$out/micro-main-$blk.txt" 2>&1; done
 for blk in base wide tall; do run both bench --micro-only f16 --micro-block $blk > "$out/micro-both-$blk.txt" 2>&1; done
@@ -86,6 +89,7 @@ paste <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%-8s %-15s %7s\n", $2, $6,
       <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%7s\n", $7 }' "$out/micro-both-wide.txt") \
       <(awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "%7s\n", $7 }' "$out/micro-both-tall.txt")
 grep -h "failed\|error" "$out"/micro-both-*.txt | head -5
+fi
 
 echo "== 4. profile (both candidates)"
 run both bench --precision f16 --steps 3 --profile > "$out/profile-both.txt" 2>&1
