@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
     --tests) tests=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --quick) quick=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200_next.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
