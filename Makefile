@@ -10,7 +10,7 @@ BUILD ?= build
 DAWN_DIR = third_party/dawn
 # Dawn is not linked: src/gpu/dawn_loader.c loads $(DAWN_DIR)/dawn.node (found
 # relative to the executable) at run time. The addon's napi_* imports are bound
-# to stubs that every executable exports; libcrypto hashes the file against its pin.
+# to do-nothing functions every executable exports (src/gpu/napi_imports.c); libcrypto hashes the file against its pin.
 LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm $(MPI_LIBS)
 DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 

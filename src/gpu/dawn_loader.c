@@ -5,7 +5,7 @@
 // .symtab ourselves, add the load bias the dynamic linker chose, install Dawn's
 // native proc table (dawnProcSetProcs(&dawn::native::GetProcs())) and call the
 // wgpu* functions at those addresses. The file's napi_* imports (it is a Node
-// addon) are satisfied by do-nothing stubs this executable exports (napi_stubs.c).
+// addon) are satisfied by do-nothing functions this executable exports (napi_imports.c).
 #define _GNU_SOURCE  // dlinfo, RTLD_DI_LINKMAP
 #include "dawn_loader.h"
 
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "dawn_api.h"
-#include "napi_stubs.h"
+#include "napi_imports.h"
 #include "util/err.h"
 
 #ifndef WGPT_DAWN_NODE_SHA256
@@ -157,9 +157,9 @@ static int check_napi_imports_(const elf_file_ *f, const char *path, char *err, 
         if (f->dynsym[i].st_shndx != SHN_UNDEF) continue;
         const char *name = sym_name_(f->dynstr, f->dynstr_size, &f->dynsym[i]);
         if (strncmp(name, "napi_", 5) != 0) continue;
-        if (!wgpt_napi_stub_known_(name))
+        if (!wgpt_napi_import_known_(name))
             return wgpt_errf(err, errlen, "Dawn: %s imports %s, which wgpt does not provide (add it to "
-                         "src/gpu/napi_stubs.h)", path, name);
+                         "src/gpu/napi_imports.h)", path, name);
         if (!dlsym(RTLD_DEFAULT, name))
             return wgpt_errf(err, errlen, "Dawn: %s imports %s, but this executable does not export it (link with "
                          "-Wl,--export-dynamic-symbol='napi_*', as the Makefile does)", path, name);

@@ -1,10 +1,10 @@
-// napi_stubs.h: the Node-API functions the pinned dawn.node imports (it is a Node
+// napi_imports.h: the Node-API functions the pinned dawn.node imports (it is a Node
 // addon). wgpt never calls the addon's entry point, so none of them ever runs;
-// napi_stubs.c defines each as a do-nothing export so that dlopen can bind the
+// napi_imports.c defines each as a do-nothing export so that dlopen can bind the
 // file. Listed from `readelf --dyn-syms` of webgpu@0.6.2's dawn.node; the loader
 // names any import missing here.
-#ifndef WGPT_NAPI_STUBS_H
-#define WGPT_NAPI_STUBS_H
+#ifndef WGPT_NAPI_IMPORTS_H
+#define WGPT_NAPI_IMPORTS_H
 
 #define WGPT_NAPI_IMPORTS(X) \
     X(napi_add_finalizer) \
@@ -83,6 +83,6 @@
     X(napi_wrap)
 
 // 1 if name is in the list above.
-int wgpt_napi_stub_known_(const char *name);
+int wgpt_napi_import_known_(const char *name);
 
 #endif
