@@ -47,29 +47,26 @@ alias RT = subgroup_matrix_right<f16, SGM_TN, SGM_TK>;   // SGM_TK rows x SGM_TN
 alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN columns
 
 // The block: 128 x BN outputs, 2 x (BN / 32) subgroups of 64 x 32 each (FM x
-// FN fragments), k in stages of BK, the tiles double-buffered (one barrier a
-// stage: RESULTS section 20 measured the single buffer's stores and two
-// barriers a stage as the largest part of the time, 4096^3 0.599 -> 0.372 ms
-// without them). Two blocks, overrides set by the variant markers:
-// matmul_sgm, 128 x 128 in stages of 32 (8 subgroups), and matmul_sgm_wide,
-// 128 x 256 in stages of 16 (16 subgroups), so that two of each stage's
-// tiles fit 48 KiB. (Candidate on this branch, not yet run on the H200; the
-// single-buffered kernel of main ran 128 x 128 in stages of 64 and the wide
-// block in stages of 32.) The H200's driver holds a 512-thread workgroup to
-// 128 registers a thread; src/model/linear_f16.c picks the wide block only
-// where the waves come out shorter (RESULTS section 19). This file holds up
-// to 4 x 4 fragments a subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine
-// picks no other shape). A third block, matmul_sgm_tall, 192 x 128 in stages
-// of 32 (12 subgroups, 48,128 bytes of tiles), runs only where forced
-// (`wgpt bench --micro-block tall`), to be measured.
+// FN fragments), k in stages of BK. Two blocks, overrides set by the
+// variant markers: matmul_sgm, 128 x 128 in stages of 64 (8 subgroups), and
+// matmul_sgm_wide, 128 x 256 in stages of 32 (16 subgroups; 32, so that its
+// tiles fit 48 KiB). The H200's driver gives the 128 x 128 kernel 186
+// registers a thread, one workgroup (8 subgroups) a compute unit; the wide
+// one is held to 128 (512 threads share the 64 K registers) and runs 16
+// subgroups a unit: 4096^3 0.66 -> 0.61 ms, but it has half the blocks, so
+// src/model/linear_f16.c picks it only where the waves come out shorter
+// (RESULTS section 19). Measured against 128 x 64, 256 x 64, 256 x 128,
+// 4 x 4 subgroups, stages of 32 and 48, no register prefetch, double-buffered
+// tiles: RESULTS sections 17 and 19. This file holds up to 4 x 4 fragments a
+// subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
 override BN: u32 = 128u;            // block columns: 128 or 256
-override BK: u32 = 32u;             // k a stage: 32 or 16, a multiple of every SGM_TK the engine picks (8 to 16 here)
-override WM: u32 = 2u;              // subgroups down the block: 2, or 3 (matmul_sgm_tall)
-const FM: u32 = 4u;                 // fragments a subgroup, down
-override BM: u32 = 128u;            // block rows: WM * FM * SGM_TM (the variant sets both)
+override BK: u32 = 64u;             // k a stage: 64 or 32, a multiple of every SGM_TK the engine picks (8 to 32)
+const WM: u32 = 2u;                 // subgroups down the block
+const BM: u32 = 128u;               // block rows
 const ROW_F: u32 = 32u;             // columns a subgroup owns (floats across its row of fragments)
 override WN: u32 = BN / ROW_F;      // subgroups across
 override NT: u32 = WM * WN * SGM_SG;   // threads a workgroup
+const FM: u32 = BM / WM / SGM_TM;   // fragments a subgroup, down
 const FN: u32 = ROW_F / SGM_TN;     // and across
 const_assert FM == 4u && (FN == 4u || FN == 2u);
 const_assert SGM_TK % 8u == 0u;
@@ -82,8 +79,9 @@ override AV: u32 = BM * BK / 8u;    // vec4 a stage of A
 override BV: u32 = BK * BN / 8u;
 override APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage (at most PT_MAX)
 override BPT: u32 = (BV + NT - 1u) / NT;
-// The private arrays' length: at least APT and BPT of every block.
-const PT_MAX: u32 = (192u * 64u / 8u + 8u * SGM_SG - 1u) / (8u * SGM_SG);
+// The private arrays' length: APT and BPT of the 128 x 128 block in stages of
+// 64; the wide block's are half and a quarter of it.
+const PT_MAX: u32 = (BM * 64u / 8u + 8u * SGM_SG - 1u) / (8u * SGM_SG);
 // Two f32 areas live in the A tile outside the stage loop (48 KiB of
 // workgroup memory would not hold them beside the tiles with 16 x 16
 // fragments): before it, the bias broadcast over SGM_TM rows (BN columns, or
@@ -96,11 +94,11 @@ const OUT_F: u32 = SGM_TM * OS;                      // floats of a subgroup's o
 const OUT_PER_LANE: u32 = SGM_TM * ROW_F / SGM_SG;   // floats of it a lane stores
 const OUT_SG: u32 = 8u;                              // subgroups whose out areas the A tile holds at once
 override OUT_ROUNDS: u32 = (WM * WN + OUT_SG - 1u) / OUT_SG;
-override TA_N: u32 = max(2u * A_TILE, max(BIAS_F, OUT_SG * OUT_F) / 4u);  // vec4 of the A tile's array
+override TA_N: u32 = max(A_TILE, max(BIAS_F, OUT_SG * OUT_F) / 4u);  // vec4 of the A tile's array
 const_assert SGM_TM * ROW_F % SGM_SG == 0u;
 const NOWHERE: u32 = 0xffffffffu;
 var<workgroup> ta: array<vec4<u32>, TA_N>;
-var<workgroup> tb: array<vec4<u32>, 2u * B_TILE>;
+var<workgroup> tb: array<vec4<u32>, B_TILE>;
 
 // Float i of the A tile seen as f32 (the bias and out areas).
 fn ta_set(i: u32, x: f32) { ta[i / 4u][i % 4u] = bitcast<u32>(x); }
@@ -125,19 +123,19 @@ fn load_b(v: u32, n0: u32, k0: u32, k_hi: u32) -> vec4<u32> {
     return b4[(r * p.n + c) / 8u];
 }
 
-fn store_a(base: u32, v: u32, x: vec4<u32>) {
-    if (v < AV) { ta[base + (v / (BK / 8u)) * SA + v % (BK / 8u)] = x; }
+fn store_a(v: u32, x: vec4<u32>) {
+    if (v < AV) { ta[(v / (BK / 8u)) * SA + v % (BK / 8u)] = x; }
 }
 
-fn store_b(base: u32, v: u32, x: vec4<u32>) {
-    if (v < BV) { tb[base + (v / (BN / 8u)) * SB + v % (BN / 8u)] = x; }
+fn store_b(v: u32, x: vec4<u32>) {
+    if (v < BV) { tb[(v / (BN / 8u)) * SB + v % (BN / 8u)] = x; }
 }
 
 // Fragment (row r0, k kk) of the A tile and (k kk, column c0) of the B tile;
 // offsets and strides count vec4s of the tile arrays.
-fn frag_a(base: u32, r0: u32, kk: u32) -> LT { return subgroupMatrixLoad<LT, row_major>(&ta, base + r0 * SA + kk / 8u, SA); }
+fn frag_a(r0: u32, kk: u32) -> LT { return subgroupMatrixLoad<LT, row_major>(&ta, r0 * SA + kk / 8u, SA); }
 
-fn frag_b(base: u32, kk: u32, c0: u32) -> RT { return subgroupMatrixLoad<RT, row_major>(&tb, base + kk * SB + c0 / 8u, SB); }
+fn frag_b(kk: u32, c0: u32) -> RT { return subgroupMatrixLoad<RT, row_major>(&tb, kk * SB + c0 / 8u, SB); }
 
 // Bit 2 of p.flag: the output is stored transposed, element (i, j) of the
 // m x n product at out[j * m + i] (an n x m array): the forward and the
@@ -278,41 +276,30 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 
     var ra: array<vec4<u32>, PT_MAX>;
     var rb: array<vec4<u32>, PT_MAX>;
+    for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k_lo, k_hi); }
+    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k_lo, k_hi); }
     let stages = (k_hi - k_lo + BK - 1u) / BK;
-    // Two buffers: stage s is multiplied out of buffer s % 2 while stage s + 1
-    // goes into the other, one barrier a stage; stage s + 2 is read from
-    // global memory into registers meanwhile.
-    for (var i = 0u; i < APT; i++) { store_a(0u, lidx + i * NT, load_a(lidx + i * NT, m0, k_lo, k_hi)); }
-    for (var i = 0u; i < BPT; i++) { store_b(0u, lidx + i * NT, load_b(lidx + i * NT, n0, k_lo, k_hi)); }
-    for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k_lo + BK, k_hi); }
-    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k_lo + BK, k_hi); }
-    workgroupBarrier();
     for (var s = 0u; s < stages; s++) {
-        let ab = (s % 2u) * A_TILE;
-        let bb = (s % 2u) * B_TILE;
+        for (var i = 0u; i < APT; i++) { store_a(lidx + i * NT, ra[i]); }
+        for (var i = 0u; i < BPT; i++) { store_b(lidx + i * NT, rb[i]); }
+        workgroupBarrier();
         if (s + 1u < stages) {
-            let an = A_TILE - ab;
-            let bn = B_TILE - bb;
-            for (var i = 0u; i < APT; i++) { store_a(an, lidx + i * NT, ra[i]); }
-            for (var i = 0u; i < BPT; i++) { store_b(bn, lidx + i * NT, rb[i]); }
-            if (s + 2u < stages) {
-                let k2 = k_lo + (s + 2u) * BK;
-                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k2, k_hi); }
-                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k2, k_hi); }
-            }
+            let k1 = k_lo + (s + 1u) * BK;
+            for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k1, k_hi); }
+            for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k1, k_hi); }
         }
         for (var kk = 0u; kk < BK; kk += SGM_TK) {
-            let a0 = frag_a(ab, lr, kk);
-            let a1 = frag_a(ab, lr + SGM_TM, kk);
-            let a2 = frag_a(ab, lr + 2u * SGM_TM, kk);
-            let a3 = frag_a(ab, lr + 3u * SGM_TM, kk);
-            let b0 = frag_b(bb, kk, lc);
-            let b1 = frag_b(bb, kk, lc + SGM_TN);
+            let a0 = frag_a(lr, kk);
+            let a1 = frag_a(lr + SGM_TM, kk);
+            let a2 = frag_a(lr + 2u * SGM_TM, kk);
+            let a3 = frag_a(lr + 3u * SGM_TM, kk);
+            let b0 = frag_b(kk, lc);
+            let b1 = frag_b(kk, lc + SGM_TN);
             var b2 = RT();
             var b3 = RT();
             if (FN == 4u) {
-                b2 = frag_b(bb, kk, lc + 2u * SGM_TN);
-                b3 = frag_b(bb, kk, lc + 3u * SGM_TN);
+                b2 = frag_b(kk, lc + 2u * SGM_TN);
+                b3 = frag_b(kk, lc + 3u * SGM_TN);
             }
             c0_0 = subgroupMatrixMultiplyAccumulate(a0, b0, c0_0);
             c0_1 = subgroupMatrixMultiplyAccumulate(a0, b1, c0_1);
@@ -342,8 +329,7 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 }
 
 // --- KERNEL: matmul_sgm ---
-// --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=16 ---
-// --- KERNEL: matmul_sgm_tall = matmul_sgm with WM=3,BM=192 ---
+// --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=32 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
               @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {

@@ -89,7 +89,6 @@ typedef struct variant_pair {
 static const variant_pair VARIANT_PAIRS[] = {
     {"src/model/linear_f16.c", "SGM_WIDE_BN", "kernels/03_linear_sgm.wgsl", "matmul_sgm_wide", "BN"},
     {"src/model/linear_f16.c", "SGM_WIDE_BK", "kernels/03_linear_sgm.wgsl", "matmul_sgm_wide", "BK"},
-    {"src/model/linear_f16.c", "SGM_TALL_BM", "kernels/03_linear_sgm.wgsl", "matmul_sgm_tall", "BM"},
 };
 
 static void host_copies_match_variants(void **state) {

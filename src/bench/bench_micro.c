@@ -131,9 +131,7 @@ int wgpt_bench_micro_run(const wgpt_gpu_options *opt, const wgpt_bench_micro_opt
     if (mo->splits) printf("splits: every matmul's k in %u parts (--micro-splits)\n", mo->splits);
     if (mo->sgm_block)
         printf("f16 subgroup-matrix block: %s everywhere (--micro-block)\n",
-               mo->sgm_block == WGPT_SGM_WIDE   ? "128 x 256 (matmul_sgm_wide)"
-               : mo->sgm_block == WGPT_SGM_TALL ? "192 x 128 (matmul_sgm_tall, forced only)"
-                                                : "128 x 128 (matmul_sgm)");
+               mo->sgm_block == WGPT_SGM_WIDE ? "128 x 256 (matmul_sgm_wide)" : "128 x 128 (matmul_sgm)");
     fflush(stdout);
     int mm = mo->only != WGPT_MICRO_MEMORY, mem = !mo->only || mo->only == WGPT_MICRO_MEMORY;
     int rc = (mm && wgpt_bench_micro_matmul(&b) < 0) || (mem && wgpt_bench_micro_memory(&b) < 0) ? -1 : 0;

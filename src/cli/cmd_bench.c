@@ -15,7 +15,7 @@ static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
             "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
-            "                  [--micro-splits S] [--micro-block auto|base|wide|tall] [--micro-only matmul|f16|memory]\n"
+            "                  [--micro-splits S] [--micro-block auto|base|wide] [--micro-only matmul|f16|memory]\n"
             "                  [--adapter N|NAME]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
@@ -34,9 +34,8 @@ static const char USAGE_[] =
             "--micro-wall times with the wall clock around each submission even where the\n"
             "device has timestamps. --micro-splits S splits every matmul's sum over k in S parts\n"
             "(S = 1: none) instead of the count wgpt picks for the shape: for finding the best.\n"
-            "--micro-block base|wide|tall runs every f16 subgroup-matrix matmul on the 128 x 128,\n"
-            "128 x 256 or 192 x 128 block instead of the one wgpt picks for the shape (auto; it\n"
-            "never picks tall, which is there to be measured).\n"
+            "--micro-block base|wide runs every f16 subgroup-matrix matmul on the 128 x 128 or\n"
+            "the 128 x 256 block instead of the one wgpt picks for the shape (auto).\n"
             "--micro-only runs one section: the matmuls, the f16 matmuls alone (no fp32 rows, no\n"
             "wave count), or the memory-bound kernels.\n";
 
@@ -63,7 +62,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"micro-runs", WGPT_OPT_U32, &micro_runs, "--micro runs behind each median"},
         {"micro-wall", WGPT_OPT_FLAG, &micro_wall, "--micro with the wall clock (implies --micro)"},
         {"micro-splits", WGPT_OPT_U32, &micro_splits, "--micro: split every matmul's k in S parts (0: the default)"},
-        {"micro-block", WGPT_OPT_STR, &block, "--micro: the f16 subgroup-matrix block, auto, base, wide or tall"},
+        {"micro-block", WGPT_OPT_STR, &block, "--micro: the f16 subgroup-matrix block, auto, base or wide"},
         {"micro-only", WGPT_OPT_STR, &only, "--micro: one section, matmul, f16 or memory (implies --micro)"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
     };
@@ -92,12 +91,12 @@ int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
     if (block) {
-        static const char *const names[] = {"auto", "base", "wide", "tall"};
+        static const char *const names[] = {"auto", "base", "wide"};
         mo.sgm_block = -1;
-        for (int i = 0; i < 4 && mo.sgm_block < 0; i++)
+        for (int i = 0; i < 3 && mo.sgm_block < 0; i++)
             if (strcmp(block, names[i]) == 0) mo.sgm_block = i;
         if (mo.sgm_block < 0) {
-            fprintf(stderr, "wgpt bench: --micro-block must be auto, base, wide or tall, got '%s'\n", block);
+            fprintf(stderr, "wgpt bench: --micro-block must be auto, base or wide, got '%s'\n", block);
             return 2;
         }
     }

@@ -615,8 +615,8 @@ static void on_device_(WGPURequestDeviceStatus status, WGPUDevice device, WGPUSt
 // The configuration 03_linear_sgm.wgsl is compiled for (see gpu.h), or -1
 // (internal.h).
 // Its block holds 4 x 4 (or 4 x 2) fragments a subgroup: 16 rows by 8 or 16
-// columns (NVIDIA's and AMD's shapes), K 8 or 16 (its wide block's stages of
-// 16 hold whole fragments).
+// columns (NVIDIA's and AMD's shapes), K 8, 16 or 32 (its stages of 32 and
+// 64 hold whole fragments).
 int wgpt_sgm_pick_config_(wgpt_gpu_info *in, char *err, size_t errlen) {
     in->sgm_config = -1;
     const char *env = getenv("WGPT_SGM_CONFIG");
@@ -624,7 +624,7 @@ int wgpt_sgm_pick_config_(wgpt_gpu_info *in, char *err, size_t errlen) {
         const wgpt_matrix_config *c = &in->matrix_configs[i];
         if (c->input != WGPT_MATRIX_F16 || c->result != WGPT_MATRIX_F32 || c->sg_min != c->sg_max ||
             c->sg_min != in->subgroup_min || in->subgroup_min != in->subgroup_max || c->m != 16 ||
-            (c->n != 8 && c->n != 16) || c->k % 8 || c->k > 16 || 16 % c->k)
+            (c->n != 8 && c->n != 16) || c->k % 8 || c->k > 32 || 32 % c->k)
             continue;
         if (env && *env) {
             if (atoi(env) == i) in->sgm_config = i;

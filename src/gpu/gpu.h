@@ -32,7 +32,7 @@ typedef enum wgpt_kernels {
 // Which block the f16 subgroup-matrix matmuls use (model/linear_f16.c):
 // chosen per shape (AUTO), or 128 x 128 (matmul_sgm) or 128 x 256
 // (matmul_sgm_wide) everywhere, for benchmarks and tests.
-typedef enum wgpt_sgm_block { WGPT_SGM_AUTO = 0, WGPT_SGM_BASE, WGPT_SGM_WIDE, WGPT_SGM_TALL } wgpt_sgm_block;
+typedef enum wgpt_sgm_block { WGPT_SGM_AUTO = 0, WGPT_SGM_BASE, WGPT_SGM_WIDE } wgpt_sgm_block;
 
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()

@@ -14,12 +14,10 @@ typedef struct sgm_params {
 
 #define SGM_BM 128u         // BM, BN, BK of 03_linear_sgm.wgsl: the output block and
 #define SGM_BN 128u         // the k a stage (splits keep whole stages) of matmul_sgm
-#define SGM_BK 32u
+#define SGM_BK 64u
 #define SGM_WIDE_BN 256u    // BN and BK of matmul_sgm_wide (its variant marker)
-#define SGM_WIDE_BK 16u
+#define SGM_WIDE_BK 32u
 #define SGM_WIDE_SGS 16u    // its subgroups a workgroup (matmul_sgm: 8)
-#define SGM_TALL_BM 192u    // BM of matmul_sgm_tall (WM=3: 12 subgroups), run only where forced
-#define SGM_TALL_SGS 12u
 // A wide block's time over a stage of k, in sixths of a 128 x 128 block's:
 // 11 (1.83x for twice the outputs), from 4096^3 (0.606 against 0.662 ms) and
 // the logits' forward (1.428 against 1.541) on the H200, RESULTS section 19.
@@ -95,13 +93,6 @@ wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t 
     if (!i->has_subgroup_matrix || i->sgm_config < 0 || i->cpu_kernels) return best;
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
-    if (i->sgm_block == WGPT_SGM_TALL && i->max_invocations >= SGM_TALL_SGS * c->sg_max) {
-        // forced: one part unless a split count is forced too
-        uint32_t s = i->matmul_splits ? (i->matmul_splits < k / SGM_BK ? i->matmul_splits : k / SGM_BK) : 1;
-        while (s > 1 && (uint64_t)s * m * n * 4 > room) s--;
-        uint32_t per = s > 1 ? ((k + s - 1) / s + SGM_BK - 1) / SGM_BK * SGM_BK : 0;
-        return (sgm_plan){2, s > 1 ? (k + per - 1) / per : 1, per};
-    }
     int can_wide = i->max_invocations >= SGM_WIDE_SGS * c->sg_max;
     int first = i->sgm_block == WGPT_SGM_WIDE && can_wide, last = i->sgm_block != WGPT_SGM_BASE && can_wide;
     uint64_t best_cost = UINT64_MAX;
@@ -156,12 +147,11 @@ uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_
 static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
                 uint32_t m, uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
-    int sgm = c != NULL, wide = sgm && pl.wide == 1;
-    int tall = sgm && pl.wide == 2;
-    const char *kernel = tall ? "matmul_sgm_tall" : wide ? "matmul_sgm_wide" : sgm ? "matmul_sgm" : KERNEL[pass];
+    int sgm = c != NULL, wide = sgm && pl.wide;
+    const char *kernel = wide ? "matmul_sgm_wide" : sgm ? "matmul_sgm" : KERNEL[pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
-    uint32_t bm = tall ? SGM_TALL_BM : sgm ? SGM_BM : F16_ROWS, bn = wide ? SGM_WIDE_BN : sgm ? SGM_BN : F16_COLS;
+    uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = wide ? SGM_WIDE_BN : sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);

@@ -46,7 +46,7 @@ int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight,
 // docs/kernels/03_linear_sgm.md). {0, 1, 0} where info runs no such kernels.
 // The passes above use it; public for tests of the choice on made-up devices.
 typedef struct wgpt_sgm_plan {
-    int wide;     // 1: matmul_sgm_wide rather than matmul_sgm; 2: matmul_sgm_tall (forced only)
+    int wide;     // matmul_sgm_wide rather than matmul_sgm
     uint32_t s;   // parts of k (1: no split)
     uint32_t ks;  // k a part (a multiple of the block's BK); 0 when s is 1
 } wgpt_sgm_plan;
