@@ -19,11 +19,13 @@
 // Fragments cannot be read element by element, so every elementwise step
 // goes through workgroup memory: a product's f32 result is stored to tile_s,
 // threads read it, and what feeds the next product is written as f16 to tile_p.
-// The forward makes one pass over the keys with a lazy online softmax: P =
-// exp(s - m) against a reference max m per row that moves only when a block's
-// max passes it by RESCALE_GAP, and only then is O scaled (stored to tile_s,
-// scaled by row, loaded back: a fragment cannot be scaled by row); O / l at
-// the end.
+// The forward makes one pass over the keys with the online softmax: P =
+// exp(s - m) with m the row's running max; each block's P V is a fresh
+// fragment product, stored to tile_s and added into the thread's f32 share
+// of O, scaled there by exp(m_old - m_new) (a fragment cannot be scaled by
+// row, and a fragment loaded back from workgroup memory to be carried on
+// gave wrong results on NVIDIA's driver: docs/kernels/04_attention_sgm.md);
+// O / l at the end.
 // Grid (ceil(T / RB), NH, B), NT = 8 subgroups a workgroup (the preprocess:
 // ceil(B * NH * T / WG) through dispatch1d); subgroup g owns rows
 // (g % 4) * RS .. + RS - 1 of the block in every product, and half g / 4 of
@@ -62,13 +64,6 @@ const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 hal
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
 const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves
-// forward: a row's reference max moves when a block's max exceeds it by
-// RESCALE_GAP, and O is rescaled (through tile_s) only in blocks where some
-// row's did. With RESCALE_LAZY false (and a gap of 0: the textbook online
-// softmax) O goes through tile_s in every block after the first, and no
-// flag is read: the fallback if the flag's uniform read misbehaves.
-override RESCALE_GAP: f32 = 8.0;
-override RESCALE_LAZY: bool = true;
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
 // in registers (on the H200 the three kernels took 18.3 ms of a GPT-2 124M
@@ -81,13 +76,12 @@ const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && NSG == 
 const_assert NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u && NT >= RB;
 const_assert LPT * NT * 8u == RB * HS;
 
-// 2 x 9,216 + 9,216 + 17,408 + 512 + 4 (16 as Dawn counts it) = 45,584 bytes (the host checks the device's limit).
+// 2 x 9,216 + 9,216 + 17,408 + 512 = 45,568 bytes (the host checks the device's limit).
 var<workgroup> tile_a: array<vec4<u32>, RB * LV>;  // K (forward, dq) or Q (dkdv): [row][d], f16
 var<workgroup> tile_b: array<vec4<u32>, RB * LV>;  // V (forward, dq) or dout (dkdv)
 var<workgroup> tile_p: array<vec4<u32>, RB * PV>;  // P or dS [row][column] f16; staging on the way to fragments
 var<workgroup> tile_s: array<f32, RB * SS>;        // a product's f32 result [row][column]
-var<workgroup> tile_l: array<f32, 2u * RB>;        // dkdv: lse and D of the block's queries; forward: 1 / l
-var<workgroup> attn_flag: u32;                     // forward: some row's reference max moved this block
+var<workgroup> tile_l: array<f32, 2u * RB>;        // dkdv: lse and D of the block's queries
 
 fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
     return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
@@ -209,26 +203,19 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
     var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
     var rb = fetch(b, 0u, 2u, h, lidx);
-    if (lidx == 0u) { attn_flag = 0u; }  // workgroup memory may start uninitialised (disable_workgroup_init)
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
     let qf2 = frag_p(r0, 32u);
     let qf3 = frag_p(r0, 48u);
 
-    // One pass over the key blocks, the online softmax with a lazy reference:
-    // P = exp(s - m) with m this row's reference max, l = the sum of P, O +=
-    // P V in fragments. m moves only when a block's max exceeds it by more
-    // than RESCALE_GAP (P stays under exp(RESCALE_GAP), far inside f16); then
-    // l and the row of O are scaled by exp(m_old - m_new), O through tile_s
-    // (a fragment cannot be scaled by row), for the whole workgroup at once.
-    // Rows rarely need it after their first block (where O is still zero).
+    // One pass, the textbook online softmax; each block's P V is a fresh
+    // fragment product flushed through tile_s into this thread's f32 row of
+    // O (acc, its CPT columns), scaled there by exp(m_old - m_new): no
+    // fragment is ever loaded back or carried across blocks.
     var m = NEG_INF;
     var l = 0.0;
-    var o0 = CT();
-    var o1 = CT();
-    var o2 = CT();
-    var o3 = CT();
+    var acc = array<f32, CPT>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
@@ -246,14 +233,9 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             let key = k0 + col0 + j;
             if (key <= q && q < p.T) { bm = max(bm, tile_s[row * SS + col0 + j] * p.scale); }
         }
-        bm = row_max(bm);
-        var alpha = 1.0;  // this row's factor for l and O
-        if (bm > m + RESCALE_GAP) {
-            alpha = exp(m - bm);  // 0 on the first block (m = NEG_INF)
-            l *= alpha;
-            m = bm;
-            if (kb > 0u) { attn_flag = 1u; }
-        }
+        let mn = max(m, row_max(bm));
+        let alpha = exp(m - mn);  // 0 on the first block (m = NEG_INF); 1 for rows past T
+        m = mn;
         var sum = 0.0;
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
@@ -265,27 +247,12 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             tile_p[row * PV + col0 / 8u + j8] =
                 pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
         }
-        l += row_sum(sum);
-        // P and the flag complete, every score read. (workgroupUniformLoad's
-        // own barrier did not make P visible on the H200: its fragments read
-        // the staged Q.)
-        workgroupBarrier();
-        var rescale = kb > 0u;
-        if (RESCALE_LAZY) {
-            let flag = workgroupUniformLoad(&attn_flag);
-            rescale = rescale && flag != 0u;
-        }
-        if (rescale) {
-            store4(r0, h0, o0, o1, o2, o3);
-            workgroupBarrier();
-            if (lidx == 0u) { attn_flag = 0u; }  // every thread has read it
-            for (var j = 0u; j < CPT; j++) { tile_s[row * SS + col0 + j] *= alpha; }
-            workgroupBarrier();
-            o0 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0, SS);
-            o1 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0 + 8u, SS);
-            o2 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0 + 16u, SS);
-            o3 = subgroupMatrixLoad<CT, row_major>(&tile_s, r0 * SS + h0 + 24u, SS);
-        }
+        l = l * alpha + row_sum(sum);
+        workgroupBarrier();  // P complete, every score read
+        var o0 = CT();
+        var o1 = CT();
+        var o2 = CT();
+        var o3 = CT();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let pf = frag_p(r0, kk);
             o0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), o0);
@@ -293,14 +260,16 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             o2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 16u), o2);
             o3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), o3);
         }
+        store4(r0, h0, o0, o1, o2, o3);
+        workgroupBarrier();
+        for (var j = 0u; j < CPT; j++) { acc[j] = acc[j] * alpha + tile_s[row * SS + col0 + j]; }
     }
     let lrow = m + log(l);
 
-    // O / l through tile_s, so that rows past T are dropped and the writes are
-    // whole rows (row-major: 8 values a thread; transposed: one d, two tokens).
+    // O / l through tile_s, so that the writes are whole rows (row-major: 8
+    // values a thread; transposed: one d, two tokens); rows past T dropped.
     workgroupBarrier();
-    store4(r0, h0, o0, o1, o2, o3);
-    if (lidx % TPR == 0u) { tile_l[row] = 1.0 / l; }
+    for (var j = 0u; j < CPT; j++) { tile_s[row * SS + col0 + j] = acc[j] / l; }
     workgroupBarrier();
     for (var u = lidx; u < RB * HS / 8u; u += NT) {
         let r = u / (HS / 8u);
@@ -309,7 +278,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             let x = vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
             let y = vec4<f32>(tile_s[r * SS + c + 4u], tile_s[r * SS + c + 5u], tile_s[r * SS + c + 6u],
                               tile_s[r * SS + c + 7u]);
-            out16[((b * p.T + q0 + r) * p.C + h * HS + c) / 8u] = pack8(x * tile_l[r], y * tile_l[r]);
+            out16[((b * p.T + q0 + r) * p.C + h * HS + c) / 8u] = pack8(x, y);
         }
     }
     let bt = p.B * p.T;
@@ -317,7 +286,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         let d = u / (RB / 2u);
         let r = (u % (RB / 2u)) * 2u;  // T is even, so both tokens of a pair are inside or neither
         if (q0 + r < p.T) {
-            let v = vec2<f32>(tile_s[r * SS + d] * tile_l[r], tile_s[(r + 1u) * SS + d] * tile_l[r + 1u]);
+            let v = vec2<f32>(tile_s[r * SS + d], tile_s[(r + 1u) * SS + d]);
             out16_t[((h * HS + d) * bt + b * p.T + q0 + r) / 2u] = pack2x16float(v);
         }
     }

@@ -27,7 +27,7 @@ typedef struct attn_params {
 // the tiles there.
 #define ATTN_SGM_HS 64u
 #define ATTN_SGM_BLOCK 64u
-#define ATTN_SGM_STORAGE 45584u
+#define ATTN_SGM_STORAGE 45568u
 
 // The kernel sets, all with the same bindings and params: the fast flash
 // kernels, their 48 KiB twins (one more 16 KiB tile of workgroup memory,
