@@ -28,7 +28,7 @@ while [ $# -gt 0 ]; do
     --tests) tests=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --versions) versions=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200_next.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
