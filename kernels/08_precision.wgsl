@@ -80,9 +80,7 @@ struct TransposeParams {
     cols: u32,
 }
 
-const TR: u32 = 64u;  // tile side in halves: TR * TR / 2 pairs, WG threads move TP each
-const TP: u32 = TR * TR / 2u / WG;
-const_assert TP * WG == TR * TR / 2u;
+const TR: u32 = 64u;  // tile side in halves: TR * TR / 2 pairs, WG threads move 8 each
 override FROM_F32: bool = false;  // cast_f16_transpose: src holds floats
 override GELU: bool = false;      // gelu_f16_transpose: and each is gelu(x) (00_shared.wgsl) before rounding
 
@@ -111,21 +109,13 @@ fn pair_at(r: u32, c: u32) -> u32 {
 fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let r0 = wid.y * TR;
     let c0 = wid.x * TR;
-    // Every load of the tile first, into registers (a loop of known length:
-    // all TP of them in flight at once), then into workgroup memory.
-    var w: array<u32, TP>;
-    for (var i = 0u; i < TP; i++) {
-        let e = tid + i * WG;
+    for (var e = tid; e < TR * TR / 2u; e += WG) {
         let r = e / (TR / 2u);           // tile row
         let c = (e % (TR / 2u)) * 2u;    // tile column of the pair's first half
-        if (r0 + r < tp.rows && c0 + c < tp.cols) { w[i] = pair_at(r0 + r, c0 + c); }
-    }
-    for (var i = 0u; i < TP; i++) {
-        let e = tid + i * WG;
-        let r = e / (TR / 2u);
-        let c = (e % (TR / 2u)) * 2u;
-        tile[r * (TR + 1u) + c] = w[i] & 0xffffu;
-        tile[r * (TR + 1u) + c + 1u] = w[i] >> 16u;
+        var w = 0u;
+        if (r0 + r < tp.rows && c0 + c < tp.cols) { w = pair_at(r0 + r, c0 + c); }
+        tile[r * (TR + 1u) + c] = w & 0xffffu;
+        tile[r * (TR + 1u) + c + 1u] = w >> 16u;
     }
     workgroupBarrier();
     for (var e = tid; e < TR * TR / 2u; e += WG) {
