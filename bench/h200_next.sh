@@ -2,18 +2,13 @@
 # h200_next.sh (branch attn1pass): checks and times versions of the f16
 # attention forward (kernels/04_attention_sgm.wgsl) on the H200 beside main,
 # in one device call.
-#   bench/h200_next.sh --main-wgpt PATH [--wgpt build/wgpt] [--tests build] [--out DIR] [--versions "cur L F A N"]
+#   bench/h200_next.sh --main-wgpt PATH [--wgpt build/wgpt] [--tests build] [--out DIR] [--versions "cur L N"]
 # --main-wgpt: a wgpt built from main, placed beside --wgpt (it finds Dawn at
 # ../third_party from its own folder). Each version is a whole copy of the
-# file in bench/next/attn/, run through WGPT_KERNEL_DIR (all of them keep the
-# branch's bindings: f16 out, its transpose, lse); cur is kernels/ as it is
-# (the default: --versions cur):
+# file in bench/next/attn/ (the forward swapped into kernels/ as it is), run
+# through WGPT_KERNEL_DIR; cur is kernels/ as it is (the default):
 #   L  the first one-pass kernel: one pass, O rescaled through tile_s only when a
 #      row's reference max moves (failed test_attention on an H100, 2026-12-05)
-#   F  one pass, each block's P V a fresh fragment product flushed into a
-#      thread's f32 row of O (scaled there): no fragment loaded back (passed
-#      on the H100; kernels/ now holds it)
-#   A  main's two passes (lse first, then P V), the branch's outputs
 #   N  L without its rescale branch: right for one block only (a probe)
 # Runs 1. test_attention for each; 2. test_gpt2_f16 and test_linear_f16 for
 # the ones that pass; 3. `wgpt bench --precision f16 --steps 10` for main and
@@ -28,7 +23,7 @@ while [ $# -gt 0 ]; do
     --tests) tests=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --versions) versions=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "h200_next.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done

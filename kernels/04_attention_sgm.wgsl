@@ -8,8 +8,8 @@
 //   attention_sgm_backward_dkdv the k and v columns of dqkv
 //   attention_sgm_backward_preprocess  D (B, NH, T) = dout . out, before dq and dkdv
 // qkv (and, for D, out) are the f16 copies the model keeps (2 bytes a value,
-// read 8 at a time as vec4<u32>); dq and dkdv read an f16 copy of dout (the
-// preprocess, D, its f32 original); the products (S = Q K^T, O = P V, dP = dout V^T, dq = dS K,
+// read 8 at a time as vec4<u32>); dout is f32, rounded to f16 on its way into
+// workgroup memory; the products (S = Q K^T, O = P V, dP = dout V^T, dq = dS K,
 // dv = P^T dout, dk = dS^T Q) run on f16 fragments with f32 accumulation; the
 // scores, the softmax, lse and D stay f32; P and dS are rounded to f16 as the
 // left operands of their products. The fragment shape (SGM_TM x SGM_TK left,
@@ -87,10 +87,11 @@ fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
     return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
 }
 
-// A thread's share of a tile as loaded (8 halves of qkv or of dout's f16 copy
-// a vec4<u32>), fetched into registers one block ahead (each kernel's fetch),
-// so that the loads' latency hides behind the block before.
+// A thread's share of a tile as loaded (Raw16: 8 halves of qkv a vec4<u32>;
+// Raw32: dout in f32), fetched into registers one block ahead (each kernel's
+// fetch), so that the loads' latency hides behind the block before.
 alias Raw16 = array<vec4<u32>, LPT>;
+alias Raw32 = array<vec4<f32>, 2u * LPT>;
 
 // Raw16 into tile_a (dst 0), tile_b (1) or tile_p (2: staging for fragments).
 fn put16(dst: u32, r: Raw16, lidx: u32) {
@@ -102,6 +103,13 @@ fn put16(dst: u32, r: Raw16, lidx: u32) {
         else if (dst == 1u) { tile_b[row * LV + c] = r[i]; }
         else { tile_p[row * PV + c] = r[i]; }
     }
+}
+
+// Raw32, rounded to f16, likewise.
+fn put32(dst: u32, r: Raw32, lidx: u32) {
+    var h: Raw16;
+    for (var i = 0u; i < LPT; i++) { h[i] = pack8(r[2u * i], r[2u * i + 1u]); }
+    put16(dst, h, lidx);
 }
 
 // Fragment (d kk.., tile rows c0..) of a tile's transpose: K^T, V^T, Q^T, dout^T.
@@ -296,13 +304,13 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // --- KERNEL: attention_sgm_backward_dq ---
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<u32>>;         // (B, T, 3C) f16
-@group(0) @binding(2) var<storage, read> dout: array<vec4<u32>>;        // (B, T, C) f16
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetchd)
-// of dout's f16 copy: this thread's share; zeros past T.
+// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
+// of dout: this thread's share; zeros past T.
 fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
     var r: Raw16;
     for (var i = 0u; i < LPT; i++) {
@@ -313,12 +321,16 @@ fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
     return r;
 }
 
-fn fetchd(b: u32, t0: u32, h: u32, lidx: u32) -> Raw16 {
-    var r: Raw16;
+fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
+    var r: Raw32;
     for (var i = 0u; i < LPT; i++) {
         let u = lidx + i * NT;
         let t = t0 + u / (HS / 8u);
-        if (t < p.T) { r[i] = dout[((b * p.T + t) * p.C + h * HS) / 8u + u % (HS / 8u)]; }
+        if (t < p.T) {
+            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
+            r[2u * i] = dout[j];
+            r[2u * i + 1u] = dout[j + 1u];
+        }
     }
     return r;
 }
@@ -342,7 +354,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let drow = delta[stat];
 
     put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
-    let rdo = fetchd(b, q0, h, lidx);
+    let rdo = fetch32(b, q0, h, lidx);
     var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
     var rb = fetch(b, 0u, 2u, h, lidx);
     workgroupBarrier();
@@ -351,7 +363,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let qf2 = frag_p(r0, 32u);
     let qf3 = frag_p(r0, 48u);
     workgroupBarrier();
-    put16(2u, rdo, lidx);
+    put32(2u, rdo, lidx);
     workgroupBarrier();
     let df0 = frag_p(r0, 0u);
     let df1 = frag_p(r0, 16u);
@@ -423,13 +435,13 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
 // --- KERNEL: attention_sgm_backward_dkdv ---
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<u32>>;         // (B, T, 3C) f16
-@group(0) @binding(2) var<storage, read> dout: array<vec4<u32>>;        // (B, T, C) f16
+@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetchd)
-// of dout's f16 copy: this thread's share; zeros past T.
+// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
+// of dout: this thread's share; zeros past T.
 fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
     var r: Raw16;
     for (var i = 0u; i < LPT; i++) {
@@ -440,12 +452,16 @@ fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
     return r;
 }
 
-fn fetchd(b: u32, t0: u32, h: u32, lidx: u32) -> Raw16 {
-    var r: Raw16;
+fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
+    var r: Raw32;
     for (var i = 0u; i < LPT; i++) {
         let u = lidx + i * NT;
         let t = t0 + u / (HS / 8u);
-        if (t < p.T) { r[i] = dout[((b * p.T + t) * p.C + h * HS) / 8u + u % (HS / 8u)]; }
+        if (t < p.T) {
+            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
+            r[2u * i] = dout[j];
+            r[2u * i + 1u] = dout[j + 1u];
+        }
     }
     return r;
 }
@@ -485,7 +501,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     put16(2u, fetch(b, k0, 1u, h, lidx), lidx);
     let rv = fetch(b, k0, 2u, h, lidx);
     var ra = fetch(b, k0, 0u, h, lidx);  // Q and dout of the first query block (the diagonal)
-    var rb = fetchd(b, k0, h, lidx);
+    var rb = fetch32(b, k0, h, lidx);
     var rl = 0.0;                        // and lse, D of its queries (threads 0 .. RB - 1)
     var rd = 0.0;
     if (lidx < RB) {
@@ -517,7 +533,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         let q0 = qb * RB;
         workgroupBarrier();
         put16(0u, ra, lidx);
-        put16(1u, rb, lidx);
+        put32(1u, rb, lidx);
         if (lidx < RB) {
             tile_l[lidx] = rl;
             tile_l[RB + lidx] = rd;
@@ -525,7 +541,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         workgroupBarrier();
         if (qb + 1u < nb) {
             ra = fetch(b, q0 + RB, 0u, h, lidx);
-            rb = fetchd(b, q0 + RB, h, lidx);
+            rb = fetch32(b, q0 + RB, h, lidx);
             if (lidx < RB) {
                 rl = lse[stat0 + min(q0 + RB + lidx, p.T - 1u)];
                 rd = delta[stat0 + min(q0 + RB + lidx, p.T - 1u)];

@@ -68,9 +68,7 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // --- KERNEL: transpose_f16 ---
 // dst (cols x rows halves) = src (rows x cols halves) transposed, bit for bit;
 // rows and cols even (whole u32 pairs on both sides). cast_f16_transpose:
-// src is rows x cols floats instead, each rounded as cast_f16 rounds it;
-// gelu_f16_transpose: each is gelu(x) first, rounded as gelu_forward_f16
-// rounds it (the f16 mode's fcproj input, transposed, in one pass).
+// src is rows x cols floats instead, each rounded as cast_f16 rounds it.
 // One workgroup a TR x TR tile of halves: coalesced loads of the tile's rows,
 // each half kept in a u32 of workgroup memory (rows padded by one against
 // bank conflicts), then coalesced u32 stores of the tile's columns, two
@@ -82,7 +80,6 @@ struct TransposeParams {
 
 const TR: u32 = 64u;  // tile side in halves: TR * TR / 2 pairs, WG threads move 8 each
 override FROM_F32: bool = false;  // cast_f16_transpose: src holds floats
-override GELU: bool = false;      // gelu_f16_transpose: and each is gelu(x) (00_shared.wgsl) before rounding
 
 @group(0) @binding(0) var<storage, read_write> tdst: array<u32>;  // (cols x rows / 2)
 @group(0) @binding(1) var<storage, read> tsrc: array<u32>;        // (rows x cols / 2), or floats' bits (rows x cols)
@@ -93,15 +90,7 @@ var<workgroup> tile: array<u32, TR * (TR + 1u)>;
 // Halves (r, c) and (r, c + 1) of the source, c even, as one u32.
 fn pair_at(r: u32, c: u32) -> u32 {
     let i = r * tp.cols + c;
-    if (FROM_F32) {
-        var x = bitcast<f32>(tsrc[i]);
-        var y = bitcast<f32>(tsrc[i + 1u]);
-        if (GELU) {
-            x = gelu_value(x);
-            y = gelu_value(y);
-        }
-        return f16_pair(x, y);
-    }
+    if (FROM_F32) { return f16_pair(bitcast<f32>(tsrc[i]), bitcast<f32>(tsrc[i + 1u])); }
     return tsrc[i / 2u];
 }
 
@@ -128,4 +117,3 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 }
 
 // --- KERNEL: cast_f16_transpose = transpose_f16 with FROM_F32=1 ---
-// --- KERNEL: gelu_f16_transpose = transpose_f16 with FROM_F32=1,GELU=1 ---

@@ -197,10 +197,8 @@ static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out_t, wg
     return 0;
 }
 
-// f16: dq and dkdv read dout16, an f16 copy of dout (the preprocess, D, reads dout).
-static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view dout16,
-                     wgpt_view qkv, wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
-                     int f16) {
+static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                     wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, int f16) {
     static const char fn[] = "attention backward";
     attn_params p;
     if (attn_setup(g, fn, &p, B, T, C, NH, f16) < 0) return -1;
@@ -210,10 +208,9 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
         attn_view(g, fn, "dout", "(B, T, C)", &dout, BT * C) < 0 ||
         attn_view_w(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C, f16 ? 2 : 4) < 0 ||
         attn_view_w(g, fn, "out", "(B, T, C)", &out, BT * C, f16 ? 2 : 4) < 0 ||
-        attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0 ||
-        (f16 && attn_view_w(g, fn, "dout16", "(B, T, C)", &dout16, BT * C, 2) < 0))
+        attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0)
         return -1;
-    if ((f16 && attn_apart(g, fn, "dqkv", dqkv, "dout16", dout16) < 0) || attn_apart(g, fn, "D", D, "dout", dout) < 0 || attn_apart(g, fn, "D", D, "out", out) < 0 ||
+    if (attn_apart(g, fn, "D", D, "dout", dout) < 0 || attn_apart(g, fn, "D", D, "out", out) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "qkv", qkv) < 0 || attn_apart(g, fn, "dqkv", dqkv, "dout", dout) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "lse", lse) < 0 || attn_apart(g, fn, "dqkv", dqkv, "D", D) < 0)
         return -1;
@@ -225,7 +222,7 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
                        &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
     // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
-    wgpt_view grads[5] = {dqkv, qkv, f16 ? dout16 : dout, lse, D};
+    wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
     char dq[64], dkdv[64];
     if (!wgpt_op_add(g, op, attn_kernel(set, ATTN_DQ, p.hs, dq, sizeof dq), grads, 5, &p, sizeof p, blocks, NH, B) ||
         !wgpt_op_add(g, op, attn_kernel(set, ATTN_DKDV, p.hs, dkdv, sizeof dkdv), grads, 5, &p, sizeof p, blocks, NH,
@@ -242,8 +239,7 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
 
 int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
                             wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
-    wgpt_view none = {0};
-    return backward_(g, op, dqkv, D, dout, none, qkv, out, lse, B, T, C, NH, 0);
+    return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 0);
 }
 
 int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view out16_t, wgpt_view lse,
@@ -251,8 +247,7 @@ int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_v
     return forward_(g, op, out16, out16_t, lse, qkv, B, T, C, NH, 1);
 }
 
-int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout,
-                                wgpt_view dout16, wgpt_view qkv, wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T,
-                                uint32_t C, uint32_t NH) {
-    return backward_(g, op, dqkv, D, dout, dout16, qkv, out, lse, B, T, C, NH, 1);
+int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
+                                wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+    return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 1);
 }

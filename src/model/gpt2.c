@@ -373,17 +373,16 @@ static int build_forward_(wgpt_gpt2 *m) {
         if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
         if (m->precision == WGPT_PRECISION_F16) {
             // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-            // (kept transposed, in16_t: the GELU and the transpose in one pass)
+            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
+            wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
+            GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
             if (m->in16_t) {
-                GPU_OK(m, wgpt_gelu_f16_transpose(g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
+                GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
                 GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
                                                     P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
-            } else {
-                GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
-                if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C,
-                                  C) < 0)
-                    return -1;
-            }
+            } else if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
+                                     4 * C, C) < 0)
+                return -1;
         } else {
             GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
             if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
@@ -453,14 +452,9 @@ static int build_backward_(wgpt_gpt2 *m) {
         if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
                         A(atty16, l), BT, C, C) < 0)
             return -1;
-        if (m->attn16) {
-            // dq and dk/dv read d atty in f16: a copy in d16 (free again after
-            // the attention projection's backward)
-            wgpt_view datty16 = d16_view_(m, BT, C);
-            GPU_OK(m, wgpt_cast_f16(g, op, datty16, A(datty, 0), (uint64_t)BT * C));
-            GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), datty16, A(qkv16, l),
+        if (m->attn16)
+            GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv16, l),
                                                   A(atty16, l), A(att_lse, l), B, T, C, NH));
-        }
         else
             GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
                                               A(att_lse, l), B, T, C, NH));

@@ -31,12 +31,10 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
 // TR of 08_precision.wgsl: the halves a side of transpose_f16's tile.
 #define TRANSPOSE_TILE 64u
 
-// transpose_f16, or (from_f32 1) cast_f16_transpose, (from_f32 2)
-// gelu_f16_transpose: the same tiles, the source 2 or 4 bytes an element.
+// transpose_f16, or (from_f32) cast_f16_transpose: the same tiles, the source 2 or 4 bytes an element.
 static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols,
                       int from_f32) {
-    static const char *const KERNELS[3] = {"transpose_f16", "cast_f16_transpose", "gelu_f16_transpose"};
-    const char *kernel = KERNELS[from_f32];
+    const char *kernel = from_f32 ? "cast_f16_transpose" : "transpose_f16";
     if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "%s: a view has no buffer", kernel);
     if (!rows || !cols || rows % 2 || cols % 2)
         return wgpt_gpu_fail(g, "%s: %u x %u: both must be even and positive", kernel, rows, cols);
@@ -62,8 +60,4 @@ int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src1
 
 int wgpt_cast_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols) {
     return transpose_(g, op, dst16, src, rows, cols, 1);
-}
-
-int wgpt_gelu_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols) {
-    return transpose_(g, op, dst16, src, rows, cols, 2);
 }
