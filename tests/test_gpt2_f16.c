@@ -1,7 +1,8 @@
 // test_gpt2_f16.c: the f16 precision of the GPT-2 model (model/gpt2.h:
 // wgpt_precision) against the same model in fp32, on a configuration whose
 // sizes are multiples of 8 but of no block: L=2, NH=4, C=64 (head size 16),
-// T=24 < maxT=32, V=97 padded to 128, B=2 (48 positions).
+// T=24 < maxT=32, V=97 padded to 128, B=2 (48 positions); and, for the
+// tensor-core attention (head size 64 only), one at NH=2, C=128, T=96.
 //
 // What f16 changes is known: every matmul operand is rounded to 11
 // significant bits (relative error <= 2^-12 = 2.4e-4 each, random in sign),
