@@ -1,8 +1,9 @@
 // 04_attention_sgm.wgsl: causal self-attention on subgroup matrices (tensor
 // cores on NVIDIA), the f16 twin of 04_attention.wgsl's fast kernels: the
-// same bindings, params, grid and outputs (qkv and, for D, out in f16), for
-// head size HS = 64 (every GPT-2).
-//   attention_sgm_forward       out (B, T, C), lse (B, NH, T) from qkv (B, T, 3C)
+// same params, grid and outputs (qkv and out in f16; the forward writes out
+// transposed as well, a fourth binding), for head size HS = 64 (every GPT-2).
+//   attention_sgm_forward       out (B, T, C) in f16, as it is and transposed, and lse (B, NH, T)
+//                               from qkv (B, T, 3C)
 //   attention_sgm_backward_dq   the q columns of dqkv
 //   attention_sgm_backward_dkdv the k and v columns of dqkv
 //   attention_sgm_backward_preprocess  D (B, NH, T) = dout . out, before dq and dkdv
@@ -18,11 +19,13 @@
 // Fragments cannot be read element by element, so every elementwise step
 // goes through workgroup memory: a product's f32 result is stored to tile_s,
 // threads read it, and what feeds the next product is written as f16 to tile_p.
-// The forward makes two passes over the keys: the first finds each row's max
-// and sum (lse), the second computes P = exp(s - lse), already normalised, so
-// O accumulates in fragments with no rescaling (a fragment cannot be scaled by
-// row). Q K^T is computed twice; with tensor cores that is cheaper than
-// keeping O in workgroup memory.
+// The forward makes one pass over the keys with the online softmax: P =
+// exp(s - m) with m the row's running max; each block's P V is a fresh
+// fragment product, stored to tile_s and added into the thread's f32 share
+// of O, scaled there by exp(m_old - m_new) (a fragment cannot be scaled by
+// row, and a fragment loaded back from workgroup memory to be carried on
+// gave wrong results on NVIDIA's driver: docs/kernels/04_attention_sgm.md);
+// O / l at the end.
 // Grid (ceil(T / RB), NH, B), NT = 8 subgroups a workgroup (the preprocess:
 // ceil(B * NH * T / WG) through dispatch1d); subgroup g owns rows
 // (g % 4) * RS .. + RS - 1 of the block in every product, and half g / 4 of
@@ -170,10 +173,16 @@ fn unpack8(v: vec4<u32>) -> array<f32, 8> {
 }
 
 // --- KERNEL: attention_sgm_forward ---
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<u32>>;        // (B, T, 3C) f16
-@group(0) @binding(3) var<uniform> p: AttnParams;
+// out in f16 twice: row-major, as the attention projection's backward and D
+// read it, and transposed, as its forward reads it (the engine's f16 matmuls
+// take their input transposed: 03_linear_sgm.wgsl), so that neither a cast
+// nor a transpose follows. The transposed copy is written a pair of tokens a
+// u32: T even (the host checks).
+@group(0) @binding(0) var<storage, read_write> out16: array<vec4<u32>>;  // (B, T, C) f16
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;          // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<vec4<u32>>;          // (B, T, 3C) f16
+@group(0) @binding(3) var<storage, read_write> out16_t: array<u32>;      // (C, B T) f16
+@group(0) @binding(4) var<uniform> p: AttnParams;
 
 // Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1: this thread's share; zeros past T.
 fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
@@ -200,50 +209,21 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let q = q0 + row;
 
     put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
-    var ra = fetch(b, 0u, 1u, h, lidx);  // K of the first block
-    var rb: Raw16;
+    var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
+    var rb = fetch(b, 0u, 2u, h, lidx);
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
     let qf2 = frag_p(r0, 32u);
     let qf3 = frag_p(r0, 48u);
 
-    // Pass 1: each row's max m and sum l of exp(s - m), online over the key blocks.
+    // One pass, the textbook online softmax; each block's P V is a fresh
+    // fragment product flushed through tile_s into this thread's f32 row of
+    // O (acc, its CPT columns), scaled there by exp(m_old - m_new): no
+    // fragment is ever loaded back or carried across blocks.
     var m = NEG_INF;
     var l = 0.0;
-    for (var kb = 0u; kb <= qb; kb++) {
-        let k0 = kb * RB;
-        workgroupBarrier();
-        put16(0u, ra, lidx);
-        workgroupBarrier();
-        if (kb < qb) { ra = fetch(b, k0 + RB, 1u, h, lidx); }
-        else {  // pass 2's first block
-            ra = fetch(b, 0u, 1u, h, lidx);
-            rb = fetch(b, 0u, 2u, h, lidx);
-        }
-        scores(qf0, qf1, qf2, qf3, false, r0, h0);
-        workgroupBarrier();
-        var bm = NEG_INF;
-        for (var j = 0u; j < CPT; j++) {
-            let key = k0 + col0 + j;
-            if (key <= q && key < p.T) { bm = max(bm, tile_s[row * SS + col0 + j] * p.scale); }
-        }
-        let mn = max(m, row_max(bm));
-        var sum = 0.0;
-        for (var j = 0u; j < CPT; j++) {
-            let key = k0 + col0 + j;
-            if (key <= q && key < p.T) { sum += exp(tile_s[row * SS + col0 + j] * p.scale - mn); }
-        }
-        l = l * exp(m - mn) + row_sum(sum);
-        m = mn;
-    }
-    let lrow = m + log(l);
-
-    // Pass 2: O = sum over key blocks of P V with P = exp(s - lse) in f16.
-    var o0 = CT();
-    var o1 = CT();
-    var o2 = CT();
-    var o3 = CT();
+    var acc = array<f32, CPT>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         workgroupBarrier();
@@ -256,17 +236,31 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         }
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
+        var bm = NEG_INF;
+        for (var j = 0u; j < CPT; j++) {
+            let key = k0 + col0 + j;
+            if (key <= q && q < p.T) { bm = max(bm, tile_s[row * SS + col0 + j] * p.scale); }
+        }
+        let mn = max(m, row_max(bm));
+        let alpha = exp(m - mn);  // 0 on the first block (m = NEG_INF); 1 for rows past T
+        m = mn;
+        var sum = 0.0;
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
             for (var i = 0u; i < 8u; i++) {
                 let c = col0 + 8u * j8 + i;
-                let key = k0 + c;
-                if (key <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - lrow); }
+                if (k0 + c <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - m); }
+                sum += e[i];
             }
             tile_p[row * PV + col0 / 8u + j8] =
                 pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
         }
-        workgroupBarrier();
+        l = l * alpha + row_sum(sum);
+        workgroupBarrier();  // P complete, every score read
+        var o0 = CT();
+        var o1 = CT();
+        var o2 = CT();
+        var o3 = CT();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let pf = frag_p(r0, kk);
             o0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), o0);
@@ -274,18 +268,34 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             o2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 16u), o2);
             o3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), o3);
         }
+        store4(r0, h0, o0, o1, o2, o3);
+        workgroupBarrier();
+        for (var j = 0u; j < CPT; j++) { acc[j] = acc[j] * alpha + tile_s[row * SS + col0 + j]; }
     }
+    let lrow = m + log(l);
 
-    // O through tile_s, so that rows past T are dropped and the writes are whole rows.
+    // O / l through tile_s, so that the writes are whole rows (row-major: 8
+    // values a thread; transposed: one d, two tokens); rows past T dropped.
     workgroupBarrier();
-    store4(r0, h0, o0, o1, o2, o3);
+    for (var j = 0u; j < CPT; j++) { tile_s[row * SS + col0 + j] = acc[j] / l; }
     workgroupBarrier();
-    for (var u = lidx; u < RB * HS / 4u; u += NT) {
-        let r = u / (HS / 4u);
-        let c = (u % (HS / 4u)) * 4u;
+    for (var u = lidx; u < RB * HS / 8u; u += NT) {
+        let r = u / (HS / 8u);
+        let c = (u % (HS / 8u)) * 8u;
         if (q0 + r < p.T) {
-            out[((b * p.T + q0 + r) * p.C + h * HS + c) / 4u] =
-                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
+            let x = vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
+            let y = vec4<f32>(tile_s[r * SS + c + 4u], tile_s[r * SS + c + 5u], tile_s[r * SS + c + 6u],
+                              tile_s[r * SS + c + 7u]);
+            out16[((b * p.T + q0 + r) * p.C + h * HS + c) / 8u] = pack8(x, y);
+        }
+    }
+    let bt = p.B * p.T;
+    for (var u = lidx; u < HS * RB / 2u; u += NT) {
+        let d = u / (RB / 2u);
+        let r = (u % (RB / 2u)) * 2u;  // T is even, so both tokens of a pair are inside or neither
+        if (q0 + r < p.T) {
+            let v = vec2<f32>(tile_s[r * SS + d], tile_s[(r + 1u) * SS + d]);
+            out16_t[((h * HS + d) * bt + b * p.T + q0 + r) / 2u] = pack2x16float(v);
         }
     }
     if (lidx % TPR == 0u && q < p.T) { lse[(b * p.NH + h) * p.T + q] = lrow; }

@@ -145,23 +145,35 @@ static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *
 
     wgpt_op fwd, bwd;
     wgpt_op_init(&fwd), wgpt_op_init(&bwd);
-    wgpt_buf *q16 = NULL, *o16 = NULL;
+    wgpt_buf *q16 = NULL, *o16t = NULL;
+    r->out = malloc(n_out(s) * sizeof *r->out);
     if (F16) {
-        // the f16 calls read qkv and (for D) out as f16: copies in buffers of their own
+        // the f16 calls read qkv as f16 (a copy in a buffer of its own); the
+        // forward writes out in f16 (where the f32 out would be) and its
+        // transpose (C, B T), the backward reads that f16 out for D
         q16 = f16_copy_(g, qkv, n_qkv(s), "qkv f16");
-        wgpt_view vq16 = {q16, 0, 0};
-        TU_OK(g, wgpt_attention_forward_f16(g, &fwd, vout, vlse, vq16, s->B, s->T, s->C, s->NH));
-        TU_OK(g, wgpt_op_record(g, &fwd));
-        float *o = malloc(n_out(s) * sizeof *o);
-        TU_OK(g, wgpt_buf_download(g, act, 0, o, n_out(s) * 4));
-        o16 = f16_copy_(g, o, n_out(s), "out f16");  // as the model's matmul cast keeps it
-        wgpt_view vo16 = {o16, 0, 0};
-        free(o);
+        o16t = wgpt_buf_create(g, al256(n_out(s)), "out f16 transposed");
+        TU_NONNULL(g, o16t);
+        wgpt_view vq16 = {q16, 0, 0}, vo16 = {act, 0, n_out(s) * 2}, vo16t = {o16t, 0, 0};
+        TU_OK(g, wgpt_attention_forward_f16(g, &fwd, vo16, vo16t, vlse, vq16, s->B, s->T, s->C, s->NH));
         TU_OK(g, wgpt_attention_backward_f16(g, &bwd, vdqkv, vD, vdout, vq16, vo16, vlse, s->B, s->T, s->C, s->NH));
         assert_int_equal(fwd.n, 1);
         assert_int_equal(bwd.n, 3);
         assert_int_equal(fwd.steps[0].x, (s->T + 63) / 64);
+        TU_OK(g, wgpt_op_record(g, &fwd));
         TU_OK(g, wgpt_op_record(g, &bwd));
+        size_t n = n_out(s), bt = (size_t)s->B * s->T;
+        uint16_t *h = malloc(n * 2), *ht = malloc(n * 2);
+        TU_OK(g, wgpt_buf_download(g, act, 0, h, n * 2));
+        TU_OK(g, wgpt_buf_download(g, o16t, 0, ht, n * 2));
+        for (size_t i = 0; i < n; i++) r->out[i] = ref_f32_from_f16(h[i]);
+        // the transposed copy holds the same halves
+        for (size_t t = 0; t < bt; t++)
+            for (size_t c = 0; c < s->C; c++)
+                if (ht[c * bt + t] != h[t * s->C + c])
+                    fail_msg("out f16 transposed: (c %zu, token %zu) is 0x%04x, out f16 (token, c) 0x%04x", c, t,
+                             ht[c * bt + t], h[t * s->C + c]);
+        free(h), free(ht);
     } else {
         TU_OK(g, wgpt_attention_forward(g, &fwd, vout, vlse, vqkv, s->B, s->T, s->C, s->NH));
         TU_OK(g, wgpt_attention_backward(g, &bwd, vdqkv, vD, vdout, vqkv, vout, vlse, s->B, s->T, s->C, s->NH));
@@ -175,16 +187,15 @@ static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *
         assert_int_equal(fwd.steps[0].x, (s->T + blk - 1) / blk);
         TU_OK(g, wgpt_op_record(g, &fwd));
         TU_OK(g, wgpt_op_record(g, &bwd));
+        TU_OK(g, wgpt_buf_download(g, act, 0, r->out, n_out(s) * 4));
     }
-    r->out = malloc(n_out(s) * sizeof *r->out);
     r->lse = malloc(n_lse(s) * sizeof *r->lse);
     r->dqkv = malloc(n_qkv(s) * sizeof *r->dqkv);
-    TU_OK(g, wgpt_buf_download(g, act, 0, r->out, n_out(s) * 4));
     TU_OK(g, wgpt_buf_download(g, act, bo, r->lse, n_lse(s) * 4));
     TU_OK(g, wgpt_buf_download(g, grad, 0, r->dqkv, n_qkv(s) * 4));
     wgpt_op_free(&fwd), wgpt_op_free(&bwd);
     wgpt_buf_free(in), wgpt_buf_free(act), wgpt_buf_free(scratch), wgpt_buf_free(grad);
-    if (q16) wgpt_buf_free(q16), wgpt_buf_free(o16);
+    if (q16) wgpt_buf_free(q16), wgpt_buf_free(o16t);
 }
 
 // The reference: out and dqkv from tests/ref; lse (which the ref does not
@@ -237,9 +248,14 @@ static void assert_close_scaled(const char *what, const shape *s, const float *g
     tu_assert_close(label, got, want, n, TOL * mx, rounded ? 0.0f : TOL);
 }
 
-static void check_shape(const shape *s) {
+// As check_shape, with the keys at positions >= k_from multiplied by k_gain
+// (a power of 2: still exact f16 values).
+static void check_shape_keys_scaled(const shape *s, uint32_t k_from, float k_gain) {
     float *qkv, *dout;
     make_inputs(s, &qkv, &dout);
+    for (uint32_t b = 0; b < s->B; b++)
+        for (uint32_t t = k_from; t < s->T; t++)
+            for (uint32_t c = s->C; c < 2 * s->C; c++) qkv[((size_t)b * s->T + t) * 3 * s->C + c] *= k_gain;
     result got, want;
     gpu_run(G, s, qkv, dout, &got);
     ref_run(s, qkv, dout, &want);
@@ -249,6 +265,8 @@ static void check_shape(const shape *s) {
     result_free(&got), result_free(&want);
     free(qkv), free(dout);
 }
+
+static void check_shape(const shape *s) { check_shape_keys_scaled(s, s->T, 1.0f); }
 
 static void matches_ref_hs16(void **st) {
     (void)st;
@@ -282,6 +300,15 @@ static void matches_ref_long_peaked(void **st) {
     (void)st;
     if (sgm_skipped_()) return;
     check_shape(&(shape){1, 200, 128, 2, 3.0f});  // four blocks of 64, the last partial; peaked softmax
+}
+// Keys after the first block of 64 sixteen times larger: every row past it
+// finds a block max far above its first block's (the f16 forward's
+// reference max moves, and O is rescaled, more than once).
+static void matches_ref_max_jumps(void **st) {
+    (void)st;
+    if (sgm_skipped_()) return;
+    check_shape_keys_scaled(&(shape){1, 200, 128, 2, 1.0f}, 64, 16.0f);
+    check_shape_keys_scaled(&(shape){2, 130, 192, 3, 1.0f}, 20, 4.0f);
 }
 // GPT-2's context: 16 blocks of 64 (the f16 kernels' longest loops).
 static void matches_ref_t1024(void **st) {
@@ -428,16 +455,20 @@ static void f16_calls_refused_where_they_cannot_run(void **st) {
     (void)st;
     wgpt_buf *big = wgpt_buf_create(G_GPU, 1 << 20, "big");
     wgpt_buf *big2 = wgpt_buf_create(G_GPU, 1 << 20, "big2");
+    wgpt_buf *big3 = wgpt_buf_create(G_GPU, 1 << 20, "big3");
     TU_NONNULL(G_GPU, big);
     TU_NONNULL(G_GPU, big2);
-    wgpt_view a = {big, 0, 0}, b = {big2, 0, 0};
+    TU_NONNULL(G_GPU, big3);
+    wgpt_view a = {big, 0, 0}, b = {big2, 0, 0}, t = {big3, 0, 0};
     wgpt_op op;
     wgpt_op_init(&op);
-    EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, a, b, 1, 64, 96, 3), "head size 64");
+    EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, t, a, b, 1, 64, 96, 3), "head size 64");
     if (!wgpt_attention_uses_sgm(G_GPU, 64))
-        EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, a, b, 1, 64, 128, 2), "subgroup");
+        EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, t, a, b, 1, 64, 128, 2), "subgroup");
+    else  // the transposed output goes a pair of tokens at a time
+        EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, t, a, b, 1, 63, 128, 2), "T even");
     wgpt_op_free(&op);
-    wgpt_buf_free(big), wgpt_buf_free(big2);
+    wgpt_buf_free(big), wgpt_buf_free(big2), wgpt_buf_free(big3);
 }
 
 // Each test twice: with the flash kernels, then with their CPU twins; the
@@ -456,6 +487,8 @@ int main(void) {
         BOTH(matches_ref_long_peaked),
         F16_TOO(matches_ref_long_peaked),
         F16_TOO(matches_ref_t1024),
+        BOTH(matches_ref_max_jumps),
+        F16_TOO(matches_ref_max_jumps),
         BOTH(matches_ref_hs128),
         BOTH(future_keys_have_no_effect),
         F16_TOO(future_keys_have_no_effect),

@@ -1,7 +1,8 @@
 // test_gpt2_f16.c: the f16 precision of the GPT-2 model (model/gpt2.h:
 // wgpt_precision) against the same model in fp32, on a configuration whose
 // sizes are multiples of 8 but of no block: L=2, NH=4, C=64 (head size 16),
-// T=24 < maxT=32, V=97 padded to 128, B=2 (48 positions).
+// T=24 < maxT=32, V=97 padded to 128, B=2 (48 positions); and, for the
+// tensor-core attention (head size 64 only), one at NH=2, C=128, T=96.
 //
 // What f16 changes is known: every matmul operand is rounded to 11
 // significant bits (relative error <= 2^-12 = 2.4e-4 each, random in sign),
@@ -43,51 +44,85 @@ static int group_teardown(void **state) {
     return 0;
 }
 
-static wgpt_gpt2 *model_(wgpt_precision p) {
+static wgpt_gpt2 *model_cfg_(const wgpt_gpt2_config *cfg, int b, int t, const float *prm, wgpt_precision p) {
     char err[2048];
-    wgpt_gpt2 *m = wgpt_gpt2_create_precision(G, &CFG, B, T, 1, p, err, sizeof err);
+    wgpt_gpt2 *m = wgpt_gpt2_create_precision(G, cfg, (uint32_t)b, (uint32_t)t, 1, p, err, sizeof err);
     if (!m) fail_msg("model (%s): %s", wgpt_precision_name(p), err);
-    if (wgpt_gpt2_set_params(m, params) < 0) fail_msg("%s", wgpt_gpt2_error(m));
+    if (wgpt_gpt2_set_params(m, prm) < 0) fail_msg("%s", wgpt_gpt2_error(m));
     return m;
 }
+
+static wgpt_gpt2 *model_(wgpt_precision p) { return model_cfg_(&CFG, B, T, params, p); }
 
 static const wgpt_adamw_config OPT = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
                                       .max_grad_norm = 1.0f};
 
-// The loss and every parameter gradient (unscaled: the loss scale is divided
-// out by the update, so compare after one update's worth of scaling by reading
-// the raw gradients and dividing by the scale).
-static void loss_and_gradients_near_fp32(void **st) {
-    (void)st;
-    wgpt_gpt2 *a = model_(WGPT_PRECISION_FP32), *h = model_(WGPT_PRECISION_F16);
+// The loss and every parameter gradient of cfg (b x t positions) in f16
+// against fp32 (unscaled: the raw f16 gradients divided by the loss scale):
+// the loss within 5e-3 relative, each tensor's gradient within `bound`
+// relative L2.
+static void near_fp32_(const wgpt_gpt2_config *cfg, int b, int t, const int *tok, const int *tgt, const float *prm,
+                       double bound) {
+    wgpt_gpt2 *a = model_cfg_(cfg, b, t, prm, WGPT_PRECISION_FP32), *h = model_cfg_(cfg, b, t, prm, WGPT_PRECISION_F16);
     float la, lh;
-    if (wgpt_gpt2_forward_backward(a, tokens, targets, &la) < 0) fail_msg("%s", wgpt_gpt2_error(a));
-    if (wgpt_gpt2_forward_backward(h, tokens, targets, &lh) < 0) fail_msg("%s", wgpt_gpt2_error(h));
+    if (wgpt_gpt2_forward_backward(a, tok, tgt, &la) < 0) fail_msg("%s", wgpt_gpt2_error(a));
+    if (wgpt_gpt2_forward_backward(h, tok, tgt, &lh) < 0) fail_msg("%s", wgpt_gpt2_error(h));
     printf("loss fp32 %.7f, f16 %.7f (relative %.2e)\n", la, lh, fabs(lh - la) / la);
     assert_true(fabs(lh - la) <= 5e-3 * la);
-    float *ga = malloc(np * 4), *gh = malloc(np * 4);
+    size_t n = wgpt_gpt2_num_params(cfg);
+    float *ga = malloc(n * 4), *gh = malloc(n * 4);
     if (wgpt_gpt2_get_grads(a, ga) < 0 || wgpt_gpt2_get_grads(h, gh) < 0) fail_msg("reading gradients");
     float s = wgpt_gpt2_loss_scale(h);
     assert_true(s == WGPT_LOSS_SCALE_INIT);
     size_t sizes[WGPT_GPT2_NUM_TENSORS], off = 0;
-    wgpt_gpt2_param_sizes(&CFG, sizes);
+    wgpt_gpt2_param_sizes(cfg, sizes);
     double worst = 0;
-    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
+    for (int k = 0; k < WGPT_GPT2_NUM_TENSORS; k++) {
         double d2 = 0, r2 = 0;
-        for (size_t i = 0; i < sizes[t]; i++) {
+        for (size_t i = 0; i < sizes[k]; i++) {
             double d = gh[off + i] / s - ga[off + i];
             d2 += d * d, r2 += (double)ga[off + i] * ga[off + i];
         }
         double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
-        printf("tensor %2d: relative L2 gradient difference %.2e\n", t, rel);
+        printf("tensor %2d: relative L2 gradient difference %.2e\n", k, rel);
         if (rel > worst) worst = rel;
-        off += sizes[t];
+        off += sizes[k];
     }
-    printf("worst tensor: %.2e (bound 3e-3)\n", worst);
-    assert_true(worst < 3e-3);
+    printf("worst tensor: %.2e (bound %.0e)\n", worst, bound);
+    assert_true(worst < bound);
     assert_true(worst > 0);  // it really ran in f16
     free(ga), free(gh);
     wgpt_gpt2_free(a), wgpt_gpt2_free(h);
+}
+
+static void loss_and_gradients_near_fp32(void **st) {
+    (void)st;
+    near_fp32_(&CFG, B, T, tokens, targets, params, 3e-3);
+}
+
+// Head size 64, the size the tensor-core attention kernels take
+// (04_attention_sgm.wgsl: where the device has them, the f16 model runs its
+// attention there; elsewhere in f32), over two blocks of 64 positions, the
+// second partial: T = 96. At initialisation the logits are tiny and the loss
+// is near ln V whatever attention computes, so the gradients are the check:
+// P and dS rounded to f16 add about 2^-11 relative per product to the
+// matmuls' rounding; 1e-2 relative L2 a tensor is ~5x the f32-attention
+// figures printed on lavapipe and far below the O(1) of a wrong output.
+static void head_size_64_near_fp32(void **st) {
+    (void)st;
+    static const wgpt_gpt2_config cfg = {.max_seq_len = 128, .vocab_size = 97, .padded_vocab_size = 128,
+                                         .num_layers = 2, .num_heads = 2, .channels = 128};
+    enum { B64 = 2, T64 = 96 };
+    int tok[B64 * T64], tgt[B64 * T64];
+    ref_rng r;
+    ref_rng_seed(&r, 12);
+    for (int i = 0; i < B64 * T64; i++) tok[i] = (int)(ref_rng_u64(&r) % 97);
+    for (int i = 0; i < B64 * T64; i++) tgt[i] = i + 1 < B64 * T64 ? tok[i + 1] : 5;
+    float *prm = malloc(wgpt_gpt2_num_params(&cfg) * sizeof *prm);
+    assert_non_null(prm);
+    wgpt_gpt2_init_params(&cfg, prm, 4);
+    near_fp32_(&cfg, B64, T64, tok, tgt, prm, 1e-2);
+    free(prm);
 }
 
 // 10 AdamW steps: the f16 run's losses stay within 1% of fp32's.
@@ -290,6 +325,7 @@ static void split_masters_equal_whole(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loss_and_gradients_near_fp32),
+        cmocka_unit_test(head_size_64_near_fp32),
         cmocka_unit_test(ten_steps_near_fp32),
         cmocka_unit_test(overflow_skips_and_lowers_the_scale),
         cmocka_unit_test(f16_refuses_odd_shapes),

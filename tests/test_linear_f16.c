@@ -211,42 +211,60 @@ static void shapes_(void) {
 // included), and cast_f16_transpose rounds as the reference does (floats over
 // 40 binades, infinities and NaN among them; an f16 subnormal flushed to zero
 // by the driver is allowed, as for the cast), at whole tiles, edge tiles in
-// both dimensions and 2-wide matrices.
+// both dimensions and 2-wide matrices; on the default kernels and the GPU
+// ones (on lavapipe the default is the CPU twin, the u32 kernels): sizes
+// that are multiples of 8 take the 16-byte kernels (transpose_f16_v8) there,
+// the others the u32 ones.
 static void transposes_are_exact(void **st) {
     (void)st;
-    const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {2, 66}, {66, 2}, {1000, 194}};
+    const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {2, 66}, {66, 2}, {1000, 194}, {136, 200}, {8, 72}, {72, 8}};
+    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu *gk = tu_gpu_open(&gpu_kernels);
+    wgpt_gpu *devices[2] = {G0, gk};
     tu_rng_state = 11;
-    for (int from_f32 = 0; from_f32 < 2; from_f32++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            uint32_t R = shapes[s][0], Cc = shapes[s][1];
-            size_t n = (size_t)R * Cc;
-            uint16_t *x = malloc(n * 2), *got = malloc(n * 2);
-            float *f = malloc(n * 4);
-            for (size_t i = 0; i < n; i++) {
-                f[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-26, 14));
-                if (i % 97 == 5) f[i] = i % 3 ? INFINITY : NAN;
-                x[i] = from_f32 ? ref_f16_from_f32(f[i]) : (uint16_t)tu_randf(0, 65536);
-            }
-            wgpt_buf *src = wgpt_buf_create(G, n * 4, "transpose src"), *dst = wgpt_buf_create(G, n * 2 + 256, "dst");
-            TU_NONNULL(G, src);
-            TU_NONNULL(G, dst);
-            TU_OK(G, wgpt_buf_upload(G, src, 0, from_f32 ? (const void *)f : (const void *)x, n * (from_f32 ? 4 : 2)));
-            wgpt_op op;
-            wgpt_op_init(&op);
-            wgpt_view d = {dst, 0, n * 2}, sv = {src, 0, 0};
-            TU_OK(G, from_f32 ? wgpt_cast_f16_transpose(G, &op, d, sv, R, Cc) : wgpt_transpose_f16(G, &op, d, sv, R, Cc));
-            run_(&op);
-            TU_OK(G, wgpt_buf_download(G, dst, 0, got, n * 2));
-            for (uint32_t r = 0; r < R; r++)
-                for (uint32_t c = 0; c < Cc; c++) {
-                    uint16_t w = x[(size_t)r * Cc + c], h = got[(size_t)c * R + r];
-                    if (h == w || (from_f32 && (w & 0x7c00u) == 0 && (h & 0x7fffu) == 0)) continue;
-                    fail_msg("%s of %u x %u: element (%u, %u) came out 0x%04x, it should be 0x%04x",
-                             from_f32 ? "cast_f16_transpose" : "transpose_f16", R, Cc, r, c, h, w);
+    for (int dv = 0; dv < 2; dv++)
+        for (int from_f32 = 0; from_f32 < 2; from_f32++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                wgpt_gpu *g = devices[dv];
+                uint32_t R = shapes[s][0], Cc = shapes[s][1];
+                size_t n = (size_t)R * Cc;
+                uint16_t *x = malloc(n * 2), *got = malloc(n * 2);
+                float *f = malloc(n * 4);
+                for (size_t i = 0; i < n; i++) {
+                    f[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-26, 14));
+                    if (i % 97 == 5) f[i] = i % 3 ? INFINITY : NAN;
+                    x[i] = from_f32 ? ref_f16_from_f32(f[i]) : (uint16_t)tu_randf(0, 65536);
                 }
-            wgpt_buf_free(src), wgpt_buf_free(dst);
-            free(x), free(got), free(f);
-        }
+                wgpt_buf *src = wgpt_buf_create(g, n * 4, "transpose src"), *dst = wgpt_buf_create(g, n * 2 + 256, "dst");
+                TU_NONNULL(g, src);
+                TU_NONNULL(g, dst);
+                TU_OK(g, wgpt_buf_upload(g, src, 0, from_f32 ? (const void *)f : (const void *)x, n * (from_f32 ? 4 : 2)));
+                wgpt_op op;
+                wgpt_op_init(&op);
+                wgpt_view d = {dst, 0, n * 2}, sv = {src, 0, 0};
+                TU_OK(g, from_f32 ? wgpt_cast_f16_transpose(g, &op, d, sv, R, Cc) : wgpt_transpose_f16(g, &op, d, sv, R, Cc));
+                const char *want = from_f32 ? "cast_f16_transpose" : "transpose_f16";
+                int v8 = dv == 1 && R % 8 == 0 && Cc % 8 == 0;
+                char name[64];
+                snprintf(name, sizeof name, "%s%s", want, v8 ? "_v8" : "");
+                assert_int_equal(op.n, 1);
+                if (dv == 1) assert_string_equal(wgpt_kernel_name(op.steps[0].bind->kernel), name);
+                G = g;
+                run_(&op);
+                wgpt_op_free(&op);
+                G = G0;
+                TU_OK(g, wgpt_buf_download(g, dst, 0, got, n * 2));
+                for (uint32_t r = 0; r < R; r++)
+                    for (uint32_t c = 0; c < Cc; c++) {
+                        uint16_t w = x[(size_t)r * Cc + c], h = got[(size_t)c * R + r];
+                        if (h == w || (from_f32 && (w & 0x7c00u) == 0 && (h & 0x7fffu) == 0)) continue;
+                        fail_msg("%s of %u x %u: element (%u, %u) came out 0x%04x, it should be 0x%04x", name, R, Cc,
+                                 r, c, h, w);
+                    }
+                wgpt_buf_free(src), wgpt_buf_free(dst);
+                free(x), free(got), free(f);
+            }
+    wgpt_gpu_close(gk);
     wgpt_op op;
     wgpt_op_init(&op);
     wgpt_buf *b = wgpt_buf_create(G, 1024, "x");

@@ -170,21 +170,28 @@ static int attn_undo(wgpt_op *op, int n0) {
     return -1;
 }
 
-static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B, uint32_t T,
-                    uint32_t C, uint32_t NH, int f16) {
+// f16: out in f16 and its transpose out_t (C, B T) in f16 as well.
+static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out_t, wgpt_view lse, wgpt_view qkv,
+                    uint32_t B, uint32_t T, uint32_t C, uint32_t NH, int f16) {
     static const char fn[] = "attention forward";
     attn_params p;
     if (attn_setup(g, fn, &p, B, T, C, NH, f16) < 0) return -1;
+    if (f16 && T % 2)
+        return wgpt_gpu_fail(g, "%s: T = %u; the f16 kernel writes its transposed output a pair of tokens at a "
+                                 "time and needs T even", fn, T);
     uint64_t BT = (uint64_t)B * T;
-    if (attn_view(g, fn, "out", "(B, T, C)", &out, BT * C) < 0 ||
+    if (attn_view_w(g, fn, "out", "(B, T, C)", &out, BT * C, f16 ? 2 : 4) < 0 ||
+        (f16 && attn_view_w(g, fn, "out_t", "(C, B T)", &out_t, BT * C, 2) < 0) ||
         attn_view(g, fn, "lse", "(B, NH, T)", &lse, BT * NH) < 0 ||
         attn_view_w(g, fn, "qkv", "(B, T, 3C)", &qkv, BT * 3 * C, f16 ? 2 : 4) < 0)
         return -1;
-    if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0) return -1;
-    wgpt_view v[3] = {out, lse, qkv};
+    if (attn_apart(g, fn, "out", out, "qkv", qkv) < 0 || attn_apart(g, fn, "lse", lse, "qkv", qkv) < 0 ||
+        (f16 && attn_apart(g, fn, "out_t", out_t, "qkv", qkv) < 0))
+        return -1;
+    wgpt_view v[4] = {out, lse, qkv, out_t};
     attn_set set = attn_pick(g, p.hs, f16);
     char name[64];
-    if (!wgpt_op_add(g, op, attn_kernel(set, ATTN_FORWARD, p.hs, name, sizeof name), v, 3, &p, sizeof p,
+    if (!wgpt_op_add(g, op, attn_kernel(set, ATTN_FORWARD, p.hs, name, sizeof name), v, f16 ? 4 : 3, &p, sizeof p,
                      attn_blocks(set, T), NH, B))
         return -1;
     return 0;
@@ -226,7 +233,8 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
 
 int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
                            uint32_t T, uint32_t C, uint32_t NH) {
-    return forward_(g, op, out, lse, qkv, B, T, C, NH, 0);
+    wgpt_view none = {0};
+    return forward_(g, op, out, none, lse, qkv, B, T, C, NH, 0);
 }
 
 int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
@@ -234,9 +242,9 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
     return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 0);
 }
 
-int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv, uint32_t B,
-                               uint32_t T, uint32_t C, uint32_t NH) {
-    return forward_(g, op, out, lse, qkv, B, T, C, NH, 1);
+int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view out16_t, wgpt_view lse,
+                               wgpt_view qkv, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
+    return forward_(g, op, out16, out16_t, lse, qkv, B, T, C, NH, 1);
 }
 
 int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,

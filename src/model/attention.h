@@ -38,11 +38,13 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
 // only where wgpt_attention_uses_sgm (else refused with a message; the model
 // then keeps the f32 calls above). qkv (B, T, 3C) and, in the backward, out
 // (B, T, C) are f16 (2 bytes a value, e.g. the f16 copies the matmuls make);
-// out, lse, dqkv, D and dout are f32. P and dS are rounded to f16 for their
-// products; scores, softmax, lse, D and every accumulation are f32. Views and
-// rules otherwise as above.
-int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view lse, wgpt_view qkv16, uint32_t B,
-                               uint32_t T, uint32_t C, uint32_t NH);
+// the forward writes out in f16 twice, out16 (B, T, C) and its transpose
+// out16_t (C, B T), the layout the f16 matmuls read their input in (T even);
+// lse, dqkv, D and dout are f32. P and dS are
+// rounded to f16 for their products; scores, softmax, lse, D and every
+// accumulation are f32. Views and rules otherwise as above.
+int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view out16_t, wgpt_view lse,
+                               wgpt_view qkv16, uint32_t B, uint32_t T, uint32_t C, uint32_t NH);
 int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout,
                                 wgpt_view qkv16, wgpt_view out16, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C,
                                 uint32_t NH);

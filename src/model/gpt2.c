@@ -190,7 +190,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t Lf32 = f16 ? 1 : L;
     // With the f16 attention (attn16) it reads f16 copies of qkv and of its
     // own output, so their f32 versions are passing too.
-    m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH);
+    m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH) && m->T % 2 == 0;  // (its forward needs T even)
     uint64_t Lattn = m->attn16 ? 1 : L;
     // Where every linear's forward and weight pass run on subgroup matrices,
     // the f16 copies of ln1, ln2, lnf and fch gelu are kept transposed (C, BT),
@@ -231,7 +231,10 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
     const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2}};
-    const act_spec_ inp_t[] = {{&m->inp_t16, "matmul input f16 transposed", 1, linear_transposed_floats_(m)}};
+    // (also where the f16 attention writes its output's transposed copy: attn16)
+    uint64_t t_floats = linear_transposed_floats_(m);
+    if (m->attn16 && t_floats < BT * C / 2) t_floats = BT * C / 2;
+    const act_spec_ inp_t[] = {{&m->inp_t16, "matmul input f16 transposed", 1, t_floats}};
     // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
     const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
@@ -346,14 +349,24 @@ static int build_forward_(wgpt_gpt2 *m) {
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
         if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0) return -1;
         if (m->attn16) {
+            // the attention writes atty16 and its transpose (the attproj forward's
+            // input) itself: no cast, no transpose
             GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
-            GPU_OK(m, wgpt_attention_forward_f16(g, op, A(atty, l), A(att_lse, l), A(qkv16, l), B, T, C, NH));
+            wgpt_view t = A(inp_t16, 0);
+            t.size = (uint64_t)BT * C * 2;
+            GPU_OK(m, wgpt_attention_forward_f16(g, op, A(atty16, l), t, A(att_lse, l), A(qkv16, l), B, T, C, NH));
+            if (m->in16_t)
+                GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(attproj, l), t, P16(WGPT_ATTPROJW, l), P(WGPT_ATTPROJB, l),
+                                                    BT, C, C, A(mm_scratch, 0)));
+            else if (linear_fwd16_(m, op, A(attproj, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT, C,
+                                   C) < 0)
+                return -1;
         } else {
             GPU_OK(m, wgpt_attention_forward(g, op, A(atty, l), A(att_lse, l), A(qkv, l), B, T, C, NH));
+            if (linear_fwd_(m, op, A(attproj, l), A(atty, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT,
+                            C, C) < 0)
+                return -1;
         }
-        if (linear_fwd_(m, op, A(attproj, l), A(atty, l), A(atty16, l), WGPT_ATTPROJW, l, P(WGPT_ATTPROJB, l), BT, C,
-                        C) < 0)
-            return -1;
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));

@@ -31,7 +31,8 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
 // TR of 08_precision.wgsl: the halves a side of transpose_f16's tile.
 #define TRANSPOSE_TILE 64u
 
-// transpose_f16, or (from_f32) cast_f16_transpose: the same tiles, the source 2 or 4 bytes an element.
+// transpose_f16, or (from_f32) cast_f16_transpose: the same tiles, the source 2 or 4 bytes an element
+// (their _v8 twins where rows and cols are multiples of 8).
 static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols,
                       int from_f32) {
     const char *kernel = from_f32 ? "cast_f16_transpose" : "transpose_f16";
@@ -51,6 +52,11 @@ static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, 
         return wgpt_gpu_fail(g, "%s: %u x %u tiles exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
     wgpt_view v[2] = {{dst16.buf, dst16.offset, bytes}, {src.buf, src.offset, sbytes}};
     uint32_t p[2] = {rows, cols};
+    // GPUs move 16 bytes a thread where whole vec4s fit (the CPU twin keeps
+    // the u32 kernel, see variant.h): on an H100 the u32 kernels ran at about
+    // 1 TB/s (RESULTS section 21).
+    if (!wgpt_kernel_variant_cpu(g) && rows % 8 == 0 && cols % 8 == 0 && wgpt_views_vec4(v, 2))
+        kernel = from_f32 ? "cast_f16_transpose_v8" : "transpose_f16_v8";
     return wgpt_op_add(g, op, kernel, v, 2, p, sizeof p, gx, gy, 1) ? 0 : -1;
 }
 
