@@ -120,12 +120,15 @@ fn grad_norm_partial_flat(@builtin(local_invocation_index) lid: u32, @builtin(wo
 // the state. scale = max_norm / norm if max_norm > 0 and norm > max_norm,
 // else 1 (also 1 when the step is skipped: AdamW skips it anyway).
 // nonfinite: 1 if a gradient or the sum is NaN/Inf, 2 if the norm is finite
-// but above skip_norm (a spike the host asks to skip), else 0.
+// but above skip_norm (a spike the host asks to skip), else 0. The gradients
+// are the buffer's times grad_scale (1 / (micro-batches x loss scale)):
+// sumsq and norm are theirs, and scale carries grad_scale to AdamW, so no
+// pass over the buffer scales it.
 struct NormFinishParams {
-    n_parts: u32,    // pairs in `partials`, all chunks together
-    max_norm: f32,   // clip threshold; <= 0 disables clipping
-    skip_norm: f32,  // skip the step above this norm; <= 0 disables
-    pad: u32,
+    n_parts: u32,     // pairs in `partials`, all chunks together
+    max_norm: f32,    // clip threshold; <= 0 disables clipping
+    skip_norm: f32,   // skip the step above this norm; <= 0 disables
+    grad_scale: f32,  // the gradients are the buffer's times this (> 0)
 }
 @group(0) @binding(0) var<storage, read> partials: array<f32>;
 @group(0) @binding(1) var<storage, read_write> state: OptState;
@@ -139,18 +142,19 @@ fn grad_norm_finish(@builtin(local_invocation_index) tid: u32, @builtin(subgroup
         acc += partials[2u * j];
         bad += partials[2u * j + 1u];
     }
-    let sumsq = wg_reduce_sum(tid, sg, acc);
+    let raw = wg_reduce_sum(tid, sg, acc);
     let nbad = wg_reduce_sum(tid, sg, bad);
     if (tid == 0u) {
+        let sumsq = raw * (p.grad_scale * p.grad_scale);
         let norm = sqrt(sumsq);
         // A finite slice can still overflow the sum of squares (|g| ~ 1e19).
-        let nonfinite = nbad != 0.0 || !is_finite(sumsq) || !is_finite(norm);
+        let nonfinite = nbad != 0.0 || !is_finite(raw) || !is_finite(sumsq) || !is_finite(norm);
         let spike = !nonfinite && p.skip_norm > 0.0 && norm > p.skip_norm;
         var scale = 1.0;
         if (!nonfinite && p.max_norm > 0.0 && norm > p.max_norm) { scale = p.max_norm / norm; }
         state.sumsq = sumsq;
         state.norm = norm;
-        state.scale = scale;
+        state.scale = scale * p.grad_scale;
         state.nonfinite = select(select(0u, 2u, spike), 1u, nonfinite);
     }
 }

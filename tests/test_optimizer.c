@@ -39,9 +39,10 @@ static int group_setup(void **state) {
     SPLIT = tu_gpu_open(&o);
     return 0;
 }
-// The norm of x (n floats) placed `pad` floats into its buffer (the floats
-// before it are NaN: reading them would set the flag).
-static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint64_t pad, float max_norm) {
+// The norm of x (n floats) times grad_scale, x placed `pad` floats into its
+// buffer (the floats before it are NaN: reading them would set the flag).
+static wgpt_optim_state norm_run_c_(wgpt_gpu *g, const float *x, uint64_t n, uint64_t pad, float max_norm,
+                                    float grad_scale) {
     float *h = malloc((pad + n) * sizeof *h);
     for (uint64_t i = 0; i < pad; i++) h[i] = NAN;
     memcpy(h + pad, x, n * sizeof *h);
@@ -54,13 +55,14 @@ static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint6
     wgpt_grad_norm_handle hn;
     TU_OK(g, wgpt_grad_norm(g, &op, (wgpt_view){gr, pad * 4, n * 4}, n, (wgpt_view){scratch, 0, 0},
                             (wgpt_view){st, 0, 0}, max_norm, &hn));
+    if (grad_scale != 1.0f) TU_OK(g, wgpt_grad_norm_set(g, &hn, 0.0f, grad_scale));
     TU_OK(g, wgpt_op_record(g, &op));
     wgpt_optim_state s, spike;
     TU_OK(g, wgpt_buf_download(g, st, 0, &s, sizeof s));
     // The spike threshold: just under the norm skips (flag 2), just over does not.
     if (s.nonfinite == 0 && s.norm > 0) {
         for (int above = 0; above < 2; above++) {
-            TU_OK(g, wgpt_grad_norm_set_skip(g, &hn, above ? s.norm * 1.01f : s.norm * 0.99f));
+            TU_OK(g, wgpt_grad_norm_set(g, &hn, above ? s.norm * 1.01f : s.norm * 0.99f, grad_scale));
             TU_OK(g, wgpt_op_record(g, &op));
             TU_OK(g, wgpt_buf_download(g, st, 0, &spike, sizeof spike));
             assert_int_equal(spike.nonfinite, above ? 0 : 2);
@@ -71,6 +73,10 @@ static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint6
     wgpt_buf_free(gr), wgpt_buf_free(scratch), wgpt_buf_free(st);
     free(h);
     return s;
+}
+
+static wgpt_optim_state norm_run_(wgpt_gpu *g, const float *x, uint64_t n, uint64_t pad, float max_norm) {
+    return norm_run_c_(g, x, n, pad, max_norm, 1.0f);
 }
 
 static uint64_t parts_of_(wgpt_gpu *g, uint64_t n) { return wgpt_grad_norm_scratch_bytes(g, n) / 8; }
@@ -170,6 +176,53 @@ static void clip_scale_matches_ref(void **st) {
     wgpt_optim_state off = norm_run_(SPLIT, x, n, 0, 0.0f);
     assert_true(off.scale == 1.0f);
     free(x), free(clipped);
+}
+
+// The gradients seen through grad_scale (wgpt_grad_norm_set: how the model
+// divides by micro-batches and the loss scale without a pass over the
+// buffer): the norm is that of x * c (the reference scales first, one more
+// rounding: + U), the scale AdamW gets is c (no clipping) or c times the
+// clip factor; with c a power of two sumsq is exactly c^2 times x's. A
+// grad_scale that is not positive and finite is refused, naming it.
+static void grad_scale_folds_into_the_state(void **st) {
+    (void)st;
+    const uint64_t n = 3 * SPLIT_FLOATS + 77;
+    float *x = malloc(n * sizeof *x), *xs = malloc(n * sizeof *xs);
+    tu_fill(x, n, -2.0f, 2.0f);
+    wgpt_gpu *devs[2] = {G, SPLIT};
+    const float cs[] = {0x1p-10f, 1.0f / 3.0f};
+    for (int d = 0; d < 2; d++) {
+        wgpt_optim_state one = norm_run_(devs[d], x, n, 0, 0.0f);
+        for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+            float c = cs[k];
+            for (uint64_t i = 0; i < n; i++) xs[i] = x[i] * c;
+            double want = ref_l2_norm(xs, n), rtol = norm_rtol_(devs[d], n) + 2 * U;
+            wgpt_optim_state got = norm_run_c_(devs[d], x, n, 0, 0.0f, c);
+            if (!(fabs(got.norm - want) <= rtol * want) || got.nonfinite)
+                fail_msg("grad_scale %g: norm %.9g, expected %.9g", c, got.norm, want);
+            assert_true(got.scale == c);
+            if (k == 0) assert_true(got.sumsq == one.sumsq * c * c);
+            float max_norm = (float)(want * 0.5);
+            wgpt_optim_state clip = norm_run_c_(devs[d], x, n, 0, max_norm, c);
+            double wscale = max_norm / want * c;
+            if (!(fabs(clip.scale - wscale) <= (rtol + 4 * U) * wscale))
+                fail_msg("grad_scale %g, max_norm %g: scale %.9g, expected %.9g", c, max_norm, clip.scale, wscale);
+        }
+    }
+    wgpt_buf *b = wgpt_buf_create(G, 4096, "x");
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_grad_norm_handle hn;
+    TU_OK(G, wgpt_grad_norm(G, &op, (wgpt_view){b, 0, 0}, 1024, (wgpt_view){b, 0, 0}, (wgpt_view){b, 0, 0}, 0.0f,
+                            &hn));
+    const float bad[] = {0.0f, -1.0f, NAN, INFINITY};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(wgpt_grad_norm_set(G, &hn, 0.0f, bad[i]), -1);
+        assert_non_null(strstr(wgpt_gpu_error(G), "grad_scale"));
+    }
+    wgpt_op_free(&op);
+    wgpt_buf_free(b);
+    free(x), free(xs);
 }
 
 // --- AdamW -------------------------------------------------------------------------
@@ -577,6 +630,7 @@ int main(void) {
         cmocka_unit_test(norm_counts_every_element_once),
         cmocka_unit_test(norm_matches_ref),
         cmocka_unit_test(clip_scale_matches_ref),
+        cmocka_unit_test(grad_scale_folds_into_the_state),
         cmocka_unit_test(adamw_matches_ref_over_3_steps),
         cmocka_unit_test(adamw_2d_grid),
         cmocka_unit_test(nonfinite_gradient_skips_the_step),

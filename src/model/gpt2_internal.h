@@ -78,7 +78,7 @@ struct wgpt_gpt2 {
     wgpt_op cast;        // params -> params16
     float loss_scale;    // dlogits are scaled by it, the gradients unscaled before the update
     int clean_steps;     // updates in a row without an overflow
-    float grad_scale_c;  // the factor `grad_scale` was built with
+    float grad_scale_c;  // 1/(k * loss scale): the last update's gradient factor (wgpt_grad_norm_set)
 
     int training;  // grads, AdamW state and the backward exist
     int shared;    // params belong to another model (an inference instance)
@@ -89,7 +89,6 @@ struct wgpt_gpt2 {
     int *bwd_cut;
     wgpt_readback **seg_read;
     uint32_t seg_next;
-    wgpt_op grad_scale;  // grads *= 1/(k * loss scale) after k accumulated micro-batches
     wgpt_adamw *adamw;            // NULL until the first training step builds `opt`
     wgpt_grad_norm_handle norm_handle;
     // ZeRO-1's split update (wgpt_gpt2_update_shard_*): the norm of this

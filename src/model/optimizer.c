@@ -14,7 +14,7 @@ typedef struct norm_partial_params {
 typedef struct norm_finish_params {
     uint32_t n_parts;
     float max_norm, skip_norm;
-    uint32_t pad;
+    float grad_scale;  // the gradients are the buffer's times this
 } norm_finish_params;
 
 typedef struct adamw_params {
@@ -129,7 +129,7 @@ int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_v
     }
     // One workgroup folds every chunk's partials in a fixed order.
     wgpt_view fv[2] = {part_view, {state.buf, state.offset, WGPT_OPTIM_STATE_BYTES}};
-    norm_finish_params fp = {(uint32_t)parts, max_norm, 0.0f, 0};
+    norm_finish_params fp = {(uint32_t)parts, max_norm, 0.0f, 1.0f};
     wgpt_bind *fb = wgpt_op_add(g, op, "grad_norm_finish", fv, 2, &fp, sizeof fp, 1, 1, 1);
     if (!fb) goto done;
     if (h) *h = (wgpt_grad_norm_handle){fb, (uint32_t)parts, max_norm};
@@ -313,7 +313,9 @@ void wgpt_adamw_free(wgpt_adamw *h) {
     free(h);
 }
 
-int wgpt_grad_norm_set_skip(wgpt_gpu *g, const wgpt_grad_norm_handle *h, float skip_norm) {
-    norm_finish_params fp = {h->n_parts, h->max_norm, skip_norm, 0};
+int wgpt_grad_norm_set(wgpt_gpu *g, const wgpt_grad_norm_handle *h, float skip_norm, float grad_scale) {
+    if (!(grad_scale > 0.0f) || !isfinite(grad_scale))
+        return wgpt_gpu_fail(g, "grad_norm: grad_scale %g must be positive and finite", grad_scale);
+    norm_finish_params fp = {h->n_parts, h->max_norm, skip_norm, grad_scale};
     return wgpt_bind_set_params(g, h->finish, &fp, sizeof fp);
 }

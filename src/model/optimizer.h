@@ -19,10 +19,13 @@
 
 // The 16-byte state buffer (OptState in the kernel file), written by
 // wgpt_grad_norm and read by wgpt_adamw_update. Download it for logging.
+// The gradients it speaks of are the buffer's times the norm's grad_scale
+// (wgpt_grad_norm_set; 1 unless set).
 typedef struct wgpt_optim_state {
-    float sumsq;         // sum of squared gradients (f32, fixed order)
+    float sumsq;         // sum of squared gradients (f32, fixed order), times grad_scale^2
     float norm;          // sqrt(sumsq), before clipping
-    float scale;         // max_norm / norm if max_norm > 0 and norm > max_norm, else 1
+    float scale;         // what AdamW multiplies the buffer's gradients by: grad_scale, times
+                         // max_norm / norm if max_norm > 0 and norm > max_norm
     uint32_t nonfinite;  // 1: a gradient or the sum is NaN/Inf; 2: the norm is above the skip threshold.
                          // Either way AdamW skips the step
 } wgpt_optim_state;
@@ -45,10 +48,15 @@ typedef struct wgpt_grad_norm_handle {
 } wgpt_grad_norm_handle;
 int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_view scratch, wgpt_view state,
                    float max_norm, wgpt_grad_norm_handle *h);
-// Steps whose finite norm exceeds skip_norm are skipped like non-finite ones
-// (state.nonfinite = 2); skip_norm <= 0 turns it off. Takes effect at the next
-// recording of the op. h from wgpt_grad_norm.
-int wgpt_grad_norm_set_skip(wgpt_gpu *g, const wgpt_grad_norm_handle *h, float skip_norm);
+// Per step, taking effect at the next recording of the op (h from
+// wgpt_grad_norm): steps whose finite norm exceeds skip_norm are skipped like
+// non-finite ones (state.nonfinite = 2; skip_norm <= 0 turns it off); and the
+// gradients the norm and AdamW see are the buffer's times grad_scale (e.g.
+// 1 / (micro-batches x loss scale)), folded into state.scale instead of a
+// pass over the buffer (the sum of squares is of the buffer's values, so
+// only |gradient| / grad_scale past ~1e19 overflows it: then the step counts
+// as non-finite). grad_scale must be positive and finite.
+int wgpt_grad_norm_set(wgpt_gpu *g, const wgpt_grad_norm_handle *h, float skip_norm, float grad_scale);
 
 // A range of the flat arrays updated with its own weight decay: GPT-2 decays
 // the 2D weights only (wd 0 for biases and layernorm parameters).
