@@ -26,6 +26,19 @@ const CAST_V8: u32 = 2u;  // 8-element steps a thread of cast_f16_vec4
 // f16_bits and f16_pair (the IEEE conversion) are in the shared preamble
 // (00_shared.wgsl): the cross-entropy's f16 gradient uses them too.
 
+// The transposes' (transpose_f16 and its _v8 twin, with their FROM_F32
+// variants): a TR x TR tile of halves a workgroup, each half in a u32 of
+// workgroup memory, rows padded by one against bank conflicts.
+struct TransposeParams {
+    rows: u32,
+    cols: u32,
+}
+
+const TR: u32 = 64u;  // tile side in halves (TRANSPOSE_TILE in src/model/precision.c)
+override FROM_F32: bool = false;  // cast_f16_transpose(_v8): src holds floats
+
+var<workgroup> tile: array<u32, TR * (TR + 1u)>;  // half (r, c) in the low bits of [r * (TR + 1) + c]
+
 // --- KERNEL: cast_f16 ---
 @group(0) @binding(0) var<storage, read_write> dst: array<u32>;  // (n / 2)
 @group(0) @binding(1) var<storage, read> src: array<f32>;        // (n)
@@ -72,20 +85,11 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // One workgroup a TR x TR tile of halves: coalesced loads of the tile's rows,
 // each half kept in a u32 of workgroup memory (rows padded by one against
 // bank conflicts), then coalesced u32 stores of the tile's columns, two
-// source rows a u32. Grid: (ceil(cols / TR), ceil(rows / TR)).
-struct TransposeParams {
-    rows: u32,
-    cols: u32,
-}
-
-const TR: u32 = 64u;  // tile side in halves: TR * TR / 2 pairs, WG threads move 8 each
-override FROM_F32: bool = false;  // cast_f16_transpose: src holds floats
-
+// source rows a u32 (TR * TR / 2 pairs: WG threads move 8 each). Grid:
+// (ceil(cols / TR), ceil(rows / TR)).
 @group(0) @binding(0) var<storage, read_write> tdst: array<u32>;  // (cols x rows / 2)
 @group(0) @binding(1) var<storage, read> tsrc: array<u32>;        // (rows x cols / 2), or floats' bits (rows x cols)
 @group(0) @binding(2) var<uniform> tp: TransposeParams;
-
-var<workgroup> tile: array<u32, TR * (TR + 1u)>;
 
 // Halves (r, c) and (r, c + 1) of the source, c even, as one u32.
 fn pair_at(r: u32, c: u32) -> u32 {
@@ -125,19 +129,9 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 // load; 8 consecutive source rows of one column a store) instead of 4, so
 // that fewer, wider requests keep the memory busy. Bit for bit
 // transpose_f16's (cast_f16_transpose's) halves. Grid as transpose_f16's.
-struct TransposeParams {
-    rows: u32,
-    cols: u32,
-}
-
-const TR: u32 = 64u;  // tile side in halves (TRANSPOSE_TILE in src/model/precision.c)
-override FROM_F32: bool = false;  // cast_f16_transpose_v8: src holds floats
-
 @group(0) @binding(0) var<storage, read_write> vdst: array<vec4<u32>>;  // (cols x rows / 8)
 @group(0) @binding(1) var<storage, read> vsrc: array<vec4<u32>>;        // (rows x cols / 8), or floats' bits (rows x cols / 4)
 @group(0) @binding(2) var<uniform> tp: TransposeParams;
-
-var<workgroup> tile: array<u32, TR * (TR + 1u)>;  // half (r, c) in the low bits of [r * (TR + 1) + c]
 
 @compute @workgroup_size(WG)
 fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
