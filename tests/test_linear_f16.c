@@ -250,8 +250,7 @@ static void transposes_are_exact(void **st) {
                 assert_int_equal(op.n, 1);
                 if (dv == 1) assert_string_equal(wgpt_kernel_name(op.steps[0].bind->kernel), name);
                 G = g;
-                run_(&op);
-                wgpt_op_free(&op);
+                run_(&op);  // (frees op)
                 G = G0;
                 TU_OK(g, wgpt_buf_download(g, dst, 0, got, n * 2));
                 for (uint32_t r = 0; r < R; r++)
