@@ -5,7 +5,7 @@
 #                    [--batch 4] [--steps 10] [--python python3]
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
 #                    [--compile] [--no-step] [--no-micro]
-# 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024) in fp32 and f16 and bench/pytorch_gpt2.py
+# 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024; the median step, both sides) in fp32 and f16 and bench/pytorch_gpt2.py
 #    in its three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of
 #    tokens/s, ms/step, TFLOP/s, MFU against the peak of each row's arithmetic (the
 #    H200's by default: fp32 67, TF32 494.7, f16/bf16 989.4 dense), memory, and wgpt

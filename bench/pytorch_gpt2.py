@@ -29,7 +29,7 @@ Under torchrun (`torchrun --standalone --nproc_per_node N bench/pytorch_gpt2.py
 batch of --batch sequences; rank 0 prints, tokens/s counts all ranks.
 
 Output lines that bench/compare.sh reads (one "result:" line per run):
-  result: 341.2 ms/step, 12005 tokens/s, 9.65 TFLOP/s, 3000.0 MiB max allocated (mode fp32, batch 4, T 1024, ranks 1)
+  result: 341.2 ms/step, 12005 tokens/s, 9.65 TFLOP/s, 3000.0 MiB max allocated (mode fp32, batch 4, T 1024, ranks 1; median of 10 steps, mean 343.0 ms)
   matmul qkv 4096 768 2304 forward 1.234 9.876
 Needs only torch (PyTorch 2.x with CUDA).
 """
@@ -180,7 +180,7 @@ def bench_step(a):
 
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    total = 0.0
+    times = []
     for i in range(1, a.warmup + a.steps + 1):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -188,18 +188,21 @@ def bench_step(a):
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         if i > a.warmup:
-            total += dt
+            times.append(dt)
         if rank == 0:
             print(f"step {i:3d}{' (warm-up)' if i <= a.warmup else ''}: loss {loss:.4f}, grad norm {norm.item():.3f}, "
                   f"{dt * 1e3:.1f} ms", flush=True)
-    ms = total * 1e3 / a.steps
+    # the median step, as `wgpt bench`: one slow step on a shared GPU moves a mean, not this
+    ms = statistics.median(times) * 1e3
+    mean = sum(times) * 1e3 / a.steps
     tps = world * a.batch * a.seq / (ms * 1e-3)
     # 6N + 6*L*C*T FLOPs per token (forward and backward; attention's QK and AV), as `wgpt bench`
     flops = 6.0 * n_params + 6.0 * a.layers * a.channels * a.seq
     mib = torch.cuda.max_memory_allocated() / 2**20
     if rank == 0:
         print(f"result: {ms:.1f} ms/step, {tps:.0f} tokens/s, {flops * tps * 1e-12:.2f} TFLOP/s, "
-              f"{mib:.1f} MiB max allocated (mode {a.mode}, batch {a.batch}, T {a.seq}, ranks {world})")
+              f"{mib:.1f} MiB max allocated (mode {a.mode}, batch {a.batch}, T {a.seq}, ranks {world}; "
+              f"median of {a.steps} steps, mean {mean:.1f} ms)")
     if world > 1:
         torch.distributed.destroy_process_group()
 
