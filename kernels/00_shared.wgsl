@@ -87,3 +87,30 @@ fn wg_reduce_max(tid: u32, sg_size: u32, val: f32) -> f32 {
     workgroupBarrier();
     return result;
 }
+
+// GELU, tanh approximation (as GPT-2 was trained): 05_gelu.wgsl's kernels and
+// the fc forward's epilogue in 03_linear_sgm.wgsl compute it alike.
+const GELU_K: f32 = 0.7978845608028654;  // sqrt(2/pi)
+const GELU_A: f32 = 0.044715;
+// tanh(10) = 1 - 4e-9 rounds to 1.0 in f32, so clamping the tanh argument to
+// +-10 changes no result, while a tanh built from exp (sinh/cosh) of a big
+// argument overflows to inf/inf = NaN on some GPUs. x is clamped first so
+// that x^3 cannot overflow (u reaches 10 at x = 5.42).
+const GELU_U_MAX: f32 = 10.0;
+const GELU_X_MAX: f32 = 10.0;
+
+// The tanh argument sqrt(2/pi) * (x + 0.044715 x^3), clamped to +-GELU_U_MAX.
+fn gelu_arg(xc: f32) -> f32 {
+    return clamp(GELU_K * (xc + GELU_A * xc * xc * xc), -GELU_U_MAX, GELU_U_MAX);
+}
+
+// tanh(u) for a clamped u: exactly +-1 at the clamp, so that 1 - th^2 is 0.
+fn gelu_tanh(u: f32) -> f32 {
+    return select(tanh(u), sign(u), abs(u) >= GELU_U_MAX);
+}
+
+// gelu(x), as gelu_forward computes it.
+fn gelu_value(x: f32) -> f32 {
+    let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
+    return 0.5 * x * (1.0 + th);
+}

@@ -17,9 +17,15 @@
 // vec4<u32>, 8 halves each); any size otherwise: edge blocks are zero-filled
 // on load and stored through workgroup memory with bounds checks.
 // ABI: a (f16 as vec4<u32>), b (same), bias (f32; a stand-in when unused),
-// out (f32), then `p: SgmParams`. Dispatch: one workgroup per 128 x BN output
+// out (f32), out16 (f16 pairs as u32; a stand-in when unused), then `p: SgmParams`. Dispatch: one workgroup per 128 x BN output
 // block and split, grid (ceil(n / BN), ceil(m / 128), splits): matmul_sgm, BN
 // 128, 8 subgroups; matmul_sgm_wide, BN 256, 16 subgroups (the host picks).
+// The f16 epilogue (flag bit 3, never with bit 0 or a split): each output
+// value, after the bias, also goes to out16 rounded to f16 (f16_pair), as out
+// is stored or (bit 5) as the product is, GELU'd first (bit 4), and with bit 6
+// not to out at all: the qkv forward writes the attention's f16 input and the
+// fc forward fcproj's transposed f16 input (GELU) with no cast, GELU or
+// transpose pass after it.
 // Split-k (p.ks != 0): workgroup z sums k in [z * ks, (z + 1) * ks) and
 // writes its partial block to out[z] (m x n floats each; flag bit 2 kept,
 // bits 0 and 1 not) for matmul_split_reduce to add in order of z.
@@ -29,7 +35,9 @@ struct SgmParams {
     m: u32,     // output rows
     n: u32,     // output columns
     k: u32,     // reduction length
-    flag: u32,  // bit 0: add to the output; bit 1: add bias (n; m when transposed); bit 2: store transposed
+    flag: u32,  // bit 0: add to the output; bit 1: add bias (n; m when transposed); bit 2: store transposed;
+                // bit 3: an f16 copy to out16 (as out is stored; bit 5: as the product is, (m, n));
+                // bit 4: GELU applied to that copy; bit 6: no f32 output
     ks: u32,    // k per split (a multiple of BK), 0: no split
     pad0: u32,
     pad1: u32,
@@ -40,7 +48,8 @@ struct SgmParams {
 @group(0) @binding(1) var<storage, read> b4: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<uniform> p: SgmParams;
+@group(0) @binding(4) var<storage, read_write> out16: array<u32>;  // halves, two a u32 (flag bit 3; else a stand-in)
+@group(0) @binding(5) var<uniform> p: SgmParams;
 
 alias LT = subgroup_matrix_left<f16, SGM_TK, SGM_TM>;    // SGM_TM rows x SGM_TK columns
 alias RT = subgroup_matrix_right<f16, SGM_TN, SGM_TK>;   // SGM_TK rows x SGM_TN columns
@@ -95,7 +104,7 @@ const OUT_PER_LANE: u32 = SGM_TM * ROW_F / SGM_SG;   // floats of it a lane stor
 const OUT_SG: u32 = 8u;                              // subgroups whose out areas the A tile holds at once
 override OUT_ROUNDS: u32 = (WM * WN + OUT_SG - 1u) / OUT_SG;
 override TA_N: u32 = max(A_TILE, max(BIAS_F, OUT_SG * OUT_F) / 4u);  // vec4 of the A tile's array
-const_assert SGM_TM * ROW_F % SGM_SG == 0u;
+const_assert SGM_TM * ROW_F % SGM_SG == 0u && OUT_PER_LANE % 2u == 0u;
 const NOWHERE: u32 = 0xffffffffu;
 var<workgroup> ta: array<vec4<u32>, TA_N>;
 var<workgroup> tb: array<vec4<u32>, B_TILE>;
@@ -179,7 +188,8 @@ fn store_c(o_base: u32, c: CT, row: u32, col: u32) {
 @diagnostic(off, subgroup_uniformity)  // subgroupMatrixStore under `mine`, which is per subgroup
 fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0: CT, c1: CT, c2: CT, c3: CT) {
     let add = (p.flag & 1u) != 0u;
-    if (!edge && !add) {
+    let f16 = (p.flag & 8u) != 0u;
+    if (!edge && !add && !f16) {
         store_c(o_base, c0, row, col);
         store_c(o_base, c1, row, col + SGM_TN);
         if (FN == 4u) {
@@ -200,7 +210,8 @@ fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0
             }
         }
         workgroupBarrier();
-        if (mine) {
+        if (mine && f16) { store_f16(row, col, base, lane); }
+        if (mine && (p.flag & 64u) == 0u) {
             var at: array<u32, OUT_PER_LANE>;    // where each of this lane's floats goes (NOWHERE: outside the output)
             var old: array<f32, OUT_PER_LANE>;   // the present values there
             for (var t = 0u; t < OUT_PER_LANE; t++) {
@@ -220,6 +231,29 @@ fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0
             }
         }
         workgroupBarrier();
+    }
+}
+
+// The f16 epilogue of one subgroup's out area (SGM_TM rows of ROW_F floats
+// at output (row, col)): pairs of neighbours in out16's layout, so that each
+// lane writes whole u32s; m and n are multiples of 8, so a pair is inside the
+// output or outside it whole.
+fn store_f16(row: u32, col: u32, base: u32, lane: u32) {
+    let nat = (p.flag & 32u) != 0u || !transposed();  // out16 is (m, n) row-major, else (n, m)
+    let gelu = (p.flag & 16u) != 0u;
+    for (var t = 0u; t < OUT_PER_LANE / 2u; t++) {
+        let e = lane + t * SGM_SG;
+        let r = select((e % (SGM_TM / 2u)) * 2u, e / (ROW_F / 2u), nat);
+        let q = select(e / (SGM_TM / 2u), (e % (ROW_F / 2u)) * 2u, nat);
+        if (row + r < p.m && col + q < p.n) {
+            var x = ta_get(base + r * OS + q);
+            var y = ta_get(select(base + (r + 1u) * OS + q, base + r * OS + q + 1u, nat));
+            if (gelu) {
+                x = gelu_value(x);
+                y = gelu_value(y);
+            }
+            out16[select((col + q) * p.m + row + r, (row + r) * p.n + col + q, nat) / 2u] = f16_pair(x, y);
+        }
     }
 }
 

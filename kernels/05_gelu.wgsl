@@ -16,40 +16,19 @@
 // otherwise a cast would make; inp, dout as vec4s; the f16 forward's grid.
 // See docs/kernels/05_gelu.md.
 
+// gelu_value and its constants live in the shared preamble (00_shared.wgsl):
+// the f16 matmul's epilogue applies GELU too.
+
 struct GeluParams {
     n: u32,  // elements in this dispatch (a chunk of the tensor)
 }
 
-const GELU_K: f32 = 0.7978845608028654;  // sqrt(2/pi)
-const GELU_A: f32 = 0.044715;
-// tanh(10) = 1 - 4e-9 rounds to 1.0 in f32, so clamping the tanh argument to
-// +-10 changes no result, while a tanh built from exp (sinh/cosh) of a big
-// argument overflows to inf/inf = NaN on some GPUs. x is clamped first so
-// that x^3 cannot overflow (u reaches 10 at x = 5.42).
-const GELU_U_MAX: f32 = 10.0;
-const GELU_X_MAX: f32 = 10.0;
 const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of the vec4 twins
 const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_forward_f16
 
 // Index of this thread's first vec4 (1D grid or the host's 2D fallback).
 fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
-}
-
-// The tanh argument sqrt(2/pi) * (x + 0.044715 x^3), clamped to +-GELU_U_MAX.
-fn gelu_arg(xc: f32) -> f32 {
-    return clamp(GELU_K * (xc + GELU_A * xc * xc * xc), -GELU_U_MAX, GELU_U_MAX);
-}
-
-// tanh(u) for a clamped u: exactly +-1 at the clamp, so that 1 - th^2 is 0.
-fn gelu_tanh(u: f32) -> f32 {
-    return select(tanh(u), sign(u), abs(u) >= GELU_U_MAX);
-}
-
-// gelu(x), as gelu_forward computes it.
-fn gelu_value(x: f32) -> f32 {
-    let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
-    return 0.5 * x * (1.0 + th);
 }
 
 // d gelu / dx at x, as gelu_backward computes it. Past the clamp 1 - th^2 is

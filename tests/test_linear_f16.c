@@ -6,6 +6,7 @@
 #include "gpu/internal.h"  // wgpt_sgm_pick_config_
 #include "model/linear.h"
 #include "model/linear_f16.h"
+#include "model/elementwise.h"  // wgpt_gelu_forward
 #include "model/precision.h"
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
@@ -417,6 +418,106 @@ static void wide_block_matches_reference(void **st) {
     }
 }
 
+// The forward's f16 epilogue (wgpt_linear_f16_forward_t16) on G: its f32
+// output is forward_t's bit for bit (same kernel, same sums), checked against
+// the reference as check_shape_ does; WGPT_OUT16_COPY's halves are that output
+// rounded (ref_f16_from_f32), bit for bit; WGPT_OUT16_GELU_T's are the GELU
+// kernel's f32 result on it, rounded and transposed, within one f16 ulp (the
+// two kernels' tanh may be compiled with different contractions, one f32 ulp
+// apart, which can round to neighbouring halves); the count of halves off by
+// one is printed.
+static void epilogue_shape_(uint32_t N, uint32_t C, uint32_t OC) {
+    size_t no = (size_t)N * OC;
+    float *inp = malloc((size_t)N * C * 4), *w = malloc((size_t)OC * C * 4), *bias = malloc((size_t)OC * 4);
+    tu_fill(inp, (size_t)N * C, -1, 1), tu_fill(w, (size_t)OC * C, -0.5f, 0.5f), tu_fill(bias, OC, -1, 1);
+    float *ri = malloc((size_t)N * C * 4), *rw = malloc((size_t)OC * C * 4);
+    for (size_t i = 0; i < (size_t)N * C; i++) ri[i] = ref_f32_from_f16(ref_f16_from_f32(inp[i]));
+    for (size_t i = 0; i < (size_t)OC * C; i++) rw[i] = ref_f32_from_f16(ref_f16_from_f32(w[i]));
+    wgpt_buf *i16 = f16_of_(inp, (uint64_t)N * C, "inp16"), *w16 = f16_of_(w, (uint64_t)OC * C, "w16");
+    wgpt_buf *it = wgpt_buf_create(G, (uint64_t)N * C * 2, "inp_t"), *bb = wgpt_buf_create(G, OC * 4, "bias");
+    wgpt_buf *o32 = wgpt_buf_create(G, no * 4, "out"), *g32 = wgpt_buf_create(G, no * 4, "out gelu side");
+    wgpt_buf *gel = wgpt_buf_create(G, no * 4, "gelu"), *c16 = wgpt_buf_create(G, no * 2, "copy16");
+    wgpt_buf *g16 = wgpt_buf_create(G, no * 2, "gelu16 t");
+    TU_NONNULL(G, g16);
+    TU_OK(G, wgpt_buf_upload(G, bb, 0, bias, OC * 4));
+    wgpt_view vi = {i16, 0, 0}, vt = {it, 0, 0}, vw = {w16, 0, 0}, vb = {bb, 0, 0}, vo = {o32, 0, 0};
+    wgpt_view vg32 = {g32, 0, 0}, vgel = {gel, 0, 0}, vc16 = {c16, 0, 0}, vg16 = {g16, 0, 0}, none = {0};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(G, wgpt_transpose_f16(G, &op, vt, vi, N, C));
+    TU_OK(G, wgpt_linear_f16_forward_t(G, &op, vo, vt, vw, vb, N, C, OC, none));
+    TU_OK(G, wgpt_linear_f16_forward_t16(G, &op, none, vc16, WGPT_OUT16_COPY, vt, vw, vb, N, C, OC));
+    TU_OK(G, wgpt_linear_f16_forward_t16(G, &op, vg32, vg16, WGPT_OUT16_GELU_T, vt, vw, vb, N, C, OC));
+    TU_OK(G, wgpt_gelu_forward(G, &op, vgel, vo, no));
+    run_(&op);
+    float *out = malloc(no * 4), *side = malloc(no * 4), *gl = malloc(no * 4);
+    uint16_t *copy = malloc(no * 2), *gt = malloc(no * 2);
+    TU_OK(G, wgpt_buf_download(G, o32, 0, out, no * 4));
+    TU_OK(G, wgpt_buf_download(G, g32, 0, side, no * 4));
+    TU_OK(G, wgpt_buf_download(G, gel, 0, gl, no * 4));
+    TU_OK(G, wgpt_buf_download(G, c16, 0, copy, no * 2));
+    TU_OK(G, wgpt_buf_download(G, g16, 0, gt, no * 2));
+    size_t off_by_one = 0;
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t o = 0; o < OC; o++) {
+            size_t i = (size_t)n * OC + o;
+            double s = bias[o], a = fabs(bias[o]);
+            for (uint32_t c = 0; c < C; c++) s += (double)ri[n * C + c] * rw[o * C + c], a += fabs(ri[n * C + c] * rw[o * C + c]);
+            if (!(fabs(out[i] - s) <= (C + 1) * 0x1p-24 * a + 1e-30))
+                fail_msg("forward_t %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, o, out[i], s);
+            if (memcmp(&side[i], &out[i], 4))
+                fail_msg("GELU_T's f32 output %ux%ux%u [%u,%u]: %.9g, forward_t's %.9g", N, C, OC, n, o, side[i], out[i]);
+            if (copy[i] != ref_f16_from_f32(out[i]))
+                fail_msg("COPY %ux%ux%u [%u,%u]: 0x%04x, f16(%.9g) = 0x%04x", N, C, OC, n, o, copy[i], out[i],
+                         ref_f16_from_f32(out[i]));
+            uint16_t want = ref_f16_from_f32(gl[i]), got = gt[(size_t)o * N + n];
+            int d = (int)got - (int)want;  // neighbouring halves of one sign differ by 1 in their bits
+            if (got != want && (abs(d) != 1 || (got ^ want) & 0x8000))
+                fail_msg("GELU_T %ux%ux%u [%u,%u] (stored at [%u,%u]): 0x%04x, f16(gelu %.9g) = 0x%04x", N, C, OC, n,
+                         o, o, n, got, gl[i], want);
+            off_by_one += got != want;
+        }
+    printf("f16 epilogue N=%u C=%u OC=%u: COPY bit for bit, GELU_T %zu of %zu halves one ulp off\n", N, C, OC,
+           off_by_one, no);
+    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(it), wgpt_buf_free(bb), wgpt_buf_free(o32);
+    wgpt_buf_free(g32), wgpt_buf_free(gel), wgpt_buf_free(c16), wgpt_buf_free(g16);
+    free(inp), free(w), free(bias), free(ri), free(rw), free(out), free(side), free(gl), free(copy), free(gt);
+}
+
+// The f16 epilogue on both blocks, inner and edge blocks alike, and its refusals.
+static void f16_epilogue_matches_reference(void **st) {
+    (void)st;
+    if (!wgpt_linear_f16_uses_sgm(G0)) {
+        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", wgpt_gpu_get_info(G0)->name);
+        wgpt_view v = {NULL, 0, 0};
+        assert_int_equal(wgpt_linear_f16_forward_t16(G0, NULL, v, v, WGPT_OUT16_COPY, v, v, v, 8, 8, 8), -1);
+        return;
+    }
+    for (int b = WGPT_SGM_BASE; b <= WGPT_SGM_WIDE; b++) {
+        wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = (wgpt_sgm_block)b};
+        G = tu_gpu_open(&o);
+        printf("%s blocks on '%s'\n", b == WGPT_SGM_WIDE ? "128 x 256" : "128 x 128", wgpt_gpu_get_info(G)->name);
+        epilogue_shape_(256, 128, 384);  // whole blocks of both (OC 384 = 3 x 128, N 256)
+        epilogue_shape_(136, 72, 200);   // edge blocks both ways
+        epilogue_shape_(520, 64, 136);
+        wgpt_view v = {NULL, 0, 0}, x = {NULL, 0, 0};
+        wgpt_buf *t = wgpt_buf_create(G, 4096, "t");
+        x.buf = t;
+        wgpt_op op;
+        wgpt_op_init(&op);
+        // COPY takes no f32 output; an unknown kind is refused; shapes as the other passes
+        assert_int_equal(wgpt_linear_f16_forward_t16(G, &op, x, x, WGPT_OUT16_COPY, x, x, v, 8, 8, 8), -1);
+        assert_non_null(strstr(wgpt_gpu_error(G), "no f32 output"));
+        assert_int_equal(wgpt_linear_f16_forward_t16(G, &op, x, x, (wgpt_out16)7, x, x, v, 8, 8, 8), -1);
+        assert_int_equal(wgpt_linear_f16_forward_t16(G, &op, v, x, WGPT_OUT16_COPY, x, x, v, 8, 12, 8), -1);
+        assert_int_equal(op.n, 0);
+        wgpt_op_free(&op);
+        wgpt_buf_free(t);
+        wgpt_gpu_close(G);
+        G = G0;
+    }
+}
+
 // wgpt_linear_backward_bias_cast: the bias gradient and the gradient's f16
 // copy in one pass (matmul_backward_bias_part_f16 where the bias's GPU path
 // runs) give bit for bit what the cast and the bias give one after the other,
@@ -597,6 +698,7 @@ int main(void) {
         cmocka_unit_test(plain_matmuls_match_reference),
         cmocka_unit_test(accumulate_adds_after_the_sum),
         cmocka_unit_test(wide_block_matches_reference),
+        cmocka_unit_test(f16_epilogue_matches_reference),
         cmocka_unit_test(bias_and_cast_in_one_pass),
         cmocka_unit_test(block_and_split_choice),
         cmocka_unit_test(fragment_choice),

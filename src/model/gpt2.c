@@ -286,6 +286,16 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
     return 0;
 }
 
+// The f16 forward whose matmul writes an f16 result itself (linear_f16.h:
+// wgpt_out16), on the input's transposed f16 copy (in16, in16_t): the qkv
+// forward (straight to qkv16) and fc (fch and GELU(fch) transposed).
+static int linear_fwd_t16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind, wgpt_view inp,
+                           wgpt_view in16, int w, uint32_t l, wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
+    GPU_OK(m, wgpt_cast_f16_transpose(m->g, op, in16, inp, N, C));
+    GPU_OK(m, wgpt_linear_f16_forward_t16(m->g, op, out, out16, kind, in16, P16(w, l), bias, N, C, OC));
+    return 0;
+}
+
 // The f16 backward's two matmuls on the gradient's f16 copy already in d16.
 // d16 trimmed to an (N, OC) gradient's f16 copy.
 static wgpt_view d16_view_(const wgpt_gpt2 *m, uint32_t N, uint32_t OC) {
@@ -347,11 +357,18 @@ static int build_forward_(wgpt_gpt2 *m) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
-        if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0) return -1;
+        if (m->attn16 && m->in16_t) {  // the matmul writes qkv16 itself: no f32 qkv, no cast
+            if (linear_fwd_t16_(m, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1, l), A(ln1_16, l), WGPT_QKVW, l,
+                                P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
+                return -1;
+        } else {
+            if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
+                return -1;
+            if (m->attn16) GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
+        }
         if (m->attn16) {
             // the attention writes atty16 and its transpose (the attproj forward's
             // input) itself: no cast, no transpose
-            GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
             wgpt_view t = A(inp_t16, 0);
             t.size = (uint64_t)BT * C * 2;
             GPU_OK(m, wgpt_attention_forward_f16(g, op, A(atty16, l), t, A(att_lse, l), A(qkv16, l), B, T, C, NH));
@@ -370,18 +387,21 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
-        if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
-        if (m->precision == WGPT_PRECISION_F16) {
+        if (m->in16_t) {
+            // fch, and the GELU's f16 copy transposed (the fcproj matmul's input),
+            // both from the fc matmul: no GELU pass, no transpose
+            if (linear_fwd_t16_(m, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2, l), A(ln2_16, l), WGPT_FCW,
+                                l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
+                return -1;
+        } else if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
+            return -1;
+        if (m->precision == WGPT_PRECISION_F16 && m->in16_t) {
+            GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
+                                                P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
+        } else if (m->precision == WGPT_PRECISION_F16) {
             // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
-            wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
-            GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
-            if (m->in16_t) {
-                GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
-                GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
-                                                    P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
-            } else if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
-                                     4 * C, C) < 0)
+            GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
+            if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
                 return -1;
         } else {
             GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));

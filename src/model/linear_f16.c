@@ -7,7 +7,8 @@
 // SgmParams of 03_linear_sgm.wgsl, F16Params of 03_linear_f16.wgsl.
 typedef struct sgm_params {
     uint32_t m, n, k;
-    uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only)
+    uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only); bits 3-6:
+                    // the f16 epilogue (sgm only; SGM_F16_*)
     uint32_t ks;    // k per split (sgm only; a multiple of the kernel's BK), 0: none
     uint32_t pad[3];
 } sgm_params;
@@ -32,6 +33,13 @@ typedef struct sgm_params {
 // fastest of 1, 2 and 3 parts measured at every GPT-2 124M pass on the H200
 // (RESULTS section 17; with 2, the qkv weight pass split to its loss).
 #define SGM_WGS_A_UNIT 1u
+
+// 03_linear_sgm.wgsl's flag bits of the f16 epilogue: an f16 copy to out16,
+// GELU'd, in the product's layout rather than out's, and no f32 output.
+#define SGM_F16 8u
+#define SGM_F16_GELU 16u
+#define SGM_F16_AS_PRODUCT 32u
+#define SGM_F16_ONLY 64u
 
 typedef wgpt_sgm_plan sgm_plan;
 static const sgm_plan NO_PLAN = {0, 1, 0};  // one part on the 128 x 128 block; the plain kernels ignore it
@@ -145,7 +153,7 @@ uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_
 // as planned: pl.s parts of k pl.ks long go as partials to out, which then
 // holds pl.s x m x n floats).
 static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out,
-                uint32_t m, uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
+                wgpt_view out16, uint32_t m, uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
     int sgm = c != NULL, wide = sgm && pl.wide;
     const char *kernel = wide ? "matmul_sgm_wide" : sgm ? "matmul_sgm" : KERNEL[pass];
@@ -155,10 +163,12 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
-    wgpt_view v[4] = {a, b, bias.buf ? bias : a, out};  // without a bias, a stands in (never read)
+    // stand-ins, never touched: a for a missing bias, out for a missing out16
+    // (the kernel file's out16 binding; sgm only) and out16 for an out it skips
+    wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : out16, out16.buf ? out16 : out};
     uint32_t parts = sgm && pl.s > 1 ? pl.s : 1;
     sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, {0, 0, 0}};
-    return wgpt_op_add(g, op, kernel, v, 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
+    return wgpt_op_add(g, op, kernel, v, sgm ? 5 : 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
 }
 
 // 0 if every dimension is a positive multiple of 8, else -1 naming them.
@@ -185,11 +195,11 @@ static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_
         return wgpt_gpu_fail(g, "linear (f16): a transposed store needs the subgroup-matrix kernel (m=%u, n=%u)", m, n);
     sgm_plan pl = plan_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0);
     wgpt_view none = {0};
-    if (pl.s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, m, n, k, flag, pl);
+    if (pl.s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, none, m, n, k, flag, pl);
     wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)pl.s * m * n * 4};
     int t = (flag & 4u) != 0;
     if (check_(g, "scratch", parts, (uint64_t)pl.s * m * n, 4) < 0 ||
-        add_(g, op, BACKWARD_INPUT, a, b, none, parts, m, n, k, flag & 4u, pl) < 0)
+        add_(g, op, BACKWARD_INPUT, a, b, none, parts, none, m, n, k, flag & 4u, pl) < 0)
         return -1;
     return wgpt_linear_reduce_parts(g, op, parts, (flag & 2u) ? bias : none, out, t ? n : m, t ? m : n, pl.s,
                                     (flag & 1u) != 0);
@@ -216,6 +226,24 @@ int wgpt_linear_f16_forward_t(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view
     return split_pass_(g, op, weight16, inp_t16, bias, out, OC, N, C, (bias.buf ? 2u : 0u) | 4u, scratch);
 }
 
+int wgpt_linear_f16_forward_t16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind,
+                                wgpt_view inp_t16, wgpt_view weight16, wgpt_view bias, uint32_t N, uint32_t C,
+                                uint32_t OC) {
+    int copy = kind == WGPT_OUT16_COPY;
+    if ((!copy && kind != WGPT_OUT16_GELU_T) || (copy && out.buf))
+        return wgpt_gpu_fail(g, "linear (f16): an f16 output of kind %d%s", (int)kind,
+                             copy ? " takes no f32 output" : " is none of wgpt_out16");
+    if ((!copy && check_(g, "out", out, (uint64_t)N * OC, 4) < 0) || check_(g, "out16", out16, (uint64_t)N * OC, 2) < 0 ||
+        check_(g, "inp_t", inp_t16, (uint64_t)N * C, 2) < 0 || check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 ||
+        (bias.buf && check_(g, "bias", bias, OC, 4) < 0) || shape_(g, N, C, OC) < 0 || takes_t_(g, N, C, OC) < 0)
+        return -1;
+    // out^T (OC, N) = weight (OC, C) @ inp^T (C, N), in one part (the epilogue
+    // writes final values); out16 as out is stored (N, OC), or GELU'd as the
+    // product is (OC, N)
+    uint32_t flag = (bias.buf ? 2u : 0u) | 4u | SGM_F16 | (copy ? SGM_F16_ONLY : SGM_F16_GELU | SGM_F16_AS_PRODUCT);
+    return add_(g, op, FORWARD, weight16, inp_t16, bias, out, out16, OC, N, C, flag, plan_(g, OC, N, C, 0));
+}
+
 int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp16, wgpt_view weight16,
                             wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view inp_t, wgpt_view scratch) {
     if (check_(g, "out", out, (uint64_t)N * OC, 4) < 0 || check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 ||
@@ -223,7 +251,7 @@ int wgpt_linear_f16_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view i
         shape_(g, N, C, OC) < 0)
         return -1;
     if (!wgpt_linear_f16_takes_transposed(g, N, C, OC))
-        return add_(g, op, FORWARD, inp16, weight16, bias, out, N, OC, C, bias.buf ? 2u : 0u, NO_PLAN);
+        return add_(g, op, FORWARD, inp16, weight16, bias, out, (wgpt_view){0}, N, OC, C, bias.buf ? 2u : 0u, NO_PLAN);
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
     return wgpt_linear_f16_forward_t(g, op, out, t, weight16, bias, N, C, OC, scratch);
@@ -236,7 +264,8 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
         check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
     uint32_t flag = accumulate ? 1u : 0u;
-    if (!sgm_for_(g, N, C)) return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, N, C, OC, flag, NO_PLAN);
+    if (!sgm_for_(g, N, C))
+        return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, none, N, C, OC, flag, NO_PLAN);
     return split_pass_(g, op, dout16, weight16, none, dinp, N, C, OC, flag, scratch);
 }
 
@@ -257,7 +286,7 @@ int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight,
         check_(g, "inp", inp16, (uint64_t)N * C, 2) < 0 || shape_(g, N, C, OC) < 0)
         return -1;
     if (!wgpt_linear_f16_takes_transposed(g, N, C, OC))
-        return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, OC, C, N, 1u, NO_PLAN);
+        return add_(g, op, BACKWARD_WEIGHT, dout16, inp16, none, dweight, none, OC, C, N, 1u, NO_PLAN);
     wgpt_view t;
     if (transposed_input_(g, op, inp_t, inp16, N, C, &t) < 0) return -1;
     return wgpt_linear_f16_backward_weight_t(g, op, dweight, dout16, t, N, C, OC, scratch);

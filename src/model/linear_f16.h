@@ -66,6 +66,19 @@ int wgpt_linear_f16_takes_transposed(const wgpt_gpu *g, uint32_t N, uint32_t C, 
 // transposed (C, N); they refuse a shape that does not take one.
 int wgpt_linear_f16_forward_t(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp_t16, wgpt_view weight16,
                               wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
+// The forward on inp_t16 with an f16 result for the next step, written by
+// the matmul itself (no cast, GELU or transpose pass after it):
+//   WGPT_OUT16_COPY    out16 (N, OC) = the output rounded to f16; no f32
+//                      output (out.buf NULL): the qkv the f16 attention reads
+//   WGPT_OUT16_GELU_T  out (N, OC) f32 as wgpt_linear_f16_forward_t, and
+//                      out16 (OC, N) = GELU(out) rounded to f16, transposed:
+//                      the fc forward, whose GELU fcproj multiplies transposed
+// Rounded as wgpt_cast_f16 and wgpt_gelu_forward_f16 round (overflow: inf).
+// Its sum over k is never split. Refuses a shape that does not take inp_t16.
+typedef enum wgpt_out16 { WGPT_OUT16_COPY, WGPT_OUT16_GELU_T } wgpt_out16;
+int wgpt_linear_f16_forward_t16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind,
+                                wgpt_view inp_t16, wgpt_view weight16, wgpt_view bias, uint32_t N, uint32_t C,
+                                uint32_t OC);
 int wgpt_linear_f16_backward_weight_t(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16,
                                       wgpt_view inp_t16, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
 
