@@ -88,8 +88,9 @@ fn wg_reduce_max(tid: u32, sg_size: u32, val: f32) -> f32 {
     return result;
 }
 
-// GELU, tanh approximation (as GPT-2 was trained): 05_gelu.wgsl's kernels and
-// the fc forward's epilogue in 03_linear_sgm.wgsl compute it alike.
+// GELU, tanh approximation (as GPT-2 was trained), and its derivative:
+// 05_gelu.wgsl's kernels and the f16 matmul's epilogue (03_linear_sgm.wgsl:
+// the fc forward, fcproj's input pass) compute them alike.
 const GELU_K: f32 = 0.7978845608028654;  // sqrt(2/pi)
 const GELU_A: f32 = 0.044715;
 // tanh(10) = 1 - 4e-9 rounds to 1.0 in f32, so clamping the tanh argument to
@@ -113,4 +114,14 @@ fn gelu_tanh(u: f32) -> f32 {
 fn gelu_value(x: f32) -> f32 {
     let th = gelu_tanh(gelu_arg(clamp(x, -GELU_X_MAX, GELU_X_MAX)));
     return 0.5 * x * (1.0 + th);
+}
+
+// d gelu / dx at x, as gelu_backward computes it. Past the clamp 1 - th^2 is
+// exactly 0; using xc there keeps the product finite (x * 0 would be NaN for
+// x = inf) and is exact everywhere else.
+fn gelu_grad(x: f32) -> f32 {
+    let xc = clamp(x, -GELU_X_MAX, GELU_X_MAX);
+    let th = gelu_tanh(gelu_arg(xc));
+    let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
+    return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
 }

@@ -25,7 +25,10 @@
 // is stored or (bit 5) as the product is, GELU'd first (bit 4), and with bit 6
 // not to out at all: the qkv forward writes the attention's f16 input and the
 // fc forward fcproj's transposed f16 input (GELU) with no cast, GELU or
-// transpose pass after it.
+// transpose pass after it. With bit 7 (and 3 and 6; not 0, 1, 2 or 5) each
+// value is first multiplied by GELU' of the same element of the `bias`
+// binding, then written to out and to out16 by the f16 walk: fcproj's input
+// pass gives the fc output's gradient and its f16 copy, no GELU backward pass.
 // Split-k (p.ks != 0): workgroup z sums k in [z * ks, (z + 1) * ks) and
 // writes its partial block to out[z] (m x n floats each; flag bit 2 kept,
 // bits 0 and 1 not) for matmul_split_reduce to add in order of z.
@@ -37,7 +40,8 @@ struct SgmParams {
     k: u32,     // reduction length
     flag: u32,  // bit 0: add to the output; bit 1: add bias (n; m when transposed); bit 2: store transposed;
                 // bit 3: an f16 copy to out16 (as out is stored; bit 5: as the product is, (m, n));
-                // bit 4: GELU applied to that copy; bit 6: no f32 output
+                // bit 4: GELU applied to that copy; bit 6: no f32 output from the f32 walk;
+                // bit 7: times GELU'(the GELU's input, bound as `bias`), out written by the f16 walk
     ks: u32,    // k per split (a multiple of BK), 0: no split
     pad0: u32,
     pad1: u32,
@@ -46,7 +50,7 @@ struct SgmParams {
 
 @group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> b4: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;  // or, flag bit 7, the GELU's input (out's shape)
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 @group(0) @binding(4) var<storage, read_write> out16: array<u32>;  // halves, two a u32 (flag bit 3; else a stand-in)
 @group(0) @binding(5) var<uniform> p: SgmParams;
@@ -241,6 +245,7 @@ fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0
 fn store_f16(row: u32, col: u32, base: u32, lane: u32) {
     let nat = (p.flag & 32u) != 0u || !transposed();  // out16 is (m, n) row-major, else (n, m)
     let gelu = (p.flag & 16u) != 0u;
+    let grad = (p.flag & 128u) != 0u;  // (nat, not transposed: out's index is out16's)
     for (var t = 0u; t < OUT_PER_LANE / 2u; t++) {
         let e = lane + t * SGM_SG;
         let r = select((e % (SGM_TM / 2u)) * 2u, e / (ROW_F / 2u), nat);
@@ -251,6 +256,13 @@ fn store_f16(row: u32, col: u32, base: u32, lane: u32) {
             if (gelu) {
                 x = gelu_value(x);
                 y = gelu_value(y);
+            }
+            if (grad) {
+                let i = (row + r) * p.n + col + q;
+                x *= gelu_grad(bias[i]);
+                y *= gelu_grad(bias[i + 1u]);
+                out[i] = x;
+                out[i + 1u] = y;
             }
             out16[select((col + q) * p.m + row + r, (row + r) * p.n + col + q, nat) / 2u] = f16_pair(x, y);
         }

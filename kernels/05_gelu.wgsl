@@ -16,8 +16,8 @@
 // otherwise a cast would make; inp, dout as vec4s; the f16 forward's grid.
 // See docs/kernels/05_gelu.md.
 
-// gelu_value and its constants live in the shared preamble (00_shared.wgsl):
-// the f16 matmul's epilogue applies GELU too.
+// gelu_value, gelu_grad and their constants live in the shared preamble
+// (00_shared.wgsl): the f16 matmul's epilogue applies them too.
 
 struct GeluParams {
     n: u32,  // elements in this dispatch (a chunk of the tensor)
@@ -29,16 +29,6 @@ const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_forward_f16
 // Index of this thread's first vec4 (1D grid or the host's 2D fallback).
 fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
-}
-
-// d gelu / dx at x, as gelu_backward computes it. Past the clamp 1 - th^2 is
-// exactly 0; using xc there keeps the product finite (x * 0 would be NaN for
-// x = inf) and is exact everywhere else.
-fn gelu_grad(x: f32) -> f32 {
-    let xc = clamp(x, -GELU_X_MAX, GELU_X_MAX);
-    let th = gelu_tanh(gelu_arg(xc));
-    let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
-    return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
 }
 
 // --- KERNEL: gelu_forward ---

@@ -345,6 +345,26 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
     return linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC);
 }
 
+// Layer l's MLP backward in f16 where every linear takes its input
+// transposed (in16_t): fcproj's gradient's f16 copy with its bias gradient,
+// its weight pass, then its input pass with the GELU's backward in the same
+// dispatch (linear_f16.h), which writes d fch and its f16 copy (into inp_t16:
+// d16 holds fcproj's gradient, which that pass reads); then fc's passes on it.
+static int mlp_bwd16_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
+    wgpt_gpu *g = m->g;
+    uint32_t C = m->c.channels, BT = m->B * m->T;
+    wgpt_view d16 = d16_view_(m, BT, C), g16 = A(inp_t16, 0), scratch = A(mm_scratch, 0);
+    g16.size = (uint64_t)BT * 4 * C * 2;
+    GPU_OK(m, wgpt_linear_backward_bias_cast(g, op, D(WGPT_FCPROJB, l), d16, A(dres, 0), BT, C, scratch));
+    GPU_OK(m, wgpt_linear_f16_backward_weight_t(g, op, D(WGPT_FCPROJW, l), d16, A(fchg16, l), BT, 4 * C, C, scratch));
+    GPU_OK(m, wgpt_linear_f16_backward_input_gelu(g, op, A(dfch, 0), g16, A(fch, l), d16, P16(WGPT_FCPROJW, l), BT,
+                                                  4 * C, C));
+    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, A(dln, 0), g16, P16(WGPT_FCW, l), BT, C, 4 * C, 0, scratch));
+    GPU_OK(m, wgpt_linear_f16_backward_weight_t(g, op, D(WGPT_FCW, l), g16, A(ln2_16, l), BT, C, 4 * C, scratch));
+    GPU_OK(m, wgpt_linear_backward_bias(g, op, D(WGPT_FCB, l), A(dfch, 0), BT, 4 * C, scratch));
+    return 0;
+}
+
 static int build_forward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &m->fwd;
@@ -450,20 +470,24 @@ static int build_backward_(wgpt_gpt2 *m) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         // res3 = res2 + fcproj: d fcproj = dres
-        if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, l, D(WGPT_FCPROJB, l), A(dres, 0), A(fch_gelu, l),
-                        A(fchg16, l), BT, 4 * C, C) < 0)
-            return -1;
-        if (m->precision == WGPT_PRECISION_F16) {  // the GELU's gradient with its f16 copy (check_f16_: 8 | C)
-            GPU_OK(m, wgpt_gelu_backward_f16(g, op, A(dfch, 0), d16_view_(m, BT, 4 * C), A(fch, l), A(dfch_gelu, 0),
-                                             (uint64_t)BT * 4 * C));
-            if (linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2_16, l), BT, C,
-                                 4 * C) < 0)
-                return -1;
+        if (m->precision == WGPT_PRECISION_F16 && m->in16_t) {
+            if (mlp_bwd16_(m, op, l) < 0) return -1;
         } else {
-            GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
-            if (linear_bwd_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2, l), A(ln2_16, l), BT, C,
-                            4 * C) < 0)
+            if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, l, D(WGPT_FCPROJB, l), A(dres, 0), A(fch_gelu, l),
+                            A(fchg16, l), BT, 4 * C, C) < 0)
                 return -1;
+            if (m->precision == WGPT_PRECISION_F16) {  // the GELU's gradient with its f16 copy (check_f16_: 8 | C)
+                GPU_OK(m, wgpt_gelu_backward_f16(g, op, A(dfch, 0), d16_view_(m, BT, 4 * C), A(fch, l),
+                                                 A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
+                if (linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2_16, l), BT, C,
+                                       4 * C) < 0)
+                    return -1;
+            } else {
+                GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
+                if (linear_bwd_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2, l), A(ln2_16, l), BT,
+                                C, 4 * C) < 0)
+                    return -1;
+            }
         }
         GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LN2W, l), D(WGPT_LN2B, l), A(dln, 0), A(res2, l),
                                           P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C,

@@ -40,6 +40,7 @@ typedef struct sgm_params {
 #define SGM_F16_GELU 16u
 #define SGM_F16_AS_PRODUCT 32u
 #define SGM_F16_ONLY 64u
+#define SGM_GELU_GRAD 128u  // times GELU' of the tensor bound as the bias, out written beside out16
 
 typedef wgpt_sgm_plan sgm_plan;
 static const sgm_plan NO_PLAN = {0, 1, 0};  // one part on the 128 x 128 block; the plain kernels ignore it
@@ -267,6 +268,20 @@ int wgpt_linear_f16_backward_input(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgp
     if (!sgm_for_(g, N, C))
         return add_(g, op, BACKWARD_INPUT, dout16, weight16, none, dinp, none, N, C, OC, flag, NO_PLAN);
     return split_pass_(g, op, dout16, weight16, none, dinp, N, C, OC, flag, scratch);
+}
+
+int wgpt_linear_f16_backward_input_gelu(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dinp16, wgpt_view gelu_in,
+                                        wgpt_view dout16, wgpt_view weight16, uint32_t N, uint32_t C, uint32_t OC) {
+    if (check_(g, "dinp", dinp, (uint64_t)N * C, 4) < 0 || check_(g, "dinp16", dinp16, (uint64_t)N * C, 2) < 0 ||
+        check_(g, "gelu_in", gelu_in, (uint64_t)N * C, 4) < 0 || check_(g, "dout", dout16, (uint64_t)N * OC, 2) < 0 ||
+        check_(g, "weight", weight16, (uint64_t)OC * C, 2) < 0 || shape_(g, N, C, OC) < 0)
+        return -1;
+    if (!sgm_for_(g, N, C))
+        return wgpt_gpu_fail(g, "linear (f16): the input pass with the GELU's backward needs the subgroup-matrix "
+                             "kernels, which this device does not run for N=%u, C=%u", N, C);
+    // dinp (N, C) = (dout (N, OC) @ weight (OC, C)) * GELU'(gelu_in), in one part
+    return add_(g, op, BACKWARD_INPUT, dout16, weight16, gelu_in, dinp, dinp16, N, C, OC,
+                SGM_F16 | SGM_F16_ONLY | SGM_GELU_GRAD, plan_(g, N, C, OC, 0));
 }
 
 int wgpt_linear_f16_backward_weight_t(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16,

@@ -79,6 +79,13 @@ typedef enum wgpt_out16 { WGPT_OUT16_COPY, WGPT_OUT16_GELU_T } wgpt_out16;
 int wgpt_linear_f16_forward_t16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind,
                                 wgpt_view inp_t16, wgpt_view weight16, wgpt_view bias, uint32_t N, uint32_t C,
                                 uint32_t OC);
+// The input pass with the GELU's backward after it, on subgroup matrices (a
+// device or shape without them is refused): dinp (N, C) f32 = (dout16 (N,
+// OC) @ weight16 (OC, C)) * GELU'(gelu_in (N, C) f32), elementwise, and
+// dinp16 its f16 copy, as wgpt_gelu_backward_f16 would give from the plain
+// input pass (fcproj's, whose input is the GELU's output). Never split.
+int wgpt_linear_f16_backward_input_gelu(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dinp16, wgpt_view gelu_in,
+                                        wgpt_view dout16, wgpt_view weight16, uint32_t N, uint32_t C, uint32_t OC);
 int wgpt_linear_f16_backward_weight_t(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight, wgpt_view dout16,
                                       wgpt_view inp_t16, uint32_t N, uint32_t C, uint32_t OC, wgpt_view scratch);
 
