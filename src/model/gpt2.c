@@ -197,10 +197,16 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // the layout those passes multiply (linear_f16.h), so the backward
     // transposes nothing; atty16 stays row-major for the f16 attention's backward.
     m->in16_t = f16 && linear_takes_transposed_(m);
+    // f32 tensors that mode never touches get a token size: the qkv matmul
+    // writes qkv16 itself (in16_t), the f16 attention writes atty16 (and its
+    // transpose), fcproj's input pass d fch (in16_t; linear_f16.h)
+    const uint64_t token = 64;
+    uint64_t qkv_f = m->attn16 && m->in16_t ? token : BT * 3 * C, atty_f = m->attn16 ? token : BT * C;
+    uint64_t dfch_gelu_f = f16 && m->in16_t ? token : BT * 4 * C;
     const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
-        {&m->qkv, "qkv", Lattn, BT * 3 * C},      {&m->atty, "atty", Lattn, BT * C},
+        {&m->qkv, "qkv", Lattn, qkv_f},           {&m->atty, "atty", Lattn, atty_f},
         {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", 1, BT * C},
         {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, BT * C},
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
@@ -216,7 +222,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     const act_spec_ backward[] = {
         {&m->dres, "d residual", 1, BT * C},      {&m->dln, "d ln", 1, BT * C},
         {&m->datty, "d atty", 1, BT * C},         {&m->dqkv, "d qkv", 1, BT * 3 * C},
-        {&m->dfch, "d fch", 1, BT * 4 * C},       {&m->dfch_gelu, "d fch gelu", 1, BT * 4 * C},
+        {&m->dfch, "d fch", 1, BT * 4 * C},       {&m->dfch_gelu, "d fch gelu", 1, dfch_gelu_f},
         {&m->att_d, "att D", 1, BT * NH},
         {&m->bucket, "embedding bucket", 1, wgpt_embedding_bucket_words((uint32_t)BT)},
         {&m->norm_scratch, "norm partials", 1, (wgpt_grad_norm_scratch_bytes(m->g, m->padded_params) + 3) / 4},
@@ -230,10 +236,13 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
-    const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2}};
-    // (also where the f16 attention writes its output's transposed copy: attn16)
+    // the f16 attention's output transposed, a slice a layer where the
+    // matmuls take it so (attproj's forward and weight pass: no transposes)
+    const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2},
+                                  {&m->atty16_t, "atty f16 transposed", L, BT * C / 2}};
     uint64_t t_floats = linear_transposed_floats_(m);
-    if (m->attn16 && t_floats < BT * C / 2) t_floats = BT * C / 2;
+    // (without in16_t the attention writes that copy, unread, into inp_t16)
+    if (m->attn16 && !m->in16_t && t_floats < BT * C / 2) t_floats = BT * C / 2;
     const act_spec_ inp_t[] = {{&m->inp_t16, "matmul input f16 transposed", 1, t_floats}};
     // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
     const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
@@ -241,7 +250,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
     if (!f16 && alloc_list_(m, gelu_f32, 1) < 0) return -1;
     if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
-    if (m->attn16 && alloc_list_(m, qkv_half, 1) < 0) return -1;
+    if (m->attn16 && alloc_list_(m, qkv_half, m->in16_t ? 2 : 1) < 0) return -1;
     if (inp_t[0].floats && alloc_list_(m, inp_t, 1) < 0) return -1;
     if (!m->training) return 0;
     if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
@@ -388,8 +397,8 @@ static int build_forward_(wgpt_gpt2 *m) {
         }
         if (m->attn16) {
             // the attention writes atty16 and its transpose (the attproj forward's
-            // input) itself: no cast, no transpose
-            wgpt_view t = A(inp_t16, 0);
+            // input: kept for its weight pass, in16_t) itself: no cast, no transpose
+            wgpt_view t = m->in16_t ? A(atty16_t, l) : A(inp_t16, 0);
             t.size = (uint64_t)BT * C * 2;
             GPU_OK(m, wgpt_attention_forward_f16(g, op, A(atty16, l), t, A(att_lse, l), A(qkv16, l), B, T, C, NH));
             if (m->in16_t)
@@ -493,8 +502,10 @@ static int build_backward_(wgpt_gpt2 *m) {
                                           P(WGPT_LN2W, l), A(ln2_mean, l), A(ln2_rstd, l), BT, C,
                                           A(ln_scratch, 0)));
         // res2 = residual + attproj: d attproj = dres (now d res2)
-        if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l),
-                        A(atty16, l), BT, C, C) < 0)
+        // (its weight pass on the attention's transposed copy where there is one)
+        wgpt_view atty16 = m->attn16 && m->in16_t ? A(atty16_t, l) : A(atty16, l);
+        if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, l, D(WGPT_ATTPROJB, l), A(dres, 0), A(atty, l), atty16, BT,
+                        C, C) < 0)
             return -1;
         if (m->attn16)
             GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv16, l),
@@ -695,7 +706,7 @@ void wgpt_gpt2_free(wgpt_gpt2 *m) {
                              &m->ce_lse, &m->loss, &m->status, &m->dres, &m->dln, &m->datty, &m->dqkv, &m->dfch,
                              &m->dfch_gelu, &m->att_d, &m->tokens, &m->targets, &m->bucket, &m->norm_scratch, &m->mm_scratch,
                              &m->opt_state, &m->ln_scratch, &m->ln1_16, &m->atty16, &m->ln2_16, &m->fchg16,
-                             &m->lnf16, &m->d16, &m->qkv16, &m->inp_t16};
+                             &m->lnf16, &m->d16, &m->qkv16, &m->inp_t16, &m->atty16_t};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]->buf);
     free(m);
 }

@@ -74,6 +74,7 @@ struct wgpt_gpt2 {
     int attn16;          // f16 and wgpt_attention_uses_sgm: attention reads qkv16 and atty16
     wgpt_gpt2_act qkv16; // (B,T,3C) f16, for the f16 attention (attn16)
     wgpt_gpt2_act inp_t16;  // a matmul input's f16 copy transposed (subgroup matrices; linear_f16.h), 1 slice
+    wgpt_gpt2_act atty16_t; // attn16 and in16_t: the attention's f16 output transposed (C, BT), a slice a layer
     int in16_t;             // ln1_16, ln2_16, fchg16 and lnf16 hold their inputs transposed (C, BT)
     wgpt_op cast;        // params -> params16
     float loss_scale;    // dlogits are scaled by it, the gradients unscaled before the update
