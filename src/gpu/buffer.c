@@ -60,6 +60,11 @@ void wgpt_buf_free(wgpt_buf *b) {
     free(b);
 }
 
+wgpt_view wgpt_gpu_unused_binding(wgpt_gpu *g) {
+    if (!g->unused) g->unused = wgpt_buf_create(g, 256, "unused binding");
+    return (wgpt_view){g->unused, 0, 0};
+}
+
 uint64_t wgpt_buf_size(const wgpt_buf *b) { return b->size; }
 
 uint64_t wgpt_view_bytes(wgpt_view v) {

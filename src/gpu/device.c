@@ -869,6 +869,7 @@ void wgpt_gpu_close(wgpt_gpu *g) {
     wgpt_batch_release_(g);
     wgpt_profile_free_(g);
     wgpt_kernels_free_(g);
+    wgpt_buf_free(g->unused);
     if (g->readback) wgpuBufferRelease(g->readback);
     if (g->fence_src) wgpuBufferRelease(g->fence_src);
     if (g->queue) wgpuQueueRelease(g->queue);

@@ -226,6 +226,11 @@ typedef struct wgpt_view {
     wgpt_buf *buf;
     uint64_t offset, size;
 } wgpt_view;
+// A 256-byte storage buffer of g for a writable binding that a dispatch
+// declares but does not touch: WebGPU refuses two writable bindings over the
+// same bytes, so another output of the dispatch cannot stand in. Made on
+// first use, freed with g; {NULL} with the error set if it cannot be made.
+wgpt_view wgpt_gpu_unused_binding(wgpt_gpu *g);
 
 // Bytes a view covers: its size, or (size 0) from its offset to the buffer's end.
 uint64_t wgpt_view_bytes(wgpt_view v);

@@ -48,6 +48,7 @@ struct wgpt_gpu {
     int hung;
     volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
     uint64_t mem_live, mem_peak;       // bytes of storage buffers (wgpt_gpu_memory)
+    struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
 
     // kernel files: the shared preamble, then every other file split at markers
     char *shared_label, *shared_text;

@@ -164,9 +164,11 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: %u x %u blocks exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
-    // stand-ins, never touched: a for a missing bias, out for a missing out16
-    // (the kernel file's out16 binding; sgm only) and out16 for an out it skips
-    wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : out16, out16.buf ? out16 : out};
+    // stand-ins, never touched: a for a missing bias (read-only), the
+    // device's unused binding for a missing out or out16 (sgm only; writable,
+    // so no other output of the dispatch may stand in)
+    wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : wgpt_gpu_unused_binding(g),
+                      out16.buf || !sgm ? out16 : wgpt_gpu_unused_binding(g)};
     uint32_t parts = sgm && pl.s > 1 ? pl.s : 1;
     sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, {0, 0, 0}};
     return wgpt_op_add(g, op, kernel, v, sgm ? 5 : 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
