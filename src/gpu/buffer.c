@@ -61,7 +61,7 @@ void wgpt_buf_free(wgpt_buf *b) {
 }
 
 wgpt_view wgpt_gpu_unused_binding(wgpt_gpu *g) {
-    if (!g->unused) g->unused = wgpt_buf_create(g, 256, "unused binding");
+    if (!g->unused) g->unused = wgpt_buf_create(g, 4096, "unused binding");
     return (wgpt_view){g->unused, 0, 0};
 }
 

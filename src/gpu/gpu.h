@@ -226,9 +226,11 @@ typedef struct wgpt_view {
     wgpt_buf *buf;
     uint64_t offset, size;
 } wgpt_view;
-// A 256-byte storage buffer of g for a writable binding that a dispatch
+// A 4 KiB storage buffer of g for a writable binding that a dispatch
 // declares but does not touch: WebGPU refuses two writable bindings over the
-// same bytes, so another output of the dispatch cannot stand in. Made on
+// same bytes, so another output of the dispatch cannot stand in. 4 KiB: Dawn
+// asks a binding that a subgroup matrix is stored to for at least one
+// fragment (512 bytes for 16 x 8 floats on the H100). Made on
 // first use, freed with g; {NULL} with the error set if it cannot be made.
 wgpt_view wgpt_gpu_unused_binding(wgpt_gpu *g);
 
