@@ -20,7 +20,8 @@
 // out (f32), out16 (f16 pairs as u32; a stand-in when unused), then `p: SgmParams`. Dispatch: one workgroup per 128 x BN output
 // block and split, grid (ceil(n / BN), ceil(m / 128), splits): matmul_sgm, BN
 // 128, 8 subgroups; matmul_sgm_wide, BN 256, 16 subgroups (the host picks).
-// The f16 epilogue (flag bit 3, never with bit 0 or a split): each output
+// The f16 epilogue (flag bit 3, never with bit 0 or a split; only in the
+// _epi variants, EPI = 1): each output
 // value, after the bias, also goes to out16 rounded to f16 (f16_pair), as out
 // is stored or (bit 5) as the product is, GELU'd first (bit 4), and with bit 6
 // not to out at all: the qkv forward writes the attention's f16 input and the
@@ -73,6 +74,10 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 // tiles: RESULTS sections 17 and 19. This file holds up to 4 x 4 fragments a
 // subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
 override BN: u32 = 128u;            // block columns: 128 or 256
+// 1: the f16 epilogue is compiled in (the _epi variants, which the host runs
+// only for the passes that use it): as a runtime branch in every kernel its
+// code took the other passes 25% more time on the H100 (RESULTS section 22)
+override EPI: u32 = 0u;
 override BK: u32 = 64u;             // k a stage: 64 or 32, a multiple of every SGM_TK the engine picks (8 to 32)
 const WM: u32 = 2u;                 // subgroups down the block
 const BM: u32 = 128u;               // block rows
@@ -192,7 +197,7 @@ fn store_c(o_base: u32, c: CT, row: u32, col: u32) {
 @diagnostic(off, subgroup_uniformity)  // subgroupMatrixStore under `mine`, which is per subgroup
 fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0: CT, c1: CT, c2: CT, c3: CT) {
     let add = (p.flag & 1u) != 0u;
-    let f16 = (p.flag & 8u) != 0u;
+    let f16 = EPI != 0u && (p.flag & 8u) != 0u;
     if (!edge && !add && !f16) {
         store_c(o_base, c0, row, col);
         store_c(o_base, c1, row, col + SGM_TN);
@@ -215,7 +220,7 @@ fn store_row(o_base: u32, row: u32, col: u32, sg: u32, lane: u32, edge: bool, c0
         }
         workgroupBarrier();
         if (mine && f16) { store_f16(row, col, base, lane); }
-        if (mine && (p.flag & 64u) == 0u) {
+        if (mine && !(f16 && (p.flag & 64u) != 0u)) {
             var at: array<u32, OUT_PER_LANE>;    // where each of this lane's floats goes (NOWHERE: outside the output)
             var old: array<f32, OUT_PER_LANE>;   // the present values there
             for (var t = 0u; t < OUT_PER_LANE; t++) {
@@ -376,6 +381,8 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 
 // --- KERNEL: matmul_sgm ---
 // --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=32 ---
+// --- KERNEL: matmul_sgm_epi = matmul_sgm with EPI=1 ---
+// --- KERNEL: matmul_sgm_wide_epi = matmul_sgm with BN=256,BK=32,EPI=1 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
               @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {

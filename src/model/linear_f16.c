@@ -157,7 +157,9 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
                 wgpt_view out16, uint32_t m, uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
     int sgm = c != NULL, wide = sgm && pl.wide;
-    const char *kernel = wide ? "matmul_sgm_wide" : sgm ? "matmul_sgm" : KERNEL[pass];
+    int epi = (flag & (SGM_F16 | SGM_GELU_GRAD)) != 0;  // the variants with the f16 epilogue compiled in
+    const char *kernel = wide ? (epi ? "matmul_sgm_wide_epi" : "matmul_sgm_wide")
+                         : sgm ? (epi ? "matmul_sgm_epi" : "matmul_sgm") : KERNEL[pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
     uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = wide ? SGM_WIDE_BN : sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel
