@@ -75,8 +75,8 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 // subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
 override BN: u32 = 128u;            // block columns: 128 or 256
 // 1: the f16 epilogue is compiled in (the _epi variants, which the host runs
-// only for the passes that use it): as a runtime branch in every kernel its
-// code took the other passes 25% more time on the H100 (RESULTS section 22)
+// only for the passes that use it), so that the other passes run a kernel
+// without its code (docs/kernels/03_linear_sgm.md, RESULTS section 22)
 override EPI: u32 = 0u;
 override BK: u32 = 64u;             // k a stage: 64 or 32, a multiple of every SGM_TK the engine picks (8 to 32)
 const WM: u32 = 2u;                 // subgroups down the block

@@ -297,24 +297,35 @@ static void f16_resume_keeps_the_loss_scale(void **st) {
     free(pa), free(pb);
 }
 
-// On real text (this repository's own documentation, as bytes; whole files
-// held out for validation) the f16 run's validation loss after 60 steps is
-// within 1% of the fp32 run's (the issue's bar; measured on lavapipe: a few
-// 1e-4 apart), and `wgpt eval` of the f16 run's checkpoint in f16 and in fp32
-// agree within 1% too (only the matmuls' operand rounding differs).
+// On real text (the license texts every Debian system has in
+// /usr/share/common-licenses, from the essential package base-files, as
+// bytes; whole files held out for validation) the f16 run's validation loss
+// after 60 steps is within 1% of the fp32 run's (the issue's bar), and `wgpt
+// eval` of the f16 run's checkpoint in f16 and in fp32 agree within 1% too
+// (only the matmuls' operand rounding differs). Not this repository's docs,
+// as it was: they change every session, and with them the run; one corpus
+// put the f16 run 1.03% under the fp32 one on the tuned lavapipe (a step
+// skipped for overflow at step 26 of 60) and 0.53% on Debian's, the next
+// edit of the docs 7e-5. On the licenses (Debian 12): 1.6e-3 on the tuned
+// lavapipe, 6.4e-4 on Debian's.
 static void f16_validation_loss_within_1pct_of_fp32(void **st) {
     (void)st;
-    char text[650], pat[700], err[2048];
+    char text[650], err[2048];
     snprintf(text, sizeof text, "%s/text", dir);
-    snprintf(pat, sizeof pat, "%s/docs/kernels/*.md", WGPT_SOURCE_DIR);
     glob_t gl;
-    assert_int_equal(glob(pat, 0, NULL, &gl), 0);
-    assert_true(gl.gl_pathc >= 5);
+    if (glob("/usr/share/common-licenses/*", 0, NULL, &gl) != 0) fail_msg("no /usr/share/common-licenses/* (Debian's base-files)");
+    char *files[64];  // the files themselves: GPL, LGPL, GFDL are links to one of the versioned texts
+    size_t nf = 0;
+    for (size_t i = 0; i < gl.gl_pathc && nf < 64; i++) {
+        struct stat sb;
+        if (lstat(gl.gl_pathv[i], &sb) == 0 && S_ISREG(sb.st_mode)) files[nf++] = gl.gl_pathv[i];
+    }
+    assert_true(nf >= 5);
     wgpt_tokenizer *tok = wgpt_tokenizer_open_bytes();
     wgpt_corpus_opts co = {.tok = tok, .out_dir = text, .shard_tokens = 1u << 20, .val_fraction = 0.1,
                            .split_files = 1};
     wgpt_corpus_result cr;
-    if (wgpt_corpus_tokenize(&co, gl.gl_pathv, gl.gl_pathc, &cr, err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_corpus_tokenize(&co, files, nf, &cr, err, sizeof err) < 0) fail_msg("%s", err);
     printf("  corpus: %llu files, %llu training and %llu validation tokens\n", (unsigned long long)cr.files,
            (unsigned long long)cr.train_tokens, (unsigned long long)cr.val_tokens);
     wgpt_shard_set_free(&cr.set);

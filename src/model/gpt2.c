@@ -197,16 +197,15 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // the layout those passes multiply (linear_f16.h), so the backward
     // transposes nothing; atty16 stays row-major for the f16 attention's backward.
     m->in16_t = f16 && linear_takes_transposed_(m);
-    // f32 tensors that mode never touches get a token size: the qkv matmul
-    // writes qkv16 itself (in16_t), the f16 attention writes atty16 (and its
-    // transpose), fcproj's input pass d fch (in16_t; linear_f16.h)
+    // f32 tensors that mode never touches get a token size: the f16 attention
+    // writes atty16 (and its transpose), fcproj's input pass d fch (in16_t; linear_f16.h)
     const uint64_t token = 64;
-    uint64_t qkv_f = m->attn16 && m->in16_t ? token : BT * 3 * C, atty_f = m->attn16 ? token : BT * C;
+    uint64_t atty_f = m->attn16 ? token : BT * C;
     uint64_t dfch_gelu_f = f16 && m->in16_t ? token : BT * 4 * C;
     const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
-        {&m->qkv, "qkv", Lattn, qkv_f},           {&m->atty, "atty", Lattn, atty_f},
+        {&m->qkv, "qkv", Lattn, BT * 3 * C},      {&m->atty, "atty", Lattn, atty_f},
         {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", 1, BT * C},
         {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, BT * C},
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
@@ -295,16 +294,6 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
     return 0;
 }
 
-// The f16 forward whose matmul writes an f16 result itself (linear_f16.h:
-// wgpt_out16), on the input's transposed f16 copy (in16, in16_t): the qkv
-// forward (straight to qkv16) and fc (fch and GELU(fch) transposed).
-static int linear_fwd_t16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind, wgpt_view inp,
-                           wgpt_view in16, int w, uint32_t l, wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
-    GPU_OK(m, wgpt_cast_f16_transpose(m->g, op, in16, inp, N, C));
-    GPU_OK(m, wgpt_linear_f16_forward_t16(m->g, op, out, out16, kind, in16, P16(w, l), bias, N, C, OC));
-    return 0;
-}
-
 // The f16 backward's two matmuls on the gradient's f16 copy already in d16.
 // d16 trimmed to an (N, OC) gradient's f16 copy.
 static wgpt_view d16_view_(const wgpt_gpt2 *m, uint32_t N, uint32_t OC) {
@@ -386,15 +375,11 @@ static int build_forward_(wgpt_gpt2 *m) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
-        if (m->attn16 && m->in16_t) {  // the matmul writes qkv16 itself: no f32 qkv, no cast
-            if (linear_fwd_t16_(m, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1, l), A(ln1_16, l), WGPT_QKVW, l,
-                                P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
-                return -1;
-        } else {
-            if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
-                return -1;
-            if (m->attn16) GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
-        }
+        // (the matmul writing qkv16 itself, wgpt_linear_f16_forward_t16, was
+        // slower than the f32 output and the cast: RESULTS section 22)
+        if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
+            return -1;
+        if (m->attn16) GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
         if (m->attn16) {
             // the attention writes atty16 and its transpose (the attproj forward's
             // input: kept for its weight pass, in16_t) itself: no cast, no transpose
@@ -416,21 +401,19 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
-        if (m->in16_t) {
-            // fch, and the GELU's f16 copy transposed (the fcproj matmul's input),
-            // both from the fc matmul: no GELU pass, no transpose
-            if (linear_fwd_t16_(m, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2, l), A(ln2_16, l), WGPT_FCW,
-                                l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
-                return -1;
-        } else if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
-            return -1;
-        if (m->precision == WGPT_PRECISION_F16 && m->in16_t) {
-            GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
-                                                P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
-        } else if (m->precision == WGPT_PRECISION_F16) {
+        if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
+        if (m->precision == WGPT_PRECISION_F16) {
             // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-            GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
-            if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
+            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16;
+            // the fc matmul writing it itself, WGPT_OUT16_GELU_T, was slower: RESULTS section 22)
+            wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
+            GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
+            if (m->in16_t) {
+                GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
+                GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
+                                                    P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
+            } else if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
+                                     4 * C, C) < 0)
                 return -1;
         } else {
             GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
