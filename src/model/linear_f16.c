@@ -7,8 +7,8 @@
 // SgmParams of 03_linear_sgm.wgsl, F16Params of 03_linear_f16.wgsl.
 typedef struct sgm_params {
     uint32_t m, n, k;
-    uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only); bits 3-6:
-                    // the f16 epilogue (sgm only; SGM_F16_*)
+    uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only); bits 3-7:
+                    // the f16 epilogue (sgm only; SGM_F16*, SGM_GELU_GRAD)
     uint32_t ks;    // k per split (sgm only; a multiple of the kernel's BK), 0: none
     uint32_t pad[3];
 } sgm_params;
