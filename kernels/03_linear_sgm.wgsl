@@ -21,15 +21,15 @@
 // block and split, grid (ceil(n / BN), ceil(m / 128), splits): matmul_sgm, BN
 // 128, 8 subgroups; matmul_sgm_wide, BN 256, 16 subgroups (the host picks).
 // The f16 epilogue (flag bit 3, never with bit 0 or a split; only in the
-// _epi variants, EPI = 1): each output
-// value, after the bias, also goes to out16 rounded to f16 (f16_pair), as out
-// is stored or (bit 5) as the product is, GELU'd first (bit 4), and with bit 6
-// not to out at all: the qkv forward writes the attention's f16 input and the
-// fc forward fcproj's transposed f16 input (GELU) with no cast, GELU or
-// transpose pass after it. With bit 7 (and 3 and 6; not 0, 1, 2 or 5) each
-// value is first multiplied by GELU' of the same element of the `bias`
-// binding, then written to out and to out16 by the f16 walk: fcproj's input
-// pass gives the fc output's gradient and its f16 copy, no GELU backward pass.
+// _epi variants, EPI = 1): each output value, after the bias, also goes to
+// out16 rounded to f16 (f16_pair), as out is stored or (bit 5) as the
+// product is, GELU'd first (bit 4), and with bit 6 not to out at all (a
+// forward could write the next step's f16 input so; on an H100 that was
+// slower than the passes it saves, and the model does not). With bit 7 (and
+// 3 and 6; not 0, 1, 2 or 5) each value is first multiplied by GELU' of the
+// same element of the `bias` binding, then written to out and to out16 by
+// the f16 walk: fcproj's input pass gives the fc output's gradient and its
+// f16 copy, no GELU backward pass.
 // Split-k (p.ks != 0): workgroup z sums k in [z * ks, (z + 1) * ks) and
 // writes its partial block to out[z] (m x n floats each; flag bit 2 kept,
 // bits 0 and 1 not) for matmul_split_reduce to add in order of z.
