@@ -237,7 +237,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     };
     // the f16 attention's output transposed, a slice a layer where the
     // matmuls take it so (attproj's forward and weight pass: no transposes)
-    const act_spec_ qkv_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2},
+    const act_spec_ attn_half[] = {{&m->qkv16, "qkv f16", L, BT * 3 * C / 2},
                                   {&m->atty16_t, "atty f16 transposed", L, BT * C / 2}};
     uint64_t t_floats = linear_transposed_floats_(m);
     // (without in16_t the attention writes that copy, unread, into inp_t16)
@@ -249,7 +249,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
     if (!f16 && alloc_list_(m, gelu_f32, 1) < 0) return -1;
     if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
-    if (m->attn16 && alloc_list_(m, qkv_half, m->in16_t ? 2 : 1) < 0) return -1;
+    if (m->attn16 && alloc_list_(m, attn_half, m->in16_t ? 2 : 1) < 0) return -1;
     if (inp_t[0].floats && alloc_list_(m, inp_t, 1) < 0) return -1;
     if (!m->training) return 0;
     if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
@@ -294,7 +294,6 @@ static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, 
     return 0;
 }
 
-// The f16 backward's two matmuls on the gradient's f16 copy already in d16.
 // d16 trimmed to an (N, OC) gradient's f16 copy.
 static wgpt_view d16_view_(const wgpt_gpt2 *m, uint32_t N, uint32_t OC) {
     wgpt_view d16 = A(d16, 0);
@@ -302,10 +301,11 @@ static wgpt_view d16_view_(const wgpt_gpt2 *m, uint32_t N, uint32_t OC) {
     return d16;
 }
 
-static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view in16, uint32_t N,
-                         uint32_t C, uint32_t OC) {
+// The f16 backward's two matmuls on the gradient's f16 copy already in d16
+// (d16_view_, or elsewhere: mlp_bwd16_).
+static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view d16, wgpt_view in16,
+                         uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
-    wgpt_view d16 = d16_view_(m, N, OC);
     GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dinp, d16, P16(w, l), N, C, OC, 0, A(mm_scratch, 0)));
     if (in16_t_(m, in16))
         GPU_OK(m, wgpt_linear_f16_backward_weight_t(g, op, D(w, l), d16, in16, N, C, OC, A(mm_scratch, 0)));
@@ -318,8 +318,8 @@ static int linear_bwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint3
 // The f16 backward of a linear whose gradient's f16 copy is already in d16:
 // the two matmuls, and the bias gradient from the f32 gradient.
 static int linear_bwd16_bias_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_t l, wgpt_view dbias,
-                            wgpt_view dout, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
-    if (linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC) < 0) return -1;
+                              wgpt_view dout, wgpt_view d16, wgpt_view in16, uint32_t N, uint32_t C, uint32_t OC) {
+    if (linear_bwd16_(m, op, dinp, w, l, d16, in16, N, C, OC) < 0) return -1;
     if (dbias.buf) GPU_OK(m, wgpt_linear_backward_bias(m->g, op, dbias, dout, N, OC, A(mm_scratch, 0)));
     return 0;
 }
@@ -340,7 +340,7 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
         GPU_OK(m, wgpt_linear_backward_bias_cast(g, op, dbias, d16_view_(m, N, OC), dout, N, OC, A(mm_scratch, 0)));
     else
         GPU_OK(m, wgpt_cast_f16(g, op, d16_view_(m, N, OC), dout, (uint64_t)N * OC));
-    return linear_bwd16_(m, op, dinp, w, l, in16, N, C, OC);
+    return linear_bwd16_(m, op, dinp, w, l, d16_view_(m, N, OC), in16, N, C, OC);
 }
 
 // Layer l's MLP backward in f16 where every linear takes its input
@@ -357,10 +357,8 @@ static int mlp_bwd16_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     GPU_OK(m, wgpt_linear_f16_backward_weight_t(g, op, D(WGPT_FCPROJW, l), d16, A(fchg16, l), BT, 4 * C, C, scratch));
     GPU_OK(m, wgpt_linear_f16_backward_input_gelu(g, op, A(dfch, 0), g16, A(fch, l), d16, P16(WGPT_FCPROJW, l), BT,
                                                   4 * C, C));
-    GPU_OK(m, wgpt_linear_f16_backward_input(g, op, A(dln, 0), g16, P16(WGPT_FCW, l), BT, C, 4 * C, 0, scratch));
-    GPU_OK(m, wgpt_linear_f16_backward_weight_t(g, op, D(WGPT_FCW, l), g16, A(ln2_16, l), BT, C, 4 * C, scratch));
-    GPU_OK(m, wgpt_linear_backward_bias(g, op, D(WGPT_FCB, l), A(dfch, 0), BT, 4 * C, scratch));
-    return 0;
+    return linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), g16, A(ln2_16, l), BT, C,
+                              4 * C);
 }
 
 static int build_forward_(wgpt_gpt2 *m) {
@@ -446,7 +444,7 @@ static int build_backward_(wgpt_gpt2 *m) {
     if (m->precision == WGPT_PRECISION_F16) {  // check_f16_: 8 | Vp
         GPU_OK(m, wgpt_crossentropy_backward_f16(g, op, A(d16, 0), A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V,
                                                  Vp, m->loss_scale / (float)BT));
-        if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, A(lnf16, 0), BT, C, Vp) < 0) return -1;
+        if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, d16_view_(m, BT, Vp), A(lnf16, 0), BT, C, Vp) < 0) return -1;
     } else {
         GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
                                              m->loss_scale / (float)BT));
@@ -471,8 +469,8 @@ static int build_backward_(wgpt_gpt2 *m) {
             if (m->precision == WGPT_PRECISION_F16) {  // the GELU's gradient with its f16 copy (check_f16_: 8 | C)
                 GPU_OK(m, wgpt_gelu_backward_f16(g, op, A(dfch, 0), d16_view_(m, BT, 4 * C), A(fch, l),
                                                  A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
-                if (linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0), A(ln2_16, l), BT, C,
-                                       4 * C) < 0)
+                if (linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0),
+                                       d16_view_(m, BT, 4 * C), A(ln2_16, l), BT, C, 4 * C) < 0)
                     return -1;
             } else {
                 GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
