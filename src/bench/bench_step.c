@@ -9,12 +9,13 @@
 #include "bench/kernel_stats.h"
 #include "util/clock.h"
 
-// Sums the GPU time of the last step's dispatches per kernel, largest first.
+// qsort's order of doubles, ascending (the step times' median).
 static int cmp_double_(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+// Sums the GPU time of the last step's dispatches per kernel, largest first.
 static void print_profile_(wgpt_gpu *g) {
     enum { MAXT = 2048, MAXK = 64 };
     static wgpt_timing t[MAXT];
