@@ -418,6 +418,58 @@ static void wide_block_matches_reference(void **st) {
     }
 }
 
+// Two halves equal or neighbours (one ulp apart, same sign: their bits differ by 1).
+static int halves_within_ulp_(uint16_t got, uint16_t want) {
+    int d = (int)got - (int)want;
+    return got == want || (abs(d) == 1 && !((got ^ want) & 0x8000));
+}
+
+// The input pass with the GELU's backward (wgpt_linear_f16_backward_input_gelu)
+// on G against the plain input pass followed by wgpt_gelu_backward_f16 on the
+// same device: the f32 gradient within 2^-22 of its size (the same sums; GELU'
+// compiled in two kernels may differ by an ulp or so), its f16 copy within one
+// f16 ulp. w16: the (OC, C) weight's f16 copy.
+static void gelu_grad_shape_(wgpt_buf *w16, uint32_t N, uint32_t C, uint32_t OC) {
+    size_t ni = (size_t)N * C;
+    float *dout = malloc((size_t)N * OC * 4), *x = malloc(ni * 4);
+    tu_fill(dout, (size_t)N * OC, -1, 1), tu_fill(x, ni, -4, 4);
+    x[0] = 12.0f, x[1] = -12.0f;  // past GELU's clamp
+    wgpt_buf *d16 = f16_of_(dout, (uint64_t)N * OC, "dout16"), *xb = wgpt_buf_create(G, ni * 4, "gelu in");
+    wgpt_buf *pre = wgpt_buf_create(G, ni * 4, "input pass"), *r32 = wgpt_buf_create(G, ni * 4, "gelu bwd");
+    wgpt_buf *r16 = wgpt_buf_create(G, ni * 2, "gelu bwd f16"), *f32b = wgpt_buf_create(G, ni * 4, "fused");
+    wgpt_buf *f16b = wgpt_buf_create(G, ni * 2, "fused f16");
+    TU_NONNULL(G, f16b);
+    TU_OK(G, wgpt_buf_upload(G, xb, 0, x, ni * 4));
+    wgpt_view vd = {d16, 0, 0}, vw = {w16, 0, 0}, vx = {xb, 0, 0}, vp = {pre, 0, 0}, vr32 = {r32, 0, 0};
+    wgpt_view vr16 = {r16, 0, 0}, vf32 = {f32b, 0, 0}, vf16 = {f16b, 0, 0}, none = {0};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vp, vd, vw, N, C, OC, 0, none));
+    TU_OK(G, wgpt_gelu_backward_f16(G, &op, vr32, vr16, vx, vp, ni));
+    TU_OK(G, wgpt_linear_f16_backward_input_gelu(G, &op, vf32, vf16, vx, vd, vw, N, C, OC));
+    run_(&op);
+    float *want = malloc(ni * 4), *got = malloc(ni * 4);
+    uint16_t *want16 = malloc(ni * 2), *got16 = malloc(ni * 2);
+    TU_OK(G, wgpt_buf_download(G, r32, 0, want, ni * 4));
+    TU_OK(G, wgpt_buf_download(G, f32b, 0, got, ni * 4));
+    TU_OK(G, wgpt_buf_download(G, r16, 0, want16, ni * 2));
+    TU_OK(G, wgpt_buf_download(G, f16b, 0, got16, ni * 2));
+    size_t exact = 0, exact16 = 0;
+    for (size_t i = 0; i < ni; i++) {
+        if (!(fabsf(got[i] - want[i]) <= 0x1p-22f * fabsf(want[i])))
+            fail_msg("input pass + GELU' %ux%ux%u [%zu]: %.9g, the two passes give %.9g", N, C, OC, i, got[i], want[i]);
+        if (!halves_within_ulp_(got16[i], want16[i]))
+            fail_msg("input pass + GELU' f16 %ux%ux%u [%zu]: 0x%04x, the two passes give 0x%04x", N, C, OC, i, got16[i],
+                     want16[i]);
+        exact += got[i] == want[i], exact16 += got16[i] == want16[i];
+    }
+    printf("input pass + GELU' N=%u C=%u OC=%u: %zu of %zu f32 and %zu f16 values bit for bit\n", N, C, OC, exact, ni,
+           exact16);
+    wgpt_buf_free(d16), wgpt_buf_free(xb), wgpt_buf_free(pre), wgpt_buf_free(r32), wgpt_buf_free(r16);
+    wgpt_buf_free(f32b), wgpt_buf_free(f16b);
+    free(dout), free(x), free(want), free(got), free(want16), free(got16);
+}
+
 // The forward's f16 epilogue (wgpt_linear_f16_forward_t16) on G: its f32
 // output is forward_t's bit for bit (same kernel, same sums), checked against
 // the reference as check_shape_ does; WGPT_OUT16_COPY's halves are that output
@@ -425,12 +477,7 @@ static void wide_block_matches_reference(void **st) {
 // kernel's f32 result on it, rounded and transposed, within one f16 ulp (the
 // two kernels' tanh may be compiled with different contractions, one f32 ulp
 // apart, which can round to neighbouring halves); the count of halves off by
-// one is printed. Then the input pass with the GELU's backward
-// (wgpt_linear_f16_backward_input_gelu) against the plain input pass followed
-// by wgpt_gelu_backward_f16 on the same device: the f32 gradient within 2^-22
-// of its size (the same sums; GELU' compiled in two kernels may differ by an
-// ulp or so), its f16 copy within one f16 ulp.
-static void gelu_grad_shape_(wgpt_buf *w16, uint32_t N, uint32_t C, uint32_t OC);
+// one is printed. Then gelu_grad_shape_ at the same shape.
 static void epilogue_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     size_t no = (size_t)N * OC;
     float *inp = malloc((size_t)N * C * 4), *w = malloc((size_t)OC * C * 4), *bias = malloc((size_t)OC * 4);
@@ -476,8 +523,7 @@ static void epilogue_shape_(uint32_t N, uint32_t C, uint32_t OC) {
                 fail_msg("COPY %ux%ux%u [%u,%u]: 0x%04x, f16(%.9g) = 0x%04x", N, C, OC, n, o, copy[i], out[i],
                          ref_f16_from_f32(out[i]));
             uint16_t want = ref_f16_from_f32(gl[i]), got = gt[(size_t)o * N + n];
-            int d = (int)got - (int)want;  // neighbouring halves of one sign differ by 1 in their bits
-            if (got != want && (abs(d) != 1 || (got ^ want) & 0x8000))
+            if (!halves_within_ulp_(got, want))
                 fail_msg("GELU_T %ux%ux%u [%u,%u] (stored at [%u,%u]): 0x%04x, f16(gelu %.9g) = 0x%04x", N, C, OC, n,
                          o, o, n, got, gl[i], want);
             off_by_one += got != want;
@@ -488,49 +534,6 @@ static void epilogue_shape_(uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(it), wgpt_buf_free(bb), wgpt_buf_free(o32);
     wgpt_buf_free(g32), wgpt_buf_free(gel), wgpt_buf_free(c16), wgpt_buf_free(g16);
     free(inp), free(w), free(bias), free(ri), free(rw), free(out), free(side), free(gl), free(copy), free(gt);
-}
-
-// w16: the (OC, C) weight's f16 copy.
-static void gelu_grad_shape_(wgpt_buf *w16, uint32_t N, uint32_t C, uint32_t OC) {
-    size_t ni = (size_t)N * C;
-    float *dout = malloc((size_t)N * OC * 4), *x = malloc(ni * 4);
-    tu_fill(dout, (size_t)N * OC, -1, 1), tu_fill(x, ni, -4, 4);
-    x[0] = 12.0f, x[1] = -12.0f;  // past GELU's clamp
-    wgpt_buf *d16 = f16_of_(dout, (uint64_t)N * OC, "dout16"), *xb = wgpt_buf_create(G, ni * 4, "gelu in");
-    wgpt_buf *pre = wgpt_buf_create(G, ni * 4, "input pass"), *r32 = wgpt_buf_create(G, ni * 4, "gelu bwd");
-    wgpt_buf *r16 = wgpt_buf_create(G, ni * 2, "gelu bwd f16"), *f32b = wgpt_buf_create(G, ni * 4, "fused");
-    wgpt_buf *f16b = wgpt_buf_create(G, ni * 2, "fused f16");
-    TU_NONNULL(G, f16b);
-    TU_OK(G, wgpt_buf_upload(G, xb, 0, x, ni * 4));
-    wgpt_view vd = {d16, 0, 0}, vw = {w16, 0, 0}, vx = {xb, 0, 0}, vp = {pre, 0, 0}, vr32 = {r32, 0, 0};
-    wgpt_view vr16 = {r16, 0, 0}, vf32 = {f32b, 0, 0}, vf16 = {f16b, 0, 0}, none = {0};
-    wgpt_op op;
-    wgpt_op_init(&op);
-    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vp, vd, vw, N, C, OC, 0, none));
-    TU_OK(G, wgpt_gelu_backward_f16(G, &op, vr32, vr16, vx, vp, ni));
-    TU_OK(G, wgpt_linear_f16_backward_input_gelu(G, &op, vf32, vf16, vx, vd, vw, N, C, OC));
-    run_(&op);
-    float *want = malloc(ni * 4), *got = malloc(ni * 4);
-    uint16_t *want16 = malloc(ni * 2), *got16 = malloc(ni * 2);
-    TU_OK(G, wgpt_buf_download(G, r32, 0, want, ni * 4));
-    TU_OK(G, wgpt_buf_download(G, f32b, 0, got, ni * 4));
-    TU_OK(G, wgpt_buf_download(G, r16, 0, want16, ni * 2));
-    TU_OK(G, wgpt_buf_download(G, f16b, 0, got16, ni * 2));
-    size_t exact = 0, exact16 = 0;
-    for (size_t i = 0; i < ni; i++) {
-        if (!(fabsf(got[i] - want[i]) <= 0x1p-22f * fabsf(want[i])))
-            fail_msg("input pass + GELU' %ux%ux%u [%zu]: %.9g, the two passes give %.9g", N, C, OC, i, got[i], want[i]);
-        int d = (int)got16[i] - (int)want16[i];
-        if (got16[i] != want16[i] && (abs(d) != 1 || (got16[i] ^ want16[i]) & 0x8000))
-            fail_msg("input pass + GELU' f16 %ux%ux%u [%zu]: 0x%04x, the two passes give 0x%04x", N, C, OC, i, got16[i],
-                     want16[i]);
-        exact += got[i] == want[i], exact16 += got16[i] == want16[i];
-    }
-    printf("input pass + GELU' N=%u C=%u OC=%u: %zu of %zu f32 and %zu f16 values bit for bit\n", N, C, OC, exact, ni,
-           exact16);
-    wgpt_buf_free(d16), wgpt_buf_free(xb), wgpt_buf_free(pre), wgpt_buf_free(r32), wgpt_buf_free(r16);
-    wgpt_buf_free(f32b), wgpt_buf_free(f16b);
-    free(dout), free(x), free(want), free(got), free(want16), free(got16);
 }
 
 // The f16 epilogue on both blocks, inner and edge blocks alike, and its refusals.
