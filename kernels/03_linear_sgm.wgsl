@@ -78,7 +78,7 @@ override BN: u32 = 128u;            // block columns: 128 or 256
 // only for the passes that use it), so that the other passes run a kernel
 // without its code (docs/kernels/03_linear_sgm.md, RESULTS section 22)
 override EPI: u32 = 0u;
-override BK: u32 = 64u;             // k a stage: 64 or 32, a multiple of every SGM_TK the engine picks (8 to 32)
+override BK: u32 = 64u;             // k a stage: 64 or 32 (16 in a _32k twin), a multiple of SGM_TK
 const WM: u32 = 2u;                 // subgroups down the block
 const BM: u32 = 128u;               // block rows
 const ROW_F: u32 = 32u;             // columns a subgroup owns (floats across its row of fragments)
@@ -383,6 +383,12 @@ fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 // --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=32 ---
 // --- KERNEL: matmul_sgm_epi = matmul_sgm with EPI=1 ---
 // --- KERNEL: matmul_sgm_wide_epi = matmul_sgm with BN=256,BK=32,EPI=1 ---
+// Twins for 32 KiB of workgroup memory (lavapipe; the blocks above take 35,840
+// and 35,328 bytes): shorter stages, 27,136 and 26,880 bytes.
+// --- KERNEL: matmul_sgm_32k = matmul_sgm with BK=32 ---
+// --- KERNEL: matmul_sgm_wide_32k = matmul_sgm with BN=256,BK=16 ---
+// --- KERNEL: matmul_sgm_epi_32k = matmul_sgm with BK=32,EPI=1 ---
+// --- KERNEL: matmul_sgm_wide_epi_32k = matmul_sgm with BN=256,BK=16,EPI=1 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
               @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {

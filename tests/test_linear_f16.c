@@ -1,8 +1,9 @@
 // test_linear_f16.c: the f16 cast and transpose (kernels/08_precision.wgsl) and the f16
 // matmuls against the plain C reference: the plain kernels
 // (03_linear_f16.wgsl) on every device, the subgroup-matrix ones
-// (03_linear_sgm.wgsl) where the device has them (the H200; elsewhere the
-// test says they were skipped).
+// (03_linear_sgm.wgsl) where the device has them (the H200), on emulated
+// ones where it has f16 but none (lavapipe: src/gpu/sgm_emulate.h, the same
+// kernel code), and elsewhere the test says they were skipped.
 #include "gpu/internal.h"  // wgpt_sgm_pick_config_
 #include "model/linear.h"
 #include "model/linear_f16.h"
@@ -14,10 +15,22 @@
 
 static wgpt_gpu *G;  // the device under test (switched to a plain one by a test)
 static wgpt_gpu *G0;  // the default device
+// 1 where the default device has f16 but no subgroup matrices (lavapipe): the
+// tensor-core kernels' tests run on emulated ones (wgpt_gpu_options.emulate_sgm,
+// src/gpu/sgm_emulate.h), every device these tests open asks for them.
+static int EMU;
 
 static int group_setup(void **state) {
     (void)state;
     G = G0 = tu_gpu_open(NULL);
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G0);
+    EMU = !wgpt_linear_f16_uses_sgm(G0) && i->has_f16;
+    if (EMU) {
+        wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1};
+        G = G0 = tu_gpu_open(&o);
+        printf("'%s' has no subgroup matrices: the tensor-core kernels run on emulated ones (subgroup shuffles)\n",
+               i->name);
+    }
     return 0;
 }
 static int group_teardown(void **state) {
@@ -95,7 +108,7 @@ static void cast_rounds_as_ieee_(int n) {
 // over 512 a workgroup) and n % 8 == 6 (the pair kernel everywhere).
 static void cast_f16_rounds_as_ieee(void **st) {
     (void)st;
-    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
     wgpt_gpu *gk = tu_gpu_open(&gpu_kernels);
     wgpt_gpu *devices[2] = {G0, gk};
     for (int d = 0; d < 2; d++) {
@@ -219,7 +232,7 @@ static void shapes_(void) {
 static void transposes_are_exact(void **st) {
     (void)st;
     const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {2, 66}, {66, 2}, {1000, 194}, {136, 200}, {8, 72}, {72, 8}};
-    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
     wgpt_gpu *gk = tu_gpu_open(&gpu_kernels);
     wgpt_gpu *devices[2] = {G0, gk};
     tu_rng_state = 11;
@@ -285,7 +298,7 @@ static void sgm_matmuls_match_reference(void **st) {
     (void)st;
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
     if (!wgpt_linear_f16_uses_sgm(G)) {
-        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", i->name);
+        printf("skipped: '%s' has no f16 subgroup matrices, real or emulated\n", i->name);
         return;
     }
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
@@ -299,10 +312,10 @@ static void sgm_matmuls_match_reference(void **st) {
 // parts (wgpt_gpu_options.matmul_splits) and runs the GPU twins even on a CPU.
 static void split_passes_and_bias_match_reference(void **st) {
     (void)st;
-    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
     G = tu_gpu_open(&o);
     if (!wgpt_linear_f16_uses_sgm(G))
-        printf("'%s' has no f16 subgroup matrices: the split passes are skipped (the H200 runs them), "
+        printf("'%s' has no f16 subgroup matrices, real or emulated: the split passes are skipped, "
                "the bias partials are tested\n", wgpt_gpu_get_info(G)->name);
     else
         // the forward and the input pass: k = 128 in 3 parts of whole 64-deep stages is 64 + 64
@@ -380,7 +393,7 @@ static void accumulate_adds_after_the_sum_(uint32_t N, uint32_t C, uint32_t OC) 
 
 static void accumulate_adds_after_the_sum(void **st) {
     (void)st;
-    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
     wgpt_gpu *split = tu_gpu_open(&o);
     wgpt_gpu *devices[2] = {G0, split};
     tu_rng_state = 13;
@@ -400,11 +413,12 @@ static void accumulate_adds_after_the_sum(void **st) {
 static void wide_block_matches_reference(void **st) {
     (void)st;
     if (!wgpt_linear_f16_uses_sgm(G0)) {
-        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", wgpt_gpu_get_info(G0)->name);
+        printf("skipped: '%s' has no f16 subgroup matrices, real or emulated\n", wgpt_gpu_get_info(G0)->name);
         return;
     }
     for (uint32_t splits = 0; splits <= 3; splits += 3) {
-        wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = WGPT_SGM_WIDE, .matmul_splits = splits};
+        wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = WGPT_SGM_WIDE, .matmul_splits = splits,
+                              .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
         G = tu_gpu_open(&o);
         const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
         printf("128 x 256 blocks%s on '%s'\n", splits ? ", every pass in 3 parts," : "", i->name);
@@ -540,7 +554,7 @@ static void epilogue_shape_(uint32_t N, uint32_t C, uint32_t OC) {
 static void f16_epilogue_matches_reference(void **st) {
     (void)st;
     if (!wgpt_linear_f16_uses_sgm(G0)) {
-        printf("skipped: '%s' has no f16 subgroup matrices (the H200 runs this test)\n", wgpt_gpu_get_info(G0)->name);
+        printf("skipped: '%s' has no f16 subgroup matrices, real or emulated\n", wgpt_gpu_get_info(G0)->name);
         wgpt_view v = {NULL, 0, 0};
         assert_int_equal(wgpt_linear_f16_forward_t16(G0, NULL, v, v, WGPT_OUT16_COPY, v, v, v, 8, 8, 8), -1);
         wgpt_buf *t = wgpt_buf_create(G0, 4096, "t");
@@ -554,7 +568,8 @@ static void f16_epilogue_matches_reference(void **st) {
         return;
     }
     for (int b = WGPT_SGM_BASE; b <= WGPT_SGM_WIDE; b++) {
-        wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = (wgpt_sgm_block)b};
+        wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = (wgpt_sgm_block)b, .kernels = WGPT_KERNELS_GPU,
+                              .emulate_sgm = EMU};
         G = tu_gpu_open(&o);
         printf("%s blocks on '%s'\n", b == WGPT_SGM_WIDE ? "128 x 256" : "128 x 128", wgpt_gpu_get_info(G)->name);
         epilogue_shape_(256, 128, 384);  // whole blocks of both (OC 384 = 3 x 128, N 256)
@@ -586,7 +601,7 @@ static void f16_epilogue_matches_reference(void **st) {
 // default device and on one that runs the GPU kernels even on a CPU.
 static void bias_and_cast_in_one_pass(void **st) {
     (void)st;
-    wgpt_gpu_options o = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options o = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
     wgpt_gpu *gk = tu_gpu_open(&o);
     const uint32_t shapes[][2] = {{256, 128}, {300, 136}, {37, 12}, {4096, 64}};
     tu_rng_state = 23;
@@ -650,7 +665,7 @@ static void block_and_split_choice(void **st) {
     wgpt_gpu_info h = {0};
     h.has_subgroup_matrix = 1, h.n_matrix_configs = 1, h.sgm_config = 0;
     h.matrix_configs[0] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 8, 16, 32, 32};
-    h.compute_units = 132, h.max_invocations = 1024;
+    h.compute_units = 132, h.max_invocations = 1024, h.max_workgroup_storage = 49152;
     const struct { uint32_t m, n, k; int wide; uint32_t s, ks; const char *what; } want[] = {
         {2304, 4096, 768, 0, 1, 0, "qkv forward (stored transposed)"},
         {4096, 768, 2304, 1, 1, 0, "qkv input pass"},
@@ -680,7 +695,13 @@ static void block_and_split_choice(void **st) {
     assert_int_equal(wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX).wide, 1);
     h.max_invocations = 256;  // 16 subgroups of 32 do not fit a workgroup: never the wide block
     assert_int_equal(wgpt_linear_f16_plan(&h, 4096, 4096, 4096, UINT64_MAX).wide, 0);
-    h.max_invocations = 1024, h.sgm_block = WGPT_SGM_AUTO;
+    h.max_invocations = 1024;
+    // 32 KiB of workgroup memory: the wide block's twin has stages of 16, which a K of 32 does not divide
+    h.max_workgroup_storage = 32768;
+    assert_int_equal(wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX).wide, 1);
+    h.matrix_configs[0].k = 32;
+    assert_int_equal(wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX).wide, 0);
+    h.matrix_configs[0].k = 16, h.max_workgroup_storage = 49152, h.sgm_block = WGPT_SGM_AUTO;
     // a forced split count: 3 parts of whole 64-deep stages
     h.matmul_splits = 3;
     p = wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX);

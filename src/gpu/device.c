@@ -12,6 +12,7 @@
 
 #include "dawn_loader.h"
 #include "internal.h"
+#include "sgm_emulate.h"
 #include "vk_devices.h"
 #include "util/clock.h"
 #include "util/err.h"
@@ -816,6 +817,14 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.has_subgroup_matrix =
         wgpuDeviceHasFeature(g->device, WGPUFeatureName_ChromiumExperimentalSubgroupMatrix) != 0;
     if (!g->info.has_subgroup_matrix) g->info.n_matrix_configs = 0;
+    // Emulated subgroup matrices where asked (WGPT_SGM_EMULATE only where the
+    // device has f16, so that a suite run with it keeps its f16-less devices).
+    const char *emu = getenv("WGPT_SGM_EMULATE");
+    int emulate = opt->emulate_sgm || (emu && strcmp(emu, "1") == 0 && g->info.has_f16);
+    if (!g->info.has_subgroup_matrix && emulate && wgpt_sgm_emulate_info(&g->info, err, errlen) < 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
     if (wgpt_sgm_pick_config_(&g->info, err, errlen) < 0) {
         wgpt_gpu_close(g);
         return NULL;

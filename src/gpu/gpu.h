@@ -50,6 +50,10 @@ typedef struct wgpt_gpu_options {
     wgpt_kernels kernels;      // which twins the layers dispatch on this device (info.cpu_kernels)
     uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
     wgpt_sgm_block sgm_block;  // the subgroup-matrix matmuls' block: per shape (0), or one for all (benchmarks, tests)
+    // 1: where the device has f16 but no subgroup matrices, emulate them with
+    // subgroup shuffles (sgm_emulate.h), so the tensor-core kernels run there;
+    // tests only, far slower than the plain kernels. Also WGPT_SGM_EMULATE=1.
+    int emulate_sgm;
     // NULL, or a flag (set by the caller's signal handler) that ends a wait
     // for the GPU at once: the call fails with "interrupted" and the device
     // is left hung (see wgpt_gpu_close).
@@ -104,6 +108,7 @@ typedef struct wgpt_gpu_info {
     // the adapter's and M 16, N 8 or 16 (the fragments 03_linear_sgm.wgsl holds);
     // WGPT_SGM_CONFIG=i picks config i instead (experiments).
     int sgm_config;
+    int sgm_emulated;     // the subgroup matrices are emulated (wgpt_gpu_options.emulate_sgm)
     int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
     // Settings of the layers above, kept per device so that two devices in
     // one process may differ (from wgpt_gpu_options; the GPU layer only keeps them):

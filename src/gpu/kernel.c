@@ -6,6 +6,7 @@
 
 #include "embedded.h"
 #include "internal.h"
+#include "sgm_emulate.h"
 
 static const char SHARED_FILE[] = "00_shared.wgsl";
 
@@ -217,15 +218,17 @@ static void note_stats_(const char *kernel, const char *file) {
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     const wgpt_ksrc_file *f = &g->files[k->file];
     char enables[512];
+    int emulated = g->info.sgm_emulated;
     if (g->info.has_subgroup_matrix && g->info.sgm_config >= 0) {
         // the fragment shape 03_linear_sgm.wgsl is written for (gpu.h: sgm_config)
         const wgpt_matrix_config *c = &g->info.matrix_configs[g->info.sgm_config];
         snprintf(enables, sizeof enables,
-                 "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n"
+                 "enable f16;\nenable subgroups;\n%s"
                  "const SGM_TM: u32 = %uu;\nconst SGM_TN: u32 = %uu;\nconst SGM_TK: u32 = %uu;\n"
                  "const SGM_SG: u32 = %uu;\n",
+                 emulated ? "diagnostic(off, subgroup_uniformity);\n" : "enable chromium_experimental_subgroup_matrix;\n",
                  c->m, c->n, c->k, c->sg_max);
-    } else if (g->info.has_subgroup_matrix) {
+    } else if (g->info.has_subgroup_matrix && !emulated) {
         snprintf(enables, sizeof enables, "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n");
     } else {
         snprintf(enables, sizeof enables, "%s", g->info.has_f16 ? "enable f16;\nenable subgroups;\n" : "enable subgroups;\n");
@@ -233,6 +236,17 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     wgpt_ksrc_composed src;
     if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
         return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
+    if (emulated && g->info.sgm_config >= 0 && (strstr(src.code, "subgroup_matrix_") || strstr(src.code, "subgroupMatrix"))) {
+        char why[512];
+        char *code = wgpt_sgm_emulate_source(src.code, &g->info.matrix_configs[g->info.sgm_config], why, sizeof why);
+        if (!code) {
+            wgpt_ksrc_composed_free(&src);
+            return wgpt_gpu_fail(g, "kernel '%s' (%s): its subgroup matrices cannot be emulated: %s", k->name,
+                                  f->label, why);
+        }
+        free(src.code);
+        src.code = code;  // the same lines, the helpers after them: line numbers still map
+    }
 
     WGPUShaderSourceWGSL wgsl = {{NULL, WGPUSType_ShaderSourceWGSL}, wgpt_sv_(src.code)};
     WGPUShaderModuleDescriptor md = {&wgsl.chain, wgpt_sv_(k->name)};

@@ -19,6 +19,11 @@ typedef struct sgm_params {
 #define SGM_WIDE_BN 256u    // BN and BK of matmul_sgm_wide (its variant marker)
 #define SGM_WIDE_BK 32u
 #define SGM_WIDE_SGS 16u    // its subgroups a workgroup (matmul_sgm: 8)
+// Workgroup memory of matmul_sgm (the wide block's is 35,328 bytes); with
+// less, the _32k twins run (stages of 32 and 16: 27,136 and 26,880 bytes; the
+// wide one's 16 only where the fragment's K divides it).
+#define SGM_STORAGE 35840u
+#define SGM_WIDE_32K_BK 16u
 // A wide block's time over a stage of k, in sixths of a 128 x 128 block's:
 // 11 (1.83x for twice the outputs), from 4096^3 (0.606 against 0.662 ms) and
 // the logits' forward (1.428 against 1.541) on the H200, RESULTS section 19.
@@ -102,7 +107,8 @@ wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t 
     if (!i->has_subgroup_matrix || i->sgm_config < 0 || i->cpu_kernels) return best;
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
-    int can_wide = i->max_invocations >= SGM_WIDE_SGS * c->sg_max;
+    int can_wide = i->max_invocations >= SGM_WIDE_SGS * c->sg_max &&
+                   (i->max_workgroup_storage >= SGM_STORAGE || SGM_WIDE_32K_BK % c->k == 0);
     int first = i->sgm_block == WGPT_SGM_WIDE && can_wide, last = i->sgm_block != WGPT_SGM_BASE && can_wide;
     uint64_t best_cost = UINT64_MAX;
     for (int wide = first; wide <= last; wide++) {
@@ -158,8 +164,11 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     const wgpt_matrix_config *c = sgm_for_(g, m, n);
     int sgm = c != NULL, wide = sgm && pl.wide;
     int epi = (flag & (SGM_F16 | SGM_GELU_GRAD)) != 0;  // the variants with the f16 epilogue compiled in
-    const char *kernel = wide ? (epi ? "matmul_sgm_wide_epi" : "matmul_sgm_wide")
-                         : sgm ? (epi ? "matmul_sgm_epi" : "matmul_sgm") : KERNEL[pass];
+    static const char *const SGM_KERNEL[2][2][2] = {  // [wide][epi][32 KiB]
+        {{"matmul_sgm", "matmul_sgm_32k"}, {"matmul_sgm_epi", "matmul_sgm_epi_32k"}},
+        {{"matmul_sgm_wide", "matmul_sgm_wide_32k"}, {"matmul_sgm_wide_epi", "matmul_sgm_wide_epi_32k"}}};
+    int small = wgpt_gpu_get_info(g)->max_workgroup_storage < SGM_STORAGE;
+    const char *kernel = sgm ? SGM_KERNEL[wide][epi][small] : KERNEL[pass];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
     uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = wide ? SGM_WIDE_BN : sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel
