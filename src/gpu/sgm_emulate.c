@@ -508,8 +508,9 @@ static const char *call_(rewrite_ *r, const char *p, str_ *o) {
     q = split_(r, q, '(', a, 4, &na);
     if (!q) return NULL;
     if (load ? nt != 2 || na != 3 : nt != 1 || na != 4)
-        return fail_(r, "%s with %d template and %d call arguments", load ? "subgroupMatrixLoad" : "subgroupMatrixStore",
-                     nt, na), NULL;
+        return fail_(r, "%s with %d template and %d call arguments (emulated: %s)",
+                     load ? "subgroupMatrixLoad" : "subgroupMatrixStore", nt, na,
+                     load ? "<type, layout>(&array, offset, stride)" : "<layout>(&array, offset, value, stride)"), NULL;
     for (int i = 1; i < na; i++)
         if (strstr(a[i], "subgroupMatrix")) return fail_(r, "a matrix call inside a matrix call's argument"), NULL;
     if (pointee_(r, a[0], array) < 0) return NULL;
