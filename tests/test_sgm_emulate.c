@@ -1,38 +1,16 @@
 // test_sgm_emulate.c: the subgroup-matrix emulation (src/gpu/sgm_emulate.h)
 // against a plain C multiply, with the layouts and element types the linear
 // kernel does not use (column-major loads from packed halves and from f32,
-// a column-major store into vec4<u32>, offsets that are not zero), and the
-// rewrite's refusals of what it cannot emulate, each naming it. The tensor
-// cores' own kernels on it: test_linear_f16, test_gpt2_f16.
+// a column-major store into vec4<u32>, offsets that are not zero:
+// tests/kernels/test_sgm_emulate.wgsl), and the rewrite's refusals of what it
+// cannot emulate, each naming it. The tensor cores' own kernels on it:
+// test_linear_f16, test_gpt2_f16.
 #include <errno.h>
 
 #include "gpu/sgm_emulate.h"
 #include "ref/gpt2_ref.h"  // ref_f16_from_f32, ref_f32_from_f16
 #include "test_util.h"
 
-// One workgroup of one subgroup: d = c + a b, a (16 x 16) row-major from
-// vec4<u32> (offset 2, stride 2), b (16 x 8) column-major from packed u32
-// (offset 1, stride 8), c (16 x 8) column-major from f32 (offset 3, stride
-// 16); d stored row-major to f32 and column-major to vec4<u32>.
-static const char *const KERNEL =
-    "// --- KERNEL: sgm_emu_check ---\n"
-    "@group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;\n"
-    "@group(0) @binding(1) var<storage, read> bp: array<u32>;\n"
-    "@group(0) @binding(2) var<storage, read> c32: array<f32>;\n"
-    "@group(0) @binding(3) var<storage, read_write> out_r: array<f32>;\n"
-    "@group(0) @binding(4) var<storage, read_write> out_c: array<vec4<u32>>;\n"
-    "alias L = subgroup_matrix_left<f16, SGM_TK, SGM_TM>;\n"
-    "alias R = subgroup_matrix_right<f16, SGM_TN, SGM_TK>;\n"
-    "alias C = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;\n"
-    "@compute @workgroup_size(SGM_SG)\n"
-    "fn sgm_emu_check() {\n"
-    "    let a = subgroupMatrixLoad<L, row_major>(&a4, 2u, 2u);\n"
-    "    let b = subgroupMatrixLoad<R, col_major>(&bp, 1u, 8u);\n"
-    "    let c = subgroupMatrixLoad<C, col_major>(&c32, 3u, 16u);\n"
-    "    let d = subgroupMatrixMultiplyAccumulate(a, b, c);\n"
-    "    subgroupMatrixStore<row_major>(&out_r, 0u, d, 8u);\n"
-    "    subgroupMatrixStore<col_major>(&(out_c), 0u, d, 4u);\n"
-    "}\n";
 
 static char dir[] = "/tmp/wgpt-sgm-emu-XXXXXX";
 static int made_;
@@ -58,7 +36,9 @@ static void emulated_multiply_matches_reference(void **st) {
     char *shared = tu_read_source("kernels/00_shared.wgsl");
     write_("00_shared.wgsl", shared);
     free(shared);
-    write_("50_sgm_emu_check.wgsl", KERNEL);
+    char *kernel = tu_read_source("tests/kernels/test_sgm_emulate.wgsl");
+    write_("50_sgm_emu_check.wgsl", kernel);
+    free(kernel);
     wgpt_gpu_options o = {.adapter_index = -1, .kernel_dir = dir, .emulate_sgm = 1};
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
