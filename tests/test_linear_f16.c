@@ -28,7 +28,7 @@ static int group_setup(void **state) {
     if (EMU) {
         wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1};
         G = G0 = tu_gpu_open(&o);
-        printf("'%s' has no subgroup matrices: the tensor-core kernels run on emulated ones (subgroup shuffles)\n",
+        printf("'%s' has no subgroup matrices: the tensor-core kernels run on emulated ones (subgroup broadcasts)\n",
                i->name);
     }
     return 0;

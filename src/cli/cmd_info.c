@@ -78,7 +78,7 @@ int wgpt_cmd_info(int argc, char **argv) {
     printf("dawn: %s\n", wgpt_gpu_dawn());
     printf("features: f16 %s, subgroup-size-control %s, subgroup matrices %s, timestamps %s\n",
            in->has_f16 ? "yes" : "no", in->has_subgroup_size_control ? "yes" : "no",
-           in->sgm_emulated ? "emulated (WGPT_SGM_EMULATE: subgroup shuffles, for tests)"
+           in->sgm_emulated ? "emulated (WGPT_SGM_EMULATE: subgroup broadcasts, for tests)"
            : in->has_subgroup_matrix ? "yes" : "no", in->has_timestamps ? "yes" : "no");
     for (int i = 0; i < in->n_matrix_configs; i++) {
         const wgpt_matrix_config *c = &in->matrix_configs[i];

@@ -51,7 +51,7 @@ typedef struct wgpt_gpu_options {
     uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
     wgpt_sgm_block sgm_block;  // the subgroup-matrix matmuls' block: per shape (0), or one for all (benchmarks, tests)
     // 1: where the device has f16 but no subgroup matrices, emulate them with
-    // subgroup shuffles (sgm_emulate.h), so the tensor-core kernels run there;
+    // subgroup broadcasts (sgm_emulate.h), so the tensor-core kernels run there;
     // tests only, far slower than the plain kernels. Also WGPT_SGM_EMULATE=1.
     int emulate_sgm;
     // NULL, or a flag (set by the caller's signal handler) that ends a wait

@@ -1,7 +1,8 @@
-// sgm_emulate.h: subgroup matrices emulated with subgroup shuffles, on a
+// sgm_emulate.h: subgroup matrices emulated with subgroup broadcasts, on a
 // device without them (lavapipe), so that the tensor-core kernels' own code
 // runs and is checked where no tensor core is: wgpt_gpu_options.emulate_sgm
-// or WGPT_SGM_EMULATE=1. For tests: exact, and far slower than any real kernel.
+// or WGPT_SGM_EMULATE=1. For tests: the hardware's math (f16 products, exact
+// in f32, summed in f32), far slower than any real kernel.
 #ifndef WGPT_GPU_SGM_EMULATE_H
 #define WGPT_GPU_SGM_EMULATE_H
 
@@ -27,9 +28,10 @@ int wgpt_sgm_emulate_info(wgpt_gpu_info *info, char *err, size_t errlen);
 // generated for each array they touch (offsets and strides count that
 // array's elements, the matrix's scalars packed in them as stored: 8 halves
 // or 4 floats a vec4<u32>); subgroupMatrixMultiplyAccumulate one that takes
-// each value of the right operand from its lane with subgroupShuffle and
-// sums in f32 in order of k. All of it unrolled (constant indices: lavapipe
-// compiles dynamic ones into long branch ladders). The helpers go after the
+// each value of the right operand from its lane with subgroupBroadcast and
+// sums in f32 in order of k. All of it unrolled to constant indices (with
+// loops and dynamic indices lavapipe took 8.6 s to create one matmul
+// pipeline, unrolled 1 s). The helpers go after the
 // last line, so line numbers stay those of `code`. The code must have
 // `enable f16; enable subgroups;` and subgroup uniformity diagnostics off.
 // Limits, each refused with err naming it: one matrix type a kind (left,
