@@ -26,10 +26,11 @@ static int group_setup(void **state) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G0);
     EMU = !wgpt_linear_f16_uses_sgm(G0) && i->has_f16;
     if (EMU) {
-        wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1};
-        G = G0 = tu_gpu_open(&o);
         printf("'%s' has no subgroup matrices: the tensor-core kernels run on emulated ones (subgroup broadcasts)\n",
                i->name);
+        wgpt_gpu_close(G0);  // (the group teardown closes G0 only)
+        wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1};
+        G = G0 = tu_gpu_open(&o);
     }
     return 0;
 }

@@ -75,6 +75,9 @@ static void putf_(str_ *o, const char *fmt, ...) {
 
 enum { LEFT, RIGHT, RESULT };
 
+// What a generated function is, where it is not a load of matrix type i (>= 0).
+enum { FN_STORE = -1, FN_READ_F32 = -2, FN_READ_F16 = -3, FN_WRITE = -4 };
+
 // A matrix type: kind, scalar, rows and columns (numbers: the template's
 // arguments resolved), and values a lane (per).
 typedef struct mtype_ {
@@ -90,8 +93,8 @@ typedef struct rewrite_ {
     char alias[MAX_ALIASES][64];
     int alias_type[MAX_ALIASES];
     int naliases;
-    // generated functions: loads (type, layout, array), stores (-1, layout,
-    // array), and the scalar readers and writers they call (-2 / -3 - f16)
+    // generated functions: loads (matrix type, layout, array), stores, and
+    // the scalar readers and writers they call (FN_*, layout, array)
     struct {
         int type, col;
         char array[64];
@@ -325,13 +328,13 @@ static void elem_ref_(char *buf, size_t cap, const char *array, int comps, const
     else snprintf(buf, cap, "%s[e][%s]", array, j);
 }
 
-// Reader (type -2: an f32 matrix, -3: f16) of one scalar of `array` as f32.
+// Reader (type FN_READ_F32 or FN_READ_F16: the matrix's scalar) of one scalar
+// of `array` as f32, for loads that cannot read whole elements (whole_elems_
+// has checked the scalars).
 static int gen_read_(rewrite_ *r, int k, int type, int col_major, const char *array) {
-    int f16 = type == -3, comps;
+    int f16 = type == FN_READ_F16, comps;
     char scalar[8], ref[160];
     if (array_elem_(r, array, scalar, &comps) < 0) return -1;
-    if (f16 && !strcmp(scalar, "f32")) return fail_(r, "an f16 matrix loaded from '%s', an array of f32", array);
-    if (!f16 && !strcmp(scalar, "f16")) return fail_(r, "an f32 matrix loaded from '%s', an array of f16", array);
     int packed = f16 && !strcmp(scalar, "u32");  // two halves a u32
     str_ *o = &r->helpers;
     putf_(o, "fn sgm_emu_fn%d(off: u32, stride: u32, r: u32, c: u32) -> f32 {\n", k);
@@ -343,15 +346,13 @@ static int gen_read_(rewrite_ *r, int k, int type, int col_major, const char *ar
     return 0;
 }
 
-// Writer of one f32 value (the result matrix's scalar) into `array`.
+// Writer of one f32 value (the result matrix's scalar) into `array`, for
+// stores that cannot write whole elements (whole_elems_ has checked them).
 static int gen_write_(rewrite_ *r, int k, int type, int col_major, const char *array) {
     int comps;
     char scalar[8], ref[160];
     (void)type;
     if (array_elem_(r, array, scalar, &comps) < 0) return -1;
-    int rt = kind_type_(r, RESULT);
-    if (rt >= 0 && r->types[rt].f16 && strcmp(scalar, "f16") != 0)
-        return fail_(r, "an f16 result stored to '%s': emulated only into arrays of f16", array);
     str_ *o = &r->helpers;
     putf_(o, "fn sgm_emu_fn%d(off: u32, stride: u32, r: u32, c: u32, x: f32) {\n", k);
     address_(o, col_major, comps);
@@ -361,12 +362,19 @@ static int gen_write_(rewrite_ *r, int k, int type, int col_major, const char *a
     return 0;
 }
 
-// Vector elements a row-major row reads or writes whole (comps > 1, the row
-// a whole number of them): their count, else 0; *per_elem the matrix scalars
-// in one (two halves a u32).
-static int whole_elems_(rewrite_ *r, const char *array, int col_major, int f16, unsigned cols, int *comps,
+// The memory a load (store: 0) or store (1) of a matrix (f16 or f32, cols
+// columns) touches in `array`: -1 where the scalars do not go together (an
+// f16 matrix from f32 memory, an f32 one from f16, an f16 result into
+// anything but f16); else the vector elements a row-major row reads or writes
+// whole (comps > 1, the row a whole number of them), or 0: scalar by scalar.
+// *per_elem: the matrix scalars in one element (two halves a u32).
+static int whole_elems_(rewrite_ *r, const char *array, int store, int col_major, int f16, unsigned cols, int *comps,
                         char scalar[8], int *per_elem) {
     if (array_elem_(r, array, scalar, comps) < 0) return -1;
+    if (!store && f16 && !strcmp(scalar, "f32")) return fail_(r, "an f16 matrix loaded from '%s', an array of f32", array);
+    if (!store && !f16 && !strcmp(scalar, "f16")) return fail_(r, "an f32 matrix loaded from '%s', an array of f16", array);
+    if (store && f16 && strcmp(scalar, "f16") != 0)
+        return fail_(r, "an f16 result stored to '%s': emulated only into arrays of f16", array);
     *per_elem = f16 && !strcmp(scalar, "u32") ? 2 * *comps : *comps;
     if (col_major || *comps == 1 || cols % (unsigned)*per_elem) return 0;
     return (int)(cols / (unsigned)*per_elem);
@@ -380,9 +388,9 @@ static int gen_load_(rewrite_ *r, int k, int type, int col_major, const char *ar
     const mtype_ *t = &r->types[type];
     int comps, per_elem;
     char scalar[8];
-    int whole = whole_elems_(r, array, col_major, t->f16, t->cols, &comps, scalar, &per_elem);
+    int whole = whole_elems_(r, array, 0, col_major, t->f16, t->cols, &comps, scalar, &per_elem);
     if (whole < 0) return -1;
-    int rd = fn_(r, t->f16 ? -3 : -2, col_major, array, gen_read_);  // (also checks the scalar types)
+    int rd = whole ? 0 : fn_(r, t->f16 ? FN_READ_F16 : FN_READ_F32, col_major, array, gen_read_);
     if (rd < 0) return -1;
     str_ *o = &r->helpers;
     unsigned rows = t->per / t->cols;
@@ -418,17 +426,17 @@ static int gen_store_(rewrite_ *r, int k, int type, int col_major, const char *a
     int rt = kind_type_(r, RESULT);
     if (rt < 0) return fail_(r, "a matrix store, and no result matrix type to store");
     const mtype_ *t = &r->types[rt];
-    int wr = fn_(r, -4, col_major, array, gen_write_);  // (also checks the scalar types)
-    if (wr < 0) return -1;
     int comps, per_elem;
     char scalar[8];
-    int whole = whole_elems_(r, array, col_major, t->f16, t->cols, &comps, scalar, &per_elem);
+    int whole = whole_elems_(r, array, 1, col_major, t->f16, t->cols, &comps, scalar, &per_elem);
     if (whole < 0) return -1;
+    int wr = whole ? 0 : fn_(r, FN_WRITE, col_major, array, gen_write_);
+    if (wr < 0) return -1;
     str_ *o = &r->helpers;
     unsigned rows = t->per / t->cols;
     putf_(o, "fn sgm_emu_fn%d(off: u32, m: SgmEmu%d, stride: u32) {\n", k, rt);
     putf_(o, "    let row = sgm_emu_lane() * %uu;\n", rows);
-    if (whole && per_elem == comps) {  // (f16 results go to f16 arrays only: never packed)
+    if (whole) {
         const char *cast = !strcmp(scalar, "u32") ? "bitcast<u32>" : scalar;
         for (unsigned i = 0; i < rows; i++)
             for (int w = 0; w < whole; w++) {
@@ -522,7 +530,7 @@ static const char *call_(rewrite_ *r, const char *p, str_ *o) {
         if (type < 0 || (fn = fn_(r, type, col, array, gen_load_)) < 0) return NULL;
         putf_(o, "sgm_emu_fn%d(%s, %s)", fn, a[1], a[2]);
     } else {
-        if ((fn = fn_(r, -1, col, array, gen_store_)) < 0) return NULL;
+        if ((fn = fn_(r, FN_STORE, col, array, gen_store_)) < 0) return NULL;
         putf_(o, "sgm_emu_fn%d(%s, %s, %s)", fn, a[1], a[2], a[3]);
     }
     return q;
