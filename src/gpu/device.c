@@ -912,5 +912,6 @@ void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
     if (i->pci[0]) snprintf(at, sizeof at, " (%s)", i->pci);
     snprintf(out, outlen, "%s%s | %s | %s | subgroup %s | f16 %s | subgroup matrices %s | timestamps %s%s", i->name,
              at, i->backend, i->type, sg, i->has_f16 ? "yes" : "no",
-             i->sgm_emulated ? "emulated" : i->has_subgroup_matrix ? "yes" : "no", i->has_timestamps ? "yes" : "no", i->robust ? "" : " | robustness off");
+             i->sgm_emulated ? "emulated" : i->has_subgroup_matrix ? "yes" : "no", i->has_timestamps ? "yes" : "no",
+             i->robust ? "" : " | robustness off");
 }

@@ -226,7 +226,8 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
                  "enable f16;\nenable subgroups;\n%s"
                  "const SGM_TM: u32 = %uu;\nconst SGM_TN: u32 = %uu;\nconst SGM_TK: u32 = %uu;\n"
                  "const SGM_SG: u32 = %uu;\n",
-                 emulated ? "diagnostic(off, subgroup_uniformity);\n" : "enable chromium_experimental_subgroup_matrix;\n",
+                 emulated ? "diagnostic(off, subgroup_uniformity);\n"
+                          : "enable chromium_experimental_subgroup_matrix;\n",
                  c->m, c->n, c->k, c->sg_max);
     } else if (g->info.has_subgroup_matrix && !emulated) {
         snprintf(enables, sizeof enables, "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n");
@@ -236,9 +237,10 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     wgpt_ksrc_composed src;
     if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
         return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
-    if (emulated && g->info.sgm_config >= 0 && (strstr(src.code, "subgroup_matrix_") || strstr(src.code, "subgroupMatrix"))) {
-        char why[512];
-        char *code = wgpt_sgm_emulate_source(src.code, &g->info.matrix_configs[g->info.sgm_config], why, sizeof why);
+    if (emulated && (strstr(src.code, "subgroup_matrix_") || strstr(src.code, "subgroupMatrix"))) {
+        char why[512];  // (an emulated device always has its one configuration picked: device.c)
+        const wgpt_matrix_config *c = &g->info.matrix_configs[g->info.sgm_config];
+        char *code = wgpt_sgm_emulate_source(src.code, c, why, sizeof why);
         if (!code) {
             wgpt_ksrc_composed_free(&src);
             return wgpt_gpu_fail(g, "kernel '%s' (%s): its subgroup matrices cannot be emulated: %s", k->name,

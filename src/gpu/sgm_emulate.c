@@ -371,8 +371,10 @@ static int gen_write_(rewrite_ *r, int k, int type, int col_major, const char *a
 static int whole_elems_(rewrite_ *r, const char *array, int store, int col_major, int f16, unsigned cols, int *comps,
                         char scalar[8], int *per_elem) {
     if (array_elem_(r, array, scalar, comps) < 0) return -1;
-    if (!store && f16 && !strcmp(scalar, "f32")) return fail_(r, "an f16 matrix loaded from '%s', an array of f32", array);
-    if (!store && !f16 && !strcmp(scalar, "f16")) return fail_(r, "an f32 matrix loaded from '%s', an array of f16", array);
+    if (!store && f16 && !strcmp(scalar, "f32"))
+        return fail_(r, "an f16 matrix loaded from '%s', an array of f32", array);
+    if (!store && !f16 && !strcmp(scalar, "f16"))
+        return fail_(r, "an f32 matrix loaded from '%s', an array of f16", array);
     if (store && f16 && strcmp(scalar, "f16") != 0)
         return fail_(r, "an f16 result stored to '%s': emulated only into arrays of f16", array);
     *per_elem = f16 && !strcmp(scalar, "u32") ? 2 * *comps : *comps;
