@@ -513,6 +513,32 @@ static void timestamps_per_dispatch(void **st) {
     wgpt_gpu_close(g);
 }
 
+// Freeing a buffer or a binding that recorded, not yet submitted, dispatches
+// use submits them first: destroyed under the recording, it made that
+// recording's submit fail ("used in submit while destroyed") and lost the
+// other work in it, here the fill of b that is read back afterwards.
+static void free_after_recording_keeps_the_work(void **st) {
+    (void)st;
+    wgpt_gpu *g = tu_gpu_open(NULL);
+    const uint32_t n = 1024;
+    wgpt_buf *a = wgpt_buf_create(g, n * 4, "a"), *b = wgpt_buf_create(g, n * 4, "b");
+    wgpt_view va = {a, 0, 0}, vb = {b, 0, 0};
+    tu_scalar p = {n, 2.5f};
+    wgpt_bind *fa = wgpt_bind_create(g, wgpt_kernel_get(g, "fill_const"), &va, 1, &p, sizeof p);
+    wgpt_bind *fb = wgpt_bind_create(g, wgpt_kernel_get(g, "fill_const"), &vb, 1, &p, sizeof p);
+    TU_NONNULL(g, fa);
+    TU_NONNULL(g, fb);
+    TU_OK(g, wgpt_dispatch1d(g, fb, wgpt_groups(n)));
+    TU_OK(g, wgpt_dispatch1d(g, fa, wgpt_groups(n)));
+    wgpt_bind_free(fa);  // its uniform, then a, while the dispatches are only recorded
+    wgpt_buf_free(a);
+    float y[1024];
+    TU_OK(g, wgpt_buf_download(g, b, 0, y, sizeof y));
+    for (uint32_t i = 0; i < n; i++) assert_true(y[i] == 2.5f);
+    wgpt_bind_free(fb), wgpt_buf_free(b);
+    wgpt_gpu_close(g);
+}
+
 // A lost device turns into errors with Dawn's message, never a crash.
 static void device_loss_is_reported(void **st) {
     (void)st;
@@ -546,6 +572,7 @@ int main(void) {
         cmocka_unit_test(buffer_and_binding_limits),
         cmocka_unit_test(async_readback_packs_ranges),
         cmocka_unit_test(timestamps_per_dispatch),
+        cmocka_unit_test(free_after_recording_keeps_the_work),
         cmocka_unit_test(device_loss_is_reported),
     };
     return cmocka_run_group_tests_name("gpu_device", tests, group_setup, group_teardown);

@@ -54,6 +54,7 @@ void wgpt_buf_free(wgpt_buf *b) {
     if (!b) return;
     if (b->counted) b->gpu->mem_live -= b->size;
     if (b->buffer) {
+        wgpt_gpu_submit_pending_(b->gpu);
         wgpuBufferDestroy(b->buffer);
         wgpuBufferRelease(b->buffer);
     }

@@ -109,10 +109,19 @@ int wgpt_bind_set_params(wgpt_gpu *g, wgpt_bind *b, const void *params, size_t p
     return 0;
 }
 
+// Recorded dispatches not yet submitted go first: a buffer destroyed while a
+// recording holds it fails that recording's submit (Dawn: "used in submit
+// while destroyed"), losing the work of whatever else it held; work already
+// submitted runs to its end after a destroy.
+void wgpt_gpu_submit_pending_(wgpt_gpu *g) {
+    if (g && g->encoder) wgpt_gpu_submit(g);  // (an error stays the device's)
+}
+
 void wgpt_bind_free(wgpt_bind *b) {
     if (!b) return;
     if (b->group) wgpuBindGroupRelease(b->group);
     if (b->uniform) {
+        wgpt_gpu_submit_pending_(b->gpu);
         wgpuBufferDestroy(b->uniform);
         wgpuBufferRelease(b->uniform);
     }

@@ -101,6 +101,9 @@ double wgpt_gpu_timeout_s_(void);
 int wgpt_gpu_env_check_(char *err, size_t errlen);
 // WGPT_KERNELS=gpu|cpu, else by the device type: the CPU twins on a "CPU".
 wgpt_kernels wgpt_gpu_env_kernels_(const char *type);
+// WGPT_MATMUL_EPILOGUE's WGPT_EPI_* bits (0 unset; a bad value is refused
+// by wgpt_gpu_env_check_ before a device opens).
+uint32_t wgpt_gpu_env_epilogues_(void);
 // Room for the WGPT_DAWN_TOGGLES(_OFF) lists (device.c adds its own toggles).
 #define WGPT_GPU_TOGGLES_MAX_CHARS 512
 #define WGPT_GPU_TOGGLES_ON_MAX 13
@@ -116,6 +119,9 @@ void wgpt_kernels_free_(wgpt_gpu *g);
 // dispatch.c
 int wgpt_batch_end_pass_(wgpt_gpu *g);
 WGPUCommandEncoder wgpt_batch_encoder_(wgpt_gpu *g);
+// Submits what is recorded, if anything, before a buffer it may use is
+// destroyed (wgpt_buf_free, wgpt_bind_free).
+void wgpt_gpu_submit_pending_(wgpt_gpu *g);
 void wgpt_batch_release_(wgpt_gpu *g);
 int wgpt_profile_init_(wgpt_gpu *g);
 void wgpt_profile_free_(wgpt_gpu *g);
