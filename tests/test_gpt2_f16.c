@@ -150,6 +150,45 @@ static void emulated_tensor_cores_near_fp32(void **st) {
     G = g0;
 }
 
+// The f16 model with every matmul epilogue on (wgpt_gpu_options.matmul_epilogues,
+// off by default: model/gpt2.c epi_) against fp32, on the tensor cores or
+// emulated ones: the same bound as without them. The GELU' pass drops the f32
+// d fch gelu buffer, so the activations shrink by it: the epilogues did run.
+static void epilogues_near_fp32(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    if (!i->has_f16) {
+        printf("skipped: '%s' has no f16\n", i->name);
+        return;
+    }
+    int real = wgpt_linear_f16_uses_sgm(G);
+    wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = !real, .kernels = WGPT_KERNELS_GPU,
+                          .matmul_epilogues = WGPT_EPI_ALL};
+    wgpt_gpu *g0 = G;
+    G = tu_gpu_open(&o);
+    assert_true(wgpt_linear_f16_uses_sgm(G) && wgpt_gpu_get_info(G)->matmul_epilogues == WGPT_EPI_ALL);
+    // the same model without them, on the same device (the bits are read
+    // when a model is built; two devices of one adapter are not needed)
+    wgpt_gpu_info *info = (wgpt_gpu_info *)wgpt_gpu_get_info(G);
+    info->matmul_epilogues = 0;
+    wgpt_gpt2 *plain = model_(WGPT_PRECISION_F16);
+    info->matmul_epilogues = WGPT_EPI_ALL;
+    wgpt_gpt2 *epi = model_(WGPT_PRECISION_F16);
+    wgpt_gpt2_memory_kinds k0, k1;
+    wgpt_gpt2_memory_split(plain, &k0);
+    wgpt_gpt2_memory_split(epi, &k1);
+    wgpt_gpt2_free(epi);
+    wgpt_gpt2_free(plain);
+    uint64_t dfch_gelu = (uint64_t)B * T * 4 * CFG.channels * 4;
+    printf("'%s'%s, every epilogue: activations %llu bytes, without them %llu\n", i->name,
+           real ? "" : " with emulated subgroup matrices", (unsigned long long)k1.activations,
+           (unsigned long long)k0.activations);
+    assert_true(k0.activations - k1.activations >= dfch_gelu - 1024);
+    near_fp32_(&CFG, B, T, tokens, targets, params, 3e-3);
+    wgpt_gpu_close(G);
+    G = g0;
+}
+
 // 10 AdamW steps: the f16 run's losses stay within 1% of fp32's.
 static void ten_steps_near_fp32(void **st) {
     (void)st;
@@ -352,6 +391,7 @@ int main(void) {
         cmocka_unit_test(loss_and_gradients_near_fp32),
         cmocka_unit_test(head_size_64_near_fp32),
         cmocka_unit_test(emulated_tensor_cores_near_fp32),
+        cmocka_unit_test(epilogues_near_fp32),
         cmocka_unit_test(ten_steps_near_fp32),
         cmocka_unit_test(overflow_skips_and_lowers_the_scale),
         cmocka_unit_test(f16_refuses_odd_shapes),

@@ -56,6 +56,35 @@ wgpt_kernels wgpt_gpu_env_kernels_(const char *type) {
     return type && strcmp(type, "CPU") == 0 ? WGPT_KERNELS_CPU : WGPT_KERNELS_GPU;
 }
 
+// WGPT_MATMUL_EPILOGUE: comma-separated names of WGPT_EPI_* bits; -1 at the
+// first name that is none (its bits in *bits otherwise).
+static int epilogues_(const char *s, uint32_t *bits, const char **bad, int *bad_len) {
+    static const struct { const char *name; uint32_t bits; } NAMES[] = {
+        {"none", 0}, {"round", WGPT_EPI_ROUND}, {"gelu", WGPT_EPI_GELU},
+        {"gelu_grad", WGPT_EPI_GELU_GRAD}, {"all", WGPT_EPI_ALL}};
+    *bits = 0;
+    for (const char *p = s; *p;) {
+        size_t n = strcspn(p, ","), i = 0;
+        while (i < sizeof NAMES / sizeof NAMES[0] && (strlen(NAMES[i].name) != n || strncmp(NAMES[i].name, p, n)))
+            i++;
+        if (i == sizeof NAMES / sizeof NAMES[0]) {
+            *bad = p;
+            *bad_len = (int)n;
+            return -1;
+        }
+        *bits |= NAMES[i].bits;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
+uint32_t wgpt_gpu_env_epilogues_(void) {
+    const char *s = getenv("WGPT_MATMUL_EPILOGUE"), *bad;
+    uint32_t bits;
+    int bad_len;
+    return s && epilogues_(s, &bits, &bad, &bad_len) == 0 ? bits : 0;
+}
+
 int wgpt_gpu_env_check_(char *err, size_t errlen) {
     const char *s = getenv("WGPT_GPU_TIMEOUT_S");
     if (s && *s) {
@@ -78,6 +107,16 @@ int wgpt_gpu_env_check_(char *err, size_t errlen) {
     s = getenv("WGPT_KERNELS");
     if (s && *s && strcmp(s, "gpu") != 0 && strcmp(s, "cpu") != 0) {
         snprintf(err, errlen, "WGPT_KERNELS='%s': must be gpu or cpu (or unset: chosen by the device)", s);
+        return -1;
+    }
+    s = getenv("WGPT_MATMUL_EPILOGUE");
+    const char *bad;
+    uint32_t bits;
+    int bad_len;
+    if (s && epilogues_(s, &bits, &bad, &bad_len) < 0) {
+        snprintf(err, errlen,
+                 "WGPT_MATMUL_EPILOGUE='%s': '%.*s' is not an epilogue (round, gelu, gelu_grad, all or none, "
+                 "separated by commas)", s, bad_len, bad);
         return -1;
     }
     if (toggles_ok_("WGPT_DAWN_TOGGLES", WGPT_GPU_TOGGLES_ON_MAX, err, errlen) < 0) return -1;

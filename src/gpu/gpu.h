@@ -34,6 +34,16 @@ typedef enum wgpt_kernels {
 // (matmul_sgm_wide) everywhere, for benchmarks and tests.
 typedef enum wgpt_sgm_block { WGPT_SGM_AUTO = 0, WGPT_SGM_BASE, WGPT_SGM_WIDE } wgpt_sgm_block;
 
+// Which results the f16 subgroup-matrix matmuls' callers may have the matmul
+// write in its epilogue instead of a pass after it (model/linear_f16.h): bits;
+// none by default (each was slower than its pass on an H100: bench/RESULTS.md
+// sections 22, 23), for benchmarks and tests. Also WGPT_MATMUL_EPILOGUE=
+// round,gelu,gelu_grad (or all, none).
+#define WGPT_EPI_ROUND 1u      // the output rounded to f16, no f32 output
+#define WGPT_EPI_GELU 2u       // the output in f32 and its GELU in f16
+#define WGPT_EPI_GELU_GRAD 4u  // an input pass times GELU' of a stored tensor, in f32 and f16
+#define WGPT_EPI_ALL 7u
+
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
     const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
@@ -50,6 +60,7 @@ typedef struct wgpt_gpu_options {
     wgpt_kernels kernels;      // which twins the layers dispatch on this device (info.cpu_kernels)
     uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
     wgpt_sgm_block sgm_block;  // the subgroup-matrix matmuls' block: per shape (0), or one for all (benchmarks, tests)
+    uint32_t matmul_epilogues; // WGPT_EPI_* bits, added to $WGPT_MATMUL_EPILOGUE's
     // 1: where the device has f16 but no subgroup matrices, emulate them with
     // subgroup broadcasts (sgm_emulate.h), so the tensor-core kernels run there;
     // tests only, far slower than the plain kernels. Also WGPT_SGM_EMULATE=1.
@@ -115,6 +126,7 @@ typedef struct wgpt_gpu_info {
     int cpu_kernels;          // 1: the layers dispatch their CPU twins (options.kernels, WGPT_KERNELS, the type)
     uint32_t matmul_splits;   // options.matmul_splits
     wgpt_sgm_block sgm_block; // options.sgm_block
+    uint32_t matmul_epilogues;  // options.matmul_epilogues | $WGPT_MATMUL_EPILOGUE
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
     uint32_t max_workgroup_storage;

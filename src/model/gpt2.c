@@ -166,6 +166,15 @@ static int linear_takes_transposed_(const wgpt_gpt2 *m) {
     return 1;
 }
 
+// 1 where the f16 matmuls write the result of `bit` (WGPT_EPI_*) in their
+// epilogue (linear_f16.h): asked for by the device's options
+// (wgpt_gpu_info.matmul_epilogues), and every linear on subgroup matrices
+// (in16_t), which those epilogues need.
+static int epi_(const wgpt_gpt2 *m, uint32_t bit) {
+    return m->in16_t && (wgpt_gpu_get_info(m->g)->matmul_epilogues & bit) != 0 &&
+           (bit != WGPT_EPI_ROUND || m->attn16);
+}
+
 // The transposed f16 input of the subgroup-matrix forward and weight passes
 // (linear_f16.h): the largest of the model's linears (0 where none takes one).
 static uint64_t linear_transposed_floats_(const wgpt_gpt2 *m) {
@@ -198,10 +207,11 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // transposes nothing; atty16 stays row-major for the f16 attention's backward.
     m->in16_t = f16 && linear_takes_transposed_(m);
     // f32 tensors that mode never touches get a token size: the f16 attention
-    // writes atty16 (and its transpose), fcproj's input pass d fch (in16_t; linear_f16.h)
+    // writes atty16 (and its transpose), fcproj's input pass with GELU' d fch
+    // (WGPT_EPI_GELU_GRAD; linear_f16.h)
     const uint64_t token = 64;
     uint64_t atty_f = m->attn16 ? token : BT * C;
-    uint64_t dfch_gelu_f = f16 && m->in16_t ? token : BT * 4 * C;
+    uint64_t dfch_gelu_f = epi_(m, WGPT_EPI_GELU_GRAD) ? token : BT * 4 * C;
     const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
@@ -343,8 +353,8 @@ static int linear_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view dinp, int w, uint32_
     return linear_bwd16_(m, op, dinp, w, l, d16_view_(m, N, OC), in16, N, C, OC);
 }
 
-// Layer l's MLP backward in f16 where every linear takes its input
-// transposed (in16_t): fcproj's gradient's f16 copy with its bias gradient,
+// Layer l's MLP backward in f16 with the GELU' epilogue (epi_,
+// WGPT_EPI_GELU_GRAD): fcproj's gradient's f16 copy with its bias gradient,
 // its weight pass, then its input pass with the GELU's backward in the same
 // dispatch (linear_f16.h), which writes d fch and its f16 copy (into inp_t16:
 // d16 holds fcproj's gradient, which that pass reads); then fc's passes on it.
@@ -373,11 +383,18 @@ static int build_forward_(wgpt_gpt2 *m) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
                                          P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
-        // (the matmul writing qkv16 itself, wgpt_linear_f16_forward_t16, was
-        // slower than the f32 output and the cast: RESULTS section 22)
-        if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
-            return -1;
-        if (m->attn16) GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
+        // The f16 epilogues (epi_) are off unless asked for: each was slower
+        // than the pass it saves on an H100 (RESULTS sections 22, 23; the
+        // rounding one was timed only beside the GELU ones)
+        if (epi_(m, WGPT_EPI_ROUND)) {  // the matmul writes qkv16 itself: no f32 qkv, no cast
+            GPU_OK(m, wgpt_cast_f16_transpose(g, op, A(ln1_16, l), A(ln1, l), BT, C));
+            GPU_OK(m, wgpt_linear_f16_forward_t16(g, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1_16, l),
+                                                  P16(WGPT_QKVW, l), P(WGPT_QKVB, l), BT, C, 3 * C));
+        } else {
+            if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
+                return -1;
+            if (m->attn16) GPU_OK(m, wgpt_cast_f16(g, op, A(qkv16, l), A(qkv, l), (uint64_t)BT * 3 * C));
+        }
         if (m->attn16) {
             // the attention writes atty16 and its transpose (the attproj forward's
             // input: kept for its weight pass, in16_t) itself: no cast, no transpose
@@ -399,11 +416,19 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
-        if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0) return -1;
-        if (m->precision == WGPT_PRECISION_F16) {
+        if (epi_(m, WGPT_EPI_GELU)) {
+            // fch, and its GELU's f16 copy transposed (fcproj's input), both from the fc matmul
+            GPU_OK(m, wgpt_cast_f16_transpose(g, op, A(ln2_16, l), A(ln2, l), BT, C));
+            GPU_OK(m, wgpt_linear_f16_forward_t16(g, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2_16, l),
+                                                  P16(WGPT_FCW, l), P(WGPT_FCB, l), BT, C, 4 * C));
+            GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
+                                                P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
+        } else if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) <
+                   0) {
+            return -1;
+        } else if (m->precision == WGPT_PRECISION_F16) {
             // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16;
-            // the fc matmul writing it itself, WGPT_OUT16_GELU_T, was slower: RESULTS section 22)
+            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
             wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
             GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
             if (m->in16_t) {
@@ -460,7 +485,7 @@ static int build_backward_(wgpt_gpt2 *m) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         // res3 = res2 + fcproj: d fcproj = dres
-        if (m->precision == WGPT_PRECISION_F16 && m->in16_t) {
+        if (epi_(m, WGPT_EPI_GELU_GRAD)) {
             if (mlp_bwd16_(m, op, l) < 0) return -1;
         } else {
             if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, l, D(WGPT_FCPROJB, l), A(dres, 0), A(fch_gelu, l),
