@@ -122,6 +122,8 @@ static void bad_environment_values_are_refused(void **st) {
         {"WGPT_DAWN_TOGGLES", "dump_shaders, use_dxc", "' use_dxc'"},
         {"WGPT_DAWN_TOGGLES_OFF", "Bad-Name", "WGPT_DAWN_TOGGLES_OFF"},
         {"WGPT_DAWN_TOGGLES", "a,,b", "WGPT_DAWN_TOGGLES"},
+        {"WGPT_MATMUL_EPILOGUE", "round,gelu_backward", "'gelu_backward'"},
+        {"WGPT_MATMUL_EPILOGUE", "ROUND", "WGPT_MATMUL_EPILOGUE"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i][0], cases[i][1], 1);
@@ -143,6 +145,11 @@ static void bad_environment_values_are_refused(void **st) {
     setenv("WGPT_GPU_TIMEOUT_S", "2.5", 1);  // a good value still opens
     wgpt_gpu *g = tu_gpu_open(NULL);
     unsetenv("WGPT_GPU_TIMEOUT_S");
+    wgpt_gpu_close(g);
+    setenv("WGPT_MATMUL_EPILOGUE", "gelu,gelu_grad", 1);  // names become the device's bits
+    g = tu_gpu_open(NULL);
+    unsetenv("WGPT_MATMUL_EPILOGUE");
+    assert_int_equal(wgpt_gpu_get_info(g)->matmul_epilogues, WGPT_EPI_GELU | WGPT_EPI_GELU_GRAD);
     wgpt_gpu_close(g);
 }
 
