@@ -164,15 +164,13 @@ static void epilogues_near_fp32(void **st) {
     int real = wgpt_linear_f16_uses_sgm(G);
     wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = !real, .kernels = WGPT_KERNELS_GPU,
                           .matmul_epilogues = WGPT_EPI_ALL};
-    wgpt_gpu *g0 = G;
+    wgpt_gpu *g0 = G, *ge = tu_gpu_open(&o);
+    o.matmul_epilogues = 0;  // the same model without them, on a device of its own
     G = tu_gpu_open(&o);
-    assert_true(wgpt_linear_f16_uses_sgm(G) && wgpt_gpu_get_info(G)->matmul_epilogues == WGPT_EPI_ALL);
-    // the same model without them, on the same device (the bits are read
-    // when a model is built; two devices of one adapter are not needed)
-    wgpt_gpu_info *info = (wgpt_gpu_info *)wgpt_gpu_get_info(G);
-    info->matmul_epilogues = 0;
     wgpt_gpt2 *plain = model_(WGPT_PRECISION_F16);
-    info->matmul_epilogues = WGPT_EPI_ALL;
+    wgpt_gpu *gp = G;
+    G = ge;
+    assert_true(wgpt_linear_f16_uses_sgm(G) && wgpt_gpu_get_info(G)->matmul_epilogues == WGPT_EPI_ALL);
     wgpt_gpt2 *epi = model_(WGPT_PRECISION_F16);
     wgpt_gpt2_memory_kinds k0, k1;
     wgpt_gpt2_memory_split(plain, &k0);
@@ -185,7 +183,8 @@ static void epilogues_near_fp32(void **st) {
            (unsigned long long)k0.activations);
     assert_true(k0.activations - k1.activations >= dfch_gelu - 1024);
     near_fp32_(&CFG, B, T, tokens, targets, params, 3e-3);
-    wgpt_gpu_close(G);
+    wgpt_gpu_close(ge);
+    wgpt_gpu_close(gp);
     G = g0;
 }
 

@@ -56,9 +56,9 @@ wgpt_kernels wgpt_gpu_env_kernels_(const char *type) {
     return type && strcmp(type, "CPU") == 0 ? WGPT_KERNELS_CPU : WGPT_KERNELS_GPU;
 }
 
-// WGPT_MATMUL_EPILOGUE: comma-separated names of WGPT_EPI_* bits; -1 at the
-// first name that is none (its bits in *bits otherwise).
-static int epilogues_(const char *s, uint32_t *bits, const char **bad, int *bad_len) {
+// WGPT_MATMUL_EPILOGUE: comma-separated names of WGPT_EPI_* bits, their bits
+// in *bits; the first name that is none (its length in *bad_len), else NULL.
+static const char *epilogues_(const char *s, uint32_t *bits, int *bad_len) {
     static const struct { const char *name; uint32_t bits; } NAMES[] = {
         {"none", 0}, {"round", WGPT_EPI_ROUND}, {"gelu", WGPT_EPI_GELU},
         {"gelu_grad", WGPT_EPI_GELU_GRAD}, {"all", WGPT_EPI_ALL}};
@@ -68,21 +68,20 @@ static int epilogues_(const char *s, uint32_t *bits, const char **bad, int *bad_
         while (i < sizeof NAMES / sizeof NAMES[0] && (strlen(NAMES[i].name) != n || strncmp(NAMES[i].name, p, n)))
             i++;
         if (i == sizeof NAMES / sizeof NAMES[0]) {
-            *bad = p;
             *bad_len = (int)n;
-            return -1;
+            return p;
         }
         *bits |= NAMES[i].bits;
         p += n + (p[n] == ',');
     }
-    return 0;
+    return NULL;
 }
 
 uint32_t wgpt_gpu_env_epilogues_(void) {
-    const char *s = getenv("WGPT_MATMUL_EPILOGUE"), *bad;
-    uint32_t bits;
-    int bad_len;
-    return s && epilogues_(s, &bits, &bad, &bad_len) == 0 ? bits : 0;
+    const char *s = getenv("WGPT_MATMUL_EPILOGUE");
+    uint32_t bits = 0;
+    int n;
+    return s && !epilogues_(s, &bits, &n) ? bits : 0;
 }
 
 int wgpt_gpu_env_check_(char *err, size_t errlen) {
@@ -110,10 +109,10 @@ int wgpt_gpu_env_check_(char *err, size_t errlen) {
         return -1;
     }
     s = getenv("WGPT_MATMUL_EPILOGUE");
-    const char *bad;
     uint32_t bits;
     int bad_len;
-    if (s && epilogues_(s, &bits, &bad, &bad_len) < 0) {
+    const char *bad = s ? epilogues_(s, &bits, &bad_len) : NULL;
+    if (bad) {
         snprintf(err, errlen,
                  "WGPT_MATMUL_EPILOGUE='%s': '%.*s' is not an epilogue (round, gelu, gelu_grad, all or none, "
                  "separated by commas)", s, bad_len, bad);

@@ -284,6 +284,15 @@ static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in1
     return 0;
 }
 
+// The f16 forward whose matmul also writes an f16 result in its epilogue
+// (epi_; linear_f16.h wgpt_out16), on the input's transposed f16 copy (in16_t).
+static int linear_fwd_t16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind, wgpt_view inp,
+                           wgpt_view in16, int w, uint32_t l, wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
+    GPU_OK(m, wgpt_cast_f16_transpose(m->g, op, in16, inp, N, C));
+    GPU_OK(m, wgpt_linear_f16_forward_t16(m->g, op, out, out16, kind, in16, P16(w, l), bias, N, C, OC));
+    return 0;
+}
+
 // 1 if in16 holds its input transposed (alloc_acts_: m->in16_t).
 static int in16_t_(const wgpt_gpt2 *m, wgpt_view in16) { return m->in16_t && in16.buf != m->atty16.buf; }
 
@@ -387,9 +396,9 @@ static int build_forward_(wgpt_gpt2 *m) {
         // than the pass it saves on an H100 (RESULTS sections 22, 23; the
         // rounding one was timed only beside the GELU ones)
         if (epi_(m, WGPT_EPI_ROUND)) {  // the matmul writes qkv16 itself: no f32 qkv, no cast
-            GPU_OK(m, wgpt_cast_f16_transpose(g, op, A(ln1_16, l), A(ln1, l), BT, C));
-            GPU_OK(m, wgpt_linear_f16_forward_t16(g, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1_16, l),
-                                                  P16(WGPT_QKVW, l), P(WGPT_QKVB, l), BT, C, 3 * C));
+            if (linear_fwd_t16_(m, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1, l), A(ln1_16, l), WGPT_QKVW, l,
+                                P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
+                return -1;
         } else {
             if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
                 return -1;
@@ -416,34 +425,34 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
         GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
                                          P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
+        int f16 = m->precision == WGPT_PRECISION_F16;
         if (epi_(m, WGPT_EPI_GELU)) {
             // fch, and its GELU's f16 copy transposed (fcproj's input), both from the fc matmul
-            GPU_OK(m, wgpt_cast_f16_transpose(g, op, A(ln2_16, l), A(ln2, l), BT, C));
-            GPU_OK(m, wgpt_linear_f16_forward_t16(g, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2_16, l),
-                                                  P16(WGPT_FCW, l), P(WGPT_FCB, l), BT, C, 4 * C));
-            GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
-                                                P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
-        } else if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) <
-                   0) {
-            return -1;
-        } else if (m->precision == WGPT_PRECISION_F16) {
-            // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-            // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
-            wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
-            GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
-            if (m->in16_t) {
-                GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
-                GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
-                                                    P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
-            } else if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
-                                     4 * C, C) < 0)
+            if (linear_fwd_t16_(m, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2, l), A(ln2_16, l), WGPT_FCW,
+                                l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
                 return -1;
         } else {
-            GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
-            if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT,
-                            4 * C, C) < 0)
+            if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
                 return -1;
+            if (f16) {
+                // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
+                // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
+                wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
+                GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
+                if (m->in16_t) GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
+            } else {
+                GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
+            }
         }
+        if (f16 && m->in16_t)
+            GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
+                                                P(WGPT_FCPROJB, l), BT, 4 * C, C, A(mm_scratch, 0)));
+        else if (f16) {
+            if (linear_fwd16_(m, op, A(fcproj, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l), BT, 4 * C, C) < 0)
+                return -1;
+        } else if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l),
+                               BT, 4 * C, C) < 0)
+            return -1;
         GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
     }
     uint32_t last = m->c.num_layers - 1;
