@@ -11,6 +11,8 @@
 //                               (the f16 mode), before matmul_split_reduce
 //   matmul_backward_bias_part_f16  the same, and dout16 = dout rounded to f16 (as cast_f16
 //                               rounds) in the same pass: the f16 mode's gradient copy
+//   matmul_backward_bias_part_gelu_f16  the same for g = GELU'(pre) * dout, made on the way
+//                               in (the f16 MLP backward: no gelu_backward_f16 pass)
 // Shapes: n, k, ld and off multiples of 4 (every row a whole number of vec4s);
 // m any. ABI: storage buffers at bindings 0..k-1, then `p: MatmulParams`.
 // Dispatch: the matmuls one workgroup of 256 threads per 128 x 128 output
@@ -456,3 +458,37 @@ fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @bui
     let total = bp_phases(tid, s);
     if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
+
+// --- KERNEL: matmul_backward_bias_part_gelu_f16 ---
+// matmul_backward_bias_part_f16 of the GELU's input gradient, made on the
+// way in: g = GELU'(pre) * dout (gelu_backward_vec4's product), summed into
+// part and written to dout16 rounded to f16, so that the f16 MLP backward
+// reads the GELU's output gradient and input once and writes no f32 g (for
+// gelu_backward_f16, then matmul_backward_bias_part on its f32 output).
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (m, n): the GELU output's gradient
+@group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;     // (parts, n)
+@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves of g
+@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;            // (m, n): the GELU's input
+@group(0) @binding(4) var<uniform> p: MatmulParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_bias_part_gelu_f16(@builtin(local_invocation_index) tid: u32,
+                                      @builtin(workgroup_id) wg: vec3<u32>) {
+    let n4 = p.n / 4u;
+    let cv = wg.x * BP_V + tid % BP_V;
+    let ph = tid / BP_V;
+    let r0 = wg.y * p.ks;
+    let r1 = min(r0 + p.ks, p.m);
+    var s = vec4<f32>();
+    if (cv < n4) {
+        for (var r = r0 + ph; r < r1; r += BP_PH) {
+            let a = pre[r * n4 + cv];
+            let x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * dout[r * n4 + cv];
+            s += x;
+            dout16[r * n4 + cv] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
+        }
+    }
+    let total = bp_phases(tid, s);
+    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
+}
+

@@ -654,6 +654,85 @@ static void bias_and_cast_in_one_pass(void **st) {
     wgpt_gpu_close(gk);
 }
 
+// wgpt_linear_backward_bias_gelu_cast: the bias gradient and f16 copy of g =
+// GELU'(pre) * dout in one pass (matmul_backward_bias_part_gelu_f16) give the
+// halves gelu_backward_f16 gives, bit for bit, and the bias gradient
+// matmul_backward_bias gives of its f32 output, to within one f32 rounding a
+// term (the product is the same; a compiler may fuse it into the sum's add);
+// both against the C reference too: g to within 1e-4 of |g|'s sum (GELU''s
+// tanh is the device's, not libm's). On the default device and on one that
+// runs the GPU kernels even on a CPU (one dispatch fewer there).
+static void bias_gelu_and_cast_in_one_pass(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
+    wgpt_gpu *gk = tu_gpu_open(&o);
+    const uint32_t shapes[][2] = {{256, 128}, {300, 136}, {4096, 64}};
+    tu_rng_state = 29;
+    for (int d = 0; d < 2; d++) {
+        wgpt_gpu *g = d ? gk : G0;
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            uint32_t N = shapes[si][0], OC = shapes[si][1];
+            size_t n = (size_t)N * OC;
+            float *dout = malloc(n * 4), *pre = malloc(n * 4), *prior = malloc(OC * 4), *ref = calloc(n, 4);
+            tu_fill(dout, n, -3, 3), tu_fill(pre, n, -6, 6), tu_fill(prior, OC, -1, 1);
+            ref_gelu_backward(ref, pre, dout, n);
+            wgpt_buf *bd = tu_upload_f32(g, dout, n, "dout"), *bp = tu_upload_f32(g, pre, n, "pre");
+            wgpt_buf *h[2] = {wgpt_buf_create(g, n * 2 + 256, "g16 a"), wgpt_buf_create(g, n * 2 + 256, "g16 b")};
+            wgpt_buf *dg[2] = {wgpt_buf_create(g, n * 4, "g a"), wgpt_buf_create(g, n * 4, "g b")};
+            wgpt_buf *db[2] = {tu_upload_f32(g, prior, OC, "db a"), tu_upload_f32(g, prior, OC, "db b")};
+            wgpt_buf *scr = wgpt_buf_create(g, wgpt_linear_bias_scratch_bytes(g, N, OC) + 256, "scratch");
+            TU_NONNULL(g, h[0]);
+            TU_NONNULL(g, h[1]);
+            TU_NONNULL(g, dg[0]);
+            TU_NONNULL(g, dg[1]);
+            TU_NONNULL(g, scr);
+            wgpt_view vd = {bd, 0, 0}, vp = {bp, 0, 0}, vscr = {scr, 0, 0};
+            wgpt_view vh[2] = {{h[0], 0, n * 2}, {h[1], 0, n * 2}}, vdb[2] = {{db[0], 0, 0}, {db[1], 0, 0}};
+            wgpt_view vg[2] = {{dg[0], 0, 0}, {dg[1], 0, 0}};
+            wgpt_op a, b;
+            wgpt_op_init(&a);
+            wgpt_op_init(&b);
+            TU_OK(g, wgpt_gelu_backward_f16(g, &a, vg[0], vh[0], vp, vd, n));
+            TU_OK(g, wgpt_linear_backward_bias(g, &a, vdb[0], vg[0], N, OC, vscr));
+            TU_OK(g, wgpt_linear_backward_bias_gelu_cast(g, &b, vdb[1], vh[1], vg[1], vd, vp, N, OC, vscr));
+            int fused = !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0;
+            if (fused) assert_int_equal(b.n, a.n - 1);
+            wgpt_gpu *keep = G;
+            G = g;
+            run_(&a);
+            run_(&b);
+            G = keep;
+            wgpt_op_free(&a);
+            wgpt_op_free(&b);
+            uint16_t *ha = tu_download(g, h[0], n * 2), *hb = tu_download(g, h[1], n * 2);
+            float *da = tu_download_f32(g, db[0], OC), *dbb = tu_download_f32(g, db[1], OC);
+            for (size_t i = 0; i < n; i++)
+                if (ha[i] != hb[i]) fail_msg("%ux%u on '%s': half %zu is 0x%04x, gelu_backward_f16 gives 0x%04x", N,
+                                             OC, wgpt_gpu_get_info(g)->name, i, hb[i], ha[i]);
+            double worst = 0, worst_ref = 0;
+            for (uint32_t c = 0; c < OC; c++) {
+                double sum = prior[c], mag = fabs(prior[c]);
+                for (uint32_t r = 0; r < N; r++) sum += ref[(size_t)r * OC + c], mag += fabs(ref[(size_t)r * OC + c]);
+                double e = fabs((double)dbb[c] - da[c]) / (mag * 0x1p-23 + 1e-30);
+                double er = fabs((double)dbb[c] - sum) / (mag * 1e-4);
+                if (e > 1.0) fail_msg("%ux%u on '%s': dbias[%u] %.9g, the two passes give %.9g", N, OC,
+                                      wgpt_gpu_get_info(g)->name, c, dbb[c], da[c]);
+                if (er > 1.0) fail_msg("%ux%u on '%s': dbias[%u] %.9g, the C reference %.9g", N, OC,
+                                       wgpt_gpu_get_info(g)->name, c, dbb[c], sum);
+                if (e > worst) worst = e;
+                if (er > worst_ref) worst_ref = er;
+            }
+            printf("bias and cast of GELU' x dout %ux%u on '%s'%s: halves bit for bit; bias %.3g of one rounding "
+                   "a term from the two passes, %.3g of the bound from C\n", N, OC, wgpt_gpu_get_info(g)->name,
+                   fused ? " (one pass)" : " (one after the other)", worst, worst_ref);
+            free(ha), free(hb), free(da), free(dbb), free(dout), free(pre), free(prior), free(ref);
+            wgpt_buf_free(bd), wgpt_buf_free(bp), wgpt_buf_free(h[0]), wgpt_buf_free(h[1]);
+            wgpt_buf_free(dg[0]), wgpt_buf_free(dg[1]), wgpt_buf_free(db[0]), wgpt_buf_free(db[1]), wgpt_buf_free(scr);
+        }
+    }
+    wgpt_gpu_close(gk);
+}
+
 // The block and split choice (wgpt_linear_f16_plan) on a made-up H200: 132
 // compute units, 16 x 8 x 16 fragments in subgroups of 32, 1024 invocations
 // a workgroup. At GPT-2 124M's shapes (4 x 1024 tokens) the wide block takes
@@ -782,6 +861,7 @@ int main(void) {
         cmocka_unit_test(wide_block_matches_reference),
         cmocka_unit_test(f16_epilogue_matches_reference),
         cmocka_unit_test(bias_and_cast_in_one_pass),
+        cmocka_unit_test(bias_gelu_and_cast_in_one_pass),
         cmocka_unit_test(block_and_split_choice),
         cmocka_unit_test(fragment_choice),
         cmocka_unit_test(refuses_bad_shapes),

@@ -500,11 +500,13 @@ static int build_backward_(wgpt_gpt2 *m) {
             if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, l, D(WGPT_FCPROJB, l), A(dres, 0), A(fch_gelu, l),
                             A(fchg16, l), BT, 4 * C, C) < 0)
                 return -1;
-            if (m->precision == WGPT_PRECISION_F16) {  // the GELU's gradient with its f16 copy (check_f16_: 8 | C)
-                GPU_OK(m, wgpt_gelu_backward_f16(g, op, A(dfch, 0), d16_view_(m, BT, 4 * C), A(fch, l),
-                                                 A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
-                if (linear_bwd16_bias_(m, op, A(dln, 0), WGPT_FCW, l, D(WGPT_FCB, l), A(dfch, 0),
-                                       d16_view_(m, BT, 4 * C), A(ln2_16, l), BT, C, 4 * C) < 0)
+            if (m->precision == WGPT_PRECISION_F16) {
+                // the GELU's gradient as fc's bias gradient and f16 copy, in one pass
+                // over d fch gelu (check_f16_: 8 | C)
+                GPU_OK(m, wgpt_linear_backward_bias_gelu_cast(g, op, D(WGPT_FCB, l), d16_view_(m, BT, 4 * C),
+                                                              A(dfch, 0), A(dfch_gelu, 0), A(fch, l), BT, 4 * C,
+                                                              A(mm_scratch, 0)));
+                if (linear_bwd16_(m, op, A(dln, 0), WGPT_FCW, l, d16_view_(m, BT, 4 * C), A(ln2_16, l), BT, C, 4 * C) < 0)
                     return -1;
             } else {
                 GPU_OK(m, wgpt_gelu_backward(g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));

@@ -3,6 +3,7 @@
 #include "model/linear.h"
 
 #include "model/linear_split.h"
+#include "model/elementwise.h"  // wgpt_gelu_backward_f16
 #include "model/precision.h"  // wgpt_cast_f16
 #include "model/variant.h"
 
@@ -45,6 +46,7 @@ static const char MM_BACKWARD_BIAS_FLAT4[] = "matmul_backward_bias_flat4";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
 static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
 static const char MM_BIAS_PART_F16[] = "matmul_backward_bias_part_f16";
+static const char MM_BIAS_PART_GELU_F16[] = "matmul_backward_bias_part_gelu_f16";
 
 static uint32_t tiles_(uint64_t n, uint32_t tile) { return (uint32_t)((n + tile - 1) / tile); }
 static uint64_t min_(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -343,11 +345,15 @@ uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t 
 
 // The bias gradient of wgpt_linear_backward_bias; with dout16.buf, the f16
 // copy of dout too, in the same pass where the GPU path runs (else the cast
-// first, then the bias).
-static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout, uint32_t N, uint32_t OC,
-                 wgpt_view scratch) {
+// first, then the bias). With pre.buf, of g = GELU'(pre) * dout instead of
+// dout (the GPU path makes g on the way in; else gelu_backward_f16 writes it
+// to dg and its f16 copy, then the bias of dg).
+static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout, wgpt_view pre,
+                 wgpt_view dg, uint32_t N, uint32_t OC, wgpt_view scratch) {
     if (check_sizes_(g, N, 1, OC) < 0 || check_view_(g, "dbias", dbias, OC) < 0 ||
-        check_view_(g, "dout", dout, (uint64_t)N * OC) < 0)
+        check_view_(g, "dout", dout, (uint64_t)N * OC) < 0 ||
+        (pre.buf && (check_view_(g, "pre (the GELU's input)", pre, (uint64_t)N * OC) < 0 ||
+                     check_view_(g, "dg (the GELU's input gradient)", dg, (uint64_t)N * OC) < 0)))
         return -1;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
     uint32_t parts = bias_parts_(g, N, OC);
@@ -361,27 +367,41 @@ static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wg
     if (scratch.buf && !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
         wgpt_view_bytes(scratch) >= (uint64_t)parts * OC * 4) {
         wgpt_view pv = sub_(scratch, 0, (uint64_t)parts * OC * 4);
-        wgpt_view v[3] = {sub_(dout, 0, (uint64_t)N * OC * 4), pv, sub_(dout16, 0, half_bytes)};
+        wgpt_view v[4] = {sub_(dout, 0, (uint64_t)N * OC * 4), pv, sub_(dout16, 0, half_bytes),
+                          sub_(pre, 0, (uint64_t)N * OC * 4)};
         linear_params p = {N, OC, 0, 0, 0, 0, ks, 0};
-        if (!wgpt_op_add(g, op, cast ? MM_BIAS_PART_F16 : MM_BIAS_PART, v, cast ? 3 : 2, &p, sizeof p,
-                         tiles_(OC, BIAS_PART_COLS), parts, 1))
+        const char *kernel = pre.buf ? MM_BIAS_PART_GELU_F16 : cast ? MM_BIAS_PART_F16 : MM_BIAS_PART;
+        if (!wgpt_op_add(g, op, kernel, v, pre.buf ? 4 : cast ? 3 : 2, &p, sizeof p, tiles_(OC, BIAS_PART_COLS), parts,
+                         1))
             return -1;
         return wgpt_linear_reduce_parts(g, op, pv, (wgpt_view){0}, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts, 1);
     }
-    if (cast && wgpt_cast_f16(g, op, dout16, dout, (uint64_t)N * OC) < 0) return -1;
+    if (pre.buf) {
+        if (wgpt_gelu_backward_f16(g, op, dg, dout16, pre, dout, (uint64_t)N * OC) < 0) return -1;
+        dout = dg;
+    } else if (cast && wgpt_cast_f16(g, op, dout16, dout, (uint64_t)N * OC) < 0) {
+        return -1;
+    }
     uint64_t rows_n = chunk_(g, "dout", N, OC);
     return rows_n ? backward_bias_(g, op, dbias, dout, N, OC, rows_n) : -1;
 }
 
 int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                               wgpt_view scratch) {
-    return bias_(g, op, dbias, (wgpt_view){0}, dout, N, OC, scratch);
+    return bias_(g, op, dbias, (wgpt_view){0}, dout, (wgpt_view){0}, (wgpt_view){0}, N, OC, scratch);
 }
 
 int wgpt_linear_backward_bias_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout,
                                    uint32_t N, uint32_t OC, wgpt_view scratch) {
     if (!dout16.buf) return wgpt_gpu_fail(g, "linear: the bias and cast pass needs a dout16 buffer");
-    return bias_(g, op, dbias, dout16, dout, N, OC, scratch);
+    return bias_(g, op, dbias, dout16, dout, (wgpt_view){0}, (wgpt_view){0}, N, OC, scratch);
+}
+
+int wgpt_linear_backward_bias_gelu_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dg16, wgpt_view dg,
+                                        wgpt_view dout, wgpt_view pre, uint32_t N, uint32_t OC, wgpt_view scratch) {
+    if (!dg16.buf || !pre.buf || !dg.buf)
+        return wgpt_gpu_fail(g, "linear: the GELU's bias and cast pass needs dg16, dg and pre buffers");
+    return bias_(g, op, dbias, dg16, dout, pre, dg, N, OC, scratch);
 }
 
 int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,

@@ -57,6 +57,14 @@ uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t 
 // cast and the bias one after the other.
 int wgpt_linear_backward_bias_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout,
                                    uint32_t N, uint32_t OC, wgpt_view scratch);
+// wgpt_linear_backward_bias_cast of g = GELU'(pre) * dout (the GELU's input
+// gradient from its output's, gelu_backward_f16's product): dbias += its
+// column sums, dg16 = g rounded to f16. Where the GPU path above runs, one
+// pass (matmul_backward_bias_part_gelu_f16) that writes no f32 g; else
+// wgpt_gelu_backward_f16 into dg and dg16, then the bias of dg (so dg, N x OC
+// floats, is needed either way and holds g only on that path).
+int wgpt_linear_backward_bias_gelu_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dg16, wgpt_view dg,
+                                        wgpt_view dout, wgpt_view pre, uint32_t N, uint32_t OC, wgpt_view scratch);
 // dst (m, n) = (dst if accumulate, else 0) + the sum of nparts (m, n)
 // partials at parts, in order of the parts (matmul_split_reduce), + bias (n;
 // bias.buf NULL: none); n a multiple of 4. For other matmuls' split-k.
