@@ -9,6 +9,11 @@
 #   noglobal   no global loads inside the loop (the first stage stored every stage)
 #   fragonly   fragment loads and products only: no stores to the tiles, no barriers
 #   mmaonly    products only: each subgroup's fragments loaded once
+#   stage64    the wide block (matmul_sgm_wide) in stages of 64 with its B tile
+#              of 32 rows (B fragments read rows k % 32): half the barriers a k,
+#              in the workgroup memory of stages of 32 (stages of 64 need 52 KiB
+#              with the tiles' padding, past the 48 KiB limit); rows that run on
+#              the 128 x 128 block are the committed kernel's
 # The copies compute wrong results on purpose; only their times mean anything.
 # Prints ms and TFLOP/s of every f16 pass for each; raw outputs in --out.
 set -uo pipefail
@@ -18,7 +23,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --wgpt) wgpt=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "sgm_ceilings.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -53,15 +58,24 @@ cut = {
         '    for (var s = 0u; s < stages; s++) {\n        for (var k2 = 0u; k2 < BK; k2 += SGM_TK) {\n' + mma +
         '        }\n    }\n    workgroupBarrier();\n',
 }
-for name, body in cut.items():
+copies = {name: src[:start] + body + src[end:] for name, body in cut.items()}
+s64 = src
+for a, b in [('override B_TILE: u32 = BK * SB;', 'override BKB: u32 = BK;\noverride B_TILE: u32 = BKB * SB;'),
+             ('override BV: u32 = BK * BN / 8u;', 'override BV: u32 = BKB * BN / 8u;'),
+             ('(&tb, kk * SB + c0 / 8u, SB)', '(&tb, (kk % BKB) * SB + c0 / 8u, SB)'),
+             ('matmul_sgm_wide = matmul_sgm with BN=256,BK=32 ---', 'matmul_sgm_wide = matmul_sgm with BN=256,BK=64,BKB=32 ---')]:
+    if a not in s64: sys.exit('sgm_ceilings.sh: kernels/03_linear_sgm.wgsl changed: no "%s"' % a)
+    s64 = s64.replace(a, b, 1)
+copies['stage64'] = s64
+for name, text in copies.items():
     d = os.path.join(out, 'kernels-' + name)
     os.makedirs(d, exist_ok=True)
     for f in os.listdir('kernels'):
         shutil.copy(os.path.join('kernels', f), d)
-    open(os.path.join(d, '03_linear_sgm.wgsl'), 'w').write(src[:start] + body + src[end:])
+    open(os.path.join(d, '03_linear_sgm.wgsl'), 'w').write(text)
 EOF
 
-for v in committed noglobal fragonly mmaonly; do
+for v in committed noglobal fragonly mmaonly stage64; do
   if [ $v = committed ]; then unset WGPT_KERNEL_DIR; else export WGPT_KERNEL_DIR=$out/kernels-$v; fi
   "$wgpt" bench --micro-only f16 > "$out/micro-$v.txt" 2>&1 || { echo "sgm_ceilings.sh: $v failed:"; tail -3 "$out/micro-$v.txt"; continue; }
   if ! grep -q '^matmul .*_f16 ' "$out/micro-$v.txt"; then
