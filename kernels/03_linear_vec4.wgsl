@@ -124,10 +124,26 @@ fn mm_stage(tx: u32, ty: u32, sb: u32) {
 fn mm_k_begin(z: u32, ks: u32, split: u32) -> u32 { return select(0u, z * ks, split != 0u); }
 fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k, (z + 1u) * ks), split != 0u); }
 
-// matmul_backward_bias_part(_f16): a workgroup's vec4 columns, its row phases, their sums.
+// matmul_backward_bias_part(_f16, _gelu_f16): a workgroup's vec4 columns, its row phases, their sums.
 const BP_V: u32 = 64u;   // vec4 columns a workgroup
 const BP_PH: u32 = 4u;   // row phases: WG / BP_V
 var<workgroup> bp_sum: array<vec4<f32>, 256>;
+
+// What a thread of matmul_backward_bias_part(_f16, _gelu_f16) sums: vec4
+// column cv (of n4), rows r0 + ph, r0 + ph + BP_PH, ... below r1 (its
+// workgroup's part, wg.y, of ks rows).
+struct BpRows {
+    n4: u32,
+    cv: u32,
+    ph: u32,
+    r0: u32,
+    r1: u32,
+}
+
+fn bp_rows(tid: u32, wg: vec3<u32>, m: u32, n: u32, ks: u32) -> BpRows {
+    let r0 = wg.y * ks;
+    return BpRows(n / 4u, wg.x * BP_V + tid % BP_V, tid / BP_V, r0, min(r0 + ks, m));
+}
 
 // A workgroup's 4 row phases of its columns added in order, for the threads of
 // phase 0 (tid < BP_V; the others get their own sums back). Every thread calls it.
@@ -417,17 +433,15 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
 
 @compute @workgroup_size(WG)
 fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let n4 = p.n / 4u;
-    let cv = wg.x * BP_V + tid % BP_V;
-    let ph = tid / BP_V;
-    let r0 = wg.y * p.ks;
-    let r1 = min(r0 + p.ks, p.m);
+    let q = bp_rows(tid, wg, p.m, p.n, p.ks);
+    let n4 = q.n4;
+    let cv = q.cv;
     var s = vec4<f32>();
     if (cv < n4) {
-        for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
+        for (var r = q.r0 + q.ph; r < q.r1; r += BP_PH) { s += dout[r * n4 + cv]; }
     }
     let total = bp_phases(tid, s);
-    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
+    if (q.ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
 
 // --- KERNEL: matmul_backward_bias_part_f16 ---
@@ -442,21 +456,19 @@ fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin
 
 @compute @workgroup_size(WG)
 fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let n4 = p.n / 4u;
-    let cv = wg.x * BP_V + tid % BP_V;
-    let ph = tid / BP_V;
-    let r0 = wg.y * p.ks;
-    let r1 = min(r0 + p.ks, p.m);
+    let q = bp_rows(tid, wg, p.m, p.n, p.ks);
+    let n4 = q.n4;
+    let cv = q.cv;
     var s = vec4<f32>();
     if (cv < n4) {
-        for (var r = r0 + ph; r < r1; r += BP_PH) {
+        for (var r = q.r0 + q.ph; r < q.r1; r += BP_PH) {
             let x = dout[r * n4 + cv];
             s += x;
             dout16[r * n4 + cv] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
         }
     }
     let total = bp_phases(tid, s);
-    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
+    if (q.ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
 
 // --- KERNEL: matmul_backward_bias_part_gelu_f16 ---
@@ -474,14 +486,12 @@ fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @bui
 @compute @workgroup_size(WG)
 fn matmul_backward_bias_part_gelu_f16(@builtin(local_invocation_index) tid: u32,
                                       @builtin(workgroup_id) wg: vec3<u32>) {
-    let n4 = p.n / 4u;
-    let cv = wg.x * BP_V + tid % BP_V;
-    let ph = tid / BP_V;
-    let r0 = wg.y * p.ks;
-    let r1 = min(r0 + p.ks, p.m);
+    let q = bp_rows(tid, wg, p.m, p.n, p.ks);
+    let n4 = q.n4;
+    let cv = q.cv;
     var s = vec4<f32>();
     if (cv < n4) {
-        for (var r = r0 + ph; r < r1; r += BP_PH) {
+        for (var r = q.r0 + q.ph; r < q.r1; r += BP_PH) {
             let a = pre[r * n4 + cv];
             let x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * dout[r * n4 + cv];
             s += x;
@@ -489,6 +499,6 @@ fn matmul_backward_bias_part_gelu_f16(@builtin(local_invocation_index) tid: u32,
         }
     }
     let total = bp_phases(tid, s);
-    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
+    if (q.ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
 

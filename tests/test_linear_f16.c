@@ -594,6 +594,26 @@ static void f16_epilogue_matches_reference(void **st) {
     }
 }
 
+// Runs op a, then op b (the same work fused: one dispatch fewer where the
+// bias's GPU path runs on g), and checks that both wrote the same n halves
+// (h[0] by a, h[1] by b); `ref` names a's for the message.
+static void run_pair_same_halves_(wgpt_gpu *g, wgpt_op *a, wgpt_op *b, wgpt_buf *const h[2], size_t n, uint32_t N,
+                                  uint32_t OC, const char *ref) {
+    if (!wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0) assert_int_equal(b->n, a->n - 1);
+    wgpt_gpu *keep = G;
+    G = g;
+    run_(a);
+    run_(b);
+    G = keep;
+    wgpt_op_free(a);
+    wgpt_op_free(b);
+    uint16_t *ha = tu_download(g, h[0], n * 2), *hb = tu_download(g, h[1], n * 2);
+    for (size_t i = 0; i < n; i++)
+        if (ha[i] != hb[i]) fail_msg("%ux%u on '%s': half %zu is 0x%04x, %s gives 0x%04x", N, OC,
+                                     wgpt_gpu_get_info(g)->name, i, hb[i], ref, ha[i]);
+    free(ha), free(hb);
+}
+
 // wgpt_linear_backward_bias_cast: the bias gradient and the gradient's f16
 // copy in one pass (matmul_backward_bias_part_f16 where the bias's GPU path
 // runs) give bit for bit what the cast and the bias give one after the other,
@@ -630,23 +650,12 @@ static void bias_and_cast_in_one_pass(void **st) {
             TU_OK(g, wgpt_linear_backward_bias(g, &a, vdb[0], vs, N, OC, vscr));
             TU_OK(g, wgpt_linear_backward_bias_cast(g, &b, vdb[1], vh[1], vs, N, OC, vscr));
             int fused = !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0;
-            if (fused) assert_int_equal(b.n, a.n - 1);
-            wgpt_gpu *keep = G;
-            G = g;
-            run_(&a);
-            run_(&b);
-            G = keep;
-            wgpt_op_free(&a);
-            wgpt_op_free(&b);
-            uint16_t *ha = tu_download(g, h[0], n * 2), *hb = tu_download(g, h[1], n * 2);
+            run_pair_same_halves_(g, &a, &b, h, n, N, OC, "the cast");
             float *da = tu_download_f32(g, db[0], OC), *dbb = tu_download_f32(g, db[1], OC);
-            for (size_t i = 0; i < n; i++)
-                if (ha[i] != hb[i]) fail_msg("%ux%u on '%s': half %zu is 0x%04x, the cast gives 0x%04x", N, OC,
-                                             wgpt_gpu_get_info(g)->name, i, hb[i], ha[i]);
             if (memcmp(da, dbb, OC * 4)) fail_msg("%ux%u on '%s': the bias gradients differ", N, OC, wgpt_gpu_get_info(g)->name);
             printf("bias and cast %ux%u on '%s'%s: bit for bit\n", N, OC, wgpt_gpu_get_info(g)->name,
                    fused ? " (one pass)" : " (one after the other)");
-            free(ha), free(hb), free(da), free(dbb), free(dout), free(prior);
+            free(da), free(dbb), free(dout), free(prior);
             wgpt_buf_free(src), wgpt_buf_free(h[0]), wgpt_buf_free(h[1]), wgpt_buf_free(db[0]), wgpt_buf_free(db[1]);
             wgpt_buf_free(scr);
         }
@@ -696,19 +705,8 @@ static void bias_gelu_and_cast_in_one_pass(void **st) {
             TU_OK(g, wgpt_linear_backward_bias(g, &a, vdb[0], vg[0], N, OC, vscr));
             TU_OK(g, wgpt_linear_backward_bias_gelu_cast(g, &b, vdb[1], vh[1], vg[1], vd, vp, N, OC, vscr));
             int fused = !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0;
-            if (fused) assert_int_equal(b.n, a.n - 1);
-            wgpt_gpu *keep = G;
-            G = g;
-            run_(&a);
-            run_(&b);
-            G = keep;
-            wgpt_op_free(&a);
-            wgpt_op_free(&b);
-            uint16_t *ha = tu_download(g, h[0], n * 2), *hb = tu_download(g, h[1], n * 2);
+            run_pair_same_halves_(g, &a, &b, h, n, N, OC, "gelu_backward_f16");
             float *da = tu_download_f32(g, db[0], OC), *dbb = tu_download_f32(g, db[1], OC);
-            for (size_t i = 0; i < n; i++)
-                if (ha[i] != hb[i]) fail_msg("%ux%u on '%s': half %zu is 0x%04x, gelu_backward_f16 gives 0x%04x", N,
-                                             OC, wgpt_gpu_get_info(g)->name, i, hb[i], ha[i]);
             double worst = 0, worst_ref = 0;
             for (uint32_t c = 0; c < OC; c++) {
                 double sum = prior[c], mag = fabs(prior[c]);
@@ -725,7 +723,7 @@ static void bias_gelu_and_cast_in_one_pass(void **st) {
             printf("bias and cast of GELU' x dout %ux%u on '%s'%s: halves bit for bit; bias %.3g of one rounding "
                    "a term from the two passes, %.3g of the bound from C\n", N, OC, wgpt_gpu_get_info(g)->name,
                    fused ? " (one pass)" : " (one after the other)", worst, worst_ref);
-            free(ha), free(hb), free(da), free(dbb), free(dout), free(pre), free(prior), free(ref);
+            free(da), free(dbb), free(dout), free(pre), free(prior), free(ref);
             wgpt_buf_free(bd), wgpt_buf_free(bp), wgpt_buf_free(h[0]), wgpt_buf_free(h[1]);
             wgpt_buf_free(dg[0]), wgpt_buf_free(dg[1]), wgpt_buf_free(db[0]), wgpt_buf_free(db[1]), wgpt_buf_free(scr);
         }
