@@ -124,26 +124,10 @@ fn mm_stage(tx: u32, ty: u32, sb: u32) {
 fn mm_k_begin(z: u32, ks: u32, split: u32) -> u32 { return select(0u, z * ks, split != 0u); }
 fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k, (z + 1u) * ks), split != 0u); }
 
-// matmul_backward_bias_part(_f16, _gelu_f16): a workgroup's vec4 columns, its row phases, their sums.
+// matmul_backward_bias_part(_f16): a workgroup's vec4 columns, its row phases, their sums.
 const BP_V: u32 = 64u;   // vec4 columns a workgroup
 const BP_PH: u32 = 4u;   // row phases: WG / BP_V
 var<workgroup> bp_sum: array<vec4<f32>, 256>;
-
-// What a thread of matmul_backward_bias_part(_f16, _gelu_f16) sums: vec4
-// column cv (of n4), rows r0 + ph, r0 + ph + BP_PH, ... below r1 (its
-// workgroup's part, wg.y, of ks rows).
-struct BpRows {
-    n4: u32,
-    cv: u32,
-    ph: u32,
-    r0: u32,
-    r1: u32,
-}
-
-fn bp_rows(tid: u32, wg: vec3<u32>, m: u32, n: u32, ks: u32) -> BpRows {
-    let r0 = wg.y * ks;
-    return BpRows(n / 4u, wg.x * BP_V + tid % BP_V, tid / BP_V, r0, min(r0 + ks, m));
-}
 
 // A workgroup's 4 row phases of its columns added in order, for the threads of
 // phase 0 (tid < BP_V; the others get their own sums back). Every thread calls it.
@@ -433,72 +417,55 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
 
 @compute @workgroup_size(WG)
 fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let q = bp_rows(tid, wg, p.m, p.n, p.ks);
-    let n4 = q.n4;
-    let cv = q.cv;
+    let n4 = p.n / 4u;
+    let cv = wg.x * BP_V + tid % BP_V;
+    let ph = tid / BP_V;
+    let r0 = wg.y * p.ks;
+    let r1 = min(r0 + p.ks, p.m);
     var s = vec4<f32>();
     if (cv < n4) {
-        for (var r = q.r0 + q.ph; r < q.r1; r += BP_PH) { s += dout[r * n4 + cv]; }
+        for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
     }
     let total = bp_phases(tid, s);
-    if (q.ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
+    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
 
 // --- KERNEL: matmul_backward_bias_part_f16 ---
+// --- KERNEL: matmul_backward_bias_part_gelu_f16 = matmul_backward_bias_part_f16 with GELU=1 ---
 // matmul_backward_bias_part (the same sums in the same order), and each vec4
 // it reads written to dout16 rounded to f16 as cast_f16 rounds it (f16_pair):
 // the f16 mode needs both of every linear's gradient, and one pass reads it
-// once instead of twice.
+// once instead of twice. The _gelu_f16 variant (GELU = 1) does both for the
+// GELU's input gradient, made on the way in: g = GELU'(pre) * dout
+// (gelu_backward_vec4's product), so that the f16 MLP backward reads the
+// GELU's output gradient and input once and writes no f32 g (for
+// gelu_backward_f16, then matmul_backward_bias_part on its f32 output).
+override GELU: u32 = 0u;
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (m, n)
 @group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;     // (parts, n)
-@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves
-@group(0) @binding(3) var<uniform> p: MatmulParams;
-
-@compute @workgroup_size(WG)
-fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let q = bp_rows(tid, wg, p.m, p.n, p.ks);
-    let n4 = q.n4;
-    let cv = q.cv;
-    var s = vec4<f32>();
-    if (cv < n4) {
-        for (var r = q.r0 + q.ph; r < q.r1; r += BP_PH) {
-            let x = dout[r * n4 + cv];
-            s += x;
-            dout16[r * n4 + cv] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
-        }
-    }
-    let total = bp_phases(tid, s);
-    if (q.ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
-}
-
-// --- KERNEL: matmul_backward_bias_part_gelu_f16 ---
-// matmul_backward_bias_part_f16 of the GELU's input gradient, made on the
-// way in: g = GELU'(pre) * dout (gelu_backward_vec4's product), summed into
-// part and written to dout16 rounded to f16, so that the f16 MLP backward
-// reads the GELU's output gradient and input once and writes no f32 g (for
-// gelu_backward_f16, then matmul_backward_bias_part on its f32 output).
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (m, n): the GELU output's gradient
-@group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;     // (parts, n)
-@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves of g
-@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;            // (m, n): the GELU's input
+@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves (of g where GELU)
+@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;            // (m, n): the GELU's input (GELU; else a stand-in)
 @group(0) @binding(4) var<uniform> p: MatmulParams;
 
 @compute @workgroup_size(WG)
-fn matmul_backward_bias_part_gelu_f16(@builtin(local_invocation_index) tid: u32,
-                                      @builtin(workgroup_id) wg: vec3<u32>) {
-    let q = bp_rows(tid, wg, p.m, p.n, p.ks);
-    let n4 = q.n4;
-    let cv = q.cv;
+fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let n4 = p.n / 4u;
+    let cv = wg.x * BP_V + tid % BP_V;
+    let ph = tid / BP_V;
+    let r0 = wg.y * p.ks;
+    let r1 = min(r0 + p.ks, p.m);
     var s = vec4<f32>();
     if (cv < n4) {
-        for (var r = q.r0 + q.ph; r < q.r1; r += BP_PH) {
-            let a = pre[r * n4 + cv];
-            let x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * dout[r * n4 + cv];
+        for (var r = r0 + ph; r < r1; r += BP_PH) {
+            var x = dout[r * n4 + cv];
+            if (GELU != 0u) {
+                let a = pre[r * n4 + cv];
+                x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * x;
+            }
             s += x;
             dout16[r * n4 + cv] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
         }
     }
     let total = bp_phases(tid, s);
-    if (q.ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
+    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
 }
-

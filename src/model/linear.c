@@ -367,12 +367,11 @@ static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wg
     if (scratch.buf && !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
         wgpt_view_bytes(scratch) >= (uint64_t)parts * OC * 4) {
         wgpt_view pv = sub_(scratch, 0, (uint64_t)parts * OC * 4);
-        wgpt_view v[4] = {sub_(dout, 0, (uint64_t)N * OC * 4), pv, sub_(dout16, 0, half_bytes),
-                          sub_(pre, 0, (uint64_t)N * OC * 4)};
+        wgpt_view din = sub_(dout, 0, (uint64_t)N * OC * 4);  // (also pre's stand-in in the plain f16 variant)
+        wgpt_view v[4] = {din, pv, sub_(dout16, 0, half_bytes), pre.buf ? sub_(pre, 0, (uint64_t)N * OC * 4) : din};
         linear_params p = {N, OC, 0, 0, 0, 0, ks, 0};
         const char *kernel = pre.buf ? MM_BIAS_PART_GELU_F16 : cast ? MM_BIAS_PART_F16 : MM_BIAS_PART;
-        if (!wgpt_op_add(g, op, kernel, v, pre.buf ? 4 : cast ? 3 : 2, &p, sizeof p, tiles_(OC, BIAS_PART_COLS), parts,
-                         1))
+        if (!wgpt_op_add(g, op, kernel, v, cast ? 4 : 2, &p, sizeof p, tiles_(OC, BIAS_PART_COLS), parts, 1))
             return -1;
         return wgpt_linear_reduce_parts(g, op, pv, (wgpt_view){0}, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts, 1);
     }
