@@ -703,8 +703,20 @@ static void bias_gelu_and_cast_in_one_pass(void **st) {
             wgpt_op_init(&b);
             TU_OK(g, wgpt_gelu_backward_f16(g, &a, vg[0], vh[0], vp, vd, n));
             TU_OK(g, wgpt_linear_backward_bias(g, &a, vdb[0], vg[0], N, OC, vscr));
-            TU_OK(g, wgpt_linear_backward_bias_gelu_cast(g, &b, vdb[1], vh[1], vg[1], vd, vp, N, OC, vscr));
-            int fused = !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0;
+            // the one pass leaves dg alone: it gets no buffer there; the
+            // other path, without one, is refused naming it
+            int fused = wgpt_linear_bias_on_gpu(g, N, OC, wgpt_buf_size(scr));
+            assert_int_equal(fused, !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0);
+            wgpt_view none = {0};
+            TU_OK(g, wgpt_linear_backward_bias_gelu_cast(g, &b, vdb[1], vh[1], fused ? none : vg[1], vd, vp, N, OC,
+                                                         vscr));
+            wgpt_op refused;
+            wgpt_op_init(&refused);
+            assert_int_equal(
+                wgpt_linear_backward_bias_gelu_cast(g, &refused, vdb[1], vh[1], none, vd, vp, N, OC, none), -1);
+            assert_non_null(strstr(wgpt_gpu_error(g), "dg (the GELU's input gradient)"));
+            assert_int_equal(refused.n, 0);
+            wgpt_op_free(&refused);
             run_pair_same_halves_(g, &a, &b, h, n, N, OC, "gelu_backward_f16");
             float *da = tu_download_f32(g, db[0], OC), *dbb = tu_download_f32(g, db[1], OC);
             double worst = 0, worst_ref = 0;

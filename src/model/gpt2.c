@@ -208,10 +208,16 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     m->in16_t = f16 && linear_takes_transposed_(m);
     // f32 tensors that mode never touches get a token size: the f16 attention
     // writes atty16 (and its transpose), fcproj's input pass with GELU' d fch
-    // (WGPT_EPI_GELU_GRAD; linear_f16.h)
+    // (WGPT_EPI_GELU_GRAD; linear_f16.h), and without that epilogue fc's bias
+    // pass makes d fch's f16 copy from d fch gelu, no f32 d fch, where it
+    // runs on the GPU path (wgpt_linear_backward_bias_gelu_cast)
     const uint64_t token = 64;
     uint64_t atty_f = m->attn16 ? token : BT * C;
-    uint64_t dfch_gelu_f = epi_(m, WGPT_EPI_GELU_GRAD) ? token : BT * 4 * C;
+    int gelu_grad = epi_(m, WGPT_EPI_GELU_GRAD);
+    uint64_t dfch_gelu_f = gelu_grad ? token : BT * 4 * C;
+    int no_dfch = f16 && !gelu_grad &&
+                  wgpt_linear_bias_on_gpu(m->g, (uint32_t)BT, (uint32_t)(4 * C), linear_scratch_floats_(m) * 4);
+    uint64_t dfch_f = no_dfch ? token : BT * 4 * C;
     const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
@@ -231,7 +237,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     const act_spec_ backward[] = {
         {&m->dres, "d residual", 1, BT * C},      {&m->dln, "d ln", 1, BT * C},
         {&m->datty, "d atty", 1, BT * C},         {&m->dqkv, "d qkv", 1, BT * 3 * C},
-        {&m->dfch, "d fch", 1, BT * 4 * C},       {&m->dfch_gelu, "d fch gelu", 1, dfch_gelu_f},
+        {&m->dfch, "d fch", 1, dfch_f},           {&m->dfch_gelu, "d fch gelu", 1, dfch_gelu_f},
         {&m->att_d, "att D", 1, BT * NH},
         {&m->bucket, "embedding bucket", 1, wgpt_embedding_bucket_words((uint32_t)BT)},
         {&m->norm_scratch, "norm partials", 1, (wgpt_grad_norm_scratch_bytes(m->g, m->padded_params) + 3) / 4},

@@ -348,14 +348,18 @@ uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t 
 // first, then the bias). With pre.buf, of g = GELU'(pre) * dout instead of
 // dout (the GPU path makes g on the way in; else gelu_backward_f16 writes it
 // to dg and its f16 copy, then the bias of dg).
+int wgpt_linear_bias_on_gpu(const wgpt_gpu *g, uint32_t N, uint32_t OC, uint64_t scratch_bytes) {
+    const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
+    return !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
+           scratch_bytes >= wgpt_linear_bias_scratch_bytes(g, N, OC);
+}
+
 static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout, wgpt_view pre,
                  wgpt_view dg, uint32_t N, uint32_t OC, wgpt_view scratch) {
     if (check_sizes_(g, N, 1, OC) < 0 || check_view_(g, "dbias", dbias, OC) < 0 ||
         check_view_(g, "dout", dout, (uint64_t)N * OC) < 0 ||
-        (pre.buf && (check_view_(g, "pre (the GELU's input)", pre, (uint64_t)N * OC) < 0 ||
-                     check_view_(g, "dg (the GELU's input gradient)", dg, (uint64_t)N * OC) < 0)))
+        (pre.buf && check_view_(g, "pre (the GELU's input)", pre, (uint64_t)N * OC) < 0))
         return -1;
-    const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
     uint32_t parts = bias_parts_(g, N, OC);
     uint32_t ks = (N + parts - 1) / parts;
     parts = (N + ks - 1) / ks;  // no empty part
@@ -364,8 +368,7 @@ static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wg
     if (cast && wgpt_view_bytes(dout16) < half_bytes)
         return wgpt_gpu_fail(g, "linear: dout16 covers %llu bytes; the f16 copy of a %u x %u gradient needs %llu",
                              (unsigned long long)wgpt_view_bytes(dout16), N, OC, (unsigned long long)half_bytes);
-    if (scratch.buf && !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
-        wgpt_view_bytes(scratch) >= (uint64_t)parts * OC * 4) {
+    if (scratch.buf && wgpt_linear_bias_on_gpu(g, N, OC, wgpt_view_bytes(scratch))) {
         wgpt_view pv = sub_(scratch, 0, (uint64_t)parts * OC * 4);
         wgpt_view din = sub_(dout, 0, (uint64_t)N * OC * 4);  // (also pre's stand-in in the plain f16 variant)
         wgpt_view v[4] = {din, pv, sub_(dout16, 0, half_bytes), pre.buf ? sub_(pre, 0, (uint64_t)N * OC * 4) : din};
@@ -375,8 +378,10 @@ static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wg
             return -1;
         return wgpt_linear_reduce_parts(g, op, pv, (wgpt_view){0}, sub_(dbias, 0, (uint64_t)OC * 4), 1, OC, parts, 1);
     }
-    if (pre.buf) {
-        if (wgpt_gelu_backward_f16(g, op, dg, dout16, pre, dout, (uint64_t)N * OC) < 0) return -1;
+    if (pre.buf) {  // (only this path writes dg)
+        if (check_view_(g, "dg (the GELU's input gradient)", dg, (uint64_t)N * OC) < 0 ||
+            wgpt_gelu_backward_f16(g, op, dg, dout16, pre, dout, (uint64_t)N * OC) < 0)
+            return -1;
         dout = dg;
     } else if (cast && wgpt_cast_f16(g, op, dout16, dout, (uint64_t)N * OC) < 0) {
         return -1;
@@ -398,8 +403,8 @@ int wgpt_linear_backward_bias_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wg
 
 int wgpt_linear_backward_bias_gelu_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dg16, wgpt_view dg,
                                         wgpt_view dout, wgpt_view pre, uint32_t N, uint32_t OC, wgpt_view scratch) {
-    if (!dg16.buf || !pre.buf || !dg.buf)
-        return wgpt_gpu_fail(g, "linear: the GELU's bias and cast pass needs dg16, dg and pre buffers");
+    if (!dg16.buf || !pre.buf)
+        return wgpt_gpu_fail(g, "linear: the GELU's bias and cast pass needs dg16 and pre buffers");
     return bias_(g, op, dbias, dg16, dout, pre, dg, N, OC, scratch);
 }
 

@@ -49,6 +49,11 @@ int wgpt_linear_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dwe
 int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout, uint32_t N, uint32_t OC,
                               wgpt_view scratch);
 uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t OC);
+// 1 if wgpt_linear_backward_bias and the two passes below run on the GPU
+// path (matmul_backward_bias_part*) for an (N, OC) gradient with
+// scratch_bytes of scratch, 0 if they take the other one (CPU kernels, OC not a multiple of 4, too little scratch, N x
+// OC floats past one binding).
+int wgpt_linear_bias_on_gpu(const wgpt_gpu *g, uint32_t N, uint32_t OC, uint64_t scratch_bytes);
 
 // wgpt_linear_backward_bias, and dout16 (N x OC halves) = dout rounded to f16
 // as wgpt_cast_f16 rounds it: the f16 mode's two uses of a linear's gradient.
@@ -59,10 +64,11 @@ int wgpt_linear_backward_bias_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wg
                                    uint32_t N, uint32_t OC, wgpt_view scratch);
 // wgpt_linear_backward_bias_cast of g = GELU'(pre) * dout (the GELU's input
 // gradient from its output's, gelu_backward_f16's product): dbias += its
-// column sums, dg16 = g rounded to f16. Where the GPU path above runs, one
-// pass (matmul_backward_bias_part_gelu_f16) that writes no f32 g; else
-// wgpt_gelu_backward_f16 into dg and dg16, then the bias of dg (so dg, N x OC
-// floats, is needed either way and holds g only on that path).
+// column sums, dg16 = g rounded to f16. Where the GPU path above runs
+// (wgpt_linear_bias_on_gpu), one pass (matmul_backward_bias_part_gelu_f16)
+// that writes no f32 g and leaves dg alone (it may have no buffer); else
+// wgpt_gelu_backward_f16 into dg (N x OC floats, checked) and dg16, then the
+// bias of dg.
 int wgpt_linear_backward_bias_gelu_cast(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dg16, wgpt_view dg,
                                         wgpt_view dout, wgpt_view pre, uint32_t N, uint32_t OC, wgpt_view scratch);
 // dst (m, n) = (dst if accumulate, else 0) + the sum of nparts (m, n)
