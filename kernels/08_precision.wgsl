@@ -10,7 +10,10 @@
 //             one vec4<u32> out, CAST_V8 steps a thread at stride WG.
 //   transpose_f16  dst (cols x rows halves) = src (rows x cols halves)^T, bit
 //             for bit; cast_f16_transpose the same from f32 src, rounded as
-//             cast_f16 rounds (the subgroup-matrix matmuls' row-major inputs).
+//             cast_f16 rounds (the subgroup-matrix matmuls' row-major inputs);
+//             gelu_f16_transpose of GELU(src) (gelu_value, the shared
+//             preamble's), rounded so: gelu_forward_f16 then transpose_f16's
+//             halves in one pass (the fcproj matmul's input).
 // ABI: dst (array<u32>, or array<vec4<u32>>), src (array<f32>, or
 // array<vec4<f32>>), then `p: CastParams`; the transposes: see their section.
 // Dispatch through dispatch1d (2D past 65535): cast_f16 one thread per pair,
@@ -36,6 +39,13 @@ struct TransposeParams {
 
 const TR: u32 = 64u;  // tile side in halves (TRANSPOSE_TILE in src/model/precision.c)
 override FROM_F32: bool = false;  // cast_f16_transpose(_v8): src holds floats
+override GELU: bool = false;      // gelu_f16_transpose(_v8): those floats GELU'd first (with FROM_F32)
+
+// A source float on its way to f16: GELU'd in gelu_f16_transpose.
+fn f16_in(x: f32) -> u32 {
+    if (GELU) { return f16_bits(gelu_value(x)); }
+    return f16_bits(x);
+}
 
 var<workgroup> tile: array<u32, TR * (TR + 1u)>;  // half (r, c) in the low bits of [r * (TR + 1) + c]
 
@@ -94,7 +104,7 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // Halves (r, c) and (r, c + 1) of the source, c even, as one u32.
 fn pair_at(r: u32, c: u32) -> u32 {
     let i = r * tp.cols + c;
-    if (FROM_F32) { return f16_pair(bitcast<f32>(tsrc[i]), bitcast<f32>(tsrc[i + 1u])); }
+    if (FROM_F32) { return f16_in(bitcast<f32>(tsrc[i])) | (f16_in(bitcast<f32>(tsrc[i + 1u])) << 16u); }
     return tsrc[i / 2u];
 }
 
@@ -121,6 +131,7 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 }
 
 // --- KERNEL: cast_f16_transpose = transpose_f16 with FROM_F32=1 ---
+// --- KERNEL: gelu_f16_transpose = transpose_f16 with FROM_F32=1,GELU=1 ---
 
 // --- KERNEL: transpose_f16_v8 ---
 // transpose_f16 (and, as cast_f16_transpose_v8, cast_f16_transpose) where
@@ -144,10 +155,10 @@ fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
             var x = vec4<f32>();
             if (r0 + r < tp.rows && c0 + c < tp.cols) { x = bitcast<vec4<f32>>(vsrc[((r0 + r) * tp.cols + c0 + c) / 4u]); }
             let t = r * (TR + 1u) + c;
-            tile[t] = f16_bits(x.x);
-            tile[t + 1u] = f16_bits(x.y);
-            tile[t + 2u] = f16_bits(x.z);
-            tile[t + 3u] = f16_bits(x.w);
+            tile[t] = f16_in(x.x);
+            tile[t + 1u] = f16_in(x.y);
+            tile[t + 2u] = f16_in(x.z);
+            tile[t + 3u] = f16_in(x.w);
         }
     } else {
         for (var e = tid; e < TR * TR / 8u; e += WG) {
@@ -181,3 +192,4 @@ fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
 }
 
 // --- KERNEL: cast_f16_transpose_v8 = transpose_f16_v8 with FROM_F32=1 ---
+// --- KERNEL: gelu_f16_transpose_v8 = transpose_f16_v8 with FROM_F32=1,GELU=1 ---

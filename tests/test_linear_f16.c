@@ -223,13 +223,47 @@ static void shapes_(void) {
 }
 
 // transpose_f16 moves every half bit for bit (random bit patterns, NaNs
-// included), and cast_f16_transpose rounds as the reference does (floats over
+// included), cast_f16_transpose rounds as the reference does (floats over
 // 40 binades, infinities and NaN among them; an f16 subnormal flushed to zero
-// by the driver is allowed, as for the cast), at whole tiles, edge tiles in
+// by the driver is allowed, as for the cast), and gelu_f16_transpose writes
+// gelu_forward_f16's halves on the same device bit for bit (within one f16
+// rounding of the C reference's GELU), at whole tiles, edge tiles in
 // both dimensions and 2-wide matrices; on the default kernels and the GPU
 // ones (on lavapipe the default is the CPU twin, the u32 kernels): sizes
 // that are multiples of 8 take the 16-byte kernels (transpose_f16_v8) there,
 // the others the u32 ones.
+// The halves gelu_f16_transpose must write, row-major, into x: g's own
+// gelu_forward_f16 of the n floats f (padded to whole vec4s with zeros),
+// each checked against the C reference's GELU (ref_gelu_forward): within
+// test_gelu_residual's bound for the f32 GELU (WGSL's tanh: 0.5 |x| 2.7e-6,
+// and 16 ulp of the value) plus half an f16 ulp of the value and f16's
+// smallest subnormal.
+static void gelu_halves_(wgpt_gpu *g, uint16_t *x, const float *f, size_t n) {
+    size_t n8 = (n + 7) / 8 * 8;
+    float *fp = calloc(n8, 4);
+    uint16_t *h = malloc(n8 * 2);
+    memcpy(fp, f, n * 4);
+    wgpt_buf *src = tu_upload_f32(g, fp, n8, "gelu src"), *dst = wgpt_buf_create(g, n8 * 2, "gelu f16");
+    TU_NONNULL(g, dst);
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(g, wgpt_gelu_forward_f16(g, &op, (wgpt_view){dst, 0, n8 * 2}, (wgpt_view){src, 0, n8 * 4}, n8));
+    TU_OK(g, wgpt_op_record(g, &op));
+    wgpt_op_free(&op);
+    TU_OK(g, wgpt_buf_download(g, dst, 0, h, n8 * 2));
+    memcpy(x, h, n * 2);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(f[i])) continue;
+        float y;
+        ref_gelu_forward(&y, &f[i], 1);
+        double got = ref_f32_from_f16(x[i]), err = fabs(got - y);
+        if (err > 0.5 * fabs(f[i]) * 2 * 23 * 0x1p-24 + fabs(y) * (0x1p-11 + 16 * 0x1p-24) + 0x1p-24)
+            fail_msg("gelu_forward_f16 of %.9g is %.9g, the C reference %.9g", f[i], got, y);
+    }
+    wgpt_buf_free(src), wgpt_buf_free(dst);
+    free(fp), free(h);
+}
+
 static void transposes_are_exact(void **st) {
     (void)st;
     const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {2, 66}, {66, 2}, {1000, 194}, {136, 200}, {8, 72}, {72, 8}};
@@ -238,15 +272,16 @@ static void transposes_are_exact(void **st) {
     wgpt_gpu *devices[2] = {G0, gk};
     tu_rng_state = 11;
     for (int dv = 0; dv < 2; dv++)
-        for (int from_f32 = 0; from_f32 < 2; from_f32++)
+        for (int from = 0; from < 3; from++)  // halves, floats, floats to GELU
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
                 wgpt_gpu *g = devices[dv];
                 uint32_t R = shapes[s][0], Cc = shapes[s][1];
                 size_t n = (size_t)R * Cc;
+                int from_f32 = from != 0, gelu = from == 2;
                 uint16_t *x = malloc(n * 2), *got = malloc(n * 2);
                 float *f = malloc(n * 4);
                 for (size_t i = 0; i < n; i++) {
-                    f[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-26, 14));
+                    f[i] = gelu ? tu_randf(-8, 8) : tu_randf(-1, 1) * powf(2.0f, tu_randf(-26, 14));
                     if (i % 97 == 5) f[i] = i % 3 ? INFINITY : NAN;
                     x[i] = from_f32 ? ref_f16_from_f32(f[i]) : (uint16_t)tu_randf(0, 65536);
                 }
@@ -254,11 +289,14 @@ static void transposes_are_exact(void **st) {
                 TU_NONNULL(g, src);
                 TU_NONNULL(g, dst);
                 TU_OK(g, wgpt_buf_upload(g, src, 0, from_f32 ? (const void *)f : (const void *)x, n * (from_f32 ? 4 : 2)));
+                if (gelu) gelu_halves_(g, x, f, n);
                 wgpt_op op;
                 wgpt_op_init(&op);
                 wgpt_view d = {dst, 0, n * 2}, sv = {src, 0, 0};
-                TU_OK(g, from_f32 ? wgpt_cast_f16_transpose(g, &op, d, sv, R, Cc) : wgpt_transpose_f16(g, &op, d, sv, R, Cc));
-                const char *want = from_f32 ? "cast_f16_transpose" : "transpose_f16";
+                TU_OK(g, gelu       ? wgpt_gelu_f16_transpose(g, &op, d, sv, R, Cc)
+                         : from_f32 ? wgpt_cast_f16_transpose(g, &op, d, sv, R, Cc)
+                                    : wgpt_transpose_f16(g, &op, d, sv, R, Cc));
+                const char *want = gelu ? "gelu_f16_transpose" : from_f32 ? "cast_f16_transpose" : "transpose_f16";
                 int v8 = dv == 1 && R % 8 == 0 && Cc % 8 == 0;
                 char name[64];
                 snprintf(name, sizeof name, "%s%s", want, v8 ? "_v8" : "");
@@ -271,7 +309,7 @@ static void transposes_are_exact(void **st) {
                 for (uint32_t r = 0; r < R; r++)
                     for (uint32_t c = 0; c < Cc; c++) {
                         uint16_t w = x[(size_t)r * Cc + c], h = got[(size_t)c * R + r];
-                        if (h == w || (from_f32 && (w & 0x7c00u) == 0 && (h & 0x7fffu) == 0)) continue;
+                        if (h == w || (from_f32 && !gelu && (w & 0x7c00u) == 0 && (h & 0x7fffu) == 0)) continue;
                         fail_msg("%s of %u x %u: element (%u, %u) came out 0x%04x, it should be 0x%04x", name, R, Cc,
                                  r, c, h, w);
                     }
@@ -289,6 +327,9 @@ static void transposes_are_exact(void **st) {
     assert_non_null(strstr(wgpt_gpu_error(G), "8192 bytes"));
     assert_int_equal(wgpt_cast_f16_transpose(G, &op, v, v, 32, 16), -1);  // dst fits, src does not
     assert_non_null(strstr(wgpt_gpu_error(G), "2048 of src"));
+    assert_int_equal(wgpt_gelu_f16_transpose(G, &op, v, v, 32, 16), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "gelu_f16_transpose: 32 x 16 needs"));
+    assert_int_equal(op.n, 0);
     wgpt_buf_free(b);
     wgpt_op_free(&op);
 }

@@ -440,12 +440,12 @@ static int build_forward_(wgpt_gpt2 *m) {
         } else {
             if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
                 return -1;
-            if (f16) {
-                // the f16 copy the fcproj matmul reads, straight from the GELU (check_f16_: 8 | C)
-                // (kept transposed, in16_t: row-major into inp_t16 first, then transposed into fchg16)
-                wgpt_view g16 = m->in16_t ? A(inp_t16, 0) : A(fchg16, l);
-                GPU_OK(m, wgpt_gelu_forward_f16(g, op, g16, A(fch, l), (uint64_t)BT * 4 * C));
-                if (m->in16_t) GPU_OK(m, wgpt_transpose_f16(g, op, A(fchg16, l), g16, BT, 4 * C));
+            if (f16 && m->in16_t) {
+                // the f16 copy the fcproj matmul reads, straight from the GELU, transposed in the same pass
+                GPU_OK(m, wgpt_gelu_f16_transpose(g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
+            } else if (f16) {
+                // the same row-major (check_f16_: 8 | C)
+                GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
             } else {
                 GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
             }

@@ -31,11 +31,18 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
 // TR of 08_precision.wgsl: the halves a side of transpose_f16's tile.
 #define TRANSPOSE_TILE 64u
 
-// transpose_f16, or (from_f32) cast_f16_transpose: the same tiles, the source 2 or 4 bytes an element
-// (their _v8 twins where rows and cols are multiples of 8).
+// What a transpose's source holds: halves, floats, or floats to GELU.
+enum { FROM_F16, FROM_F32, FROM_F32_GELU };
+
+// transpose_f16, cast_f16_transpose or gelu_f16_transpose: the same tiles, the source 2 or 4 bytes an
+// element (their _v8 twins where rows and cols are multiples of 8).
 static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols,
-                      int from_f32) {
-    const char *kernel = from_f32 ? "cast_f16_transpose" : "transpose_f16";
+                      int from) {
+    static const char *const NAME[3][2] = {{"transpose_f16", "transpose_f16_v8"},
+                                           {"cast_f16_transpose", "cast_f16_transpose_v8"},
+                                           {"gelu_f16_transpose", "gelu_f16_transpose_v8"}};
+    const char *kernel = NAME[from][0];
+    int from_f32 = from != FROM_F16;
     if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "%s: a view has no buffer", kernel);
     if (!rows || !cols || rows % 2 || cols % 2)
         return wgpt_gpu_fail(g, "%s: %u x %u: both must be even and positive", kernel, rows, cols);
@@ -56,14 +63,18 @@ static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, 
     // the u32 kernel, see variant.h): on an H100 the u32 kernels ran at about
     // 1 TB/s (RESULTS section 21).
     if (!wgpt_kernel_variant_cpu(g) && rows % 8 == 0 && cols % 8 == 0 && wgpt_views_vec4(v, 2))
-        kernel = from_f32 ? "cast_f16_transpose_v8" : "transpose_f16_v8";
+        kernel = NAME[from][1];
     return wgpt_op_add(g, op, kernel, v, 2, p, sizeof p, gx, gy, 1) ? 0 : -1;
 }
 
 int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src16, uint32_t rows, uint32_t cols) {
-    return transpose_(g, op, dst16, src16, rows, cols, 0);
+    return transpose_(g, op, dst16, src16, rows, cols, FROM_F16);
 }
 
 int wgpt_cast_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols) {
-    return transpose_(g, op, dst16, src, rows, cols, 1);
+    return transpose_(g, op, dst16, src, rows, cols, FROM_F32);
+}
+
+int wgpt_gelu_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols) {
+    return transpose_(g, op, dst16, src, rows, cols, FROM_F32_GELU);
 }

@@ -19,5 +19,9 @@ int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src1
 // dst16 (cols x rows halves) = f16(src (rows x cols floats)) transposed,
 // rounded as wgpt_cast_f16 rounds; the same rules otherwise.
 int wgpt_cast_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols);
+// dst16 (cols x rows halves) = f16(GELU(src (rows x cols floats))) transposed:
+// wgpt_gelu_forward_f16 then wgpt_transpose_f16, bit for bit, in one pass; the
+// same rules otherwise.
+int wgpt_gelu_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols);
 
 #endif
