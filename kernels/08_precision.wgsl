@@ -47,7 +47,8 @@ fn f16_in(x: f32) -> u32 {
     return f16_bits(x);
 }
 
-var<workgroup> tile: array<u32, TR * (TR + 1u)>;  // half (r, c) in the low bits of [r * (TR + 1) + c]
+var<workgroup> tile: array<u32, TR * (TR + 1u)>;
+const_assert TR * TR % (8u * WG) == 0u;  // whole vec4s a thread in the _v8 kernels' loads  // half (r, c) in the low bits of [r * (TR + 1) + c]
 
 // --- KERNEL: cast_f16 ---
 @group(0) @binding(0) var<storage, read_write> dst: array<u32>;  // (n / 2)
@@ -148,25 +149,39 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let r0 = wid.y * TR;
     let c0 = wid.x * TR;
+    // every load of the tile first, then the stores to workgroup memory (all
+    // of a thread's requests in flight at once)
     if (FROM_F32) {
-        for (var e = tid; e < TR * TR / 4u; e += WG) {
+        var xs: array<vec4<f32>, TR * TR / 4u / WG>;
+        for (var i = 0u; i < TR * TR / 4u / WG; i++) {
+            let e = tid + i * WG;
             let r = e / (TR / 4u);
             let c = (e % (TR / 4u)) * 4u;
-            var x = vec4<f32>();
-            if (r0 + r < tp.rows && c0 + c < tp.cols) { x = bitcast<vec4<f32>>(vsrc[((r0 + r) * tp.cols + c0 + c) / 4u]); }
-            let t = r * (TR + 1u) + c;
+            xs[i] = vec4<f32>();
+            if (r0 + r < tp.rows && c0 + c < tp.cols) { xs[i] = bitcast<vec4<f32>>(vsrc[((r0 + r) * tp.cols + c0 + c) / 4u]); }
+        }
+        for (var i = 0u; i < TR * TR / 4u / WG; i++) {
+            let e = tid + i * WG;
+            let t = (e / (TR / 4u)) * (TR + 1u) + (e % (TR / 4u)) * 4u;
+            let x = xs[i];
             tile[t] = f16_in(x.x);
             tile[t + 1u] = f16_in(x.y);
             tile[t + 2u] = f16_in(x.z);
             tile[t + 3u] = f16_in(x.w);
         }
     } else {
-        for (var e = tid; e < TR * TR / 8u; e += WG) {
+        var ws: array<vec4<u32>, TR * TR / 8u / WG>;
+        for (var i = 0u; i < TR * TR / 8u / WG; i++) {
+            let e = tid + i * WG;
             let r = e / (TR / 8u);
             let c = (e % (TR / 8u)) * 8u;
-            var w = vec4<u32>();
-            if (r0 + r < tp.rows && c0 + c < tp.cols) { w = vsrc[((r0 + r) * tp.cols + c0 + c) / 8u]; }
-            let t = r * (TR + 1u) + c;
+            ws[i] = vec4<u32>();
+            if (r0 + r < tp.rows && c0 + c < tp.cols) { ws[i] = vsrc[((r0 + r) * tp.cols + c0 + c) / 8u]; }
+        }
+        for (var i = 0u; i < TR * TR / 8u / WG; i++) {
+            let e = tid + i * WG;
+            let w = ws[i];
+            let t = (e / (TR / 8u)) * (TR + 1u) + (e % (TR / 8u)) * 8u;
             tile[t] = w.x & 0xffffu;
             tile[t + 1u] = w.x >> 16u;
             tile[t + 2u] = w.y & 0xffffu;

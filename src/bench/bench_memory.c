@@ -1,7 +1,7 @@
 // bench_memory.c: the memory-bound rows of `wgpt bench --micro`: a copy
 // (00_infrastructure's `copy`, as its vec4 twin copy_vec4) as the reference
-// bandwidth, then axpy, GELU, the residual add, LayerNorm, AdamW and the
-// cross-entropy forward.
+// bandwidth, then axpy, GELU, the residual add, the f16 casts and
+// transposes, LayerNorm, AdamW and the cross-entropy forward.
 // GB/s counts each byte a kernel must read or write once (its compulsory
 // traffic), over the median time; re-reads that hit a cache are not counted.
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "model/elementwise.h"
 #include "model/layernorm.h"
 #include "model/optimizer.h"
+#include "model/precision.h"
 #include "bench/microbench.h"
 
 typedef struct mem_arrays {
@@ -58,6 +59,18 @@ static int arrays_(wgpt_bench_ctx *b, mem_arrays *m) {
         run_(b, m, &op, wgpt_gelu_forward(g, &op, B, A, n), "gelu_forward", 8.0 * n) < 0 ||
         run_(b, m, &op, wgpt_gelu_backward(g, &op, Cv, A, B, n), "gelu_backward", 12.0 * n) < 0 ||
         run_(b, m, &op, wgpt_residual_forward(g, &op, Cv, A, B, n), "residual_forward", 12.0 * n) < 0)
+        return -1;
+    // The f16 mode's conversions, as (rows, 3072) matrices (fch's shape at
+    // GPT-2 124M): into the f16 halves of c, as they are or transposed.
+    uint64_t cols = 3072, rows = n / cols / 64 * 64, e = rows * cols;
+    if (rows && (run_(b, m, &op, wgpt_cast_f16(g, &op, Cv, A, e), "cast_f16", 6.0 * e) < 0 ||
+                 run_(b, m, &op, wgpt_gelu_forward_f16(g, &op, Cv, A, e), "gelu_forward_f16", 6.0 * e) < 0 ||
+                 run_(b, m, &op, wgpt_transpose_f16(g, &op, Cv, A, (uint32_t)rows, (uint32_t)cols), "transpose_f16",
+                      4.0 * e) < 0 ||
+                 run_(b, m, &op, wgpt_cast_f16_transpose(g, &op, Cv, A, (uint32_t)rows, (uint32_t)cols),
+                      "cast_f16_transp", 6.0 * e) < 0 ||
+                 run_(b, m, &op, wgpt_gelu_f16_transpose(g, &op, Cv, A, (uint32_t)rows, (uint32_t)cols),
+                      "gelu_f16_transp", 6.0 * e) < 0))
         return -1;
     // LayerNorm: rows of GPT-2's 768 channels; writes out, mean and rstd.
     wgpt_buf *stats = wgpt_buf_create(g, N * 8 + 256, "layernorm mean, rstd");
