@@ -560,6 +560,47 @@ static void flat8_equals_flat(void **st) {
     }
 }
 
+// wgpt_linear_reduce_parts (matmul_split_reduce) sums the partials in order
+// of the part, bit for bit as C sums them one after the other, then adds the
+// bias and the present value: for part counts under, at and past the
+// kernel's batch of loads (16) and with a partial last batch (the bias
+// gradients' 64 parts among them), values of mixed magnitude so that
+// another order rounds differently.
+static void reduce_parts_sums_in_order(void **st) {
+    (void)st;
+    static const uint32_t KS[] = {1, 2, 5, 16, 17, 40, 64};
+    const uint32_t m = 3, n = 24;
+    tu_rng_state = 41;
+    for (size_t t = 0; t < sizeof KS / sizeof KS[0]; t++)
+        for (int flag = 0; flag < 4; flag++) {
+            uint32_t k = KS[t];
+            size_t total = (size_t)m * n;
+            float *part = malloc(k * total * 4), *bias = malloc(n * 4), *dst = malloc(total * 4);
+            for (size_t i = 0; i < k * total; i++) part[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-12, 12));
+            tu_fill(bias, n, -1, 1), tu_fill(dst, total, -1, 1);
+            wgpt_buf *bp = tu_upload_f32(G, part, k * total, "parts"), *bb = tu_upload_f32(G, bias, n, "bias");
+            wgpt_buf *bd = tu_upload_f32(G, dst, total, "dst");
+            wgpt_op op;
+            wgpt_op_init(&op);
+            wgpt_view none = {0};
+            TU_OK(G, wgpt_linear_reduce_parts(G, &op, (wgpt_view){bp, 0, 0}, flag & 2 ? (wgpt_view){bb, 0, 0} : none,
+                                              (wgpt_view){bd, 0, 0}, m, n, k, flag & 1));
+            TU_OK(G, wgpt_op_record(G, &op));
+            wgpt_op_free(&op);
+            float *got = tu_download_f32(G, bd, total);
+            for (size_t i = 0; i < total; i++) {
+                float sum = part[i];
+                for (uint32_t z = 1; z < k; z++) sum += part[z * total + i];
+                if (flag & 2) sum += bias[i % n];
+                if (flag & 1) sum += dst[i];
+                if (memcmp(&sum, &got[i], 4) != 0)
+                    fail_msg("%u parts (flag %d): element %zu is %.9g, in order %.9g", k, flag, i, got[i], sum);
+            }
+            wgpt_buf_free(bp), wgpt_buf_free(bb), wgpt_buf_free(bd);
+            free(part), free(bias), free(dst), free(got);
+        }
+}
+
 // Each test twice: with the tiled GPU kernels, then with their CPU twins.
 #define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
 
@@ -570,6 +611,7 @@ int main(void) {
         BOTH(matches_reference_at_odd_sizes),
         BOTH(vec4_kernels_match_reference),
         BOTH(matches_reference_when_split),
+        BOTH(reduce_parts_sums_in_order),
         BOTH(results_are_deterministic),
         BOTH(gpt2_logits_shape),
         BOTH(bad_arguments_are_refused),
