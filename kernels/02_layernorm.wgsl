@@ -430,7 +430,6 @@ fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builti
 }
 
 // --- KERNEL: layernorm_params_reduce ---
-const LN_RED_BATCH: u32 = 8u;  // blocks a lane loads at once
 // Phase 2: dweight[c] += the sum of the nblk partials part[b * C + c],
 // dbias[c] += that of part[(nblk + b) * C + c] (from either part kernel), a
 // workgroup per LN_COLS columns: lane l adds blocks l, l + 8, ... in order,
@@ -450,25 +449,10 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
     let nblk = ln_part_blocks(p.N);
     var dw = 0.0;
     var db = 0.0;
-    // (LN_RED_BATCH blocks' loads issued before their adds, in the same
-    // order: with 64 blocks a lane's sums are one wait for memory, not 8)
     if (c < p.C) {
-        for (var b0 = lane; b0 < nblk; b0 += LN_LANES * LN_RED_BATCH) {
-            var w: array<f32, LN_RED_BATCH>;
-            var d: array<f32, LN_RED_BATCH>;
-            for (var j = 0u; j < LN_RED_BATCH; j++) {
-                let b = b0 + j * LN_LANES;
-                if (b < nblk) {
-                    w[j] = part[b * p.C + c];
-                    d[j] = part[(nblk + b) * p.C + c];
-                }
-            }
-            for (var j = 0u; j < LN_RED_BATCH; j++) {
-                if (b0 + j * LN_LANES < nblk) {
-                    dw += w[j];
-                    db += d[j];
-                }
-            }
+        for (var b = lane; b < nblk; b += LN_LANES) {
+            dw += part[b * p.C + c];
+            db += part[(nblk + b) * p.C + c];
         }
     }
     ln_fold_store(tid, dw, db);
