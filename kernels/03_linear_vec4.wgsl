@@ -369,7 +369,6 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
 }
 
 // --- KERNEL: matmul_split_reduce ---
-const RED_BATCH: u32 = 16u;  // partials a thread of matmul_split_reduce loads at once
 // dst[r, off + c] = (flag bit 0 ? dst[r, off + c] : 0) + sum over z < p.k of
 // part[z][r, c] (in order of z) (+ bias[c] if flag bit 1), a vec4 a thread.
 @group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;       // (p.k, m, n)
@@ -385,20 +384,18 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     if (i >= total) { return; }
     let r = i / n4;
     let cv = i % n4;
-    // In order of z; RED_BATCH loads issued before their adds, so that a
-    // thread waits for memory once per RED_BATCH partials, not once for each
-    // (the bias gradients' sums of 64 parts run on one workgroup: their
-    // waits are the whole time).
+    // In order of z; four loads issued before their four adds, so that a
+    // thread waits for memory once per four partials, not once for each.
     var s = part[i];
-    for (var z = 1u; z < p.k; z += RED_BATCH) {
-        var v: array<vec4<f32>, RED_BATCH>;
-        for (var j = 0u; j < RED_BATCH; j++) {
-            if (z + j < p.k) { v[j] = part[(z + j) * total + i]; }
-        }
-        for (var j = 0u; j < RED_BATCH; j++) {
-            if (z + j < p.k) { s += v[j]; }
-        }
+    var z = 1u;
+    for (; z + 3u < p.k; z += 4u) {
+        let a = part[z * total + i];
+        let b = part[(z + 1u) * total + i];
+        let c = part[(z + 2u) * total + i];
+        let d = part[(z + 3u) * total + i];
+        s = (((s + a) + b) + c) + d;
     }
+    for (; z < p.k; z++) { s += part[z * total + i]; }
     if ((p.flag & 2u) != 0u) { s += bias[cv]; }
     let d = r * (p.ld / 4u) + p.off / 4u + cv;
     if ((p.flag & 1u) != 0u) { s += dst[d]; }

@@ -562,10 +562,10 @@ static void flat8_equals_flat(void **st) {
 
 // wgpt_linear_reduce_parts (matmul_split_reduce) sums the partials in order
 // of the part, bit for bit as C sums them one after the other, then adds the
-// bias and the present value: for part counts under, at and past the
-// kernel's batch of loads (16) and with a partial last batch (the bias
-// gradients' 64 parts among them), values of mixed magnitude so that
-// another order rounds differently.
+// bias and the present value: for part counts from 1 to 64 (the bias
+// gradients' parts), whole batches of the kernel's four loads and partial
+// ones, values of mixed magnitude so that another order rounds differently
+// (a kernel summing each batch apart first fails it).
 static void reduce_parts_sums_in_order(void **st) {
     (void)st;
     static const uint32_t KS[] = {1, 2, 5, 16, 17, 40, 64};
