@@ -18,19 +18,8 @@
 # Prints ms and TFLOP/s of every f16 pass for each; raw outputs in --out.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-wgpt=build/wgpt out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --wgpt) wgpt=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "sgm_ceilings.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-[ -x "$wgpt" ] || { echo "sgm_ceilings.sh: no wgpt at $wgpt (make all, or --wgpt PATH)" >&2; exit 2; }
-command -v python3 >/dev/null || { echo "sgm_ceilings.sh: needs python3 (to write the kernel copies)" >&2; exit 2; }
-out=${out:-runs/sgm-ceilings-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out" || exit 1
+. bench/kernel_copies.sh
+kc_options sgm-ceilings 2,18 "$@"
 
 python3 - "$out" <<'EOF' || exit 1
 import os, shutil, sys
@@ -75,14 +64,5 @@ for name, text in copies.items():
     open(os.path.join(d, '03_linear_sgm.wgsl'), 'w').write(text)
 EOF
 
-for v in committed noglobal fragonly mmaonly stage64; do
-  if [ $v = committed ]; then unset WGPT_KERNEL_DIR; else export WGPT_KERNEL_DIR=$out/kernels-$v; fi
-  "$wgpt" bench --micro-only f16 > "$out/micro-$v.txt" 2>&1 || { echo "sgm_ceilings.sh: $v failed:"; tail -3 "$out/micro-$v.txt"; continue; }
-  if ! grep -q '^matmul .*_f16 ' "$out/micro-$v.txt"; then
-    echo "sgm_ceilings.sh: no f16 matmul rows: this device has no f16 subgroup matrices ($(head -1 "$out/micro-$v.txt"))" >&2
-    exit 1
-  fi
-  echo "== $v (ms, TFLOP/s)"
-  awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "  %-8s %-15s %8s %9s\n", $2, $6, $7, $8 }' "$out/micro-$v.txt"
-done
+for v in committed noglobal fragonly mmaonly stage64; do kc_run $v; done
 echo "raw outputs: $out"

@@ -24,21 +24,9 @@
 # TFLOP/s; raw outputs in --out.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-wgpt=build/wgpt out=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --wgpt) wgpt=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "sgm_layouts.sh: unknown option '$1'" >&2; exit 2 ;;
-  esac
-done
-[ -x "$wgpt" ] || { echo "sgm_layouts.sh: no wgpt at $wgpt (make all, or --wgpt PATH)" >&2; exit 2; }
-for t in patch python3; do
-  command -v $t > /dev/null || { echo "sgm_layouts.sh: needs $t" >&2; exit 2; }
-done
-out=${out:-runs/sgm-layouts-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$out" || exit 1
+. bench/kernel_copies.sh
+kc_options sgm-layouts 2,24 "$@"
+command -v patch > /dev/null || { echo "sgm_layouts.sh: needs patch" >&2; exit 2; }
 patched=$out/03_linear_sgm.patched.wgsl
 if ! patch -s -o "$patched" kernels/03_linear_sgm.wgsl < bench/patches/03_linear_sgm_chunked.patch; then
   echo "sgm_layouts.sh: bench/patches/03_linear_sgm_chunked.patch does not apply to kernels/03_linear_sgm.wgsl" \
@@ -63,17 +51,10 @@ for name, (bk, chunk) in rows.items():
 EOF
 
 for v in committed padded32 padded48 chunkA32 chunkB32 chunk32 chunk64; do
-  if [ $v = committed ]; then unset WGPT_KERNEL_DIR; else export WGPT_KERNEL_DIR=$out/kernels-$v; fi
-  WGPT_KERNEL_STATS=$out/stats-$v.txt "$wgpt" bench --micro-only f16 --micro-block wide > "$out/micro-$v.txt" 2>&1 ||
-    { echo "sgm_layouts.sh: $v failed:"; tail -3 "$out/micro-$v.txt"; continue; }
-  if ! grep -q '^matmul .*_f16 ' "$out/micro-$v.txt"; then
-    echo "sgm_layouts.sh: no f16 matmul rows: this device has no f16 subgroup matrices ($(head -1 "$out/micro-$v.txt"))" >&2
-    exit 1
-  fi
-  # the driver's line for matmul_sgm_wide (NVIDIA's: Register Count, Local Memory Size, whose low bits are the bytes)
+  kc_run $v --micro-block wide || continue
+  # the driver's line for matmul_sgm_wide (NVIDIA's: registers, shared memory)
   regs=$(awk '/^kernel / { k = $2; next } k == "matmul_sgm_wide" { print; exit }' "$out/stats-$v.txt" 2>/dev/null |
          grep -oE 'Register Count=[0-9]+|Shared Memory Size=[0-9]+' | tr '\n' ' ')
-  echo "== $v (ms, TFLOP/s) ${regs:+[$regs]}"
-  awk '$1 == "matmul" && $6 ~ /_f16$/ { printf "  %-8s %-15s %8s %9s\n", $2, $6, $7, $8 }' "$out/micro-$v.txt"
+  [ -n "$regs" ] && echo "  matmul_sgm_wide: $regs"
 done
 echo "raw outputs: $out"
