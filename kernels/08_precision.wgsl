@@ -47,8 +47,8 @@ fn f16_in(x: f32) -> u32 {
     return f16_bits(x);
 }
 
-var<workgroup> tile: array<u32, TR * (TR + 1u)>;
-const_assert TR * TR % (8u * WG) == 0u;  // whole vec4s a thread in the _v8 kernels' loads  // half (r, c) in the low bits of [r * (TR + 1) + c]
+var<workgroup> tile: array<u32, TR * (TR + 1u)>;  // half (r, c) in the low bits of [r * (TR + 1) + c]
+const_assert TR * TR % (8u * WG) == 0u;  // whole vec4s a thread in the _v8 kernels' loads
 
 // --- KERNEL: cast_f16 ---
 @group(0) @binding(0) var<storage, read_write> dst: array<u32>;  // (n / 2)

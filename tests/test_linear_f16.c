@@ -222,16 +222,6 @@ static void shapes_(void) {
     check_shape_(512, 768, 64);   // a long k
 }
 
-// transpose_f16 moves every half bit for bit (random bit patterns, NaNs
-// included), cast_f16_transpose rounds as the reference does (floats over
-// 40 binades, infinities and NaN among them; an f16 subnormal flushed to zero
-// by the driver is allowed, as for the cast), and gelu_f16_transpose writes
-// gelu_forward_f16's halves on the same device bit for bit (within one f16
-// rounding of the C reference's GELU), at whole tiles, edge tiles in
-// both dimensions and 2-wide matrices; on the default kernels and the GPU
-// ones (on lavapipe the default is the CPU twin, the u32 kernels): sizes
-// that are multiples of 8 take the 16-byte kernels (transpose_f16_v8) there,
-// the others the u32 ones.
 // The halves gelu_f16_transpose must write, row-major, into x: g's own
 // gelu_forward_f16 of the n floats f (padded to whole vec4s with zeros),
 // each checked against the C reference's GELU (ref_gelu_forward): within
@@ -264,6 +254,16 @@ static void gelu_halves_(wgpt_gpu *g, uint16_t *x, const float *f, size_t n) {
     free(fp), free(h);
 }
 
+// transpose_f16 moves every half bit for bit (random bit patterns, NaNs
+// included), cast_f16_transpose rounds as the reference does (floats over
+// 40 binades, infinities and NaN among them; an f16 subnormal flushed to zero
+// by the driver is allowed, as for the cast), and gelu_f16_transpose writes
+// gelu_forward_f16's halves on the same device bit for bit (those within
+// gelu_halves_'s bound of the C reference), at whole tiles, edge tiles in
+// both dimensions and 2-wide matrices; on the default kernels and the GPU
+// ones (on lavapipe the default is the CPU twin, the u32 kernels): sizes
+// that are multiples of 8 take the 16-byte kernels (transpose_f16_v8) there,
+// the others the u32 ones.
 static void transposes_are_exact(void **st) {
     (void)st;
     const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {2, 66}, {66, 2}, {1000, 194}, {136, 200}, {8, 72}, {72, 8}};
@@ -690,7 +690,7 @@ static void bias_and_cast_in_one_pass(void **st) {
             TU_OK(g, wgpt_cast_f16(g, &a, vh[0], vs, n));
             TU_OK(g, wgpt_linear_backward_bias(g, &a, vdb[0], vs, N, OC, vscr));
             TU_OK(g, wgpt_linear_backward_bias_cast(g, &b, vdb[1], vh[1], vs, N, OC, vscr));
-            int fused = !wgpt_gpu_get_info(g)->cpu_kernels && OC % 4 == 0;
+            int fused = wgpt_linear_bias_on_gpu(g, N, OC, wgpt_buf_size(scr));
             run_pair_same_halves_(g, &a, &b, h, n, N, OC, "the cast");
             float *da = tu_download_f32(g, db[0], OC), *dbb = tu_download_f32(g, db[1], OC);
             if (memcmp(da, dbb, OC * 4)) fail_msg("%ux%u on '%s': the bias gradients differ", N, OC, wgpt_gpu_get_info(g)->name);

@@ -215,8 +215,8 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     uint64_t atty_f = m->attn16 ? token : BT * C;
     int gelu_grad = epi_(m, WGPT_EPI_GELU_GRAD);
     uint64_t dfch_gelu_f = gelu_grad ? token : BT * 4 * C;
-    int no_dfch = f16 && !gelu_grad &&
-                  wgpt_linear_bias_on_gpu(m->g, (uint32_t)BT, (uint32_t)(4 * C), linear_scratch_floats_(m) * 4);
+    uint64_t scratch_f = linear_scratch_floats_(m);
+    int no_dfch = f16 && !gelu_grad && wgpt_linear_bias_on_gpu(m->g, (uint32_t)BT, (uint32_t)(4 * C), scratch_f * 4);
     uint64_t dfch_f = no_dfch ? token : BT * 4 * C;
     const act_spec_ forward[] = {
         {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
@@ -232,7 +232,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
         {&m->tokens, "tokens", 1, BT},            {&m->targets, "targets", 1, BT},
-        {&m->mm_scratch, "matmul split partials", 1, linear_scratch_floats_(m)},
+        {&m->mm_scratch, "matmul split partials", 1, scratch_f},
     };
     const act_spec_ backward[] = {
         {&m->dres, "d residual", 1, BT * C},      {&m->dln, "d ln", 1, BT * C},

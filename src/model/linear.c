@@ -343,17 +343,17 @@ uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t 
     return (uint64_t)bias_parts_(g, N, OC) * OC * 4;
 }
 
-// The bias gradient of wgpt_linear_backward_bias; with dout16.buf, the f16
-// copy of dout too, in the same pass where the GPU path runs (else the cast
-// first, then the bias). With pre.buf, of g = GELU'(pre) * dout instead of
-// dout (the GPU path makes g on the way in; else gelu_backward_f16 writes it
-// to dg and its f16 copy, then the bias of dg).
 int wgpt_linear_bias_on_gpu(const wgpt_gpu *g, uint32_t N, uint32_t OC, uint64_t scratch_bytes) {
     const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
     return !in->cpu_kernels && OC % 4 == 0 && (uint64_t)N * OC * 4 <= in->max_storage_binding &&
            scratch_bytes >= wgpt_linear_bias_scratch_bytes(g, N, OC);
 }
 
+// The bias gradient of wgpt_linear_backward_bias; with dout16.buf, the f16
+// copy of dout too, in the same pass where the GPU path runs (else the cast
+// first, then the bias). With pre.buf, of g = GELU'(pre) * dout instead of
+// dout (the GPU path makes g on the way in; else gelu_backward_f16 writes it
+// to dg and its f16 copy, then the bias of dg).
 static int bias_(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_view dout16, wgpt_view dout, wgpt_view pre,
                  wgpt_view dg, uint32_t N, uint32_t OC, wgpt_view scratch) {
     if (check_sizes_(g, N, 1, OC) < 0 || check_view_(g, "dbias", dbias, OC) < 0 ||

@@ -51,8 +51,8 @@ int wgpt_linear_backward_bias(wgpt_gpu *g, wgpt_op *op, wgpt_view dbias, wgpt_vi
 uint64_t wgpt_linear_bias_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t OC);
 // 1 if wgpt_linear_backward_bias and the two passes below run on the GPU
 // path (matmul_backward_bias_part*) for an (N, OC) gradient with
-// scratch_bytes of scratch, 0 if they take the other one (CPU kernels, OC not a multiple of 4, too little scratch, N x
-// OC floats past one binding).
+// scratch_bytes of scratch, 0 if they take the other one (CPU kernels, OC
+// not a multiple of 4, too little scratch, N x OC floats past one binding).
 int wgpt_linear_bias_on_gpu(const wgpt_gpu *g, uint32_t N, uint32_t OC, uint64_t scratch_bytes);
 
 // wgpt_linear_backward_bias, and dout16 (N x OC halves) = dout rounded to f16
