@@ -7,6 +7,8 @@
 //   attention_sgm_backward_dq   the q columns of dqkv
 //   attention_sgm_backward_dkdv the k and v columns of dqkv
 //   attention_sgm_backward_preprocess  D (B, NH, T) = dout . out, before dq and dkdv
+//   attention_sgm_backward_dkdv_ds, _dq_ds  the same, with dkdv (first) writing
+//                               dS^T to a scratch and dq multiplying it (DS_OUT, DS_IN)
 // qkv (and, for D, out) are the f16 copies the model keeps (2 bytes a value,
 // read 8 at a time as vec4<u32>); dout is f32, rounded to f16 on its way into
 // workgroup memory; the products (S = Q K^T, O = P V, dP = dout V^T, dq = dS K,
@@ -163,6 +165,14 @@ fn row_sum(x: f32) -> f32 {
     return v;
 }
 
+// Where the dS^T tile of query block qb and key block kb <= qb of (b, h) =
+// bh starts in ds (vec4<u32> of 8 halves): the tiles of one (b, h) in order
+// of qb, then kb (the causal triangle, nb (nb + 1) / 2 of them), each [key
+// row][query column], RB x RB halves (RB * HS / 8 vec4s, RB == HS).
+fn ds_tile(bh: u32, nb: u32, qb: u32, kb: u32) -> u32 {
+    return (bh * (nb * (nb + 1u) / 2u) + qb * (qb + 1u) / 2u + kb) * (RB * HS / 8u);
+}
+
 // Eight f32 values of tile_p as written by pack8.
 fn unpack8(v: vec4<u32>) -> array<f32, 8> {
     let a = unpack2x16float(v.x);
@@ -236,10 +246,15 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         }
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
+        // this thread's scaled scores read once; masked ones NEG_INF (keys
+        // past the query only in the diagonal block)
+        let diag = kb == qb;
+        var sc: array<f32, CPT>;
         var bm = NEG_INF;
         for (var j = 0u; j < CPT; j++) {
-            let key = k0 + col0 + j;
-            if (key <= q && q < p.T) { bm = max(bm, tile_s[row * SS + col0 + j] * p.scale); }
+            let ok = q < p.T && (!diag || k0 + col0 + j <= q);
+            sc[j] = select(NEG_INF, tile_s[row * SS + col0 + j] * p.scale, ok);
+            bm = max(bm, sc[j]);
         }
         let mn = max(m, row_max(bm));
         let alpha = exp(m - mn);  // 0 on the first block (m = NEG_INF); 1 for rows past T
@@ -248,8 +263,8 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
             for (var i = 0u; i < 8u; i++) {
-                let c = col0 + 8u * j8 + i;
-                if (k0 + c <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - m); }
+                let x = sc[8u * j8 + i];
+                if (x > NEG_INF) { e[i] = exp(x - m); }
                 sum += e[i];
             }
             tile_p[row * PV + col0 / 8u + j8] =
@@ -302,12 +317,20 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 }
 
 // --- KERNEL: attention_sgm_backward_dq ---
+// --- KERNEL: attention_sgm_backward_dq_ds = attention_sgm_backward_dq with DS_IN=1 ---
+// DS_IN: dq = dS K from the dS^T tiles that attention_sgm_backward_dkdv_ds
+// wrote (it runs first): one product a key block, where DS_IN = 0
+// recomputes S, P, dP and dS (three products and two elementwise passes)
+// that dkdv computes anyway. dout, lse and D are bound but not read then;
+// without DS_IN, ds is a stand-in and not read.
+override DS_IN: u32 = 0u;
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<u32>>;         // (B, T, 3C) f16
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
+@group(0) @binding(5) var<storage, read> ds: array<vec4<u32>>;          // DS_IN: dS^T tiles (ds_tile), f16
+@group(0) @binding(6) var<uniform> p: AttnParams;
 
 // Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
 // of dout: this thread's share; zeros past T.
@@ -335,6 +358,62 @@ fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
     return r;
 }
 
+// This subgroup's four dq fragments, through tile_s, into the q columns of
+// query rows q0 .. (rows past T dropped).
+fn store_dq(q0: u32, b: u32, h: u32, r0: u32, h0: u32, lidx: u32, o0: CT, o1: CT, o2: CT, o3: CT) {
+    workgroupBarrier();
+    store4(r0, h0, o0, o1, o2, o3);
+    workgroupBarrier();
+    for (var u = lidx; u < RB * HS / 4u; u += NT) {
+        let r = u / (HS / 4u);
+        let c = (u % (HS / 4u)) * 4u;
+        if (q0 + r < p.T) {
+            dqkv[((b * p.T + q0 + r) * 3u * p.C + h * HS + c) / 4u] =
+                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
+        }
+    }
+}
+
+// This thread's share of the dS^T tile at ds[at ..] (RB x RB halves, row-major).
+fn fetch_ds(at: u32, lidx: u32) -> Raw16 {
+    var r: Raw16;
+    for (var i = 0u; i < LPT; i++) { r[i] = ds[at + lidx + i * NT]; }
+    return r;
+}
+
+// DS_IN: per key block, dq += dS K, dS the column-major left fragment of
+// the dS^T tile (keys as rows) in tile_p; K in tile_a. Both a block ahead.
+fn dq_from_ds(qb: u32, h: u32, b: u32, lidx: u32, sg: u32) {
+    let nb = (p.T + RB - 1u) / RB;
+    let first = ds_tile(b * p.NH + h, nb, qb, 0u);
+    let r0 = (sg % (NSG / 2u)) * RS;
+    let h0 = (sg / (NSG / 2u)) * HALF;
+    var rs = fetch_ds(first, lidx);
+    var ra = fetch(b, 0u, 1u, h, lidx);
+    var o0 = CT();
+    var o1 = CT();
+    var o2 = CT();
+    var o3 = CT();
+    for (var kb = 0u; kb <= qb; kb++) {
+        workgroupBarrier();
+        put16(2u, rs, lidx);
+        put16(0u, ra, lidx);
+        workgroupBarrier();
+        if (kb < qb) {
+            rs = fetch_ds(first + (kb + 1u) * (RB * HS / 8u), lidx);
+            ra = fetch(b, (kb + 1u) * RB, 1u, h, lidx);
+        }
+        for (var kk = 0u; kk < RB; kk += SGM_TK) {
+            let sf = subgroupMatrixLoad<LT, col_major>(&tile_p, kk * PV + r0 / 8u, PV);
+            o0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0), o0);
+            o1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 8u), o1);
+            o2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 16u), o2);
+            o3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 24u), o3);
+        }
+    }
+    store_dq(qb * RB, b, h, r0, h0, lidx, o0, o1, o2, o3);
+}
+
 // Per key block: S = Q K^T -> P = exp(s - lse) (f16, tile_p); dP = dout V^T;
 // dS = P (dP - D) scale (f16, over P in tile_p); dq += dS K.
 @compute @workgroup_size(NT)
@@ -343,6 +422,10 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let qb = (p.T + RB - 1u) / RB - 1u - wid.x;
     let h = wid.y;
     let b = wid.z;
+    if (DS_IN != 0u) {
+        dq_from_ds(qb, h, b, lidx, sg);
+        return;
+    }
     let q0 = qb * RB;
     let r0 = (sg % (NSG / 2u)) * RS;
     let h0 = (sg / (NSG / 2u)) * HALF;
@@ -419,26 +502,21 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
         }
     }
 
-    workgroupBarrier();
-    store4(r0, h0, o0, o1, o2, o3);
-    workgroupBarrier();
-    for (var u = lidx; u < RB * HS / 4u; u += NT) {
-        let r = u / (HS / 4u);
-        let c = (u % (HS / 4u)) * 4u;
-        if (q0 + r < p.T) {
-            dqkv[((b * p.T + q0 + r) * 3u * p.C + h * HS + c) / 4u] =
-                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
-        }
-    }
+    store_dq(q0, b, h, r0, h0, lidx, o0, o1, o2, o3);
 }
 
 // --- KERNEL: attention_sgm_backward_dkdv ---
+// --- KERNEL: attention_sgm_backward_dkdv_ds = attention_sgm_backward_dkdv with DS_OUT=1 ---
+// DS_OUT: each dS^T block is also written to ds (ds_tile), for
+// attention_sgm_backward_dq_ds; without it ds is a stand-in, never written.
+override DS_OUT: u32 = 0u;
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<u32>>;         // (B, T, 3C) f16
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
+@group(0) @binding(5) var<storage, read_write> ds: array<vec4<u32>>;    // DS_OUT: dS^T tiles (ds_tile), f16
+@group(0) @binding(6) var<uniform> p: AttnParams;
 
 // Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
 // of dout: this thread's share; zeros past T.
@@ -570,6 +648,7 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         scores(vf0, vf1, vf2, vf3, true, r0, h0);  // dP^T = V dout^T
         // The barrier also keeps every subgroup's P^T reads (dv) before dS^T overwrites them.
         workgroupBarrier();
+        let dsb = ds_tile(b * p.NH + h, nb, qb, kb) + row * (RB / 8u) + col0 / 8u;
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             let pe = unpack8(tile_p[row * PV + col0 / 8u + j8]);
             var e = array<f32, 8>();
@@ -577,8 +656,9 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
                 let c = col0 + 8u * j8 + i;
                 e[i] = pe[i] * (tile_s[row * SS + c] - tile_l[RB + c]) * p.scale;
             }
-            tile_p[row * PV + col0 / 8u + j8] =
-                pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+            let v = pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+            tile_p[row * PV + col0 / 8u + j8] = v;
+            if (DS_OUT != 0u) { ds[dsb + j8] = v; }
         }
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {  // dk += dS^T Q

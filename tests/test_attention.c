@@ -13,7 +13,9 @@
 // third time through the f16 calls (wgpt_attention_*_f16: the subgroup-matrix
 // kernels of 04_attention_sgm.wgsl where the device has them, the H200; they
 // say "skipped" elsewhere), on inputs rounded to f16 first, so that the
-// reference sees the very values the kernels multiply.
+// reference sees the very values the kernels multiply; and a fourth time with
+// the f16 backward keeping dS in a scratch (dq from the dS the dk/dv kernel
+// wrote; the scratch starts as NaNs, so a tile read but not written shows).
 //
 // Tolerance. Every GPU value is a chain of f32 sums of length K in a different
 // order than the double reference: a score is a dot of K = hs terms, a row's
@@ -50,22 +52,28 @@ static wgpt_gpu *G_GPU, *G_CPU;    // the default adapter opened with each twin 
 // Per-test setups: which twin the wrappers pick (see BOTH in main).
 static int CPU;  // 1 while the CPU twins are in force
 static int F16;  // 1 while the f16 calls are (their subgroup-matrix kernels where the device has them)
+static int DS;   // 1 while the f16 backward keeps dS in a scratch (its _ds kernels)
 static int use_gpu_kernels_(void **state) {
     (void)state;
     G = G_GPU;
-    CPU = 0, F16 = 0;
+    CPU = 0, F16 = 0, DS = 0;
     return 0;
 }
 static int use_cpu_kernels_(void **state) {
     (void)state;
     G = G_CPU;
-    CPU = 1, F16 = 0;
+    CPU = 1, F16 = 0, DS = 0;
     return 0;
 }
 static int use_sgm_kernels_(void **state) {
     (void)state;
     G = G_GPU;
-    CPU = 0, F16 = 1;
+    CPU = 0, F16 = 1, DS = 0;
+    return 0;
+}
+static int use_sgm_ds_kernels_(void **state) {
+    use_sgm_kernels_(state);
+    DS = 1;
     return 0;
 }
 // 1 (and a line saying so) where the f16 calls would not reach subgroup matrices.
@@ -145,7 +153,7 @@ static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *
 
     wgpt_op fwd, bwd;
     wgpt_op_init(&fwd), wgpt_op_init(&bwd);
-    wgpt_buf *q16 = NULL, *o16t = NULL;
+    wgpt_buf *q16 = NULL, *o16t = NULL, *ds = NULL;
     r->out = malloc(n_out(s) * sizeof *r->out);
     if (F16) {
         // the f16 calls read qkv as f16 (a copy in a buffer of its own); the
@@ -155,8 +163,20 @@ static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *
         o16t = wgpt_buf_create(g, al256(n_out(s)), "out f16 transposed");
         TU_NONNULL(g, o16t);
         wgpt_view vq16 = {q16, 0, 0}, vo16 = {act, 0, n_out(s) * 2}, vo16t = {o16t, 0, 0};
+        // DS: the dS scratch filled with f16 NaNs, so that a tile the dq
+        // kernel reads and the dk/dv kernel did not write shows in dq
+        wgpt_view vds = {0};
+        if (DS) {
+            uint64_t nb = wgpt_attention_ds_bytes(s->B, s->T, s->NH);
+            uint8_t *ones = malloc(nb);
+            memset(ones, 0xff, nb);
+            ds = tu_upload(g, ones, nb, "dS");
+            free(ones);
+            vds = (wgpt_view){ds, 0, 0};
+        }
         TU_OK(g, wgpt_attention_forward_f16(g, &fwd, vo16, vo16t, vlse, vq16, s->B, s->T, s->C, s->NH));
-        TU_OK(g, wgpt_attention_backward_f16(g, &bwd, vdqkv, vD, vdout, vq16, vo16, vlse, s->B, s->T, s->C, s->NH));
+        TU_OK(g, wgpt_attention_backward_f16(g, &bwd, vdqkv, vD, vdout, vq16, vo16, vlse, vds, s->B, s->T, s->C,
+                                             s->NH));
         assert_int_equal(fwd.n, 1);
         assert_int_equal(bwd.n, 3);
         assert_int_equal(fwd.steps[0].x, (s->T + 63) / 64);
@@ -196,6 +216,7 @@ static void gpu_run(wgpt_gpu *g, const shape *s, const float *qkv, const float *
     wgpt_op_free(&fwd), wgpt_op_free(&bwd);
     wgpt_buf_free(in), wgpt_buf_free(act), wgpt_buf_free(scratch), wgpt_buf_free(grad);
     if (q16) wgpt_buf_free(q16), wgpt_buf_free(o16t);
+    if (ds) wgpt_buf_free(ds);
 }
 
 // The reference: out and dqkv from tests/ref; lse (which the ref does not
@@ -242,7 +263,7 @@ static void assert_close_scaled(const char *what, const shape *s, const float *g
     for (size_t i = 0; i < n; i++) worst = fmaxf(worst, fabsf(got[i] - want[i]));
     char label[160];
     snprintf(label, sizeof label, "%s, %s (B=%u T=%u C=%u NH=%u range %g)",
-             F16 ? "f16 kernels" : CPU ? "cpu kernels" : "gpu kernels", what, s->B, s->T, s->C, s->NH,
+             DS ? "f16 kernels, dS kept" : F16 ? "f16 kernels" : CPU ? "cpu kernels" : "gpu kernels", what, s->B, s->T, s->C, s->NH,
              (double)s->range);
     if (F16) printf("%s: worst |diff| %.3g x max|expected| %.3g\n", label, mx > 0 ? worst / mx : worst, mx);
     tu_assert_close(label, got, want, n, TOL * mx, rounded ? 0.0f : TOL);
@@ -465,16 +486,29 @@ static void f16_calls_refused_where_they_cannot_run(void **st) {
     EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, t, a, b, 1, 64, 96, 3), "head size 64");
     if (!wgpt_attention_uses_sgm(G_GPU, 64))
         EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, t, a, b, 1, 64, 128, 2), "subgroup");
-    else  // the transposed output goes a pair of tokens at a time
+    else {  // the transposed output goes a pair of tokens at a time
         EXPECT_REFUSED(G_GPU, &op, wgpt_attention_forward_f16(G_GPU, &op, a, t, a, b, 1, 63, 128, 2), "T even");
+        // the dS scratch: large enough, and in a buffer of its own
+        wgpt_buf *d = wgpt_buf_create(G_GPU, 4096, "D"), *g = wgpt_buf_create(G_GPU, 1 << 20, "dqkv");
+        TU_NONNULL(G_GPU, d);
+        TU_NONNULL(G_GPU, g);
+        wgpt_view vd = {d, 0, 0}, vg = {g, 0, 0}, short_ds = {big3, 0, wgpt_attention_ds_bytes(2, 130, 2) - 2};
+        EXPECT_REFUSED(G_GPU, &op, wgpt_attention_backward_f16(G_GPU, &op, vg, vd, a, b, a, a, short_ds, 2, 130, 128, 2),
+                       "ds (the dS^T tiles: wgpt_attention_ds_bytes) needs 196608 bytes");
+        EXPECT_REFUSED(G_GPU, &op, wgpt_attention_backward_f16(G_GPU, &op, vg, vd, a, b, a, a, vg, 2, 130, 128, 2),
+                       "ds and dqkv are in the same buffer");
+        wgpt_buf_free(d), wgpt_buf_free(g);
+    }
     wgpt_op_free(&op);
     wgpt_buf_free(big), wgpt_buf_free(big2), wgpt_buf_free(big3);
 }
 
 // Each test twice: with the flash kernels, then with their CPU twins; the
-// head-size-64 ones a third time with the f16 kernels.
+// head-size-64 ones a third time with the f16 kernels, and a fourth with
+// their backward keeping dS (the _ds kernels).
 #define BOTH(f) {#f " [gpu kernels]", f, use_gpu_kernels_, NULL, NULL}, {#f " [cpu kernels]", f, use_cpu_kernels_, NULL, NULL}
-#define F16_TOO(f) {#f " [f16 kernels]", f, use_sgm_kernels_, NULL, NULL}
+#define F16_TOO(f) {#f " [f16 kernels]", f, use_sgm_kernels_, NULL, NULL}, \
+                   {#f " [f16 kernels, dS kept]", f, use_sgm_ds_kernels_, NULL, NULL}
 
 int main(void) {
     const struct CMUnitTest tests[] = {

@@ -197,8 +197,16 @@ static int forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out_t, wg
     return 0;
 }
 
+uint64_t wgpt_attention_ds_bytes(uint32_t B, uint32_t T, uint32_t NH) {
+    uint64_t nb = (T + ATTN_SGM_BLOCK - 1) / ATTN_SGM_BLOCK;
+    return (uint64_t)B * NH * (nb * (nb + 1) / 2) * ATTN_SGM_BLOCK * ATTN_SGM_BLOCK * 2;
+}
+
+// f16 with ds: dkdv writes dS^T to ds, and dq multiplies it (the _ds kernels,
+// dkdv first); else each recomputes the scores (ds a stand-in).
 static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
-                     wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH, int f16) {
+                     wgpt_view out, wgpt_view lse, wgpt_view ds, uint32_t B, uint32_t T, uint32_t C, uint32_t NH,
+                     int f16) {
     static const char fn[] = "attention backward";
     attn_params p;
     if (attn_setup(g, fn, &p, B, T, C, NH, f16) < 0) return -1;
@@ -214,6 +222,15 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
         attn_apart(g, fn, "dqkv", dqkv, "qkv", qkv) < 0 || attn_apart(g, fn, "dqkv", dqkv, "dout", dout) < 0 ||
         attn_apart(g, fn, "dqkv", dqkv, "lse", lse) < 0 || attn_apart(g, fn, "dqkv", dqkv, "D", D) < 0)
         return -1;
+    if (ds.buf) {
+        if (attn_view_w(g, fn, "ds", "(the dS^T tiles: wgpt_attention_ds_bytes)", &ds,
+                        wgpt_attention_ds_bytes(B, T, NH) / 2, 2) < 0)
+            return -1;
+        const char *rn[5] = {"dqkv", "qkv", "dout", "lse", "D"};
+        wgpt_view rv[5] = {dqkv, qkv, dout, lse, D};
+        for (int i = 0; i < 5; i++)
+            if (attn_apart(g, fn, "ds", ds, rn[i], rv[i]) < 0) return -1;
+    }
     attn_set set = attn_pick(g, p.hs, f16);
     uint32_t blocks = attn_blocks(set, T);
     int n0 = op->n;
@@ -221,12 +238,21 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
     if (!wgpt_op_add1d(g, op, f16 ? "attention_sgm_backward_preprocess" : "attention_backward_preprocess", pre, 3,
                        &p, sizeof p, wgpt_groups(BT * NH)))
         return attn_undo(op, n0);
-    // dq and dk/dv write disjoint columns of dqkv: no order between them is needed.
-    wgpt_view grads[5] = {dqkv, qkv, dout, lse, D};
-    char dq[64], dkdv[64];
-    if (!wgpt_op_add(g, op, attn_kernel(set, ATTN_DQ, p.hs, dq, sizeof dq), grads, 5, &p, sizeof p, blocks, NH, B) ||
-        !wgpt_op_add(g, op, attn_kernel(set, ATTN_DKDV, p.hs, dkdv, sizeof dkdv), grads, 5, &p, sizeof p, blocks, NH,
-                     B))
+    // dq and dk/dv write disjoint columns of dqkv: no order between them is
+    // needed, except with ds (dkdv writes it, dq reads it).
+    wgpt_view grads[6] = {dqkv, qkv, dout, lse, D, ds.buf ? ds : wgpt_gpu_unused_binding(g)};
+    int nv = set == ATTN_SGM ? 6 : 5;
+    char b1[64], b2[64];
+    const char *dq = attn_kernel(set, ATTN_DQ, p.hs, b1, sizeof b1);
+    const char *dkdv = attn_kernel(set, ATTN_DKDV, p.hs, b2, sizeof b2);
+    if (ds.buf) {
+        if (!wgpt_op_add(g, op, "attention_sgm_backward_dkdv_ds", grads, nv, &p, sizeof p, blocks, NH, B) ||
+            !wgpt_op_add(g, op, "attention_sgm_backward_dq_ds", grads, nv, &p, sizeof p, blocks, NH, B))
+            return attn_undo(op, n0);
+        return 0;
+    }
+    if (!wgpt_op_add(g, op, dq, grads, nv, &p, sizeof p, blocks, NH, B) ||
+        !wgpt_op_add(g, op, dkdv, grads, nv, &p, sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
 }
@@ -239,7 +265,8 @@ int wgpt_attention_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view ls
 
 int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
                             wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
-    return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 0);
+    wgpt_view none = {0};
+    return backward_(g, op, dqkv, D, dout, qkv, out, lse, none, B, T, C, NH, 0);
 }
 
 int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view out16_t, wgpt_view lse,
@@ -248,6 +275,7 @@ int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_v
 }
 
 int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout, wgpt_view qkv,
-                                wgpt_view out, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C, uint32_t NH) {
-    return backward_(g, op, dqkv, D, dout, qkv, out, lse, B, T, C, NH, 1);
+                                wgpt_view out, wgpt_view lse, wgpt_view ds, uint32_t B, uint32_t T, uint32_t C,
+                                uint32_t NH) {
+    return backward_(g, op, dqkv, D, dout, qkv, out, lse, ds, B, T, C, NH, 1);
 }

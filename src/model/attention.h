@@ -45,9 +45,17 @@ int wgpt_attention_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view 
 // accumulation are f32. Views and rules otherwise as above.
 int wgpt_attention_forward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view out16, wgpt_view out16_t, wgpt_view lse,
                                wgpt_view qkv16, uint32_t B, uint32_t T, uint32_t C, uint32_t NH);
+// The backward's ds: with a buffer, scratch of wgpt_attention_ds_bytes (the
+// dS^T blocks of the causal triangle in f16, O(B NH T^2): 53.5 MB at GPT-2
+// 124M's B = 4, T = 1024), in a buffer no other view of the call is in:
+// the dk/dv kernel writes dS there and the dq kernel multiplies it, instead
+// of recomputing the scores, the softmax and dS (one product a block for dq
+// instead of three). ds.buf NULL: no scratch, dq recomputes.
 int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt_view dout,
-                                wgpt_view qkv16, wgpt_view out16, wgpt_view lse, uint32_t B, uint32_t T, uint32_t C,
-                                uint32_t NH);
+                                wgpt_view qkv16, wgpt_view out16, wgpt_view lse, wgpt_view ds, uint32_t B, uint32_t T,
+                                uint32_t C, uint32_t NH);
+// Bytes of the backward's ds scratch for (B, T, NH).
+uint64_t wgpt_attention_ds_bytes(uint32_t B, uint32_t T, uint32_t NH);
 // 1 if the _f16 calls run on g for head size hs: the device has the engine's
 // f16 fragment 16x16x8 in subgroups of 32 (gpu.h sgm_config), 45,568 bytes of
 // workgroup memory, and hs = 64.

@@ -246,6 +246,12 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     };
     // the f16 mode's copies: act sizes count floats, two halves each
     uint64_t dmost = BT * (Vp > 4 * C ? Vp : 4 * C);
+    // The f16 attention's backward keeps its dS blocks in d16 (free then: the
+    // attention projection's gradient copy is consumed) where they fit one
+    // binding, so that its dq kernel does not recompute them (attention.h).
+    uint64_t ds = wgpt_attention_ds_bytes(m->B, m->T, (uint32_t)NH);
+    m->attn_ds = m->attn16 && ds <= wgpt_gpu_get_info(m->g)->max_storage_binding;
+    if (m->attn_ds && dmost < ds / 2) dmost = ds / 2;  // (dmost counts halves)
     const act_spec_ half_fwd[] = {
         {&m->ln1_16, "ln1 f16", L, BT * C / 2},       {&m->atty16, "atty f16", L, BT * C / 2},
         {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
@@ -532,7 +538,8 @@ static int build_backward_(wgpt_gpt2 *m) {
             return -1;
         if (m->attn16)
             GPU_OK(m, wgpt_attention_backward_f16(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv16, l),
-                                                  A(atty16, l), A(att_lse, l), B, T, C, NH));
+                                                  A(atty16, l), A(att_lse, l), m->attn_ds ? A(d16, 0) : none, B, T,
+                                                  C, NH));
         else
             GPU_OK(m, wgpt_attention_backward(g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
                                               A(att_lse, l), B, T, C, NH));

@@ -72,6 +72,7 @@ struct wgpt_gpt2 {
     wgpt_buf *params16;
     wgpt_gpt2_act ln1_16, atty16, ln2_16, fchg16, lnf16, d16;
     int attn16;          // f16 and wgpt_attention_uses_sgm: attention reads qkv16 and atty16
+    int attn_ds;         // attn16, and its backward keeps dS in d16 (wgpt_attention_ds_bytes fits a binding)
     wgpt_gpt2_act qkv16; // (B,T,3C) f16, for the f16 attention (attn16)
     wgpt_gpt2_act inp_t16;  // a matmul input's f16 copy transposed (subgroup matrices; linear_f16.h), 1 slice
     wgpt_gpt2_act atty16_t; // attn16 and in16_t: the attention's f16 output transposed (C, BT), a slice a layer
