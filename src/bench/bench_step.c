@@ -15,12 +15,15 @@ static int cmp_double_(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-// Sums the GPU time of the last step's dispatches per kernel, largest first.
-static void print_profile_(wgpt_gpu *g) {
+// Sums the GPU time of the last step's dispatches per kernel, largest first;
+// with each, lists every dispatch first, in order.
+static void print_profile_(wgpt_gpu *g, int each) {
     enum { MAXT = 2048, MAXK = 64 };
     static wgpt_timing t[MAXT];
     int n = wgpt_gpu_timings(g, t, MAXT);
     if (n <= 0) return;
+    if (each) printf("GPU time per dispatch over the last step, in order:\n");
+    for (int i = 0; each && i < n; i++) printf("  %4d %-40s %8.3f ms\n", i, t[i].kernel, t[i].ms);
     const char *names[MAXK];
     double ms[MAXK] = {0}, total = 0;
     int calls[MAXK] = {0}, nk = 0;
@@ -148,7 +151,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     double mean = (wgpt_clock_s() - t0) * 1e3 / steps;
     qsort(times, steps, sizeof *times, cmp_double_);
     double ms = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
-    if (profile) print_profile_(g);
+    if (profile) print_profile_(g, so->profile_calls);
     double tps = (double)B * T / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);
     double tf = flops * tps * 1e-12;

@@ -13,7 +13,8 @@
 
 static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--peak-tflops P]\n"
+            "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--profile-calls]\n"
+            "                  [--peak-tflops P]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--micro-block auto|base|wide] [--micro-only matmul|f16|memory]\n"
             "                  [--adapter N|NAME]\n\n"
@@ -22,7 +23,8 @@ static const char USAGE_[] =
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps; it reports the median\n"
             "step (the mean beside it). --profile times every\n"
             "kernel with GPU timestamps (one compute pass per dispatch: slower steps) and prints\n"
-            "where the time goes. --precision f16 runs the matmuls on f16 copies (tensor cores\n"
+            "where the time goes (--profile-calls: and every dispatch of the step, in order).\n"
+            "--precision f16 runs the matmuls on f16 copies (tensor cores\n"
             "where the device has subgroup matrices; see model/gpt2.h); auto (the default): f16\n"
             "where the device has them, fp32 elsewhere. MFU is the achieved TFLOP/s over the\n"
             "chip's peak for what the matmuls ran on: P, or the peak wgpt knows for the adapter\n"
@@ -43,7 +45,7 @@ static const char USAGE_[] =
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
-    int profile = 0, micro = 0, micro_wall = 0;
+    int profile = 0, profile_calls = 0, micro = 0, micro_wall = 0;
     float scale = 0, width = 0, peak = 0;
     const char *adapter = NULL, *precision_s = "auto", *only = NULL, *block = NULL;
     const wgpt_opt opts[] = {
@@ -56,6 +58,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"channels", WGPT_OPT_U32, &c.channels, "width"},
         {"vocab", WGPT_OPT_U32, &c.vocab_size, "vocabulary size (padded to a multiple of 128)"},
         {"profile", WGPT_OPT_FLAG, &profile, "GPU time per kernel"},
+        {"profile-calls", WGPT_OPT_FLAG, &profile_calls, "--profile, and the GPU time of every dispatch in order"},
         {"peak-tflops", WGPT_OPT_F32, &peak, "the chip's peak for MFU, of the precision run (0: the known figure, if any)"},
         {"micro", WGPT_OPT_FLAG, &micro, "time single kernels instead"},
         {"micro-scale", WGPT_OPT_F32, &scale, "--micro sizes (0: 1, or 1/16 on a CPU)"},
@@ -87,7 +90,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "wgpt bench: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
         return 2;
     }
-    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile};
+    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls};
     wgpt_gpu_args_apply(&opt, adapter);
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
@@ -118,7 +121,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
     if (T > c.max_seq_len) c.max_seq_len = T;
     wgpt_bench_step_opts so = {.config = c, .B = B, .T = T, .steps = steps, .peak_tflops = peak,
-                               .precision = precision, .gpu = opt};
+                               .precision = precision, .gpu = opt, .profile_calls = profile_calls};
     int rc = wgpt_bench_step_run(&so);
     return rc == -2 ? 2 : rc < 0 ? 1 : 0;
 }
