@@ -23,6 +23,9 @@
 // holding up to LN_V4_REGS vec4s of it in registers, so a row is read from
 // memory once; LN_ROWS_PER_WG rows a workgroup, ceil(N / LN_ROWS_PER_WG)
 // workgroups through dispatch1d.
+// Stats-only forwards (layernorm_stats, _vec4, _flat, _flat4: the four forward
+// kernels with STATS_ONLY set): mean and rstd, no out, for the f16 mode's
+// layernorm_f16_transpose (08_precision.wgsl), which normalises from them.
 // See docs/kernels/02_layernorm.md.
 
 struct LnParams {
@@ -31,6 +34,9 @@ struct LnParams {
 }
 
 const LN_EPS: f32 = 1e-5;
+// The forwards' layernorm_stats variants: mean and rstd only; out is bound
+// (the host binds a stand-in) but never written.
+override STATS_ONLY: bool = false;
 // layernorm_backward_params (and the two-phase kernels): a workgroup is
 // LN_COLS columns (vec4 columns in _part_vec4) x LN_LANES row lanes.
 const LN_COLS: u32 = 32u;
@@ -158,7 +164,7 @@ fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgro
         v += d * d;
     }
     let r = 1.0 / sqrt(wg_reduce_sum(tid, sg, v) * inv_c + LN_EPS);
-    for (var c = tid; c < p.C; c += WG) {
+    for (var c = tid; c < p.C && !STATS_ONLY; c += WG) {
         out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
     }
     if (tid == 0u) {
@@ -166,6 +172,8 @@ fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgro
         rstd[row] = r;
     }
 }
+
+// --- KERNEL: layernorm_stats = layernorm_forward with STATS_ONLY=1 ---
 
 // --- KERNEL: layernorm_forward_vec4 ---
 // layernorm_forward reading each row once: lane l of the row's 64 threads
@@ -209,7 +217,7 @@ fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(wo
         }
     }
     let r = 1.0 / sqrt(ln_row_sum(tid, sg, v) * inv_c + LN_EPS);
-    for (var k = 0u; k < LN_V4_REGS; k++) {
+    for (var k = 0u; k < LN_V4_REGS && !STATS_ONLY; k++) {
         let j = lane + k * LN_ROW_THREADS;
         if (live && j < c4) { out[base + j] = (x[k] - m) * r * weight[j] + bias[j]; }
     }
@@ -218,6 +226,8 @@ fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(wo
         rstd[row] = r;
     }
 }
+
+// --- KERNEL: layernorm_stats_vec4 = layernorm_forward_vec4 with STATS_ONLY=1 ---
 
 // --- KERNEL: layernorm_backward_input ---
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * weight,
@@ -491,12 +501,14 @@ fn layernorm_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(wo
         v += d * d;
     }
     let r = 1.0 / sqrt(v * inv_c + LN_EPS);
-    for (var c = 0u; c < p.C; c++) {
+    for (var c = 0u; c < p.C && !STATS_ONLY; c++) {
         out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
     }
     mean[row] = m;
     rstd[row] = r;
 }
+
+// --- KERNEL: layernorm_stats_flat = layernorm_forward_flat with STATS_ONLY=1 ---
 
 // --- KERNEL: layernorm_backward_input_flat ---
 // The CPU twin of layernorm_backward_input: one invocation per row, two
@@ -574,12 +586,14 @@ fn layernorm_forward_flat4(@builtin(local_invocation_index) lid: u32, @builtin(w
         v += d.w * d.w;
     }
     let r = 1.0 / sqrt(v * inv_c + LN_EPS);
-    for (var c = 0u; c < c4; c++) {
+    for (var c = 0u; c < c4 && !STATS_ONLY; c++) {
         out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
     }
     mean[row] = m;
     rstd[row] = r;
 }
+
+// --- KERNEL: layernorm_stats_flat4 = layernorm_forward_flat4 with STATS_ONLY=1 ---
 
 // --- KERNEL: layernorm_backward_input_flat4 ---
 // layernorm_backward_input_flat for C % 4 == 0, 4 columns a step as vec4s

@@ -13,7 +13,12 @@
 //             cast_f16 rounds (the subgroup-matrix matmuls' row-major inputs);
 //             gelu_f16_transpose of GELU(src) (gelu_value, the shared
 //             preamble's), rounded so: gelu_forward_f16 then transpose_f16's
-//             halves in one pass (the fcproj matmul's input).
+//             halves in one pass (the fcproj matmul's input);
+//             layernorm_f16_transpose of the LayerNorm of src from its rows'
+//             mean and rstd (layernorm_stats, 02_layernorm.wgsl) and its
+//             columns' weight and bias, with the forward's arithmetic:
+//             layernorm_forward then cast_f16_transpose's halves in one pass
+//             (the qkv, fc and logits matmuls' inputs).
 // ABI: dst (array<u32>, or array<vec4<u32>>), src (array<f32>, or
 // array<vec4<f32>>), then `p: CastParams`; the transposes: see their section.
 // Dispatch through dispatch1d (2D past 65535): cast_f16 one thread per pair,
@@ -31,7 +36,8 @@ const CAST_V8: u32 = 2u;  // 8-element steps a thread of cast_f16_vec4
 
 // The transposes' (transpose_f16 and its _v8 twin, with their FROM_F32
 // variants): a TR x TR tile of halves a workgroup, each half in a u32 of
-// workgroup memory, rows padded by one against bank conflicts.
+// workgroup memory, rows padded by one against bank conflicts. Their
+// bindings 2-5 serve layernorm_f16_transpose only; the others bind src there.
 struct TransposeParams {
     rows: u32,
     cols: u32,
@@ -40,6 +46,7 @@ struct TransposeParams {
 const TR: u32 = 64u;  // tile side in halves (TRANSPOSE_TILE in src/model/precision.c)
 override FROM_F32: bool = false;  // cast_f16_transpose(_v8): src holds floats
 override GELU: bool = false;      // gelu_f16_transpose(_v8): those floats GELU'd first (with FROM_F32)
+override LN: bool = false;        // layernorm_f16_transpose(_v8): those floats normalised first (with FROM_F32)
 
 // A source float on its way to f16: GELU'd in gelu_f16_transpose.
 fn f16_in(x: f32) -> u32 {
@@ -92,7 +99,9 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // --- KERNEL: transpose_f16 ---
 // dst (cols x rows halves) = src (rows x cols halves) transposed, bit for bit;
 // rows and cols even (whole u32 pairs on both sides). cast_f16_transpose:
-// src is rows x cols floats instead, each rounded as cast_f16 rounds it.
+// src is rows x cols floats instead, each rounded as cast_f16 rounds it;
+// layernorm_f16_transpose: each normalised first, (x - mean[r]) * rstd[r] *
+// w[c] + b[c], the LayerNorm forwards' expression (02_layernorm.wgsl).
 // One workgroup a TR x TR tile of halves: coalesced loads of the tile's rows,
 // each half kept in a u32 of workgroup memory (rows padded by one against
 // bank conflicts), then coalesced u32 stores of the tile's columns, two
@@ -100,13 +109,23 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
 // (ceil(cols / TR), ceil(rows / TR)).
 @group(0) @binding(0) var<storage, read_write> tdst: array<u32>;  // (cols x rows / 2)
 @group(0) @binding(1) var<storage, read> tsrc: array<u32>;        // (rows x cols / 2), or floats' bits (rows x cols)
-@group(0) @binding(2) var<uniform> tp: TransposeParams;
+@group(0) @binding(2) var<storage, read> ln_mean: array<f32>;     // (rows), LN
+@group(0) @binding(3) var<storage, read> ln_rstd: array<f32>;     // (rows), LN
+@group(0) @binding(4) var<storage, read> ln_w: array<f32>;        // (cols), LN
+@group(0) @binding(5) var<storage, read> ln_b: array<f32>;        // (cols), LN
+@group(0) @binding(6) var<uniform> tp: TransposeParams;
+
+// Source float (r, c) as a half: normalised first where LN, else f16_in's.
+fn half_at(r: u32, c: u32) -> u32 {
+    let x = bitcast<f32>(tsrc[r * tp.cols + c]);
+    if (LN) { return f16_bits((x - ln_mean[r]) * ln_rstd[r] * ln_w[c] + ln_b[c]); }
+    return f16_in(x);
+}
 
 // Halves (r, c) and (r, c + 1) of the source, c even, as one u32.
 fn pair_at(r: u32, c: u32) -> u32 {
-    let i = r * tp.cols + c;
-    if (FROM_F32) { return f16_in(bitcast<f32>(tsrc[i])) | (f16_in(bitcast<f32>(tsrc[i + 1u])) << 16u); }
-    return tsrc[i / 2u];
+    if (FROM_F32) { return half_at(r, c) | (half_at(r, c + 1u) << 16u); }
+    return tsrc[(r * tp.cols + c) / 2u];
 }
 
 @compute @workgroup_size(WG)
@@ -133,17 +152,27 @@ fn transpose_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 
 // --- KERNEL: cast_f16_transpose = transpose_f16 with FROM_F32=1 ---
 // --- KERNEL: gelu_f16_transpose = transpose_f16 with FROM_F32=1,GELU=1 ---
+// --- KERNEL: layernorm_f16_transpose = transpose_f16 with FROM_F32=1,LN=1 ---
 
 // --- KERNEL: transpose_f16_v8 ---
-// transpose_f16 (and, as cast_f16_transpose_v8, cast_f16_transpose) where
-// rows and cols are multiples of 8 and both views 16-byte aligned: the same
-// TR x TR tiles, moved 16 bytes a thread each way (8 halves, or 4 floats, a
-// load; 8 consecutive source rows of one column a store) instead of 4, so
-// that fewer, wider requests keep the memory busy. Bit for bit
-// transpose_f16's (cast_f16_transpose's) halves. Grid as transpose_f16's.
+// transpose_f16 (and, as cast_f16_transpose_v8 and its GELU and LN twins,
+// its FROM_F32 variants) where rows and cols are multiples of 8 and every
+// view 16-byte aligned: the same TR x TR tiles, moved 16 bytes a thread each
+// way (8 halves, or 4 floats, a load; 8 consecutive source rows of one column
+// a store) instead of 4, so that fewer, wider requests keep the memory busy.
+// Bit for bit transpose_f16's (cast_f16_transpose's, ...) halves. The LN
+// twin loads its rows' mean and rstd with the tile and its 4 columns' weight
+// and bias once. Grid as transpose_f16's.
 @group(0) @binding(0) var<storage, read_write> vdst: array<vec4<u32>>;  // (cols x rows / 8)
 @group(0) @binding(1) var<storage, read> vsrc: array<vec4<u32>>;        // (rows x cols / 8), or floats' bits (rows x cols / 4)
-@group(0) @binding(2) var<uniform> tp: TransposeParams;
+@group(0) @binding(2) var<storage, read> ln_mean: array<f32>;           // (rows), LN
+@group(0) @binding(3) var<storage, read> ln_rstd: array<f32>;           // (rows), LN
+@group(0) @binding(4) var<storage, read> vln_w: array<vec4<f32>>;       // (cols / 4), LN
+@group(0) @binding(5) var<storage, read> vln_b: array<vec4<f32>>;       // (cols / 4), LN
+@group(0) @binding(6) var<uniform> tp: TransposeParams;
+
+// A thread's 4 source columns are the same in each of its loads of a tile.
+const_assert WG % (TR / 4u) == 0u;
 
 @compute @workgroup_size(WG)
 fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -153,17 +182,30 @@ fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
     // of a thread's requests in flight at once)
     if (FROM_F32) {
         var xs: array<vec4<f32>, TR * TR / 4u / WG>;
+        var st: array<vec2<f32>, TR * TR / 4u / WG>;  // LN: each load's row's (mean, rstd)
+        let cw = c0 + (tid % (TR / 4u)) * 4u;         // LN: the thread's columns' weight and bias
+        var w = vec4<f32>();
+        var b = vec4<f32>();
+        if (LN && cw < tp.cols) {
+            w = vln_w[cw / 4u];
+            b = vln_b[cw / 4u];
+        }
         for (var i = 0u; i < TR * TR / 4u / WG; i++) {
             let e = tid + i * WG;
             let r = e / (TR / 4u);
             let c = (e % (TR / 4u)) * 4u;
             xs[i] = vec4<f32>();
-            if (r0 + r < tp.rows && c0 + c < tp.cols) { xs[i] = bitcast<vec4<f32>>(vsrc[((r0 + r) * tp.cols + c0 + c) / 4u]); }
+            if (r0 + r < tp.rows && c0 + c < tp.cols) {
+                xs[i] = bitcast<vec4<f32>>(vsrc[((r0 + r) * tp.cols + c0 + c) / 4u]);
+                if (LN) { st[i] = vec2<f32>(ln_mean[r0 + r], ln_rstd[r0 + r]); }
+            }
         }
         for (var i = 0u; i < TR * TR / 4u / WG; i++) {
             let e = tid + i * WG;
             let t = (e / (TR / 4u)) * (TR + 1u) + (e % (TR / 4u)) * 4u;
-            let x = xs[i];
+            var x = xs[i];
+            // the LayerNorm forwards' expression on the same floats (layernorm_forward_vec4's, a vec4 at once)
+            if (LN) { x = (x - st[i].x) * st[i].y * w + b; }
             tile[t] = f16_in(x.x);
             tile[t + 1u] = f16_in(x.y);
             tile[t + 2u] = f16_in(x.z);
@@ -208,3 +250,4 @@ fn transpose_f16_v8(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoca
 
 // --- KERNEL: cast_f16_transpose_v8 = transpose_f16_v8 with FROM_F32=1 ---
 // --- KERNEL: gelu_f16_transpose_v8 = transpose_f16_v8 with FROM_F32=1,GELU=1 ---
+// --- KERNEL: layernorm_f16_transpose_v8 = transpose_f16_v8 with FROM_F32=1,LN=1 ---

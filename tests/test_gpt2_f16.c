@@ -172,7 +172,9 @@ static int ran_(wgpt_gpt2 *m, wgpt_gpu *g, const char *part) {
 // (the _epi variants) and the plain model's fused GELU' bias pass did not;
 // without them, that pass ran instead. Each keeps one f32 gradient of fc's
 // output (BT x 4C): the GELU' epilogue writes d fch (no d fch gelu), the
-// fused pass reads d fch gelu (no d fch), so their activations match.
+// fused pass reads d fch gelu (no d fch), so their activations match. Both
+// make the LayerNorms' transposed f16 copies with layernorm_f16_transpose
+// straight from the residual stream, and cast_f16_transpose never runs.
 static void epilogues_near_fp32(void **st) {
     (void)st;
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
@@ -196,17 +198,21 @@ static void epilogues_near_fp32(void **st) {
     wgpt_gpt2_memory_split(epi, &k1);
     int epi_ran = ran_(epi, ge, "_epi"), epi_fused = ran_(epi, ge, "bias_part_gelu");
     int plain_epi = ran_(plain, gp, "_epi"), plain_fused = ran_(plain, gp, "bias_part_gelu");
+    int ln_ran[2] = {ran_(epi, ge, "layernorm_f16_transpose"), ran_(plain, gp, "layernorm_f16_transpose")};
+    int cast_ran[2] = {ran_(epi, ge, "cast_f16_transpose"), ran_(plain, gp, "cast_f16_transpose")};
     wgpt_gpt2_free(epi);
     wgpt_gpt2_free(plain);
     printf("'%s'%s, every epilogue: activations %llu bytes, without them %llu; epilogue kernels ran %d / %d, "
-           "the fused GELU' bias pass %d / %d\n", i->name, real ? "" : " with emulated subgroup matrices",
-           (unsigned long long)k1.activations, (unsigned long long)k0.activations, epi_ran, plain_epi, epi_fused,
-           plain_fused);
+           "the fused GELU' bias pass %d / %d, layernorm_f16_transpose %d / %d, cast_f16_transpose %d / %d\n", i->name,
+           real ? "" : " with emulated subgroup matrices", (unsigned long long)k1.activations,
+           (unsigned long long)k0.activations, epi_ran, plain_epi, epi_fused, plain_fused, ln_ran[0], ln_ran[1],
+           cast_ran[0], cast_ran[1]);
     if (epi_ran < 0) {
         printf("skipped the kernel check: '%s' has no timestamps\n", i->name);
     } else {
         assert_int_equal(epi_ran, 1), assert_int_equal(epi_fused, 0);
         assert_int_equal(plain_epi, 0), assert_int_equal(plain_fused, 1);
+        for (int k = 0; k < 2; k++) assert_int_equal(ln_ran[k], 1), assert_int_equal(cast_ran[k], 0);
     }
     uint64_t gap = k0.activations > k1.activations ? k0.activations - k1.activations : k1.activations - k0.activations;
     assert_true(gap <= 1024);

@@ -35,6 +35,7 @@
 // a block partial left out of the two-phase sums.
 #include "test_util.h"
 
+#include "gpu/internal.h"  // a step's kernel, for its name
 #include "model/layernorm.h"
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
@@ -566,6 +567,54 @@ static void two_phase_kernels_stop_at_N_and_C(void **st) {
     free(ww), free(wb), free(tw), free(tb), free(got);
 }
 
+// The forward without out (for layernorm_f16_transpose, 08_precision.wgsl):
+// the stats-only twin of the forward in force (layernorm_stats*, by name),
+// one dispatch a row chunk, mean and rstd into 2N floats of stats.
+static void stats_only_(wgpt_gpu *g, const ln_case *k, float *stats) {
+    uint32_t N = k->N, C = k->C;
+    wgpt_buf *inp = tu_upload_f32(g, k->inp, (size_t)N * C, "inp");
+    wgpt_buf *w = tu_upload_f32(g, k->w, C, "w"), *b = tu_upload_f32(g, k->b, C, "b");
+    uint64_t rstd_off = ((uint64_t)N * 4 + 255) / 256 * 256;
+    wgpt_buf *bs = wgpt_buf_create(g, rstd_off + N * 4, "stats");
+    TU_NONNULL(g, bs);
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_view none = {NULL, 0, 0}, vm = {bs, 0, (uint64_t)N * 4}, vr = {bs, rstd_off, (uint64_t)N * 4};
+    TU_OK(g, wgpt_layernorm_forward(g, &op, none, vm, vr, (wgpt_view){inp, 0, 0}, (wgpt_view){w, 0, 0},
+                                    (wgpt_view){b, 0, 0}, N, C));
+    uint64_t rows0 = wgpt_op_chunk_rows(g, N, C);
+    assert_int_equal(op.n, (int)((N + rows0 - 1) / rows0));
+    const char *want = CPU ? (C % 4 ? "layernorm_stats_flat" : "layernorm_stats_flat4")
+                           : VEC4_(C) ? "layernorm_stats_vec4" : "layernorm_stats";
+    for (int i = 0; i < op.n; i++) assert_string_equal(wgpt_kernel_name(op.steps[i].bind->kernel), want);
+    TU_OK(g, wgpt_op_record(g, &op));
+    wgpt_op_free(&op);
+    TU_OK(g, wgpt_buf_download(g, bs, 0, stats, (uint64_t)N * 4));
+    TU_OK(g, wgpt_buf_download(g, bs, rstd_off, stats + N, (uint64_t)N * 4));
+    wgpt_buf_free(inp), wgpt_buf_free(w), wgpt_buf_free(b), wgpt_buf_free(bs);
+}
+
+// The forward without out saves the same mean and rstd as with it, bit for
+// bit (the same kernel body, only the output pass left out): rows of every
+// width class (scalar, vec4, past LN_V4_MAX_C, a single channel) and, on the
+// 64 KiB device, in row chunks.
+static void stats_only_forward(void **st) {
+    (void)st;
+    const uint32_t shapes[][2] = {{74, 48}, {5, 771}, {13, 1}, {9, 768}, {5, 1028}, {333, 200}};
+    const size_t ns = sizeof shapes / sizeof shapes[0];
+    for (size_t s = 0; s < ns; s++) {
+        wgpt_gpu *g = s + 1 == ns ? SPLIT : G;
+        ln_case k = case_make_(shapes[s][0], shapes[s][1]);
+        ln_got a = run_(g, &k, 0);
+        float *stats = alloc_(2 * (size_t)k.N);
+        stats_only_(g, &k, stats);
+        assert_memory_equal(stats, a.mean, k.N * 4);
+        assert_memory_equal(stats + k.N, a.rstd, k.N * 4);
+        free(stats);
+        got_free_(&a), case_free_(&k);
+    }
+}
+
 // Two runs of the same inputs give the same bits: no atomics, fixed order.
 static void deterministic(void **st) {
     (void)st;
@@ -593,6 +642,7 @@ int main(void) {
         BOTH(rows_past_65535_workgroups),
         BOTH(kernels_stop_at_N_and_C),
         BOTH(deterministic),
+        BOTH(stats_only_forward),
         BOTH(gpt2_widths),
         {"vec4_kernels_stop_at_N [gpu kernels]", vec4_kernels_stop_at_N, use_gpu_kernels_, NULL, NULL},
         {"one_pass_without_scratch [gpu kernels]", one_pass_without_scratch, use_gpu_kernels_, NULL, NULL},

@@ -8,6 +8,7 @@
 #include "model/linear.h"
 #include "model/linear_f16.h"
 #include "model/elementwise.h"  // wgpt_gelu_forward
+#include "model/layernorm.h"    // wgpt_layernorm_forward
 #include "model/precision.h"
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
@@ -331,6 +332,138 @@ static void transposes_are_exact(void **st) {
     assert_non_null(strstr(wgpt_gpu_error(G), "gelu_f16_transpose: 32 x 16 needs"));
     assert_int_equal(op.n, 0);
     wgpt_buf_free(b);
+    wgpt_op_free(&op);
+}
+
+// A LayerNorm's transposed f16 copy as the model makes it where its linears
+// take their inputs transposed, on g: the stats-only forward then
+// layernorm_f16_transpose (fused), or as it made it before, the forward then
+// cast_f16_transpose. x (R x Cc floats), w and b (Cc): into h (Cc x R
+// halves), mean and rstd into stats (2 R floats), the two kernels' names
+// into kernels.
+static void ln_halves_(wgpt_gpu *g, int fused, const float *x, const float *w, const float *b, uint32_t R, uint32_t Cc,
+                       uint16_t *h, float *stats, char kernels[2][64]) {
+    size_t n = (size_t)R * Cc;
+    uint64_t rstd_off = ((uint64_t)R * 4 + 255) / 256 * 256;  // both in one buffer: a view with an offset
+    wgpt_buf *bx = tu_upload_f32(g, x, n, "ln x"), *bw = tu_upload_f32(g, w, Cc, "ln w");
+    wgpt_buf *bb = tu_upload_f32(g, b, Cc, "ln b"), *bs = wgpt_buf_create(g, rstd_off + R * 4, "ln stats");
+    wgpt_buf *out = fused ? NULL : wgpt_buf_create(g, n * 4, "ln out"), *dst = wgpt_buf_create(g, n * 2, "ln f16");
+    TU_NONNULL(g, bs);
+    TU_NONNULL(g, dst);
+    wgpt_view vx = {bx, 0, 0}, vw = {bw, 0, 0}, vb = {bb, 0, 0}, vo = {out, 0, 0}, vd = {dst, 0, 0};
+    wgpt_view vm = {bs, 0, (uint64_t)R * 4}, vr = {bs, rstd_off, (uint64_t)R * 4};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(g, wgpt_layernorm_forward(g, &op, vo, vm, vr, vx, vw, vb, R, Cc));  // (no out buffer: the stats only)
+    TU_OK(g, fused ? wgpt_layernorm_f16_transpose(g, &op, vd, vx, vm, vr, vw, vb, R, Cc)
+                   : wgpt_cast_f16_transpose(g, &op, vd, vo, R, Cc));
+    assert_int_equal(op.n, 2);
+    for (int i = 0; i < 2; i++) snprintf(kernels[i], 64, "%s", wgpt_kernel_name(op.steps[i].bind->kernel));
+    TU_OK(g, wgpt_op_record(g, &op));
+    wgpt_op_free(&op);
+    TU_OK(g, wgpt_buf_download(g, dst, 0, h, n * 2));
+    TU_OK(g, wgpt_buf_download(g, bs, 0, stats, (uint64_t)R * 4));
+    TU_OK(g, wgpt_buf_download(g, bs, rstd_off, stats + R, (uint64_t)R * 4));
+    wgpt_buf_free(bx), wgpt_buf_free(bw), wgpt_buf_free(bb), wgpt_buf_free(bs), wgpt_buf_free(out);
+    wgpt_buf_free(dst);
+}
+
+// The halves h (Cc x R) against the C reference's LayerNorm (ref_layernorm_forward)
+// of x: within test_layernorm's bound for the f32 output with its longest row
+// chain (the CPU twins' Cc adds: Cc 2^-24 5 4 1.5 (1 + rstd), and 8 ulp of
+// the value) plus half an f16 ulp (2^-11 of the value, 2^-25 for
+// subnormals). Returns the worst error as a fraction of its bound.
+static double ln_halves_near_ref_(const uint16_t *h, const float *x, const float *w, const float *b, uint32_t R,
+                                  uint32_t Cc) {
+    size_t n = (size_t)R * Cc;
+    float *y = malloc(n * 4), *mean = malloc(R * 4), *rstd = malloc(R * 4);
+    ref_layernorm_forward(y, mean, rstd, x, w, b, (int)R, (int)Cc);
+    double worst = 0;
+    for (uint32_t r = 0; r < R; r++)
+        for (uint32_t c = 0; c < Cc; c++) {
+            double want = y[(size_t)r * Cc + c], got = ref_f32_from_f16(h[(size_t)c * R + r]);
+            double bound = Cc * 0x1p-24 * 5 * 4 * 1.5 * (1 + rstd[r]) + fabs(want) * (8 * 0x1p-24 + 0x1p-11) + 0x1p-25;
+            double e = fabs(got - want) / bound;
+            if (!(e <= 1))
+                fail_msg("layernorm_f16_transpose of %u x %u: (%u, %u) is %.9g, the C reference %.9g (bound %.3g)", R,
+                         Cc, r, c, got, want, bound);
+            if (e > worst) worst = e;
+        }
+    free(y), free(mean), free(rstd);
+    return worst;
+}
+
+// layernorm_f16_transpose after the stats-only forward writes the halves and
+// statistics of the forward then cast_f16_transpose on the same device, bit
+// for bit (the same expression on the same floats), those within
+// ln_halves_near_ref_'s bound of the C reference; at whole tiles, edge tiles
+// in both dimensions (rows not a multiple of 64, nor of 8), a 2-wide matrix,
+// GPT-2 124M's width and one past the vec4 LayerNorm's 1024; on the default
+// kernels and the GPU ones, which pair the _v8 transpose with each
+// forward's stats-only variant (checked by name). Rows off + U(-1, 1), off in
+// [2, 4), w in [0.5, 1.5), b in [-0.5, 0.5) (test_layernorm's).
+static void layernorm_f16_transpose_is_exact(void **st) {
+    (void)st;
+    const uint32_t shapes[][2] = {{128, 64}, {130, 72}, {1000, 194}, {136, 200}, {8, 72},
+                                  {72, 8},   {66, 2},   {72, 768},   {24, 1032}};
+    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
+    wgpt_gpu *gk = tu_gpu_open(&gpu_kernels);
+    wgpt_gpu *devices[2] = {G0, gk};
+    tu_rng_state = 13;
+    double worst = 0;
+    for (int dv = 0; dv < 2; dv++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            wgpt_gpu *g = devices[dv];
+            uint32_t R = shapes[s][0], Cc = shapes[s][1];
+            size_t n = (size_t)R * Cc;
+            float *x = malloc(n * 4), *w = malloc(Cc * 4), *b = malloc(Cc * 4), *sa = malloc(R * 8), *sf = malloc(R * 8);
+            uint16_t *ha = malloc(n * 2), *hf = malloc(n * 2);
+            for (uint32_t r = 0; r < R; r++) {
+                float off = tu_randf(2, 4);
+                for (uint32_t c = 0; c < Cc; c++) x[(size_t)r * Cc + c] = off + tu_randf(-1, 1);
+            }
+            tu_fill(w, Cc, 0.5f, 1.5f);
+            tu_fill(b, Cc, -0.5f, 0.5f);
+            char ka[2][64], kf[2][64];
+            ln_halves_(g, 0, x, w, b, R, Cc, ha, sa, ka);
+            ln_halves_(g, 1, x, w, b, R, Cc, hf, sf, kf);
+            if (dv == 1) {  // the forward's stats-only twin, the transpose's LN twin (_v8 for multiples of 8)
+                const char *v8 = R % 8 == 0 && Cc % 8 == 0 ? "_v8" : "";
+                char want[2][64];
+                snprintf(want[0], 64, "cast_f16_transpose%s", v8);
+                snprintf(want[1], 64, "layernorm_f16_transpose%s", v8);
+                assert_int_equal(strncmp(kf[0], "layernorm_stats", strlen("layernorm_stats")), 0);
+                assert_string_equal(kf[0] + strlen("layernorm_stats"), ka[0] + strlen("layernorm_forward"));
+                assert_string_equal(ka[1], want[0]);
+                assert_string_equal(kf[1], want[1]);
+            }
+            assert_memory_equal(sf, sa, R * 8);
+            for (uint32_t c = 0; c < Cc; c++)
+                for (uint32_t r = 0; r < R; r++) {
+                    size_t i = (size_t)c * R + r;
+                    if (hf[i] != ha[i])
+                        fail_msg("%s of %u x %u: element (%u, %u) came out 0x%04x, %s then %s gave 0x%04x", kf[1], R,
+                                 Cc, r, c, hf[i], ka[0], ka[1], ha[i]);
+                }
+            double e = ln_halves_near_ref_(hf, x, w, b, R, Cc);
+            if (e > worst) worst = e;
+            free(x), free(w), free(b), free(sa), free(sf), free(ha), free(hf);
+        }
+    printf("layernorm_f16_transpose: bit for bit the forward then cast_f16_transpose; worst error %.3f of the bound "
+           "against the C reference\n", worst);
+    wgpt_gpu_close(gk);
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_buf *bf = wgpt_buf_create(G, 1 << 16, "x");
+    wgpt_view v = {bf, 0, 0}, short4 = {bf, 0, 4 * 4}, none = {NULL, 0, 0};
+    assert_int_equal(wgpt_layernorm_f16_transpose(G, &op, v, v, v, short4, v, v, 8, 16), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "layernorm_f16_transpose: 8 x 16 needs 32 bytes of rstd (has 16)"));
+    assert_int_equal(wgpt_layernorm_f16_transpose(G, &op, v, v, v, v, v, none, 8, 16), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "64 bytes of bias (has 0)"));
+    assert_int_equal(wgpt_layernorm_f16_transpose(G, &op, v, v, v, v, v, v, 8, 15), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "layernorm_f16_transpose: 8 x 15"));
+    assert_int_equal(op.n, 0);
+    wgpt_buf_free(bf);
     wgpt_op_free(&op);
 }
 
@@ -905,6 +1038,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cast_f16_rounds_as_ieee),
         cmocka_unit_test(transposes_are_exact),
+        cmocka_unit_test(layernorm_f16_transpose_is_exact),
         cmocka_unit_test(sgm_matmuls_match_reference),
         cmocka_unit_test(split_passes_and_bias_match_reference),
         cmocka_unit_test(plain_matmuls_match_reference),

@@ -210,24 +210,27 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // writes atty16 (and its transpose), fcproj's input pass with GELU' d fch
     // (WGPT_EPI_GELU_GRAD; linear_f16.h), and without that epilogue fc's bias
     // pass makes d fch's f16 copy from d fch gelu, no f32 d fch, where it
-    // runs on the GPU path (wgpt_linear_backward_bias_gelu_cast)
+    // runs on the GPU path (wgpt_linear_backward_bias_gelu_cast), and where
+    // the inputs are kept transposed the LayerNorms write their f16 copies
+    // straight from the residual stream (layernorm_fwd_), no f32 ln1, ln2, lnf
     const uint64_t token = 64;
     uint64_t atty_f = m->attn16 ? token : BT * C;
+    uint64_t ln_f = m->in16_t ? token : BT * C;
     int gelu_grad = epi_(m, WGPT_EPI_GELU_GRAD);
     uint64_t dfch_gelu_f = gelu_grad ? token : BT * 4 * C;
     uint64_t scratch_f = linear_scratch_floats_(m);
     int no_dfch = f16 && !gelu_grad && wgpt_linear_bias_on_gpu(m->g, (uint32_t)BT, (uint32_t)(4 * C), scratch_f * 4);
     uint64_t dfch_f = no_dfch ? token : BT * 4 * C;
     const act_spec_ forward[] = {
-        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, BT * C},
+        {&m->encoded, "encoded", 1, BT * C},      {&m->ln1, "ln1", Lf32, ln_f},
         {&m->ln1_mean, "ln1 mean", L, BT},        {&m->ln1_rstd, "ln1 rstd", L, BT},
         {&m->qkv, "qkv", Lattn, BT * 3 * C},      {&m->atty, "atty", Lattn, atty_f},
         {&m->att_lse, "att lse", L, BT * NH},     {&m->attproj, "attproj", 1, BT * C},
-        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, BT * C},
+        {&m->res2, "residual2", L, BT * C},       {&m->ln2, "ln2", Lf32, ln_f},
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
         {&m->fch, "fch", L, BT * 4 * C},
         {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
-        {&m->lnf, "lnf", 1, BT * C},              {&m->lnf_mean, "lnf mean", 1, BT},
+        {&m->lnf, "lnf", 1, ln_f},                {&m->lnf_mean, "lnf mean", 1, BT},
         {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
@@ -296,11 +299,26 @@ static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in1
     return 0;
 }
 
+// One LayerNorm's forward (weight and bias: tensors w and b of layer l):
+// out, mean and rstd; where the linears take their inputs transposed
+// (in16_t), mean and rstd, then the f16 copy the next linear reads, in16,
+// straight from inp in one pass (the same halves as casting out: out is a
+// token then, which nothing reads).
+static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view in16,
+                          wgpt_view inp, int w, int b, uint32_t l) {
+    wgpt_gpu *g = m->g;
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    wgpt_view stats_only = {NULL, 0, 0};
+    GPU_OK(m, wgpt_layernorm_forward(g, op, m->in16_t ? stats_only : out, mean, rstd, inp, P(w, l), P(b, l), BT, C));
+    if (m->in16_t) GPU_OK(m, wgpt_layernorm_f16_transpose(g, op, in16, inp, mean, rstd, P(w, l), P(b, l), BT, C));
+    return 0;
+}
+
 // The f16 forward whose matmul also writes an f16 result in its epilogue
-// (epi_; linear_f16.h wgpt_out16), on the input's transposed f16 copy (in16_t).
-static int linear_fwd_t16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind, wgpt_view inp,
-                           wgpt_view in16, int w, uint32_t l, wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
-    GPU_OK(m, wgpt_cast_f16_transpose(m->g, op, in16, inp, N, C));
+// (epi_; linear_f16.h wgpt_out16), on the input's transposed f16 copy (in16_t),
+// which its LayerNorm wrote (layernorm_fwd_).
+static int linear_fwd_t16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind, wgpt_view in16,
+                           int w, uint32_t l, wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
     GPU_OK(m, wgpt_linear_f16_forward_t16(m->g, op, out, out16, kind, in16, P16(w, l), bias, N, C, OC));
     return 0;
 }
@@ -309,14 +327,14 @@ static int linear_fwd_t16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view o
 static int in16_t_(const wgpt_gpt2 *m, wgpt_view in16) { return m->in16_t && in16.buf != m->atty16.buf; }
 
 // One linear's forward: in fp32 the f32 kernels; in f16 the input's f16 copy
-// (kept in in16 for the backward, transposed where in16_t_) times the weight's.
+// (kept in in16 for the backward, transposed where in16_t_: there the
+// LayerNorm before it wrote that copy, layernorm_fwd_) times the weight's.
 static int linear_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view in16, int w, uint32_t l,
                        wgpt_view bias, uint32_t N, uint32_t C, uint32_t OC) {
     wgpt_gpu *g = m->g;
     if (m->precision == WGPT_PRECISION_FP32)
         GPU_OK(m, wgpt_linear_forward(g, op, out, inp, P(w, l), bias, N, C, OC, A(mm_scratch, 0)));
     else if (in16_t_(m, in16)) {
-        GPU_OK(m, wgpt_cast_f16_transpose(g, op, in16, inp, N, C));
         GPU_OK(m, wgpt_linear_f16_forward_t(g, op, out, in16, P16(w, l), bias, N, C, OC, A(mm_scratch, 0)));
     } else {
         GPU_OK(m, wgpt_cast_f16(g, op, in16, inp, (uint64_t)N * C));
@@ -402,14 +420,15 @@ static int build_forward_(wgpt_gpt2 *m) {
                                    P(WGPT_WPE, 0), B, T, C, V, Vp));
     for (uint32_t l = 0; l < m->c.num_layers; l++) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
-        GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), residual,
-                                         P(WGPT_LN1W, l), P(WGPT_LN1B, l), BT, C));
+        if (layernorm_fwd_(m, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), residual, WGPT_LN1W,
+                           WGPT_LN1B, l) < 0)
+            return -1;
         // The f16 epilogues (epi_) are off unless asked for: each was slower
         // than the pass it saves on an H100 (RESULTS sections 22, 23; the
         // rounding one was timed only beside the GELU ones)
         if (epi_(m, WGPT_EPI_ROUND)) {  // the matmul writes qkv16 itself: no f32 qkv, no cast
-            if (linear_fwd_t16_(m, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1, l), A(ln1_16, l), WGPT_QKVW, l,
-                                P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
+            if (linear_fwd_t16_(m, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l),
+                                BT, C, 3 * C) < 0)
                 return -1;
         } else {
             if (linear_fwd_(m, op, A(qkv, l), A(ln1, l), A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l), BT, C, 3 * C) < 0)
@@ -435,13 +454,14 @@ static int build_forward_(wgpt_gpt2 *m) {
                 return -1;
         }
         GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
-        GPU_OK(m, wgpt_layernorm_forward(g, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(res2, l),
-                                         P(WGPT_LN2W, l), P(WGPT_LN2B, l), BT, C));
+        if (layernorm_fwd_(m, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), A(res2, l), WGPT_LN2W,
+                           WGPT_LN2B, l) < 0)
+            return -1;
         int f16 = m->precision == WGPT_PRECISION_F16;
         if (epi_(m, WGPT_EPI_GELU)) {
             // fch, and its GELU's f16 copy transposed (fcproj's input), both from the fc matmul
-            if (linear_fwd_t16_(m, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2, l), A(ln2_16, l), WGPT_FCW,
-                                l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
+            if (linear_fwd_t16_(m, op, A(fch, l), A(fchg16, l), WGPT_OUT16_GELU_T, A(ln2_16, l), WGPT_FCW, l,
+                                P(WGPT_FCB, l), BT, C, 4 * C) < 0)
                 return -1;
         } else {
             if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
@@ -468,8 +488,9 @@ static int build_forward_(wgpt_gpt2 *m) {
         GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
     }
     uint32_t last = m->c.num_layers - 1;
-    GPU_OK(m, wgpt_layernorm_forward(g, op, A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(res3, last),
-                                     P(WGPT_LNFW, 0), P(WGPT_LNFB, 0), BT, C));
+    if (layernorm_fwd_(m, op, A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), A(res3, last), WGPT_LNFW,
+                       WGPT_LNFB, 0) < 0)
+        return -1;
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));

@@ -41,10 +41,13 @@ static uint64_t ln_chunk(wgpt_gpu *g, uint32_t N, uint32_t C) {
 enum { LN_GPU, LN_GPU_VEC4, LN_CPU, LN_CPU_VEC4 };
 
 // Every kernel this file dispatches, by full name (a grep finds each use):
-// the two row kernels in each kind above, then the column sums of the
-// parameter gradients (two-phase, scalar or vec4 first phase; or one pass).
+// the two row kernels in each kind above (and the forward's stats-only
+// variants), then the column sums of the parameter gradients (two-phase,
+// scalar or vec4 first phase; or one pass).
 static const char *const LN_FORWARD[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat",
                                          "layernorm_forward_flat4"};
+static const char *const LN_STATS[] = {"layernorm_stats", "layernorm_stats_vec4", "layernorm_stats_flat",
+                                       "layernorm_stats_flat4"};
 static const char *const LN_BACKWARD_INPUT[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
                                                 "layernorm_backward_input_flat", "layernorm_backward_input_flat4"};
 static const char *const LN_PARAMS_PART[] = {"layernorm_params_part", "layernorm_params_part_vec4"};
@@ -72,20 +75,26 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
                            wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C) {
     uint64_t NC = (uint64_t)N * C;
     if (N == 0 || C == 0) return 0;
-    if (!ln_covers(out, NC) || !ln_covers(inp, NC) || !ln_covers(mean, N) || !ln_covers(rstd, N) ||
+    int stats = !out.buf;
+    if ((!stats && !ln_covers(out, NC)) || !ln_covers(inp, NC) || !ln_covers(mean, N) || !ln_covers(rstd, N) ||
         !ln_covers(weight, C) || !ln_covers(bias, C))
         return wgpt_gpu_fail(g, "layernorm_forward: a view is missing or smaller than its tensor (N=%u, C=%u)", N, C);
+    // the stats-only kernels declare out but never write it: the device's
+    // unused binding stands in (writable, so no other binding may)
+    if (stats) out = wgpt_gpu_unused_binding(g);
+    if (!out.buf) return -1;
     uint64_t chunk = ln_chunk(g, N, C);
     const wgpt_view vc[4] = {out, inp, weight, bias};
     int kind = ln_pick(g, C, vc, 4);
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
         wgpt_view v[6] = {
-            ln_rows(out, r0, rows, C),  ln_rows(mean, r0, rows, 1),   ln_rows(rstd, r0, rows, 1),
-            ln_rows(inp, r0, rows, C),  ln_vec(weight, C),            ln_vec(bias, C),
+            stats ? out : ln_rows(out, r0, rows, C), ln_rows(mean, r0, rows, 1), ln_rows(rstd, r0, rows, 1),
+            ln_rows(inp, r0, rows, C),               ln_vec(weight, C),          ln_vec(bias, C),
         };
         ln_params p = {(uint32_t)rows, C};
-        if (!wgpt_op_add1d(g, op, LN_FORWARD[kind], v, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
+        const char *kernel = (stats ? LN_STATS : LN_FORWARD)[kind];
+        if (!wgpt_op_add1d(g, op, kernel, v, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
     }
     return 0;
 }

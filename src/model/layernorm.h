@@ -12,6 +12,8 @@
 
 // out = (inp - mean) * rstd * weight + bias, row by row; saves mean and rstd.
 // out, inp (N, C); mean, rstd (N); weight, bias (C)
+// out without a buffer: mean and rstd only (the same floats), for
+// wgpt_layernorm_f16_transpose (model/precision.h) to normalise from.
 int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view inp,
                            wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C);
 

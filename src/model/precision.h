@@ -23,5 +23,13 @@ int wgpt_cast_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view
 // wgpt_gelu_forward_f16 then wgpt_transpose_f16, bit for bit, in one pass; the
 // same rules otherwise.
 int wgpt_gelu_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint32_t rows, uint32_t cols);
+// dst16 (cols x rows halves) = f16(LayerNorm(src (rows x cols floats)))
+// transposed, from the row statistics a LayerNorm forward saved (mean, rstd:
+// rows floats each; wgpt_layernorm_forward without out writes only those) and
+// weight, bias (cols floats each): (x - mean) * rstd * weight + bias as the
+// forward computes it, so wgpt_layernorm_forward then wgpt_cast_f16_transpose,
+// bit for bit, in one pass; the same rules otherwise.
+int wgpt_layernorm_f16_transpose(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, wgpt_view mean,
+                                 wgpt_view rstd, wgpt_view weight, wgpt_view bias, uint32_t rows, uint32_t cols);
 
 #endif
