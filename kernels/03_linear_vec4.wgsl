@@ -369,13 +369,8 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
 }
 
 // --- KERNEL: matmul_split_reduce ---
-// --- KERNEL: matmul_split_reduce_deep = matmul_split_reduce with DEEP=1 ---
 // dst[r, off + c] = (flag bit 0 ? dst[r, off + c] : 0) + sum over z < p.k of
 // part[z][r, c] (in order of z) (+ bias[c] if flag bit 1), a vec4 a thread.
-// The _deep variant (DEEP) issues 16 loads before their adds (the same sums
-// in the same order): for reductions too small to fill the GPU (a bias
-// gradient's 44-64 parts of one row), whose time is a wait for memory a batch.
-override DEEP: u32 = 0u;
 @group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;       // (p.k, m, n)
 @group(0) @binding(1) var<storage, read> bias: array<vec4<f32>>;       // (n), read if flag bit 1
 @group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;  // (m, ld)
@@ -393,11 +388,6 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     // thread waits for memory once per four partials, not once for each.
     var s = part[i];
     var z = 1u;
-    for (; DEEP != 0u && z + 15u < p.k; z += 16u) {
-        var a: array<vec4<f32>, 16>;
-        for (var j = 0u; j < 16u; j++) { a[j] = part[(z + j) * total + i]; }
-        for (var j = 0u; j < 16u; j++) { s += a[j]; }
-    }
     for (; z + 3u < p.k; z += 4u) {
         let a = part[z * total + i];
         let b = part[(z + 1u) * total + i];

@@ -563,63 +563,42 @@ static void flat8_equals_flat(void **st) {
 // wgpt_linear_reduce_parts (matmul_split_reduce) sums the partials in order
 // of the part, bit for bit as C sums them one after the other, then adds the
 // bias and the present value: for part counts from 1 to 64 (the bias
-// gradients' parts), whole batches of the kernel's four (or the deep
-// variant's 16) loads and partial ones, values of mixed magnitude so that
-// another order rounds differently (a kernel summing each batch apart first
-// fails it).
+// gradients' parts), whole batches of the kernel's four loads and partial
+// ones, values of mixed magnitude so that another order rounds differently
+// (a kernel summing each batch apart first fails it).
 static void reduce_parts_sums_in_order(void **st) {
     (void)st;
     static const uint32_t KS[] = {1, 2, 5, 16, 17, 40, 64};
     const uint32_t m = 3, n = 24;
     tu_rng_state = 41;
-    // Twice: on G, and on a device that says it has 1000 compute units,
-    // where a reduce of 16 parts or more takes matmul_split_reduce_deep
-    // (16 loads in flight: one workgroup here is far from filling it),
-    // checked through the profiler's kernel names.
-    setenv("WGPT_COMPUTE_UNITS", "1000", 1);
-    wgpt_gpu_options o = {.adapter_index = -1, .kernels = KERNELS, .profile = 1};
-    wgpt_gpu *wide = tu_gpu_open(&o);
-    unsetenv("WGPT_COMPUTE_UNITS");
-    wgpt_gpu *devs[2] = {G, wide};
-    for (int d = 0; d < 2; d++)
-        for (size_t t = 0; t < sizeof KS / sizeof KS[0]; t++)
-            for (int flag = 0; flag < 4; flag++) {
-                wgpt_gpu *g = devs[d];
-                uint32_t k = KS[t];
-                size_t total = (size_t)m * n;
-                float *part = malloc(k * total * 4), *bias = malloc(n * 4), *dst = malloc(total * 4);
-                for (size_t i = 0; i < k * total; i++) part[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-12, 12));
-                tu_fill(bias, n, -1, 1), tu_fill(dst, total, -1, 1);
-                wgpt_buf *bp = tu_upload_f32(g, part, k * total, "parts"), *bb = tu_upload_f32(g, bias, n, "bias");
-                wgpt_buf *bd = tu_upload_f32(g, dst, total, "dst");
-                wgpt_op op;
-                wgpt_op_init(&op);
-                wgpt_view none = {0};
-                TU_OK(g, wgpt_linear_reduce_parts(g, &op, (wgpt_view){bp, 0, 0},
-                                                  flag & 2 ? (wgpt_view){bb, 0, 0} : none, (wgpt_view){bd, 0, 0}, m,
-                                                  n, k, flag & 1));
-                TU_OK(g, wgpt_op_record(g, &op));
-                wgpt_op_free(&op);
-                if (g == wide && KERNELS == WGPT_KERNELS_GPU) {
-                    wgpt_timing tm[8];
-                    int nt = wgpt_gpu_timings(g, tm, 8);
-                    if (nt > 0 && (strcmp(tm[nt - 1].kernel, "matmul_split_reduce_deep") == 0) != (k >= 16))
-                        fail_msg("%u parts on %s: ran %s", k, VARIANT, tm[nt - 1].kernel);
-                }
-                float *got = tu_download_f32(g, bd, total);
-                for (size_t i = 0; i < total; i++) {
-                    float sum = part[i];
-                    for (uint32_t z = 1; z < k; z++) sum += part[z * total + i];
-                    if (flag & 2) sum += bias[i % n];
-                    if (flag & 1) sum += dst[i];
-                    if (memcmp(&sum, &got[i], 4) != 0)
-                        fail_msg("%u parts (flag %d, device %d): element %zu is %.9g, in order %.9g", k, flag, d, i,
-                                 got[i], sum);
-                }
-                wgpt_buf_free(bp), wgpt_buf_free(bb), wgpt_buf_free(bd);
-                free(part), free(bias), free(dst), free(got);
+    for (size_t t = 0; t < sizeof KS / sizeof KS[0]; t++)
+        for (int flag = 0; flag < 4; flag++) {
+            uint32_t k = KS[t];
+            size_t total = (size_t)m * n;
+            float *part = malloc(k * total * 4), *bias = malloc(n * 4), *dst = malloc(total * 4);
+            for (size_t i = 0; i < k * total; i++) part[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-12, 12));
+            tu_fill(bias, n, -1, 1), tu_fill(dst, total, -1, 1);
+            wgpt_buf *bp = tu_upload_f32(G, part, k * total, "parts"), *bb = tu_upload_f32(G, bias, n, "bias");
+            wgpt_buf *bd = tu_upload_f32(G, dst, total, "dst");
+            wgpt_op op;
+            wgpt_op_init(&op);
+            wgpt_view none = {0};
+            TU_OK(G, wgpt_linear_reduce_parts(G, &op, (wgpt_view){bp, 0, 0}, flag & 2 ? (wgpt_view){bb, 0, 0} : none,
+                                              (wgpt_view){bd, 0, 0}, m, n, k, flag & 1));
+            TU_OK(G, wgpt_op_record(G, &op));
+            wgpt_op_free(&op);
+            float *got = tu_download_f32(G, bd, total);
+            for (size_t i = 0; i < total; i++) {
+                float sum = part[i];
+                for (uint32_t z = 1; z < k; z++) sum += part[z * total + i];
+                if (flag & 2) sum += bias[i % n];
+                if (flag & 1) sum += dst[i];
+                if (memcmp(&sum, &got[i], 4) != 0)
+                    fail_msg("%u parts (flag %d): element %zu is %.9g, in order %.9g", k, flag, i, got[i], sum);
             }
-    wgpt_gpu_close(wide);
+            wgpt_buf_free(bp), wgpt_buf_free(bb), wgpt_buf_free(bd);
+            free(part), free(bias), free(dst), free(got);
+        }
 }
 
 // Each test twice: with the tiled GPU kernels, then with their CPU twins.

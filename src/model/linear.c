@@ -44,7 +44,6 @@ static const char MM_BACKWARD_BIAS[] = "matmul_backward_bias";
 static const char MM_BACKWARD_BIAS_FLAT[] = "matmul_backward_bias_flat";
 static const char MM_BACKWARD_BIAS_FLAT4[] = "matmul_backward_bias_flat4";
 static const char MM_SPLIT_REDUCE[] = "matmul_split_reduce";
-static const char MM_SPLIT_REDUCE_DEEP[] = "matmul_split_reduce_deep";
 static const char MM_BIAS_PART[] = "matmul_backward_bias_part";
 static const char MM_BIAS_PART_F16[] = "matmul_backward_bias_part_f16";
 static const char MM_BIAS_PART_GELU_F16[] = "matmul_backward_bias_part_gelu_f16";
@@ -148,11 +147,8 @@ static int v4_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view part, wgpt_view bias, 
                       uint32_t splits, uint32_t ld, uint32_t off, int add) {
     wgpt_view v[3] = {part, bias.buf ? bias : part, dst};
     linear_params p = {m, n, splits, ld, off, (add ? 1u : 0u) | (bias.buf ? 2u : 0u), 0, 0};
-    uint64_t threads = (uint64_t)m * (n / 4), groups = (threads + 255) / 256;
-    // fewer workgroups than compute units: nothing else hides each thread's
-    // waits, so the deep variant's 16 loads in flight
-    int deep = splits >= 16 && groups < wgpt_gpu_get_info(g)->compute_units;
-    return wgpt_op_add1d(g, op, deep ? MM_SPLIT_REDUCE_DEEP : MM_SPLIT_REDUCE, v, 3, &p, sizeof p, groups) ? 0 : -1;
+    uint64_t threads = (uint64_t)m * (n / 4);
+    return wgpt_op_add1d(g, op, MM_SPLIT_REDUCE, v, 3, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
 }
 
 static int v4_forward_(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view weight, wgpt_view bias,
