@@ -10,26 +10,31 @@
 // the scratch `part`, ceil(C / LN_COLS) (vec4: ceil(C / 4 / LN_COLS)) column
 // groups x ceil(N / LN_PART_ROWS) blocks of workgroups through dispatch1d;
 // then layernorm_params_reduce adds the blocks' partials in block order into
-// dweight/dbias, ceil(C / LN_COLS) workgroups. Deterministic: every order of
+// dweight/dbias, ceil(C / LN_COLS) workgroups. Where the vec4 row kernels
+// serve, layernorm_backward_vec4 replaces the input kernel and phase 1: dinp
+// and the partials of LN_BWD_ROWS rows a workgroup, ceil(N / LN_BWD_ROWS)
+// workgroups, one read of dout and inp. Deterministic: every order of
 // additions is fixed by (N, C).
 // CPU twins (for llvmpipe; src/model/variant.h picks): layernorm_forward_flat
 // and layernorm_backward_input_flat, same bindings and params, one invocation
 // per row, LN_FLAT_WG rows a workgroup, ceil(N / LN_FLAT_WG) workgroups
 // through dispatch1d; no barriers, no subgroups.
 // vec4 GPU kernels (for C % 4 == 0, C <= LN_V4_MAX_C, (N, C) and (C) views at
-// 16-byte aligned offsets; the host picks them): layernorm_forward_vec4 and
-// layernorm_backward_input_vec4, same bindings and params with the (N, C) and
-// (C) arrays bound as array<vec4<f32>>. LN_ROW_THREADS threads a row, each
-// holding up to LN_V4_REGS vec4s of it in registers, so a row is read from
-// memory once; LN_ROWS_PER_WG rows a workgroup, ceil(N / LN_ROWS_PER_WG)
-// workgroups through dispatch1d.
+// 16-byte aligned offsets; the host picks them): layernorm_forward_vec4, same
+// bindings and params with the (N, C) and (C) arrays bound as
+// array<vec4<f32>>, and layernorm_backward_vec4 (the input kernel's bindings,
+// so bound, then the partials) with its input-only variant
+// layernorm_backward_input_vec4. LN_ROW_THREADS threads a row, each holding
+// up to LN_V4_REGS vec4s of it in registers, so a row is read from memory
+// once; LN_ROWS_PER_WG rows at a time, ceil(N / LN_ROWS_PER_WG) workgroups
+// (the forward) or ceil(N / LN_BWD_ROWS) (the backward) through dispatch1d.
 // Stats-only forwards (layernorm_stats, _vec4, _flat, _flat4: the four forward
 // kernels with STATS_ONLY set): mean and rstd, no out, for the f16 mode's
 // layernorm_f16_transpose (08_precision.wgsl), which normalises from them.
 // See docs/kernels/02_layernorm.md.
 
 struct LnParams {
-    N: u32,  // rows in this dispatch (a row chunk of the tensor)
+    N: u32,  // rows in this dispatch (a row chunk of the tensor; layernorm_params_reduce: partials)
     C: u32,  // channels: the normalised axis
 }
 
@@ -43,6 +48,12 @@ const LN_COLS: u32 = 32u;
 const LN_LANES: u32 = 8u;   // LN_COLS * LN_LANES == WG
 // The two-phase kernels: rows of a block (LN_PART_ROWS / LN_LANES = 8 a lane).
 const LN_PART_ROWS: u32 = 64u;
+// layernorm_backward_vec4: rows a workgroup (a partial row each), taken
+// LN_ROWS_PER_WG at a time. 16: GPT-2's 4096 rows are 256 workgroups, two
+// for each compute unit of a 132-unit GPU.
+const LN_BWD_ROWS: u32 = 16u;
+// layernorm_backward_input_vec4: layernorm_backward_vec4 without the partials.
+override INPUT_ONLY: bool = false;
 
 // The flat kernels: rows per workgroup, one per invocation.
 const LN_FLAT_WG: u32 = 64u;
@@ -83,7 +94,8 @@ fn ln_row_sum(tid: u32, sg: u32, val: f32) -> f32 {
 // (call from uniform control flow with the whole workgroup); then
 // ln_fold_sum(col) adds the lanes of column col in lane order
 // (deterministic): x the dweight sum, y the dbias sum. The vec4 forms serve
-// the vec4 kernel (four columns a thread).
+// the vec4 kernels (four columns a thread): layernorm_params_part_vec4 and
+// the fold of layernorm_backward_vec4's row groups.
 var<workgroup> ln_fold_w: array<f32, WG>;
 var<workgroup> ln_fold_b: array<f32, WG>;
 var<workgroup> ln_fold_w4: array<vec4<f32>, WG>;
@@ -111,13 +123,16 @@ fn ln_fold_store4(tid: u32, dw: vec4<f32>, db: vec4<f32>) {
     workgroupBarrier();
 }
 
-// The dweight sums of column group col, then (index 1) the dbias sums.
-fn ln_fold_sum4(col: u32) -> array<vec4<f32>, 2> {
+// The dweight sums of entries first, first + stride, ... (n of them, in
+// order), then (index 1) the dbias sums: a column group's LN_LANES lanes
+// (stride LN_COLS) or, in layernorm_backward_vec4, a column's
+// LN_ROWS_PER_WG row groups (stride LN_ROW_THREADS).
+fn ln_fold_sum4(first: u32, n: u32, stride: u32) -> array<vec4<f32>, 2> {
     var tw = vec4<f32>(0.0);
     var tb = vec4<f32>(0.0);
-    for (var l = 0u; l < LN_LANES; l++) {
-        tw += ln_fold_w4[l * LN_COLS + col];
-        tb += ln_fold_b4[l * LN_COLS + col];
+    for (var i = 0u; i < n; i++) {
+        tw += ln_fold_w4[first + i * stride];
+        tb += ln_fold_b4[first + i * stride];
     }
     return array<vec4<f32>, 2>(tw, tb);
 }
@@ -135,6 +150,11 @@ fn ln_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 // Row blocks of the two-phase kernels in a dispatch of n rows.
 fn ln_part_blocks(n: u32) -> u32 {
     return (n + LN_PART_ROWS - 1u) / LN_PART_ROWS;
+}
+
+// Workgroups (and partial rows) of layernorm_backward_vec4 for n rows.
+fn ln_bwd_blocks(n: u32) -> u32 {
+    return (n + LN_BWD_ROWS - 1u) / LN_BWD_ROWS;
 }
 
 // --- KERNEL: layernorm_forward ---
@@ -265,21 +285,36 @@ fn layernorm_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(
     }
 }
 
-// --- KERNEL: layernorm_backward_input_vec4 ---
-// layernorm_backward_input with the row's dout and inp held in registers
-// (LN_ROW_THREADS threads a row, as layernorm_forward_vec4): read once.
+// --- KERNEL: layernorm_backward_vec4 ---
+// layernorm_backward_input_vec4's dinp and, from the same registers, the
+// dweight/dbias partials of the workgroup's rows: dout and inp are read once
+// for both. Workgroup w takes rows [w * LN_BWD_ROWS, + LN_BWD_ROWS), row
+// group rg = tid / 64 rows rg, rg + 4, ... of them (one ln_backward_row4 a
+// step); each row's dinp is layernorm_backward_input_vec4's (the same sums in
+// the same order). Thread (rg, lane) adds dout * xhat and dout of its columns
+// over its rows in order; then the row groups are folded in order into
+// part[w * C/4 + j] and part[(nblk + w) * C/4 + j], nblk = ceil(N / LN_BWD_ROWS),
+// for layernorm_params_reduce. Workgroups past nblk (the 2D grid's tail)
+// leave at once.
 @group(0) @binding(0) var<storage, read_write> dinp: array<vec4<f32>>;  // (N, C / 4)
 @group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;        // (N, C / 4)
 @group(0) @binding(2) var<storage, read> inp: array<vec4<f32>>;         // (N, C / 4)
 @group(0) @binding(3) var<storage, read> weight: array<vec4<f32>>;      // (C / 4)
 @group(0) @binding(4) var<storage, read> mean: array<f32>;              // (N)
 @group(0) @binding(5) var<storage, read> rstd: array<f32>;              // (N)
-@group(0) @binding(6) var<uniform> p: LnParams;
+@group(0) @binding(6) var<storage, read_write> part: array<vec4<f32>>;  // (2, nblk, C / 4); INPUT_ONLY: unused
+@group(0) @binding(7) var<uniform> p: LnParams;
 
-@compute @workgroup_size(WG)
-fn layernorm_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                                 @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
-    let row = ln_row(wid, nwg) * LN_ROWS_PER_WG + tid / LN_ROW_THREADS;
+// Per thread: its columns' running sums of dout * xhat and of dout.
+struct LnColSums {
+    dw: array<vec4<f32>, LN_V4_REGS>,
+    db: array<vec4<f32>, LN_V4_REGS>,
+}
+
+// dinp += of one row (row >= N: the sums' zeros only), as
+// layernorm_backward_input_vec4; its dout * xhat and dout into acc unless
+// INPUT_ONLY. Call from uniform control flow with the whole workgroup.
+fn ln_backward_row4(tid: u32, sg: u32, row: u32, acc: ptr<function, LnColSums>) {
     let lane = tid % LN_ROW_THREADS;
     let live = row < p.N;
     let c4 = p.C / 4u;
@@ -292,15 +327,22 @@ fn layernorm_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @bui
     }
     var gk = array<vec4<f32>, LN_V4_REGS>();  // g = dout * weight
     var xh = array<vec4<f32>, LN_V4_REGS>();  // xhat
+    var di = array<vec4<f32>, LN_V4_REGS>();  // dinp, loaded with the others (one wait for memory)
     var sg_acc = 0.0;
     var sgx_acc = 0.0;
     for (var k = 0u; k < LN_V4_REGS; k++) {
         let j = lane + k * LN_ROW_THREADS;
         if (live && j < c4) {
-            gk[k] = dout[base + j] * weight[j];
+            let d = dout[base + j];
+            di[k] = dinp[base + j];
+            gk[k] = d * weight[j];
             xh[k] = (inp[base + j] - m) * r;
             sg_acc += sum4(gk[k]);
             sgx_acc += sum4(gk[k] * xh[k]);
+            if (!INPUT_ONLY) {
+                (*acc).dw[k] += d * xh[k];
+                (*acc).db[k] += d;
+            }
         }
     }
     let inv_c = 1.0 / f32(p.C);
@@ -308,9 +350,40 @@ fn layernorm_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @bui
     let mean_gx = ln_row_sum(tid, sg, sgx_acc) * inv_c;
     for (var k = 0u; k < LN_V4_REGS; k++) {
         let j = lane + k * LN_ROW_THREADS;
-        if (live && j < c4) { dinp[base + j] += r * (gk[k] - mean_g - xh[k] * mean_gx); }
+        if (live && j < c4) { dinp[base + j] = di[k] + r * (gk[k] - mean_g - xh[k] * mean_gx); }
     }
 }
+
+@compute @workgroup_size(WG)
+fn layernorm_backward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                           @builtin(num_workgroups) nwg: vec3<u32>, @builtin(subgroup_size) sg: u32) {
+    let w = ln_row(wid, nwg);
+    let nblk = ln_bwd_blocks(p.N);
+    if (w >= nblk) { return; }  // uniform: the whole workgroup leaves
+    var acc = LnColSums();
+    for (var s = 0u; s < LN_BWD_ROWS / LN_ROWS_PER_WG; s++) {
+        let row = w * LN_BWD_ROWS + s * LN_ROWS_PER_WG + tid / LN_ROW_THREADS;
+        ln_backward_row4(tid, sg, row, &acc);
+    }
+    if (INPUT_ONLY) { return; }
+    let lane = tid % LN_ROW_THREADS;
+    let c4 = p.C / 4u;
+    for (var k = 0u; k < LN_V4_REGS; k++) {
+        if (k * LN_ROW_THREADS >= c4) { break; }  // uniform
+        ln_fold_store4(tid, acc.dw[k], acc.db[k]);
+        let j = lane + k * LN_ROW_THREADS;
+        if (tid < LN_ROW_THREADS && j < c4) {
+            let t = ln_fold_sum4(lane, LN_ROWS_PER_WG, LN_ROW_THREADS);
+            part[w * c4 + j] = t[0];
+            part[(nblk + w) * c4 + j] = t[1];
+        }
+        workgroupBarrier();  // the next store waits for these reads
+    }
+}
+
+// --- KERNEL: layernorm_backward_input_vec4 = layernorm_backward_vec4 with INPUT_ONLY=1 ---
+// dinp alone (no scratch for the partials): the same rows, workgroups and
+// dinp; part is bound (the host binds a stand-in) but never touched.
 
 // --- KERNEL: layernorm_backward_params ---
 // dweight[c] += sum over rows of dout * xhat, dbias[c] += sum of dout.
@@ -433,22 +506,26 @@ fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builti
     }
     ln_fold_store4(tid, dw, db);
     if (lane == 0u && j < c4) {
-        let t = ln_fold_sum4(col);
+        let t = ln_fold_sum4(col, LN_LANES, LN_COLS);
         part[blk * c4 + j] = t[0];
         part[(nblk + blk) * c4 + j] = t[1];
     }
 }
 
 // --- KERNEL: layernorm_params_reduce ---
-// Phase 2: dweight[c] += the sum of the nblk partials part[b * C + c],
-// dbias[c] += that of part[(nblk + b) * C + c] (from either part kernel), a
-// workgroup per LN_COLS columns: lane l adds blocks l, l + 8, ... in order,
-// lane 0 folds the 8 lanes in order and adds the total once. N is the
-// dispatch's rows (nblk = ceil(N / LN_PART_ROWS)), as in phase 1.
+// Phase 2: dweight[c] += the sum of the nblk = p.N partials part[b * C + c],
+// dbias[c] += that of part[(nblk + b) * C + c] (from any phase-1 kernel: p.N
+// is its partials, not its rows), a workgroup per LN_COLS columns: lane l
+// adds blocks l, l + 8, ... in order, lane 0 folds the 8 lanes in order and
+// adds the total once. A lane issues the loads of LN_RED_BATCH blocks before
+// adding them (the same sums in the same order): this pass is a few dozen
+// workgroups, so its time is waits for memory, one a batch.
 @group(0) @binding(0) var<storage, read_write> dweight: array<f32>;  // (C)
 @group(0) @binding(1) var<storage, read_write> dbias: array<f32>;    // (C)
 @group(0) @binding(2) var<storage, read> part: array<f32>;           // (2, nblk, C)
 @group(0) @binding(3) var<uniform> p: LnParams;
+
+const LN_RED_BATCH: u32 = 16u;
 
 @compute @workgroup_size(WG)
 fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -456,11 +533,24 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
     let col = tid % LN_COLS;
     let lane = tid / LN_COLS;
     let c = (wid.x + wid.y * nwg.x) * LN_COLS + col;
-    let nblk = ln_part_blocks(p.N);
+    let nblk = p.N;
     var dw = 0.0;
     var db = 0.0;
     if (c < p.C) {
-        for (var b = lane; b < nblk; b += LN_LANES) {
+        var b = lane;
+        for (; b + (LN_RED_BATCH - 1u) * LN_LANES < nblk; b += LN_RED_BATCH * LN_LANES) {
+            var pw: array<f32, LN_RED_BATCH>;
+            var pb: array<f32, LN_RED_BATCH>;
+            for (var i = 0u; i < LN_RED_BATCH; i++) {
+                pw[i] = part[(b + i * LN_LANES) * p.C + c];
+                pb[i] = part[(nblk + b + i * LN_LANES) * p.C + c];
+            }
+            for (var i = 0u; i < LN_RED_BATCH; i++) {
+                dw += pw[i];
+                db += pb[i];
+            }
+        }
+        for (; b < nblk; b += LN_LANES) {
             dw += part[b * p.C + c];
             db += part[(nblk + b) * p.C + c];
         }

@@ -4,11 +4,14 @@
 // are multiples of nothing, gradients pre-filled to check that they accumulate,
 // rows split over bindings (a device with a 64 KiB binding limit), the 2D grid
 // past 65535 rows, and bit-identical results run to run. Every case runs
-// twice: with the GPU kernels (a workgroup per row; dweight/dbias in two
-// phases through a scratch: row blocks, then the blocks in order) and with
-// their flat CPU twins (an invocation per row; model/variant.h; dweight/dbias
-// by the one-pass column kernel), same reference. The one-pass kernel is
-// also run with the GPU kernels, without a scratch or with one too small.
+// twice: with the GPU kernels (a workgroup per row, or for C % 4 == 0 and
+// C <= 1024 the vec4 ones; dweight/dbias through a scratch: partials of row
+// blocks, then the blocks in order, the vec4 backward writing its partials
+// with dinp in one pass) and with their flat CPU twins (an invocation per
+// row; model/variant.h; dweight/dbias by the one-pass column kernel), same
+// reference. The one-pass kernel is also run with the GPU kernels, without
+// a scratch or with one too small; the separate phase 1 with a scratch too
+// small for the fused kernel's partials.
 //
 // Tolerance (f32 on the GPU against double in tests/ref). The GPU kernels sum
 // a row of K terms as per-thread runs of ceil(K/256), then a tree of depth
@@ -19,7 +22,9 @@
 // as runs of ceil(rows/8), then 8 lanes in order, then one add per row chunk;
 // by the two-phase kernels as runs of 64/8 = 8 rows, 8 lanes, then runs of
 // ceil(blocks/8) block partials (blocks of 64 rows in a chunk), 8 lanes, then
-// one add per row chunk: a shorter chain for N past ~200. A reordered f32 sum
+// one add per row chunk: a shorter chain for N past ~200; by the fused vec4
+// backward as runs of 16/4 = 4 rows, 4 row groups, then ceil(blocks/8)
+// partials (blocks of 16 rows), 8 lanes, one add per row chunk. A reordered f32 sum
 // whose longest chain is K additions errs by at most K * 2^-24 * sum|terms|
 // (first order; terms rounded themselves count in the 4 below). The row outputs
 // inherit the mean's error (|x| <= 5) times rstd (xhat = (x - mean) * rstd), so
@@ -32,7 +37,8 @@
 // column sums, whose xhat term dominates); the tests fail on a wrong eps
 // (1e-6), a one-pass variance, a lane left out of the column fold, the 2D row
 // index, dinp or dweight overwritten instead of accumulated, a row block or
-// a block partial left out of the two-phase sums.
+// a block partial left out of the two-phase sums, a row's dbias term left
+// out of the fused kernel's partials.
 #include "test_util.h"
 
 #include "gpu/internal.h"  // a step's kernel, for its name
@@ -64,13 +70,39 @@ static int group_setup(void **state) {
 static int CPU;  // 1 while the CPU twins are in force
 
 // The scratch run_ gives the backward: wgpt_layernorm_scratch_bytes (the
-// default), none, or 256 bytes (too small for the cases that use it).
-enum { SCRATCH_FULL, SCRATCH_NONE, SCRATCH_SHORT };
+// default), none, 256 bytes (too small for the cases that use it), or the
+// partials of blocks of 64 rows (phase 1 apart; too small for the fused
+// kernel's blocks of 16 in the cases that use it).
+enum { SCRATCH_FULL, SCRATCH_NONE, SCRATCH_SHORT, SCRATCH_PART64 };
 static int SCRATCH = SCRATCH_FULL;
 
 // 1 if the GPU row kernels run as their vec4 versions for rows of C (the
 // views here all start at 16-byte multiples): LN_V4_MAX_C in the kernel file.
 static int VEC4_(uint32_t C) { return !CPU && C % 4 == 0 && C <= 1024; }
+
+// How dweight/dbias are summed for rows of C (layernorm.c's LN_SUMS_*): one
+// pass; two phases (the input kernel, then partials of 64-row blocks); or
+// fused (the vec4 backward writes partials of 16-row blocks with dinp).
+enum { SUMS_ONE_PASS, SUMS_TWO_PHASE, SUMS_FUSED };
+static int sums_(uint32_t C) {
+    if (CPU || SCRATCH == SCRATCH_NONE || SCRATCH == SCRATCH_SHORT) return SUMS_ONE_PASS;
+    return VEC4_(C) && SCRATCH == SCRATCH_FULL ? SUMS_FUSED : SUMS_TWO_PHASE;
+}
+
+// The kernels one row chunk's backward appends, in order (sums_ picks).
+static int backward_kernels_(uint32_t C, const char **k) {
+    int sums = sums_(C), n = 0;
+    if (sums == SUMS_FUSED) {
+        k[n++] = "layernorm_backward_vec4";
+    } else if (CPU) {
+        k[n++] = C % 4 ? "layernorm_backward_input_flat" : "layernorm_backward_input_flat4";
+    } else {
+        k[n++] = VEC4_(C) ? "layernorm_backward_input_vec4" : "layernorm_backward_input";
+    }
+    if (sums == SUMS_TWO_PHASE) k[n++] = C % 4 ? "layernorm_params_part" : "layernorm_params_part_vec4";
+    k[n++] = sums == SUMS_ONE_PASS ? "layernorm_backward_params" : "layernorm_params_reduce";
+    return n;
+}
 static int use_gpu_kernels_(void **state) {
     (void)state;
     G = G_GPU, SPLIT = SPLIT_GPU;
@@ -134,7 +166,7 @@ static void case_free_(ln_case *k) {
 // GPU results of one forward + backward, and how dweight/dbias were summed.
 typedef struct ln_got {
     float *out, *mean, *rstd, *dinp, *dw, *db;
-    int two_phase;   // 1: the two-phase kernels (else the one-pass kernel)
+    int sums;        // SUMS_*
     uint64_t chunk;  // rows per dispatch
 } ln_got;
 
@@ -166,18 +198,24 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
     uint64_t groups = CPU ? (rows0 + 63) / 64 : VEC4_(C) ? (rows0 + 3) / 4 : rows0;
     assert_int_equal(op.steps[0].x, groups < 65535 ? groups : 65535);
     wgpt_buf *dout = NULL, *dinp = NULL, *dw = NULL, *db = NULL, *scratch = NULL;
-    // Blocks of 64 rows (LN_PART_ROWS) in the first chunk: two partials of C
-    // floats each.
-    uint64_t chunks = (N + rows0 - 1) / rows0, blocks0 = (rows0 + 63) / 64;
-    int two_phase = !CPU && SCRATCH == SCRATCH_FULL;
+    // Blocks of 64 rows (LN_PART_ROWS) or, fused, 16 (LN_BWD_ROWS) in the
+    // first chunk: two partials of C floats each.
+    int sums = sums_(C);
+    uint64_t chunks = (N + rows0 - 1) / rows0, block = sums == SUMS_FUSED ? 16 : 64;
+    uint64_t blocks0 = (rows0 + block - 1) / block;
     if (backward) {
         dout = tu_upload_f32(g, k->dout, NC, "dout"), dinp = tu_upload_f32(g, k->dinp0, NC, "dinp");
         dw = tu_upload_f32(g, k->dw0, C, "dweight"), db = tu_upload_f32(g, k->db0, C, "dbias");
         // The scratch at a 256-byte offset, every float 1e30 beforehand: a
         // partial left unwritten would show in dweight/dbias.
-        uint64_t sbytes = SCRATCH == SCRATCH_SHORT ? 256 : wgpt_layernorm_scratch_bytes(N, C);
+        uint64_t sbytes = SCRATCH == SCRATCH_SHORT    ? 256
+                          : SCRATCH == SCRATCH_PART64 ? 2 * ((rows0 + 63) / 64) * C * 4
+                                                      : wgpt_layernorm_scratch_bytes(N, C);
         assert_true(sbytes >= 2 * blocks0 * C * 4 || SCRATCH == SCRATCH_SHORT);
         assert_true(SCRATCH != SCRATCH_SHORT || 2 * blocks0 * C * 4 > sbytes);
+        // (a case for the separate phase 1 on the vec4 kernels must be too
+        // small for the fused kernel's partials)
+        assert_true(SCRATCH != SCRATCH_PART64 || !VEC4_(C) || 2 * ((rows0 + 15) / 16) * C * 4 > sbytes);
         float *junk = alloc_((256 + sbytes) / 4);
         for (uint64_t i = 0; i < (256 + sbytes) / 4; i++) junk[i] = 1e30f;
         scratch = tu_upload_f32(g, junk, (256 + sbytes) / 4, "ln scratch");
@@ -187,17 +225,22 @@ static ln_got run_(wgpt_gpu *g, const ln_case *k, int backward) {
         TU_OK(g, wgpt_layernorm_backward(g, &op, (wgpt_view){dinp, 0, 0}, (wgpt_view){dw, 0, 0},
                                          (wgpt_view){db, 0, 0}, (wgpt_view){dout, 0, 0}, (wgpt_view){inp, 0, 0},
                                          (wgpt_view){w, 0, 0}, vmean, vrstd, N, C, vs));
-        // The column sums in force: per chunk the input kernel, then the
-        // two-phase pair (phase 1 on ceil(cols / 32) x blocks workgroups,
-        // cols the vec4 columns when C % 4 == 0) or the one-pass kernel.
-        assert_int_equal(op.n - before, (int)chunks * (two_phase ? 3 : 2));
-        if (two_phase) {
+        // The kernels in force, chunk by chunk (backward_kernels_); the
+        // fused kernel on a workgroup per block, phase 1 on ceil(cols / 32)
+        // x blocks workgroups (cols the vec4 columns when C % 4 == 0).
+        const char *want[3];
+        int per = backward_kernels_(C, want);
+        assert_int_equal(op.n - before, (int)chunks * per);
+        for (int i = before; i < op.n; i++)
+            assert_string_equal(wgpt_kernel_name(op.steps[i].bind->kernel), want[(i - before) % per]);
+        if (sums == SUMS_FUSED) assert_int_equal(op.steps[before].x, blocks0 < 65535 ? blocks0 : 65535);
+        if (sums == SUMS_TWO_PHASE) {
             uint64_t cols = C % 4 == 0 ? C / 4 : C, groups1 = (cols + 31) / 32 * blocks0;
             assert_int_equal(op.steps[before + 1].x, groups1 < 65535 ? groups1 : 65535);
         }
     }
     TU_OK(g, wgpt_op_record(g, &op));
-    ln_got r = {alloc_(NC), alloc_(N), alloc_(N), NULL, NULL, NULL, two_phase, rows0};
+    ln_got r = {alloc_(NC), alloc_(N), alloc_(N), NULL, NULL, NULL, sums, rows0};
     TU_OK(g, wgpt_buf_download(g, out, 0, r.out, NC * 4));
     TU_OK(g, wgpt_buf_download(g, stats, 0, r.mean, (uint64_t)N * 4));
     TU_OK(g, wgpt_buf_download(g, stats, rstd_off, r.rstd, (uint64_t)N * 4));
@@ -259,14 +302,18 @@ static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
         // Column sums over N rows of dout*xhat and dout: chain ccol (one
         // pass: runs of ceil(rows/8) per chunk, then 8 lanes, then one add
         // per chunk; two phases: 8 rows, 8 lanes, ceil(blocks/8) partials, 8
-        // lanes, one add per chunk). Bound per column: ccol * 2^-24 *
+        // lanes, one add per chunk; fused: 4 rows, 4 row groups, then as two
+        // phases over blocks of 16 rows). Bound per column: ccol * 2^-24 *
         // sum|terms|, plus each term's own xhat error, times 4: the row's
         // mean and rstd come from sums of
         // row_chain additions, so xhat errs by row_chain * 2^-24 * (5 * rstd
         // + |xhat|) (the mean's error times rstd, rstd's relative error
         // times xhat); for the CPU twins' chains of C that term dominates.
-        uint64_t chunks = (N + r.chunk - 1) / r.chunk, blocks = (r.chunk + 63) / 64;
-        float ccol = r.two_phase ? (float)(8 + 8 + (blocks + 7) / 8 + 8 + chunks) : (float)((N + 7) / 8 + 8 + 8);
+        uint64_t chunks = (N + r.chunk - 1) / r.chunk;
+        uint64_t blocks = r.sums == SUMS_FUSED ? (r.chunk + 15) / 16 : (r.chunk + 63) / 64;
+        float ccol = r.sums == SUMS_FUSED       ? (float)(4 + 4 + (blocks + 7) / 8 + 8 + chunks)
+                     : r.sums == SUMS_TWO_PHASE ? (float)(8 + 8 + (blocks + 7) / 8 + 8 + chunks)
+                                                : (float)((N + 7) / 8 + 8 + 8);
         float *tw = alloc_(C), *tb = alloc_(C);
         for (uint32_t c = 0; c < C; c++) {
             double sw = 0, sb = 0, ex = 0;
@@ -292,12 +339,16 @@ static void check_(wgpt_gpu *g, uint32_t N, uint32_t C, int backward) {
 }
 
 // GPT-2's rows of 768 and the widest rows the vec4 kernels hold (1024), then
-// one vec4 more (1028: the GPU kernels' scalar versions). GPU kernels only.
+// one vec4 more (1028: the GPU kernels' scalar versions); GPT-2's 4096 rows
+// and 3 more (the fused backward's last block of 3 rows); 194 vec4 columns
+// (a thread's fourth vec4 on 2 of 64 lanes).
 static void gpt2_widths(void **st) {
     (void)st;
     check_(G, 9, 768, 1);
     check_(G, 6, 1024, 1);
     check_(G, 5, 1028, 1);
+    check_(G, 4099, 768, 1);
+    check_(G, 1037, 776, 1);
 }
 
 // B=2, T=37, C=48 (N=74): fewer channels than threads, rows not a multiple of anything.
@@ -421,56 +472,101 @@ static void kernels_stop_at_N_and_C(void **st) {
 }
 
 // The vec4 kernels' own bounds checks and 2D row index: bindings 64 rows
-// longer than N, a (126, 2) grid of 4-row workgroups (1008 rows >= N, as the
-// host's 2D fallback would give); rows past N keep their sentinel, the means
-// and outputs of all N rows match the reference. GPU kernels only.
+// longer than N, a (126, 2) grid of 4-row workgroups for the forward (1008
+// rows >= N) and a (32, 2) grid of 16-row ones for the backward (63 blocks,
+// one idle workgroup), as the host's 2D fallback would give; rows past N
+// (inputs 1.0, mean and rstd the sentinel: they would swamp any sum) keep
+// their sentinel, the means and outputs of all N rows match the reference.
+// The backward twice: input-only (part the device's unused binding) and
+// fused, the same dinp bit for bit; the fused partials (a binding 64 floats
+// longer) reduced on a (2, 2) grid (columns 8..127 idle) into dweight/dbias
+// (64 floats longer too) match the N rows' sums. GPU kernels only.
 static void vec4_kernels_stop_at_N(void **st) {
     (void)st;
     const float SENT = 12345.5f;
-    const uint32_t N = 1001, C = 8, NX = N + 64;
+    const uint32_t N = 1001, C = 8, NX = N + 64, NB = 63, NP = 2 * NB * C + 64, CX = C + 64;
     const size_t NC = (size_t)N * C, NXC = (size_t)NX * C;
     float *rows = alloc_(NXC), *sent_rows = alloc_(NXC), *sent_n = alloc_(NX), *vec = alloc_(C);
+    float *sent_p = alloc_(NP), *g0 = alloc_(CX);
     for (size_t i = 0; i < NXC; i++) {
         rows[i] = i < NC ? tu_randf(-1.0f, 1.0f) : 1.0f;
         sent_rows[i] = i < NC ? 0.0f : SENT;
     }
-    for (uint32_t i = 0; i < NX; i++) sent_n[i] = i < N ? 0.5f : SENT;  // rstd 0.5 for the backward
+    for (uint32_t i = 0; i < NX; i++) sent_n[i] = i < N ? 0.5f : SENT;
     for (uint32_t i = 0; i < C; i++) vec[i] = tu_randf(0.5f, 1.5f);
+    for (uint32_t i = 0; i < NP; i++) sent_p[i] = SENT;
+    for (uint32_t i = 0; i < CX; i++) g0[i] = i < C ? 0.0f : SENT;
     wgpt_buf *x = tu_upload_f32(G, rows, NXC, "x"), *v = tu_upload_f32(G, vec, C, "v");
     wgpt_buf *o = tu_upload_f32(G, sent_rows, NXC, "o"), *o2 = tu_upload_f32(G, sent_rows, NXC, "o2");
+    wgpt_buf *o3 = tu_upload_f32(G, sent_rows, NXC, "o3");
     wgpt_buf *s1 = tu_upload_f32(G, sent_n, NX, "s1"), *s2 = tu_upload_f32(G, sent_n, NX, "s2");
-    struct { uint32_t N, C; } p = {N, C};  // LnParams
+    wgpt_buf *pt = tu_upload_f32(G, sent_p, NP, "part");
+    wgpt_buf *dw = tu_upload_f32(G, g0, CX, "dw"), *db = tu_upload_f32(G, g0, CX, "db");
+    struct { uint32_t N, C; } p = {N, C}, pr = {NB, C};  // LnParams; the reduce's N: its partials
     wgpt_view f[6] = {{o, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, {x, 0, 0}, {v, 0, 0}, {v, 0, 0}};
-    wgpt_view bi[6] = {{o2, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}};
+    wgpt_view bi[7] = {{o2, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, wgpt_gpu_unused_binding(G)};
+    wgpt_view bf[7] = {{o3, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, {pt, 0, 0}};
+    wgpt_view rd[3] = {{dw, 0, 0}, {db, 0, 0}, {pt, 0, 0}};
     wgpt_op op;
     wgpt_op_init(&op);
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_forward_vec4", f, 6, &p, sizeof p, 126, 2, 1));
-    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_input_vec4", bi, 6, &p, sizeof p, 126, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_input_vec4", bi, 7, &p, sizeof p, 32, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_vec4", bf, 7, &p, sizeof p, 32, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", rd, 3, &pr, sizeof pr, 2, 2, 1));
     TU_OK(G, wgpt_op_record(G, &op));
-    float *got = alloc_(NXC);
-    wgpt_buf *outs[4] = {o, o2, s1, s2};
-    const uint64_t used[4] = {NC, NC, N, N}, len[4] = {NXC, NXC, NX, NX};
-    for (int b = 0; b < 4; b++) {
+    float *got = alloc_(NXC), *got3 = alloc_(NXC);
+    wgpt_buf *outs[7] = {o, o2, o3, s1, s2, dw, db};
+    const uint64_t used[7] = {NC, NC, NC, N, N, C, C}, len[7] = {NXC, NXC, NXC, NX, NX, CX, CX};
+    for (int b = 0; b < 7; b++) {
         TU_OK(G, wgpt_buf_download(G, outs[b], 0, got, len[b] * 4));
         for (uint64_t i = used[b]; i < len[b]; i++)
             if (got[i] != SENT) fail_msg("output %d: element %llu written, past %llu", b, (unsigned long long)i,
                                          (unsigned long long)used[b]);
     }
+    TU_OK(G, wgpt_buf_download(G, pt, 0, got, (uint64_t)NP * 4));
+    for (uint32_t i = 2 * NB * C; i < NP; i++)
+        if (got[i] != SENT) fail_msg("fused: partial %u written, past %u", i, 2 * NB * C);
     float *want = alloc_(NC), *wmean = alloc_(N), *wrstd = alloc_(N);
     ref_layernorm_forward(want, wmean, wrstd, rows, vec, vec, (int)N, (int)C);
     TU_OK(G, wgpt_buf_download(G, s1, 0, got, (uint64_t)N * 4));
     tu_assert_close("vec4 kernels: mean on the 2D grid", got, wmean, N, 1e-6f, RTOL);
     TU_OK(G, wgpt_buf_download(G, o, 0, got, NC * 4));
     tu_assert_close("vec4 kernels: out on the 2D grid", got, want, NC, 1e-4f, 1e-5f);
-    free(want), free(wmean), free(wrstd);
+    TU_OK(G, wgpt_buf_download(G, o2, 0, got, NC * 4));
+    TU_OK(G, wgpt_buf_download(G, o3, 0, got3, NC * 4));
+    assert_memory_equal(got, got3, NC * 4);
+    // dweight = sum of dout * xhat, dbias = sum of dout (dout = inp = rows
+    // here), from the mean and rstd the forward saved; chain 4 + 4 +
+    // ceil(63 / 8) + 8 (see the top).
+    float *m = alloc_(N), *r = alloc_(N), *ww = alloc_(C), *wb = alloc_(C), *tw = alloc_(C), *tb = alloc_(C);
+    TU_OK(G, wgpt_buf_download(G, s1, 0, m, (uint64_t)N * 4));
+    TU_OK(G, wgpt_buf_download(G, s2, 0, r, (uint64_t)N * 4));
+    for (uint32_t c = 0; c < C; c++) {
+        double sw = 0, sb = 0, aw = 0, ab = 0;
+        for (uint32_t n = 0; n < N; n++) {
+            double d = rows[(size_t)n * C + c], t = d * (d - m[n]) * r[n];
+            sw += t, sb += d, aw += fabs(t), ab += fabs(d);
+        }
+        ww[c] = (float)sw, wb[c] = (float)sb;
+        tw[c] = (float)(4.0 * EPS32 * 24 * aw), tb[c] = (float)(4.0 * EPS32 * 24 * ab);
+    }
+    TU_OK(G, wgpt_buf_download(G, dw, 0, got, (uint64_t)C * 4));
+    assert_rows_close_("fused + reduce: dweight", got, ww, C, 1, 1.0f, tw);
+    TU_OK(G, wgpt_buf_download(G, db, 0, got, (uint64_t)C * 4));
+    assert_rows_close_("fused + reduce: dbias", got, wb, C, 1, 1.0f, tb);
+    free(want), free(wmean), free(wrstd), free(m), free(r), free(ww), free(wb), free(tw), free(tb);
     wgpt_op_free(&op);
-    wgpt_buf_free(x), wgpt_buf_free(v), wgpt_buf_free(o), wgpt_buf_free(o2), wgpt_buf_free(s1), wgpt_buf_free(s2);
-    free(rows), free(sent_rows), free(sent_n), free(vec), free(got);
+    wgpt_buf_free(x), wgpt_buf_free(v), wgpt_buf_free(o), wgpt_buf_free(o2), wgpt_buf_free(o3);
+    wgpt_buf_free(s1), wgpt_buf_free(s2), wgpt_buf_free(pt), wgpt_buf_free(dw), wgpt_buf_free(db);
+    free(rows), free(sent_rows), free(sent_n), free(vec), free(sent_p), free(g0), free(got), free(got3);
 }
 
 // The one-pass column kernel with the GPU kernels: without a scratch, and
 // with one too small for the partials (256 bytes; (74, 48) needs 768); the
-// chunked shape too. run_ checks which kernels ran. GPU kernels only.
+// chunked shape too. Then a scratch that holds 64-row blocks' partials but
+// not the fused kernel's 16-row ones: the vec4 input-only kernel, then the
+// separate phase 1 and the reduce. run_ checks which kernels ran. GPU
+// kernels only.
 static void one_pass_without_scratch(void **st) {
     (void)st;
     SCRATCH = SCRATCH_NONE;
@@ -479,7 +575,32 @@ static void one_pass_without_scratch(void **st) {
     check_(SPLIT, 300, 100, 1);
     SCRATCH = SCRATCH_SHORT;
     check_(G, 74, 48, 1);
+    SCRATCH = SCRATCH_PART64;
+    check_(G, 74, 48, 1);
+    check_(G, 200, 768, 1);
+    check_(SPLIT, 333, 200, 1);
     SCRATCH = SCRATCH_FULL;
+}
+
+// The fused kernel's dinp is the input-only kernel's bit for bit (the same
+// row sums in the same order; the partials ride along): with the scratch,
+// then without, on vec4 shapes with rows not a multiple of 16 (and chunks).
+static void fused_dinp_is_input_kernels(void **st) {
+    (void)st;
+    const uint32_t shapes[][2] = {{9, 768}, {74, 48}, {1037, 776}, {333, 200}};
+    const size_t ns = sizeof shapes / sizeof shapes[0];
+    for (size_t s = 0; s < ns; s++) {
+        wgpt_gpu *g = s + 1 == ns ? SPLIT : G;
+        ln_case k = case_make_(shapes[s][0], shapes[s][1]);
+        SCRATCH = SCRATCH_FULL;
+        ln_got a = run_(g, &k, 1);
+        SCRATCH = SCRATCH_NONE;
+        ln_got b = run_(g, &k, 1);
+        SCRATCH = SCRATCH_FULL;
+        assert_int_equal(a.sums, SUMS_FUSED);
+        assert_memory_equal(a.dinp, b.dinp, (size_t)k.N * k.C * 4);
+        got_free_(&a), got_free_(&b), case_free_(&k);
+    }
 }
 
 // The two-phase kernels' own bounds checks, bound directly (not through the
@@ -518,7 +639,7 @@ static void two_phase_kernels_stop_at_N_and_C(void **st) {
     wgpt_buf *p4 = tu_upload_f32(G, sp, NP, "part4");
     wgpt_buf *dw1 = tu_upload_f32(G, w0, CX, "dw1"), *db1 = tu_upload_f32(G, b0, CX, "db1");
     wgpt_buf *dw4 = tu_upload_f32(G, w0, CX, "dw4"), *db4 = tu_upload_f32(G, b0, CX, "db4");
-    struct { uint32_t N, C; } p = {N, C};  // LnParams
+    struct { uint32_t N, C; } p = {N, C}, pr = {NB, C};  // LnParams; the reduce's N: its partials
     wgpt_view v1[5] = {{p1, 0, 0}, {bd, 0, 0}, {bx, 0, 0}, {bm, 0, 0}, {br, 0, 0}};
     wgpt_view v4[5] = {{p4, 0, 0}, {bd, 0, 0}, {bx, 0, 0}, {bm, 0, 0}, {br, 0, 0}};
     wgpt_view r1[3] = {{dw1, 0, 0}, {db1, 0, 0}, {p1, 0, 0}}, r4[3] = {{dw4, 0, 0}, {db4, 0, 0}, {p4, 0, 0}};
@@ -526,8 +647,8 @@ static void two_phase_kernels_stop_at_N_and_C(void **st) {
     wgpt_op_init(&op);
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_part", v1, 5, &p, sizeof p, 5, 4, 1));
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_part_vec4", v4, 5, &p, sizeof p, 5, 4, 1));
-    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", r1, 3, &p, sizeof p, 2, 2, 1));
-    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", r4, 3, &p, sizeof p, 2, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", r1, 3, &pr, sizeof pr, 2, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", r4, 3, &pr, sizeof pr, 2, 2, 1));
     TU_OK(G, wgpt_op_record(G, &op));
     // The reference in double, and each column's sum of |terms| for the bound.
     float *ww = alloc_(C), *wb = alloc_(C), *tw = alloc_(C), *tb = alloc_(C), *got = alloc_(NP);
@@ -646,6 +767,7 @@ int main(void) {
         BOTH(gpt2_widths),
         {"vec4_kernels_stop_at_N [gpu kernels]", vec4_kernels_stop_at_N, use_gpu_kernels_, NULL, NULL},
         {"one_pass_without_scratch [gpu kernels]", one_pass_without_scratch, use_gpu_kernels_, NULL, NULL},
+        {"fused_dinp_is_input_kernels [gpu kernels]", fused_dinp_is_input_kernels, use_gpu_kernels_, NULL, NULL},
         {"two_phase_kernels_stop_at_N_and_C [gpu kernels]", two_phase_kernels_stop_at_N_and_C, use_gpu_kernels_,
          NULL, NULL},
     };

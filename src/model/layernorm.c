@@ -13,6 +13,8 @@
 // block of the two-phase kernels (LN_COLS, LN_PART_ROWS in the kernel file).
 #define LN_COLS 32u
 #define LN_PART_ROWS 64u
+// layernorm_backward_vec4: rows per workgroup, a partial row each (LN_BWD_ROWS).
+#define LN_BWD_ROWS 16u
 
 // The kernels' LnParams.
 typedef struct ln_params {
@@ -42,14 +44,17 @@ enum { LN_GPU, LN_GPU_VEC4, LN_CPU, LN_CPU_VEC4 };
 
 // Every kernel this file dispatches, by full name (a grep finds each use):
 // the two row kernels in each kind above (and the forward's stats-only
-// variants), then the column sums of the parameter gradients (two-phase,
-// scalar or vec4 first phase; or one pass).
+// variants; the vec4 backward input is the fused kernel's input-only
+// variant), the fused vec4 backward (dinp and phase 1 in one pass), then the
+// column sums of the parameter gradients (two-phase, scalar or vec4 first
+// phase; or one pass).
 static const char *const LN_FORWARD[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat",
                                          "layernorm_forward_flat4"};
 static const char *const LN_STATS[] = {"layernorm_stats", "layernorm_stats_vec4", "layernorm_stats_flat",
                                        "layernorm_stats_flat4"};
 static const char *const LN_BACKWARD_INPUT[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
                                                 "layernorm_backward_input_flat", "layernorm_backward_input_flat4"};
+static const char LN_BACKWARD_FUSED[] = "layernorm_backward_vec4";
 static const char *const LN_PARAMS_PART[] = {"layernorm_params_part", "layernorm_params_part_vec4"};
 static const char LN_PARAMS_REDUCE[] = "layernorm_params_reduce";
 static const char LN_BACKWARD_PARAMS[] = "layernorm_backward_params";
@@ -99,23 +104,94 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
     return 0;
 }
 
-// Bytes of the two-phase partials of `rows` rows: (2, blocks, C) floats.
-static uint64_t ln_part_bytes(uint64_t rows, uint32_t C) {
-    return 2 * ((rows + LN_PART_ROWS - 1) / LN_PART_ROWS) * C * 4;
+// Bytes of the partials of `rows` rows in blocks of `block`: (2, blocks, C) floats.
+static uint64_t ln_part_bytes(uint64_t rows, uint32_t C, uint32_t block) {
+    return 2 * ((rows + block - 1) / block) * C * 4;
 }
 
+// The fused kernel's blocks are the smaller, so its partials the more.
 uint64_t wgpt_layernorm_scratch_bytes(uint32_t N, uint32_t C) {
-    uint64_t b = (ln_part_bytes(N, C) + 255) / 256 * 256;
+    uint64_t b = (ln_part_bytes(N, C, LN_BWD_ROWS) + 255) / 256 * 256;
     return b < 256 ? 256 : b;
 }
 
-// The column sums of a chunk: the two-phase kernels (into scratch, then into
-// dweight/dbias) on GPUs with a scratch that holds a chunk's partials, else
-// the one-pass kernel.
-static int ln_two_phase(wgpt_gpu *g, wgpt_view scratch, uint64_t chunk, uint32_t C) {
-    if (wgpt_kernel_variant_cpu(g) || !scratch.buf) return 0;
-    uint64_t need = ln_part_bytes(chunk, C);
+// How a chunk's column sums run: one pass over its rows; two phases (the
+// input kernel, then partials, then their reduce); or fused (the vec4
+// backward writes the partials with dinp, then the reduce).
+enum { LN_SUMS_ONE_PASS, LN_SUMS_TWO_PHASE, LN_SUMS_FUSED };
+
+static int ln_scratch_holds(wgpt_gpu *g, wgpt_view scratch, uint64_t need) {
     return wgpt_view_bytes(scratch) >= need && need <= wgpt_gpu_get_info(g)->max_storage_binding;
+}
+
+// Partials on GPUs with a scratch that holds a chunk's (fused where the vec4
+// row kernels serve and the scratch can be bound as vec4s), else one pass.
+static int ln_sums(wgpt_gpu *g, int kind, wgpt_view scratch, uint64_t chunk, uint32_t C) {
+    if (wgpt_kernel_variant_cpu(g) || !scratch.buf) return LN_SUMS_ONE_PASS;
+    if (kind == LN_GPU_VEC4 && scratch.offset % 16 == 0 &&
+        ln_scratch_holds(g, scratch, ln_part_bytes(chunk, C, LN_BWD_ROWS)))
+        return LN_SUMS_FUSED;
+    if (ln_scratch_holds(g, scratch, ln_part_bytes(chunk, C, LN_PART_ROWS))) return LN_SUMS_TWO_PHASE;
+    return LN_SUMS_ONE_PASS;
+}
+
+// One backward: its whole tensors and the kernels picked for them.
+typedef struct ln_bwd {
+    wgpt_view dinp, dweight, dbias, dout, inp, weight, mean, rstd;
+    uint32_t C;
+    int kind;       // the row kernels (LN_GPU, ...)
+    int sums;       // LN_SUMS_*
+    int part_vec4;  // two phases: the vec4 phase 1
+} ln_bwd;
+
+// dinp of rows [r0, r0 + rows): the row kernel of b->kind; on the vec4 ones
+// LN_BWD_ROWS rows a workgroup, fused (the rows' partials into part too) or
+// input-only (part declared, never touched: the device's unused binding).
+static int ln_backward_input_(wgpt_gpu *g, wgpt_op *op, const ln_bwd *b, uint64_t r0, uint64_t rows,
+                              wgpt_view part) {
+    uint32_t C = b->C;
+    ln_params p = {(uint32_t)rows, C};
+    wgpt_view v[7] = {
+        ln_rows(b->dinp, r0, rows, C), ln_rows(b->dout, r0, rows, C), ln_rows(b->inp, r0, rows, C),
+        ln_vec(b->weight, C),          ln_rows(b->mean, r0, rows, 1), ln_rows(b->rstd, r0, rows, 1),
+        part,
+    };
+    if (b->kind != LN_GPU_VEC4)
+        return wgpt_op_add1d(g, op, LN_BACKWARD_INPUT[b->kind], v, 6, &p, sizeof p, ln_groups(b->kind, rows)) ? 0 : -1;
+    int fused = b->sums == LN_SUMS_FUSED;
+    if (!fused) v[6] = wgpt_gpu_unused_binding(g);
+    if (!v[6].buf) return -1;
+    const char *kernel = fused ? LN_BACKWARD_FUSED : LN_BACKWARD_INPUT[LN_GPU_VEC4];
+    uint64_t groups = (rows + LN_BWD_ROWS - 1) / LN_BWD_ROWS;
+    return wgpt_op_add1d(g, op, kernel, v, 7, &p, sizeof p, groups) ? 0 : -1;
+}
+
+// dweight/dbias += the column sums of rows [r0, r0 + rows), once their input
+// kernel is appended (fused, it wrote their partials into part).
+static int ln_backward_params_(wgpt_gpu *g, wgpt_op *op, const ln_bwd *b, uint64_t r0, uint64_t rows,
+                               wgpt_view part) {
+    uint32_t C = b->C;
+    ln_params p = {(uint32_t)rows, C};
+    uint64_t col_groups = ((uint64_t)C + LN_COLS - 1) / LN_COLS;
+    wgpt_view dout = ln_rows(b->dout, r0, rows, C), inp = ln_rows(b->inp, r0, rows, C);
+    wgpt_view mean = ln_rows(b->mean, r0, rows, 1), rstd = ln_rows(b->rstd, r0, rows, 1);
+    if (b->sums == LN_SUMS_ONE_PASS) {
+        wgpt_view v[6] = {ln_vec(b->dweight, C), ln_vec(b->dbias, C), dout, inp, mean, rstd};
+        return wgpt_op_add1d(g, op, LN_BACKWARD_PARAMS, v, 6, &p, sizeof p, col_groups) ? 0 : -1;
+    }
+    uint32_t block = LN_BWD_ROWS;
+    if (b->sums == LN_SUMS_TWO_PHASE) {
+        // Phase 1: (column groups) x (row blocks) workgroups write the partials.
+        block = LN_PART_ROWS;
+        wgpt_view v1[5] = {part, dout, inp, mean, rstd};
+        uint64_t cols = b->part_vec4 ? C / 4 : C;
+        uint64_t groups = (cols + LN_COLS - 1) / LN_COLS * ((rows + block - 1) / block);
+        if (!wgpt_op_add1d(g, op, LN_PARAMS_PART[b->part_vec4], v1, 5, &p, sizeof p, groups)) return -1;
+    }
+    // Phase 2 adds the partials in block order; its N is their count.
+    ln_params p2 = {(uint32_t)((rows + block - 1) / block), C};
+    wgpt_view v2[3] = {ln_vec(b->dweight, C), ln_vec(b->dbias, C), part};
+    return wgpt_op_add1d(g, op, LN_PARAMS_REDUCE, v2, 3, &p2, sizeof p2, col_groups) ? 0 : -1;
 }
 
 int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
@@ -127,45 +203,22 @@ int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view 
         !ln_covers(dbias, C) || !ln_covers(weight, C) || !ln_covers(mean, N) || !ln_covers(rstd, N))
         return wgpt_gpu_fail(g, "layernorm_backward: a view is missing or smaller than its tensor (N=%u, C=%u)", N, C);
     uint64_t chunk = ln_chunk(g, N, C);
-    uint64_t col_groups = ((uint64_t)C + LN_COLS - 1) / LN_COLS;
     const wgpt_view vc[4] = {dinp, dout, inp, weight};
-    int kind = ln_pick(g, C, vc, 4);
-    int two_phase = ln_two_phase(g, scratch, chunk, C);
+    ln_bwd b = {dinp, dweight, dbias, dout, inp, weight, mean, rstd, C, ln_pick(g, C, vc, 4), 0, 0};
+    b.sums = ln_sums(g, b.kind, scratch, chunk, C);
     // The vec4 phase 1 binds dout, inp and the partials as vec4s (row chunks
     // then start on 16 bytes too).
     const wgpt_view vp4[3] = {dout, inp, scratch};
-    int part_vec4 = two_phase && C % 4 == 0 && wgpt_views_vec4(vp4, 3);
-    uint64_t part_cols = part_vec4 ? C / 4 : C;
+    b.part_vec4 = C % 4 == 0 && wgpt_views_vec4(vp4, 3);
+    uint32_t block = b.sums == LN_SUMS_FUSED ? LN_BWD_ROWS : LN_PART_ROWS;
     for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
         uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
-        ln_params p = {(uint32_t)rows, C};
-        wgpt_view vi[6] = {
-            ln_rows(dinp, r0, rows, C), ln_rows(dout, r0, rows, C),  ln_rows(inp, r0, rows, C),
-            ln_vec(weight, C),          ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),
-        };
-        if (!wgpt_op_add1d(g, op, LN_BACKWARD_INPUT[kind], vi, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
-        // Chunks add their column sums into dweight/dbias one after another: a
-        // fixed order, so the result is still the same on every run.
-        if (two_phase) {
-            // Phase 1: (column groups) x (row blocks) workgroups write the
-            // blocks' partials; phase 2 adds them in block order. The next
-            // chunk's phase 1 reuses the scratch after this phase 2 (the
-            // dispatches of a pass run in order).
-            wgpt_view part = {scratch.buf, scratch.offset, ln_part_bytes(rows, C)};
-            wgpt_view v1[5] = {part, ln_rows(dout, r0, rows, C), ln_rows(inp, r0, rows, C),
-                               ln_rows(mean, r0, rows, 1), ln_rows(rstd, r0, rows, 1)};
-            uint64_t blocks = (rows + LN_PART_ROWS - 1) / LN_PART_ROWS;
-            uint64_t groups1 = (part_cols + LN_COLS - 1) / LN_COLS * blocks;
-            if (!wgpt_op_add1d(g, op, LN_PARAMS_PART[part_vec4], v1, 5, &p, sizeof p, groups1)) return -1;
-            wgpt_view v2[3] = {ln_vec(dweight, C), ln_vec(dbias, C), part};
-            if (!wgpt_op_add1d(g, op, LN_PARAMS_REDUCE, v2, 3, &p, sizeof p, col_groups)) return -1;
-            continue;
-        }
-        wgpt_view vp[6] = {
-            ln_vec(dweight, C),         ln_vec(dbias, C),            ln_rows(dout, r0, rows, C),
-            ln_rows(inp, r0, rows, C),  ln_rows(mean, r0, rows, 1),  ln_rows(rstd, r0, rows, 1),
-        };
-        if (!wgpt_op_add1d(g, op, LN_BACKWARD_PARAMS, vp, 6, &p, sizeof p, col_groups)) return -1;
+        // Every chunk's partials start the scratch: the next chunk overwrites
+        // them after this chunk's reduce has read them (the dispatches of a
+        // pass run in order). Chunks add into dweight/dbias one after another:
+        // a fixed order, so the result is still the same on every run.
+        wgpt_view part = {scratch.buf, scratch.offset, ln_part_bytes(rows, C, block)};
+        if (ln_backward_input_(g, op, &b, r0, rows, part) || ln_backward_params_(g, op, &b, r0, rows, part)) return -1;
     }
     return 0;
 }

@@ -23,16 +23,18 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
 // scratch: a buffer range of wgpt_layernorm_scratch_bytes(N, C) bytes that
 // only this call's dispatches use (no other binding may share its buffer).
 // With it, on GPUs, dweight/dbias are summed in two phases (blocks of rows
-// into the scratch, then the blocks in order): the whole GPU works on them.
-// Without one (buf NULL), with a smaller one, or with the CPU twins
-// (model/variant.h), one kernel walks every row of its 32 columns.
+// into the scratch, then the blocks in order): the whole GPU works on them;
+// on rows the vec4 kernels take, the first phase rides in the dinp kernel
+// (one read of dout and inp). Without one (buf NULL), with a smaller one, or
+// with the CPU twins (model/variant.h), one kernel walks every row of its 32
+// columns.
 int wgpt_layernorm_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view dinp, wgpt_view dweight, wgpt_view dbias,
                             wgpt_view dout, wgpt_view inp, wgpt_view weight, wgpt_view mean, wgpt_view rstd,
                             uint32_t N, uint32_t C, wgpt_view scratch);
 
 // Bytes of scratch for the two-phase dweight/dbias of an (N, C) layernorm
 // (a multiple of 256, at least 256): two partials of C floats per block of
-// 64 rows.
+// 16 rows (the fused kernel's; the separate phase 1 takes blocks of 64).
 uint64_t wgpt_layernorm_scratch_bytes(uint32_t N, uint32_t C);
 
 #endif
