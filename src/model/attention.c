@@ -243,16 +243,10 @@ static int backward_(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_view D, wgpt
     wgpt_view grads[6] = {dqkv, qkv, dout, lse, D, ds.buf ? ds : wgpt_gpu_unused_binding(g)};
     int nv = set == ATTN_SGM ? 6 : 5;
     char b1[64], b2[64];
-    const char *dq = attn_kernel(set, ATTN_DQ, p.hs, b1, sizeof b1);
-    const char *dkdv = attn_kernel(set, ATTN_DKDV, p.hs, b2, sizeof b2);
-    if (ds.buf) {
-        if (!wgpt_op_add(g, op, "attention_sgm_backward_dkdv_ds", grads, nv, &p, sizeof p, blocks, NH, B) ||
-            !wgpt_op_add(g, op, "attention_sgm_backward_dq_ds", grads, nv, &p, sizeof p, blocks, NH, B))
-            return attn_undo(op, n0);
-        return 0;
-    }
-    if (!wgpt_op_add(g, op, dq, grads, nv, &p, sizeof p, blocks, NH, B) ||
-        !wgpt_op_add(g, op, dkdv, grads, nv, &p, sizeof p, blocks, NH, B))
+    const char *first = ds.buf ? "attention_sgm_backward_dkdv_ds" : attn_kernel(set, ATTN_DQ, p.hs, b1, sizeof b1);
+    const char *then = ds.buf ? "attention_sgm_backward_dq_ds" : attn_kernel(set, ATTN_DKDV, p.hs, b2, sizeof b2);
+    if (!wgpt_op_add(g, op, first, grads, nv, &p, sizeof p, blocks, NH, B) ||
+        !wgpt_op_add(g, op, then, grads, nv, &p, sizeof p, blocks, NH, B))
         return attn_undo(op, n0);
     return 0;
 }
