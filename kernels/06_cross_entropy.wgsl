@@ -7,6 +7,8 @@
 //   crossentropy_backward   logits rows (in place), lse, targets        1 workgroup per row
 //   crossentropy_loss_mean  out (1), losses                             1 workgroup
 //   crossentropy_backward_f16  dlogits16 rows (f16), logits rows, lse, targets   1 workgroup per row
+//   crossentropy_fused_f16  losses, lse, status, logits rows, targets, dlogits16 rows   1 workgroup per row
+//                           (the train step's forward and f16 backward in one pass of each row)
 // crossentropy_forward_flat: the CPU twin of crossentropy_forward_vec4 (see its section).
 // crossentropy_forward_vec4 and crossentropy_backward_vec4: the same bindings,
 // params and dispatch with the logits bound as array<vec4<f32>>; they need
@@ -45,6 +47,22 @@ const CE_V4_ROUND: u32 = 4u;
 // The largest of the four lanes.
 fn max4(x: vec4<f32>) -> f32 {
     return max(max(x.x, x.y), max(x.z, x.w));
+}
+
+// One round of the online softmax: (m, s) = (running max, sum of exp(x - m))
+// after the round's vec4s x[0 .. n) (masked lanes NEG_INF). The vec4 forward
+// and the fused kernel both fold with it, so their lse is the same bit for bit.
+fn ce_fold(ms: vec2<f32>, x: array<vec4<f32>, CE_V4_ROUND>, n: u32) -> vec2<f32> {
+    let m = ms.x;
+    var mr = m;
+    for (var k = 0u; k < n; k++) { mr = max(mr, max4(x[k])); }
+    // exp(m - mr) is exactly 1 when the max did not grow.
+    var sr = ms.y * select(exp(m - mr), 1.0, mr == m);
+    for (var k = 0u; k < n; k++) {
+        let e = exp(x[k] - mr);
+        sr += (e.x + e.y) + (e.z + e.w);
+    }
+    return vec2<f32>(mr, sr);
 }
 
 // The gradient of vec4 j of a row (columns 4j .. 4j + 3) whose log-sum-exp is
@@ -133,16 +151,9 @@ fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
                 x[k] = vec4<f32>(NEG_INF);
             }
         }
-        var mr = m;
-        for (var k = 0u; k < CE_V4_ROUND; k++) { mr = max(mr, max4(x[k])); }
-        // exp(m - mr) is exactly 1 when the max did not grow.
-        var sr = s * select(exp(m - mr), 1.0, mr == m);
-        for (var k = 0u; k < CE_V4_ROUND; k++) {
-            let e = exp(x[k] - mr);
-            sr += (e.x + e.y) + (e.z + e.w);
-        }
-        m = mr;
-        s = sr;
+        let ms = ce_fold(vec2<f32>(m, s), x, CE_V4_ROUND);
+        m = ms.x;
+        s = ms.y;
     }
     let mx = wg_reduce_max(tid, sg, m);
     let l = mx + log(wg_reduce_sum(tid, sg, s * exp(m - mx)));
@@ -293,6 +304,83 @@ fn crossentropy_backward_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
         if (j < real8) {
             let a = grad4(logits[r * (p.Vp / 4u) + 2u * j], 2u * j, l, tgt, p.V, p.dloss);
             let b = grad4(logits[r * (p.Vp / 4u) + 2u * j + 1u], 2u * j + 1u, l, tgt, p.V, p.dloss);
+            o = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+        }
+        dlogits16[r * n8 + j] = o;
+    }
+}
+
+// --- KERNEL: crossentropy_fused_f16 ---
+// --- KERNEL: crossentropy_fused_f16_flat = crossentropy_fused_f16 with CE_FUSED_WG=8, CE_FUSED_ROUND=1 ---
+// The train step's cross-entropy, one workgroup a row: crossentropy_forward_vec4
+// (losses, lse, status; the same fold, so the same lse bit for bit), then
+// crossentropy_backward_f16 (dlogits16) from the row it has just read, which a
+// GPU's L2 still holds in part (201 KB for GPT-2): the second walk starts at the
+// row's end, what the first walk read last. A row's loss is written by the
+// thread whose step holds the target, from the logit it loaded there.
+// crossentropy_fused_f16_flat, the CPU twin: crossentropy_forward_flat's fold
+// (8 lanes, one vec4 a round, subgroup reductions) and so its lse.
+@group(0) @binding(0) var<storage, read_write> losses: array<f32>;            // (BT)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;               // (BT)
+@group(0) @binding(2) var<storage, read_write> status: array<atomic<u32>>;    // (4)
+@group(0) @binding(3) var<storage, read> logits: array<vec4<f32>>;            // (rows, Vp / 4)
+@group(0) @binding(4) var<storage, read> targets: array<u32>;                 // (BT)
+@group(0) @binding(5) var<storage, read_write> dlogits16: array<vec4<u32>>;   // (rows, Vp / 8) f16
+@group(0) @binding(6) var<uniform> p: CeParams;
+
+override CE_FUSED_WG: u32 = WG;                 // lanes a row; WG folds with wg_reduce_*, less with subgroup ops
+override CE_FUSED_ROUND: u32 = CE_V4_ROUND;     // vec4s a lane loads before folding them in
+
+@compute @workgroup_size(CE_FUSED_WG)
+fn crossentropy_fused_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                          @builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
+    let r = ce_row(wg, nwg);
+    if (r >= p.rows) { return; }  // the whole workgroup: the reductions stay uniform
+    let base = r * (p.Vp / 4u);
+    let n4 = (p.V + 3u) / 4u;
+    var ms = vec2<f32>(NEG_INF, 0.0);
+    for (var j0 = tid; j0 < n4; j0 += CE_FUSED_WG * CE_FUSED_ROUND) {
+        var x = array<vec4<f32>, CE_V4_ROUND>();
+        for (var k = 0u; k < CE_FUSED_ROUND; k++) {
+            let j = j0 + k * CE_FUSED_WG;
+            if (j < n4) {
+                let col = 4u * j + vec4<u32>(0u, 1u, 2u, 3u);
+                x[k] = select(vec4<f32>(NEG_INF), logits[base + j], col < vec4<u32>(p.V));
+            } else {
+                x[k] = vec4<f32>(NEG_INF);
+            }
+        }
+        ms = ce_fold(ms, x, CE_FUSED_ROUND);
+    }
+    var l: f32;
+    if (CE_FUSED_WG == WG) {
+        let mx = wg_reduce_max(tid, sg, ms.x);
+        l = mx + log(wg_reduce_sum(tid, sg, ms.y * exp(ms.x - mx)));
+    } else {  // the workgroup is one subgroup
+        let mx = subgroupMax(ms.x);
+        l = mx + log(subgroupAdd(ms.y * exp(ms.x - mx)));
+    }
+    let row = p.row0 + r;
+    let tgt = targets[row];
+    if (tid == 0u) {
+        lse[row] = l;
+        if (tgt >= p.V) {
+            losses[row] = ce_nan();
+            atomicOr(&status[0], STATUS_BAD_TARGET);
+            atomicMax(&status[2], tgt);
+        }
+    }
+    let n8 = p.Vp / 8u;
+    let real8 = (p.V + 7u) / 8u;
+    for (var i = tid; i < n8; i += CE_FUSED_WG) {
+        let j = n8 - 1u - i;  // from the row's end
+        var o = vec4<u32>(0u);
+        if (j < real8) {
+            let xa = logits[base + 2u * j];
+            let xb = logits[base + 2u * j + 1u];
+            if (tgt < p.V && j == tgt / 8u) { losses[row] = l - select(xa, xb, (tgt & 4u) != 0u)[tgt % 4u]; }
+            let a = grad4(xa, 2u * j, l, tgt, p.V, p.dloss);
+            let b = grad4(xb, 2u * j + 1u, l, tgt, p.V, p.dloss);
             o = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
         }
         dlogits16[r * n8 + j] = o;

@@ -8,7 +8,9 @@
 // crossentropy_forward_flat, with the CPU kernels: run WGPT_KERNELS=gpu for
 // the other), other Vp the scalar ones. The f16 mode's gradient
 // (crossentropy_backward_f16) must be the vec4 kernel's rounded to f16, bit
-// for bit.
+// for bit, and the train step's fused kernel (crossentropy_fused_f16) must
+// write what the forward and backward_f16 write, bit for bit, on the CPU
+// twins and on the GPU kernels.
 //
 // Tolerances (x = a logit, |x| <= 8 here, so |x - max| <= 16):
 //  - lse = max + log(s), s = sum of V exps. WGSL's exp is accurate to
@@ -116,19 +118,39 @@ static void make_inputs_(ce_shape s, float *logits, uint32_t *targets, int *itar
     for (size_t r = 0; r < BT; r++) itargets[r] = (int)targets[r];
 }
 
+// Inputs of shape s (make_inputs_) and the reference's results on them:
+// losses, lse (BT), dl (BT, Vp) for dloss = 1/BT.
+typedef struct ce_ref {
+    float *logits, *probs, *dl, *losses, *lse, *dloss;
+    uint32_t *tg;
+    int *itg;
+} ce_ref;
+
+static ce_ref ref_case_(ce_shape s) {
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    ce_ref c = {malloc(nl * 4), malloc(nl * 4), calloc(nl, 4), malloc(BT * 4), malloc(BT * 4), malloc(BT * 4),
+                malloc(BT * 4), malloc(BT * sizeof(int))};
+    make_inputs_(s, c.logits, c.tg, c.itg);
+    ref_softmax_crossentropy_forward(c.losses, c.probs, c.logits, c.itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    ref_lse_(c.lse, c.logits, BT, s.V, s.Vp);
+    for (uint32_t i = 0; i < BT; i++) c.dloss[i] = 1.0f / (float)BT;
+    ref_crossentropy_softmax_backward(c.dl, c.dloss, c.probs, c.itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    return c;
+}
+
+static void ref_case_free_(ce_ref *c) {
+    free(c->logits), free(c->probs), free(c->dl), free(c->losses), free(c->lse), free(c->dloss), free(c->tg);
+    free(c->itg);
+}
+
 // Runs shape s on g and checks losses, lse, mean, dlogits against the reference.
 static void check_(wgpt_gpu *g, ce_shape s, int expect_steps) {
     uint32_t BT = s.B * s.T;
     size_t nl = (size_t)BT * s.Vp;
-    float *logits = malloc(nl * 4), *probs = malloc(nl * 4), *dl = calloc(nl, 4);
-    float *losses = malloc(BT * 4), *lse = malloc(BT * 4), *dloss = malloc(BT * 4);
-    uint32_t *tg = malloc(BT * 4);
-    int *itg = malloc(BT * sizeof *itg);
-    make_inputs_(s, logits, tg, itg);
-    ref_softmax_crossentropy_forward(losses, probs, logits, itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
-    ref_lse_(lse, logits, BT, s.V, s.Vp);
-    for (uint32_t i = 0; i < BT; i++) dloss[i] = 1.0f / (float)BT;
-    ref_crossentropy_softmax_backward(dl, dloss, probs, itg, (int)s.B, (int)s.T, (int)s.V, (int)s.Vp);
+    ce_ref c = ref_case_(s);
+    float *logits = c.logits, *dl = c.dl, *losses = c.losses, *lse = c.lse;
+    uint32_t *tg = c.tg;
     double mean = 0;
     for (uint32_t i = 0; i < BT; i++) mean += losses[i];
     float fmean = (float)(mean / BT);
@@ -144,7 +166,7 @@ static void check_(wgpt_gpu *g, ce_shape s, int expect_steps) {
     tu_assert_close("dlogits", r.dlogits, dl, nl, 1.5e-5f / (float)BT, 0x1p-22f);
     for (uint32_t i = 0; i < WGPT_STATUS_WORDS; i++) assert_int_equal(r.status[i], 0);
     ce_run_free_(&r);
-    free(logits), free(probs), free(dl), free(losses), free(lse), free(dloss), free(tg), free(itg);
+    ref_case_free_(&c);
 }
 
 static void matches_ref(void **st) {
@@ -320,6 +342,133 @@ static void f16_gradient_is_the_f32_one_rounded(void **st) {
     f16_gradient_(SMALL, (ce_shape){2, 100, 100, 128}, 4);  // 200 rows in chunks of 64
 }
 
+// Bit for bit, or both NaN (a NaN's payload is not a value).
+static int same_f32_(float a, float b) { return memcmp(&a, &b, 4) == 0 || (isnan(a) && isnan(b)); }
+static int same_f16_(uint16_t a, uint16_t b) { return a == b || (isnan(ref_f32_from_f16(a)) && isnan(ref_f32_from_f16(b))); }
+
+// What one path wrote: losses, lse (BT), mean, status, dlogits16 (BT, Vp).
+typedef struct ce_out16 {
+    float *losses, *lse, mean;
+    uint32_t status[WGPT_STATUS_WORDS];
+    uint16_t *d16;
+    int steps;
+} ce_out16;
+
+// The f16 training path on g: fused (crossentropy_fused_f16 and the mean) or
+// the two kernels (forward, mean, backward_f16), on fresh buffers.
+static ce_out16 run16_(wgpt_gpu *g, ce_shape s, const float *logits, const uint32_t *targets, int fused) {
+    uint32_t BT = s.B * s.T;
+    uint64_t nl = (uint64_t)BT * s.Vp;
+    ce_out16 o = {0};
+    wgpt_buf *bl = tu_upload(g, logits, nl * 4, "logits"), *bt = tu_upload(g, targets, BT * 4, "targets");
+    wgpt_buf *bloss = tu_upload(g, NULL, BT * 4, "losses"), *blse = tu_upload(g, NULL, BT * 4, "lse");
+    wgpt_buf *bst = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status"), *bmean = tu_upload(g, NULL, 4, "mean");
+    uint16_t *nan16 = malloc(nl * 2);  // every value must be written: padding included
+    for (size_t i = 0; i < nl; i++) nan16[i] = 0x7e00;
+    wgpt_buf *bd = tu_upload(g, nan16, nl * 2, "dlogits f16");
+    free(nan16);
+    wgpt_view vl = {bl, 0, 0}, vt = {bt, 0, 0}, vloss = {bloss, 0, 0}, vlse = {blse, 0, 0}, vst = {bst, 0, 0};
+    wgpt_view vd = {bd, 0, 0};
+    float dloss = 1.0f / (float)BT;
+    wgpt_op op;
+    wgpt_op_init(&op);
+    if (fused) {
+        TU_OK(g, wgpt_crossentropy_fused_f16(g, &op, vloss, vlse, vst, vd, vl, vt, BT, s.V, s.Vp, dloss));
+        o.steps = op.n;
+    } else {
+        TU_OK(g, wgpt_crossentropy_forward(g, &op, vloss, vlse, vst, vl, vt, BT, s.V, s.Vp));
+    }
+    TU_OK(g, wgpt_loss_mean(g, &op, (wgpt_view){bmean, 0, 0}, vloss, BT));
+    if (!fused) TU_OK(g, wgpt_crossentropy_backward_f16(g, &op, vd, vl, vlse, vt, BT, s.V, s.Vp, dloss));
+    TU_OK(g, wgpt_op_record(g, &op));
+    o.losses = tu_download(g, bloss, BT * 4);
+    o.lse = tu_download(g, blse, BT * 4);
+    o.d16 = (uint16_t *)tu_download(g, bd, nl * 2);
+    float *after = tu_download(g, bl, nl * 4);
+    assert_memory_equal(after, logits, nl * 4);  // the logits are left as they were
+    TU_OK(g, wgpt_buf_download(g, bmean, 0, &o.mean, 4));
+    TU_OK(g, wgpt_buf_download(g, bst, 0, o.status, WGPT_STATUS_BYTES));
+    wgpt_op_free(&op);
+    free(after);
+    wgpt_buf_free(bl), wgpt_buf_free(bt), wgpt_buf_free(bloss), wgpt_buf_free(blse), wgpt_buf_free(bst);
+    wgpt_buf_free(bmean), wgpt_buf_free(bd);
+    return o;
+}
+
+static void ce_out16_free_(ce_out16 *o) { free(o->losses), free(o->lse), free(o->d16); }
+
+// The fused kernel against the two-kernel path on g (bit for bit: the same
+// fold, the same gradient function) and the finite rows against the C
+// reference (the atol of check_ on lse and the losses; the gradient within
+// check_'s bound plus half an f16 ulp). Row 1's target is V + 3 (NaN loss,
+// the status words); row 2 holds a NaN logit and row 3 an inf among the real
+// columns (where BT > 3): whatever the two kernels make of them, so must the fused one.
+static void fused_case_(wgpt_gpu *g, ce_shape s, int expect_steps) {
+    uint32_t BT = s.B * s.T;
+    size_t nl = (size_t)BT * s.Vp;
+    ce_ref c = ref_case_(s);
+    float *logits = c.logits, *dl = c.dl, *losses = c.losses, *lse = c.lse, *dloss = c.dloss;
+    uint32_t *tg = c.tg;
+    tg[1] = s.V + 3;
+    if (BT > 3) logits[2 * s.Vp + s.V / 2] = NAN, logits[3 * s.Vp + s.V - 1] = INFINITY;
+    ce_out16 a = run16_(g, s, logits, tg, 0), f = run16_(g, s, logits, tg, 1);
+    assert_int_equal(f.steps, expect_steps);
+    for (uint32_t i = 0; i < BT; i++)
+        if (!same_f32_(f.losses[i], a.losses[i]) || !same_f32_(f.lse[i], a.lse[i]))
+            fail_msg("V=%u Vp=%u row %u: fused loss %.9g lse %.9g, two kernels %.9g %.9g", s.V, s.Vp, i, f.losses[i],
+                     f.lse[i], a.losses[i], a.lse[i]);
+    assert_true(same_f32_(f.mean, a.mean));
+    assert_memory_equal(f.status, a.status, WGPT_STATUS_BYTES);
+    assert_int_equal(f.status[0], WGPT_STATUS_BAD_TARGET);
+    assert_int_equal(f.status[2], s.V + 3);
+    for (size_t i = 0; i < nl; i++)
+        if (!same_f16_(f.d16[i], a.d16[i]))
+            fail_msg("V=%u Vp=%u: dlogits16[%zu] fused 0x%04x, two kernels 0x%04x", s.V, s.Vp, i, f.d16[i], a.d16[i]);
+    for (uint32_t r = 0; r < BT; r++) {
+        if (r == 1) {
+            assert_true(isnan(f.losses[r]));
+            continue;
+        }
+        if (BT > 3 && (r == 2 || r == 3)) continue;
+        if (!(fabsf(f.lse[r] - lse[r]) <= 1e-5f) || !(fabsf(f.losses[r] - losses[r]) <= 1e-5f))
+            fail_msg("row %u: lse %.9g loss %.9g, reference %.9g %.9g", r, f.lse[r], f.losses[r], lse[r], losses[r]);
+        for (uint32_t col = 0; col < s.Vp; col++) {
+            float got = ref_f32_from_f16(f.d16[(size_t)r * s.Vp + col]), want = dl[(size_t)r * s.Vp + col];
+            if (col >= s.V ? got != 0.0f
+                           : !(fabsf(got - want) <= 1.5e-5f * dloss[r] + fabsf(want) * 0x1p-11f + 0x1p-25f))
+                fail_msg("row %u col %u: dlogits16 %.9g, reference %.9g", r, col, got, want);
+        }
+    }
+    ce_out16_free_(&a), ce_out16_free_(&f);
+    ref_case_free_(&c);
+}
+
+static void fused_is_the_two_kernels(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu *gpu = tu_gpu_open(&o);  // the 256-lane kernels where G has the CPU twins
+    wgpt_gpu *devs[] = {G, gpu};
+    for (int d = 0; d < 2; d++) {
+        wgpt_gpu *g = devs[d];
+        fused_case_(g, (ce_shape){2, 3, 37, 40}, 1);        // V not a multiple of 8, padding in the last step
+        fused_case_(g, (ce_shape){1, 5, 1000, 1024}, 1);    // several steps a lane, 3 padded steps
+        fused_case_(g, (ce_shape){1, 4, 50257, 50304}, 1);  // GPT-2: 13 rounds, a partial last vec4
+        fused_case_(g, (ce_shape){2, 7, 256, 256}, 1);      // no padding
+    }
+    fused_case_(SMALL, (ce_shape){2, 100, 100, 128}, 4);    // 200 rows in chunks of 64
+    // the f16 gradient's refusals
+    wgpt_buf *b = tu_upload(G, NULL, 4096, "any");
+    wgpt_view v = {b, 0, 0};
+    wgpt_op bad;
+    wgpt_op_init(&bad);
+    assert_int_equal(wgpt_crossentropy_fused_f16(G, &bad, v, v, v, v, v, v, 2, 10, 12, 1.0f), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "multiple of 8"));
+    assert_int_equal(wgpt_crossentropy_fused_f16(G, &bad, v, v, v, v, v, v, 2, 10, 16, 1.0f), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "another buffer"));
+    assert_int_equal(bad.n, 0);
+    wgpt_buf_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_ref),
@@ -332,6 +481,7 @@ int main(void) {
         cmocka_unit_test(stable_for_large_logits),
         cmocka_unit_test(rows_past_65535_workgroups),
         cmocka_unit_test(f16_gradient_is_the_f32_one_rounded),
+        cmocka_unit_test(fused_is_the_two_kernels),
     };
     return cmocka_run_group_tests_name("cross_entropy", tests, group_setup, tu_group_teardown);
 }

@@ -172,7 +172,9 @@ static int ran_(wgpt_gpt2 *m, wgpt_gpu *g, const char *part) {
 // (the _epi variants) and the plain model's fused GELU' bias pass did not;
 // without them, that pass ran instead. Each keeps one f32 gradient of fc's
 // output (BT x 4C): the GELU' epilogue writes d fch (no d fch gelu), the
-// fused pass reads d fch gelu (no d fch), so their activations match. Both
+// fused pass reads d fch gelu (no d fch), so their activations match. The
+// plain model's train step ran the fused cross-entropy (crossentropy_fused_f16),
+// not the forward and backward kernels it replaces. Both
 // make the LayerNorms' transposed f16 copies with layernorm_f16_transpose
 // straight from the residual stream, and cast_f16_transpose never runs.
 static void epilogues_near_fp32(void **st) {
@@ -200,19 +202,24 @@ static void epilogues_near_fp32(void **st) {
     int plain_epi = ran_(plain, gp, "_epi"), plain_fused = ran_(plain, gp, "bias_part_gelu");
     int ln_ran[2] = {ran_(epi, ge, "layernorm_f16_transpose"), ran_(plain, gp, "layernorm_f16_transpose")};
     int cast_ran[2] = {ran_(epi, ge, "cast_f16_transpose"), ran_(plain, gp, "cast_f16_transpose")};
+    // the train step's cross-entropy: the fused kernel, neither of the two it replaces
+    int ce_ran[3] = {ran_(plain, gp, "crossentropy_fused_f16"), ran_(plain, gp, "crossentropy_forward"),
+                     ran_(plain, gp, "crossentropy_backward")};
     wgpt_gpt2_free(epi);
     wgpt_gpt2_free(plain);
     printf("'%s'%s, every epilogue: activations %llu bytes, without them %llu; epilogue kernels ran %d / %d, "
-           "the fused GELU' bias pass %d / %d, layernorm_f16_transpose %d / %d, cast_f16_transpose %d / %d\n", i->name,
+           "the fused GELU' bias pass %d / %d, layernorm_f16_transpose %d / %d, cast_f16_transpose %d / %d, "
+           "crossentropy fused / forward / backward %d %d %d\n", i->name,
            real ? "" : " with emulated subgroup matrices", (unsigned long long)k1.activations,
            (unsigned long long)k0.activations, epi_ran, plain_epi, epi_fused, plain_fused, ln_ran[0], ln_ran[1],
-           cast_ran[0], cast_ran[1]);
+           cast_ran[0], cast_ran[1], ce_ran[0], ce_ran[1], ce_ran[2]);
     if (epi_ran < 0) {
         printf("skipped the kernel check: '%s' has no timestamps\n", i->name);
     } else {
         assert_int_equal(epi_ran, 1), assert_int_equal(epi_fused, 0);
         assert_int_equal(plain_epi, 0), assert_int_equal(plain_fused, 1);
         for (int k = 0; k < 2; k++) assert_int_equal(ln_ran[k], 1), assert_int_equal(cast_ran[k], 0);
+        assert_int_equal(ce_ran[0], 1), assert_int_equal(ce_ran[1], 0), assert_int_equal(ce_ran[2], 0);
     }
     uint64_t gap = k0.activations > k1.activations ? k0.activations - k1.activations : k1.activations - k0.activations;
     assert_true(gap <= 1024);
@@ -220,6 +227,26 @@ static void epilogues_near_fp32(void **st) {
     wgpt_gpu_close(ge);
     wgpt_gpu_close(gp);
     G = g0;
+}
+
+// The train step's loss comes from crossentropy_fused_f16 (the training
+// forward stops at the logits), the forward's from crossentropy_forward: the
+// same fold of the same logits, so the same loss bit for bit, and the
+// segmented backward (accumulate_begin, segments, end) gives it too.
+static void train_loss_is_the_forward_loss(void **st) {
+    (void)st;
+    wgpt_gpt2 *h = model_(WGPT_PRECISION_F16);
+    float fwd, fb, seg;
+    if (wgpt_gpt2_forward(h, tokens, targets, &fwd) < 0 || wgpt_gpt2_forward_backward(h, tokens, targets, &fb) < 0 ||
+        wgpt_gpt2_accumulate_begin(h, tokens, targets, 1) < 0)
+        fail_msg("%s", wgpt_gpt2_error(h));
+    for (uint32_t i = 0; i < wgpt_gpt2_grad_segments(h); i++)
+        if (wgpt_gpt2_backward_segment(h, i) < 0) fail_msg("%s", wgpt_gpt2_error(h));
+    if (wgpt_gpt2_accumulate_end(h, &seg) < 0) fail_msg("%s", wgpt_gpt2_error(h));
+    printf("loss: forward %.9g, forward and backward %.9g, in segments %.9g\n", fwd, fb, seg);
+    assert_memory_equal(&fb, &fwd, 4);
+    assert_memory_equal(&seg, &fwd, 4);
+    wgpt_gpt2_free(h);
 }
 
 // 10 AdamW steps: the f16 run's losses stay within 1% of fp32's.
@@ -425,6 +452,7 @@ int main(void) {
         cmocka_unit_test(head_size_64_near_fp32),
         cmocka_unit_test(emulated_tensor_cores_near_fp32),
         cmocka_unit_test(epilogues_near_fp32),
+        cmocka_unit_test(train_loss_is_the_forward_loss),
         cmocka_unit_test(ten_steps_near_fp32),
         cmocka_unit_test(overflow_skips_and_lowers_the_scale),
         cmocka_unit_test(f16_refuses_odd_shapes),

@@ -18,14 +18,17 @@ static const char *const CE_FORWARD[] = {"crossentropy_forward", "crossentropy_f
 static const char *const CE_BACKWARD[] = {"crossentropy_backward", "crossentropy_backward_vec4",
                                           "crossentropy_backward_flat"};
 static int ce_vec4(wgpt_view logits, uint32_t Vp) { return Vp % 4 == 0 && wgpt_views_vec4(&logits, 1); }
+// The forward's CPU twin: an 8-lane workgroup a row, its subgroup the whole workgroup.
+static int ce_flat_forward(wgpt_gpu *g) {
+    return wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
+}
 
 int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
                               wgpt_view logits, wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp) {
     if (!BT || !V || V > Vp) return wgpt_gpu_fail(g, "cross-entropy: bad shape BT=%u V=%u Vp=%u (V <= Vp)", BT, V, Vp);
     uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);  // rows per logits binding
     if (!chunk) return -1;
-    // The CPU twin of the vec4 kernel: an 8-lane workgroup a row, its subgroup the whole workgroup.
-    int flat = wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
+    int flat = ce_flat_forward(g);
     wgpt_view v[5];
     if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
         !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
@@ -61,20 +64,27 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
     return 0;
 }
 
-int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16, wgpt_view logits, wgpt_view lse,
-                                   wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp, float dloss) {
+// What the kernels that write the f16 gradient need of their shape and views.
+static int ce_f16_check(wgpt_gpu *g, const char *k, wgpt_view dlogits16, wgpt_view logits, uint32_t BT, uint32_t V,
+                        uint32_t Vp) {
     if (!BT || !V || V > Vp || Vp % 8)
         return wgpt_gpu_fail(g, "cross-entropy (f16 gradient): bad shape BT=%u V=%u Vp=%u (V <= Vp, Vp a multiple of 8)",
                              BT, V, Vp);
     if (!wgpt_views_vec4(&logits, 1) || !wgpt_views_vec4(&dlogits16, 1))
-        return wgpt_gpu_fail(g, "crossentropy_backward_f16: the logits and dlogits views must start on 16-byte boundaries");
+        return wgpt_gpu_fail(g, "%s: the logits and dlogits views must start on 16-byte boundaries", k);
+    if (dlogits16.buf == logits.buf)
+        return wgpt_gpu_fail(g, "%s: dlogits16 must be in another buffer than the logits it reads", k);
+    return 0;
+}
+
+int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16, wgpt_view logits, wgpt_view lse,
+                                   wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp, float dloss) {
+    if (ce_f16_check(g, "crossentropy_backward_f16", dlogits16, logits, BT, V, Vp) < 0) return -1;
     uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);
     if (!chunk) return -1;
     wgpt_view v[4];
     if (!wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[3]))
         return wgpt_gpu_fail(g, "crossentropy_backward_f16: lse or targets is missing or smaller than (%u)", BT);
-    if (dlogits16.buf == logits.buf)
-        return wgpt_gpu_fail(g, "crossentropy_backward_f16: dlogits16 must be in another buffer than the logits it reads");
     for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
         uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
         if (!wgpt_view_part(dlogits16, r0 * Vp * 2, rows * Vp * 2, &v[0]) ||
@@ -82,6 +92,28 @@ int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16
             return wgpt_gpu_fail(g, "crossentropy_backward_f16: logits or dlogits16 are smaller than (%u, %u)", BT, Vp);
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
         if (!wgpt_op_add1d(g, op, "crossentropy_backward_f16", v, 4, &p, sizeof p, rows)) return -1;
+    }
+    return 0;
+}
+
+int wgpt_crossentropy_fused_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
+                                wgpt_view dlogits16, wgpt_view logits, wgpt_view targets, uint32_t BT, uint32_t V,
+                                uint32_t Vp, float dloss) {
+    if (ce_f16_check(g, "crossentropy_fused_f16", dlogits16, logits, BT, V, Vp) < 0) return -1;
+    uint64_t chunk = wgpt_op_chunk_rows(g, BT, Vp);  // the forward's and the backward's chunks
+    if (!chunk) return -1;
+    const char *k = ce_flat_forward(g) ? "crossentropy_fused_f16_flat" : "crossentropy_fused_f16";
+    wgpt_view v[6];
+    if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
+        !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
+        return wgpt_gpu_fail(g, "crossentropy_fused_f16: a view is missing or smaller than its tensor");
+    for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
+        uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
+        if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]) ||
+            !wgpt_view_part(dlogits16, r0 * Vp * 2, rows * Vp * 2, &v[5]))
+            return wgpt_gpu_fail(g, "crossentropy_fused_f16: logits or dlogits16 are smaller than (%u, %u)", BT, Vp);
+        ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
+        if (!wgpt_op_add1d(g, op, k, v, 6, &p, sizeof p, rows)) return -1;
     }
     return 0;
 }

@@ -28,6 +28,16 @@ int wgpt_crossentropy_backward(wgpt_gpu *g, wgpt_op *op, wgpt_view logits, wgpt_
 int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16, wgpt_view logits, wgpt_view lse,
                                    wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp, float dloss);
 
+// The train step's cross-entropy in one pass of each row (f16 mode): what
+// wgpt_crossentropy_forward writes (losses, lse, status) and what
+// wgpt_crossentropy_backward_f16 writes (dlogits16), the same values bit for
+// bit, the logits read once from memory instead of twice. The views and shapes
+// of wgpt_crossentropy_backward_f16 (Vp a multiple of 8, 16-byte offsets,
+// dlogits16 in another buffer); the logits are left as they are.
+int wgpt_crossentropy_fused_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
+                                wgpt_view dlogits16, wgpt_view logits, wgpt_view targets, uint32_t BT, uint32_t V,
+                                uint32_t Vp, float dloss);
+
 // out1 (1) = mean of losses (BT), summed in a fixed order (deterministic).
 int wgpt_loss_mean(wgpt_gpu *g, wgpt_op *op, wgpt_view out1, wgpt_view losses, uint32_t BT);
 

@@ -492,9 +492,12 @@ static int build_forward_(wgpt_gpt2 *m) {
                        WGPT_LNFB, 0) < 0)
         return -1;
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
+    // f16 training: the backward's first kernel computes the loss too (build_backward_)
+    m->fwd_train_n = m->training && m->precision == WGPT_PRECISION_F16 ? op->n : 0;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
+    if (!m->fwd_train_n) m->fwd_train_n = op->n;
     return 0;
 }
 
@@ -507,10 +510,13 @@ static int build_backward_(wgpt_gpt2 *m) {
     uint32_t last = m->c.num_layers - 1;
     // dlogits in place of the logits; the loss is the mean over B*T positions
     // (times the loss scale, 1 in fp32)
-    // (in f16, written as f16 straight into d16, which the logits matmuls read)
+    // (in f16, written as f16 straight into d16, which the logits matmuls read,
+    // by the kernel that computes the losses too: the training forward stops
+    // before the cross-entropy, fwd_train_n; the loss scale stays in this op)
     if (m->precision == WGPT_PRECISION_F16) {  // check_f16_: 8 | Vp
-        GPU_OK(m, wgpt_crossentropy_backward_f16(g, op, A(d16, 0), A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V,
-                                                 Vp, m->loss_scale / (float)BT));
+        GPU_OK(m, wgpt_crossentropy_fused_f16(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(d16, 0),
+                                              A(logits, 0), A(targets, 0), BT, V, Vp, m->loss_scale / (float)BT));
+        GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
         if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, d16_view_(m, BT, Vp), A(lnf16, 0), BT, C, Vp) < 0) return -1;
     } else {
         GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
@@ -816,7 +822,7 @@ static int record_forward_for_backward_(wgpt_gpt2 *m, const int *tokens, const i
     int rc = wgpt_encoder_bucket_upload(m->g, A(bucket, 0), u, m->B * m->T, m->c.vocab_size, &bad);
     free(u);
     if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-    GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
+    GPU_OK(m, wgpt_op_record_range(m->g, &m->fwd, 0, m->fwd_train_n));
     if (zero_grads) GPU_OK(m, wgpt_buf_zero(m->g, m->grads, 0, m->padded_params * 4));
     GPU_OK(m, wgpt_buf_zero(m->g, m->dres.buf, 0, wgpt_buf_size(m->dres.buf)));
     m->seg_next = 0;

@@ -85,6 +85,9 @@ struct wgpt_gpt2 {
     int training;  // grads, AdamW state and the backward exist
     int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
+    // the steps of fwd before its cross-entropy: a training step's forward
+    // when bwd begins with the fused cross-entropy (f16), else all of fwd
+    int fwd_train_n;
     // the backward in segments (gpt2.h): bwd_cut[i] is the step of bwd that
     // ends segment i; a readback of each segment's gradients, made on first
     // use; the next segment to record
