@@ -174,7 +174,9 @@ static int ran_(wgpt_gpt2 *m, wgpt_gpu *g, const char *part) {
 // output (BT x 4C): the GELU' epilogue writes d fch (no d fch gelu), the
 // fused pass reads d fch gelu (no d fch), so their activations match. Both
 // make the LayerNorms' transposed f16 copies with layernorm_f16_transpose
-// straight from the residual stream, and cast_f16_transpose never runs.
+// straight from the residual stream, and cast_f16_transpose never runs; every
+// residual add runs fused with the statistics of the LayerNorm after it
+// (layernorm_residual_stats_vec4), so residual_forward never runs.
 static void epilogues_near_fp32(void **st) {
     (void)st;
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
@@ -200,19 +202,26 @@ static void epilogues_near_fp32(void **st) {
     int plain_epi = ran_(plain, gp, "_epi"), plain_fused = ran_(plain, gp, "bias_part_gelu");
     int ln_ran[2] = {ran_(epi, ge, "layernorm_f16_transpose"), ran_(plain, gp, "layernorm_f16_transpose")};
     int cast_ran[2] = {ran_(epi, ge, "cast_f16_transpose"), ran_(plain, gp, "cast_f16_transpose")};
+    int res_ln_ran[2] = {ran_(epi, ge, "layernorm_residual_stats"), ran_(plain, gp, "layernorm_residual_stats")};
+    int res_ran[2] = {ran_(epi, ge, "residual_forward"), ran_(plain, gp, "residual_forward")};
     wgpt_gpt2_free(epi);
     wgpt_gpt2_free(plain);
     printf("'%s'%s, every epilogue: activations %llu bytes, without them %llu; epilogue kernels ran %d / %d, "
-           "the fused GELU' bias pass %d / %d, layernorm_f16_transpose %d / %d, cast_f16_transpose %d / %d\n", i->name,
+           "the fused GELU' bias pass %d / %d, layernorm_f16_transpose %d / %d, cast_f16_transpose %d / %d, "
+           "layernorm_residual_stats %d / %d, residual_forward %d / %d\n",
+           i->name,
            real ? "" : " with emulated subgroup matrices", (unsigned long long)k1.activations,
            (unsigned long long)k0.activations, epi_ran, plain_epi, epi_fused, plain_fused, ln_ran[0], ln_ran[1],
-           cast_ran[0], cast_ran[1]);
+           cast_ran[0], cast_ran[1], res_ln_ran[0], res_ln_ran[1], res_ran[0], res_ran[1]);
     if (epi_ran < 0) {
         printf("skipped the kernel check: '%s' has no timestamps\n", i->name);
     } else {
         assert_int_equal(epi_ran, 1), assert_int_equal(epi_fused, 0);
         assert_int_equal(plain_epi, 0), assert_int_equal(plain_fused, 1);
-        for (int k = 0; k < 2; k++) assert_int_equal(ln_ran[k], 1), assert_int_equal(cast_ran[k], 0);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(ln_ran[k], 1), assert_int_equal(cast_ran[k], 0);
+            assert_int_equal(res_ln_ran[k], 1), assert_int_equal(res_ran[k], 0);
+        }
     }
     uint64_t gap = k0.activations > k1.activations ? k0.activations - k1.activations : k1.activations - k0.activations;
     assert_true(gap <= 1024);
