@@ -31,6 +31,9 @@
 // Stats-only forwards (layernorm_stats, _vec4, _flat, _flat4: the four forward
 // kernels with STATS_ONLY set): mean and rstd, no out, for the f16 mode's
 // layernorm_f16_transpose (08_precision.wgsl), which normalises from them.
+// layernorm_residual_stats_vec4 (layernorm_forward_vec4 with RESIDUAL and
+// STATS_ONLY set): the residual add before it too, out = inp + bias with bias
+// bound to the second addend (N, C / 4), and the stats of that sum.
 // See docs/kernels/02_layernorm.md.
 
 struct LnParams {
@@ -42,6 +45,10 @@ const LN_EPS: f32 = 1e-5;
 // The forwards' layernorm_stats variants: mean and rstd only; out is bound
 // (the host binds a stand-in) but never written.
 override STATS_ONLY: bool = false;
+// With STATS_ONLY, in layernorm_forward_vec4 only: the row is inp + bias, the
+// residual add (05_residual.wgsl) of the (N, C) tensors bound at inp and
+// bias, written to out; weight is bound (a stand-in) but never read.
+override RESIDUAL: bool = false;
 // layernorm_backward_params (and the two-phase kernels): a workgroup is
 // LN_COLS columns (vec4 columns in _part_vec4) x LN_LANES row lanes.
 const LN_COLS: u32 = 32u;
@@ -200,12 +207,13 @@ fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgro
 // loads vec4s l, l + 64, ... into registers; the mean and then the centred
 // variance are summed from there (ln_row_sum), and the output written.
 // Rows past N (the last workgroup) take part in the sums with zeros.
+// RESIDUAL: the loads are the residual's a + b, stored to out before the sums.
 @group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (N, C / 4)
 @group(0) @binding(1) var<storage, read_write> mean: array<f32>;       // (N)
 @group(0) @binding(2) var<storage, read_write> rstd: array<f32>;       // (N)
 @group(0) @binding(3) var<storage, read> inp: array<vec4<f32>>;        // (N, C / 4)
 @group(0) @binding(4) var<storage, read> weight: array<vec4<f32>>;     // (C / 4)
-@group(0) @binding(5) var<storage, read> bias: array<vec4<f32>>;       // (C / 4)
+@group(0) @binding(5) var<storage, read> bias: array<vec4<f32>>;       // (C / 4); RESIDUAL: b (N, C / 4)
 @group(0) @binding(6) var<uniform> p: LnParams;
 
 @compute @workgroup_size(WG)
@@ -222,8 +230,13 @@ fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(wo
         let j = lane + k * LN_ROW_THREADS;
         if (live && j < c4) {
             x[k] = inp[base + j];
+            if (RESIDUAL) { x[k] += bias[base + j]; }  // residual_forward_vec4's one add
             s += sum4(x[k]);
         }
+    }
+    for (var k = 0u; k < LN_V4_REGS && RESIDUAL; k++) {
+        let j = lane + k * LN_ROW_THREADS;
+        if (live && j < c4) { out[base + j] = x[k]; }
     }
     let inv_c = 1.0 / f32(p.C);
     let m = ln_row_sum(tid, sg, s) * inv_c;
@@ -248,6 +261,11 @@ fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(wo
 }
 
 // --- KERNEL: layernorm_stats_vec4 = layernorm_forward_vec4 with STATS_ONLY=1 ---
+
+// --- KERNEL: layernorm_residual_stats_vec4 = layernorm_forward_vec4 with RESIDUAL=1, STATS_ONLY=1 ---
+// out = inp + bias (the residual, N rows), then its mean and rstd: the
+// floats of residual_forward_vec4 then layernorm_stats_vec4, with the sum
+// kept in registers instead of read back.
 
 // --- KERNEL: layernorm_backward_input ---
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * weight,

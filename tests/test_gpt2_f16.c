@@ -176,7 +176,9 @@ static int ran_(wgpt_gpt2 *m, wgpt_gpu *g, const char *part) {
 // plain model's train step ran the fused cross-entropy (crossentropy_fused_f16),
 // not the forward and backward kernels it replaces. Both
 // make the LayerNorms' transposed f16 copies with layernorm_f16_transpose
-// straight from the residual stream, and cast_f16_transpose never runs.
+// straight from the residual stream, and cast_f16_transpose never runs; every
+// residual add runs fused with the statistics of the LayerNorm after it
+// (layernorm_residual_stats_vec4), so residual_forward never runs.
 static void epilogues_near_fp32(void **st) {
     (void)st;
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
@@ -205,20 +207,27 @@ static void epilogues_near_fp32(void **st) {
     // the train step's cross-entropy: the fused kernel, neither of the two it replaces
     int ce_ran[3] = {ran_(plain, gp, "crossentropy_fused_f16"), ran_(plain, gp, "crossentropy_forward"),
                      ran_(plain, gp, "crossentropy_backward")};
+    int res_ln_ran[2] = {ran_(epi, ge, "layernorm_residual_stats"), ran_(plain, gp, "layernorm_residual_stats")};
+    int res_ran[2] = {ran_(epi, ge, "residual_forward"), ran_(plain, gp, "residual_forward")};
     wgpt_gpt2_free(epi);
     wgpt_gpt2_free(plain);
     printf("'%s'%s, every epilogue: activations %llu bytes, without them %llu; epilogue kernels ran %d / %d, "
            "the fused GELU' bias pass %d / %d, layernorm_f16_transpose %d / %d, cast_f16_transpose %d / %d, "
-           "crossentropy fused / forward / backward %d %d %d\n", i->name,
-           real ? "" : " with emulated subgroup matrices", (unsigned long long)k1.activations,
+           "layernorm_residual_stats %d / %d, residual_forward %d / %d, crossentropy fused / forward / backward "
+           "%d %d %d\n",
+           i->name, real ? "" : " with emulated subgroup matrices", (unsigned long long)k1.activations,
            (unsigned long long)k0.activations, epi_ran, plain_epi, epi_fused, plain_fused, ln_ran[0], ln_ran[1],
-           cast_ran[0], cast_ran[1], ce_ran[0], ce_ran[1], ce_ran[2]);
+           cast_ran[0], cast_ran[1], res_ln_ran[0], res_ln_ran[1], res_ran[0], res_ran[1], ce_ran[0], ce_ran[1],
+           ce_ran[2]);
     if (epi_ran < 0) {
         printf("skipped the kernel check: '%s' has no timestamps\n", i->name);
     } else {
         assert_int_equal(epi_ran, 1), assert_int_equal(epi_fused, 0);
         assert_int_equal(plain_epi, 0), assert_int_equal(plain_fused, 1);
-        for (int k = 0; k < 2; k++) assert_int_equal(ln_ran[k], 1), assert_int_equal(cast_ran[k], 0);
+        for (int k = 0; k < 2; k++) {
+            assert_int_equal(ln_ran[k], 1), assert_int_equal(cast_ran[k], 0);
+            assert_int_equal(res_ln_ran[k], 1), assert_int_equal(res_ran[k], 0);
+        }
         assert_int_equal(ce_ran[0], 1), assert_int_equal(ce_ran[1], 0), assert_int_equal(ce_ran[2], 0);
     }
     uint64_t gap = k0.activations > k1.activations ? k0.activations - k1.activations : k1.activations - k0.activations;

@@ -42,6 +42,7 @@
 #include "test_util.h"
 
 #include "gpu/internal.h"  // a step's kernel, for its name
+#include "model/elementwise.h"  // wgpt_residual_forward: one of the two kernels the fused one stands for
 #include "model/layernorm.h"
 #include "model/variant.h"
 #include "ref/gpt2_ref.h"
@@ -480,7 +481,9 @@ static void kernels_stop_at_N_and_C(void **st) {
 // The backward twice: input-only (part the device's unused binding) and
 // fused, the same dinp bit for bit; the fused partials (a binding 64 floats
 // longer) reduced on a (2, 2) grid (columns 8..127 idle) into dweight/dbias
-// (64 floats longer too) match the N rows' sums. GPU kernels only.
+// (64 floats longer too) match the N rows' sums. The fused residual and
+// stats forward on the forward's grid with a = b = the rows: res is 2x the
+// rows exactly and its mean 2x theirs, bit for bit. GPU kernels only.
 static void vec4_kernels_stop_at_N(void **st) {
     (void)st;
     const float SENT = 12345.5f;
@@ -498,8 +501,9 @@ static void vec4_kernels_stop_at_N(void **st) {
     for (uint32_t i = 0; i < CX; i++) g0[i] = i < C ? 0.0f : SENT;
     wgpt_buf *x = tu_upload_f32(G, rows, NXC, "x"), *v = tu_upload_f32(G, vec, C, "v");
     wgpt_buf *o = tu_upload_f32(G, sent_rows, NXC, "o"), *o2 = tu_upload_f32(G, sent_rows, NXC, "o2");
-    wgpt_buf *o3 = tu_upload_f32(G, sent_rows, NXC, "o3");
+    wgpt_buf *o3 = tu_upload_f32(G, sent_rows, NXC, "o3"), *o4 = tu_upload_f32(G, sent_rows, NXC, "res");
     wgpt_buf *s1 = tu_upload_f32(G, sent_n, NX, "s1"), *s2 = tu_upload_f32(G, sent_n, NX, "s2");
+    wgpt_buf *s3 = tu_upload_f32(G, sent_n, NX, "s3"), *s4 = tu_upload_f32(G, sent_n, NX, "s4");
     wgpt_buf *pt = tu_upload_f32(G, sent_p, NP, "part");
     wgpt_buf *dw = tu_upload_f32(G, g0, CX, "dw"), *db = tu_upload_f32(G, g0, CX, "db");
     struct { uint32_t N, C; } p = {N, C}, pr = {NB, C};  // LnParams; the reduce's N: its partials
@@ -507,17 +511,20 @@ static void vec4_kernels_stop_at_N(void **st) {
     wgpt_view bi[7] = {{o2, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, wgpt_gpu_unused_binding(G)};
     wgpt_view bf[7] = {{o3, 0, 0}, {x, 0, 0}, {x, 0, 0}, {v, 0, 0}, {s1, 0, 0}, {s2, 0, 0}, {pt, 0, 0}};
     wgpt_view rd[3] = {{dw, 0, 0}, {db, 0, 0}, {pt, 0, 0}};
+    wgpt_view rs[6] = {{o4, 0, 0}, {s3, 0, 0}, {s4, 0, 0}, {x, 0, 0}, wgpt_gpu_unused_binding(G), {x, 0, 0}};
     wgpt_op op;
     wgpt_op_init(&op);
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_forward_vec4", f, 6, &p, sizeof p, 126, 2, 1));
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_input_vec4", bi, 7, &p, sizeof p, 32, 2, 1));
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_backward_vec4", bf, 7, &p, sizeof p, 32, 2, 1));
     TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_params_reduce", rd, 3, &pr, sizeof pr, 2, 2, 1));
+    TU_NONNULL(G, wgpt_op_add(G, &op, "layernorm_residual_stats_vec4", rs, 6, &p, sizeof p, 126, 2, 1));
     TU_OK(G, wgpt_op_record(G, &op));
     float *got = alloc_(NXC), *got3 = alloc_(NXC);
-    wgpt_buf *outs[7] = {o, o2, o3, s1, s2, dw, db};
-    const uint64_t used[7] = {NC, NC, NC, N, N, C, C}, len[7] = {NXC, NXC, NXC, NX, NX, CX, CX};
-    for (int b = 0; b < 7; b++) {
+    wgpt_buf *outs[10] = {o, o2, o3, s1, s2, dw, db, o4, s3, s4};
+    const uint64_t used[10] = {NC, NC, NC, N, N, C, C, NC, N, N};
+    const uint64_t len[10] = {NXC, NXC, NXC, NX, NX, CX, CX, NXC, NX, NX};
+    for (int b = 0; b < 10; b++) {
         TU_OK(G, wgpt_buf_download(G, outs[b], 0, got, len[b] * 4));
         for (uint64_t i = used[b]; i < len[b]; i++)
             if (got[i] != SENT) fail_msg("output %d: element %llu written, past %llu", b, (unsigned long long)i,
@@ -535,6 +542,13 @@ static void vec4_kernels_stop_at_N(void **st) {
     TU_OK(G, wgpt_buf_download(G, o2, 0, got, NC * 4));
     TU_OK(G, wgpt_buf_download(G, o3, 0, got3, NC * 4));
     assert_memory_equal(got, got3, NC * 4);
+    TU_OK(G, wgpt_buf_download(G, o4, 0, got, NC * 4));
+    for (size_t i = 0; i < NC; i++) got3[i] = 2 * rows[i];
+    assert_memory_equal(got, got3, NC * 4);
+    TU_OK(G, wgpt_buf_download(G, s1, 0, got3, (uint64_t)N * 4));
+    for (uint32_t n = 0; n < N; n++) got3[n] *= 2;
+    TU_OK(G, wgpt_buf_download(G, s3, 0, got, (uint64_t)N * 4));
+    assert_memory_equal(got, got3, N * 4);
     // dweight = sum of dout * xhat, dbias = sum of dout (dout = inp = rows
     // here), from the mean and rstd the forward saved; chain 4 + 4 +
     // ceil(63 / 8) + 8 (see the top).
@@ -558,6 +572,7 @@ static void vec4_kernels_stop_at_N(void **st) {
     wgpt_op_free(&op);
     wgpt_buf_free(x), wgpt_buf_free(v), wgpt_buf_free(o), wgpt_buf_free(o2), wgpt_buf_free(o3);
     wgpt_buf_free(s1), wgpt_buf_free(s2), wgpt_buf_free(pt), wgpt_buf_free(dw), wgpt_buf_free(db);
+    wgpt_buf_free(o4), wgpt_buf_free(s3), wgpt_buf_free(s4);
     free(rows), free(sent_rows), free(sent_n), free(vec), free(sent_p), free(g0), free(got), free(got3);
 }
 
@@ -736,6 +751,95 @@ static void stats_only_forward(void **st) {
     }
 }
 
+// Which kernels wgpt_layernorm_residual_stats appends, op's steps [from, n),
+// chunk by chunk: the fused layernorm_residual_stats_vec4 on a workgroup per
+// 4 rows where the vec4 GPU kernels serve; else the residual kernel's chunks,
+// then the stats-only forward's, as the two calls of `two` appended them.
+static void assert_residual_stats_kernels_(wgpt_gpu *g, const wgpt_op *op, const wgpt_op *two, uint32_t N,
+                                           uint32_t C) {
+    if (!VEC4_(C)) {
+        assert_int_equal(op->n, two->n);
+        for (int i = 0; i < op->n; i++)
+            assert_string_equal(wgpt_kernel_name(op->steps[i].bind->kernel),
+                                wgpt_kernel_name(two->steps[i].bind->kernel));
+        return;
+    }
+    uint64_t rows0 = wgpt_op_chunk_rows(g, N, C), groups = (rows0 + 3) / 4;
+    assert_int_equal(op->n, (int)((N + rows0 - 1) / rows0));
+    for (int i = 0; i < op->n; i++)
+        assert_string_equal(wgpt_kernel_name(op->steps[i].bind->kernel), "layernorm_residual_stats_vec4");
+    assert_int_equal(op->steps[0].x, groups < 65535 ? groups : 65535);
+}
+
+// res = a + b and mean, rstd of res: wgpt_layernorm_residual_stats against
+// wgpt_residual_forward, then the stats-only forward on its result. Rows of
+// a: off + U(-1, 1) as case_make_; b: U(-1, 1). mean and rstd share a buffer
+// (rstd at a 256-byte offset), res starts as a sentinel.
+static void residual_stats_case_(wgpt_gpu *g, uint32_t N, uint32_t C) {
+    size_t NC = (size_t)N * C;
+    uint64_t rstd_off = ((uint64_t)N * 4 + 255) / 256 * 256, sbytes = rstd_off + (uint64_t)N * 4;
+    ln_case k = case_make_(N, C);
+    float *b = alloc_(NC), *got = alloc_(NC), *want = alloc_(NC), *s1 = alloc_(sbytes / 4), *s2 = alloc_(sbytes / 4);
+    tu_fill(b, NC, -1.0f, 1.0f);
+    for (size_t i = 0; i < NC; i++) got[i] = 1e30f;
+    wgpt_buf *va = tu_upload_f32(g, k.inp, NC, "a"), *vb = tu_upload_f32(g, b, NC, "b");
+    wgpt_buf *w = tu_upload_f32(g, k.w, C, "w"), *bias = tu_upload_f32(g, k.b, C, "bias");
+    wgpt_buf *r1 = tu_upload_f32(g, got, NC, "res two"), *r2 = tu_upload_f32(g, got, NC, "res fused");
+    wgpt_buf *st1 = wgpt_buf_create(g, sbytes, "stats two"), *st2 = wgpt_buf_create(g, sbytes, "stats fused");
+    TU_NONNULL(g, st1);
+    TU_NONNULL(g, st2);
+    wgpt_view none = {NULL, 0, 0}, a = {va, 0, 0}, vbv = {vb, 0, 0};
+    wgpt_view m1 = {st1, 0, (uint64_t)N * 4}, rs1 = {st1, rstd_off, (uint64_t)N * 4};
+    wgpt_view m2 = {st2, 0, (uint64_t)N * 4}, rs2 = {st2, rstd_off, (uint64_t)N * 4};
+    wgpt_op two, fused;
+    wgpt_op_init(&two), wgpt_op_init(&fused);
+    TU_OK(g, wgpt_residual_forward(g, &two, (wgpt_view){r1, 0, 0}, a, vbv, NC));
+    TU_OK(g, wgpt_layernorm_forward(g, &two, none, m1, rs1, (wgpt_view){r1, 0, 0}, (wgpt_view){w, 0, 0},
+                                    (wgpt_view){bias, 0, 0}, N, C));
+    TU_OK(g, wgpt_layernorm_residual_stats(g, &fused, (wgpt_view){r2, 0, 0}, m2, rs2, a, vbv, N, C));
+    assert_residual_stats_kernels_(g, &fused, &two, N, C);
+    TU_OK(g, wgpt_op_record(g, &two));
+    TU_OK(g, wgpt_op_record(g, &fused));
+    for (size_t i = 0; i < NC; i++) want[i] = k.inp[i] + b[i];
+    TU_OK(g, wgpt_buf_download(g, r1, 0, got, NC * 4));
+    assert_memory_equal(got, want, NC * 4);
+    TU_OK(g, wgpt_buf_download(g, r2, 0, got, NC * 4));
+    assert_memory_equal(got, want, NC * 4);
+    TU_OK(g, wgpt_buf_download(g, st1, 0, s1, sbytes));
+    TU_OK(g, wgpt_buf_download(g, st2, 0, s2, sbytes));
+    assert_memory_equal(s1, s2, N * 4);
+    assert_memory_equal(s1 + rstd_off / 4, s2 + rstd_off / 4, N * 4);
+    wgpt_op_free(&two), wgpt_op_free(&fused);
+    wgpt_buf_free(va), wgpt_buf_free(vb), wgpt_buf_free(w), wgpt_buf_free(bias);
+    wgpt_buf_free(r1), wgpt_buf_free(r2), wgpt_buf_free(st1), wgpt_buf_free(st2);
+    free(b), free(got), free(want), free(s1), free(s2);
+    case_free_(&k);
+}
+
+// The residual add with the stats-only forward after it (the f16 mode's
+// res -> ln pairs) gives the floats of the two kernels, bit for bit: the
+// fused vec4 kernel on rows not a multiple of its 4 rows a workgroup, widths
+// not a multiple of a row's 256 floats a step, GPT-2's 768 and, on the 64 KiB
+// device, in chunks of 64 rows (the last of 13); the two kernels where it
+// does not serve (the CPU twins; C % 4 != 0; C > 1024). A view smaller than
+// its tensor fails with the wrapper's name and appends nothing.
+static void residual_stats_forward(void **st) {
+    (void)st;
+    const uint32_t shapes[][2] = {{9, 768}, {74, 48}, {1037, 776}, {5, 771}, {13, 1}, {5, 1028}, {333, 200}};
+    const size_t ns = sizeof shapes / sizeof shapes[0];
+    for (size_t s = 0; s < ns; s++) residual_stats_case_(s + 1 == ns ? SPLIT : G, shapes[s][0], shapes[s][1]);
+    wgpt_buf *x = wgpt_buf_create(G, 10 * 48 * 4, "x");
+    TU_NONNULL(G, x);
+    wgpt_view vx = {x, 0, 0}, short_x = {x, 0, 10 * 48 * 4 - 4}, vs = {x, 0, 40};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    assert_int_equal(wgpt_layernorm_residual_stats(G, &op, short_x, vs, vs, vx, vx, 10, 48), -1);
+    assert_non_null(strstr(wgpt_gpu_error(G), "layernorm_residual_stats"));
+    assert_int_equal(op.n, 0);
+    wgpt_op_free(&op);
+    wgpt_buf_free(x);
+}
+
 // Two runs of the same inputs give the same bits: no atomics, fixed order.
 static void deterministic(void **st) {
     (void)st;
@@ -764,6 +868,7 @@ int main(void) {
         BOTH(kernels_stop_at_N_and_C),
         BOTH(deterministic),
         BOTH(stats_only_forward),
+        BOTH(residual_stats_forward),
         BOTH(gpt2_widths),
         {"vec4_kernels_stop_at_N [gpu kernels]", vec4_kernels_stop_at_N, use_gpu_kernels_, NULL, NULL},
         {"one_pass_without_scratch [gpu kernels]", one_pass_without_scratch, use_gpu_kernels_, NULL, NULL},

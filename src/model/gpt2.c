@@ -299,19 +299,58 @@ static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in1
     return 0;
 }
 
-// One LayerNorm's forward (weight and bias: tensors w and b of layer l):
-// out, mean and rstd; where the linears take their inputs transposed
-// (in16_t), mean and rstd, then the f16 copy the next linear reads, in16,
-// straight from inp in one pass (the same halves as casting out: out is a
-// token then, which nothing reads).
-static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view in16,
-                          wgpt_view inp, int w, int b, uint32_t l) {
-    wgpt_gpu *g = m->g;
+// One LayerNorm's forward tensors: out, mean, rstd, the f16 copy the next
+// linear reads (in16), and its weight and bias (tensors w and b of layer l).
+typedef struct ln_fwd {
+    wgpt_view out, mean, rstd, in16;
+    int w, b;
+    uint32_t l;
+} ln_fwd;
+
+static ln_fwd ln1_(wgpt_gpt2 *m, uint32_t l) {
+    return (ln_fwd){A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), WGPT_LN1W, WGPT_LN1B, l};
+}
+static ln_fwd ln2_(wgpt_gpt2 *m, uint32_t l) {
+    return (ln_fwd){A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), WGPT_LN2W, WGPT_LN2B, l};
+}
+// The LayerNorm that reads block l's output: the next block's ln1, or lnf.
+static ln_fwd ln_after_(wgpt_gpt2 *m, uint32_t l) {
+    if (l + 1 < m->c.num_layers) return ln1_(m, l + 1);
+    return (ln_fwd){A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), WGPT_LNFW, WGPT_LNFB, 0};
+}
+
+// Where the linears take their inputs transposed (in16_t): the LayerNorm's
+// f16 copy, straight from inp and the saved statistics in one pass (the same
+// halves as casting out: out is a token then, which nothing reads).
+static int layernorm_f16_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view inp) {
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    GPU_OK(m, wgpt_layernorm_f16_transpose(m->g, op, ln->in16, inp, ln->mean, ln->rstd, P(ln->w, ln->l),
+                                           P(ln->b, ln->l), BT, C));
+    return 0;
+}
+
+// One LayerNorm's forward: out, mean and rstd; where in16_t, mean and rstd,
+// then the f16 copy (layernorm_f16_fwd_).
+static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view inp) {
     uint32_t BT = m->B * m->T, C = m->c.channels;
     wgpt_view stats_only = {NULL, 0, 0};
-    GPU_OK(m, wgpt_layernorm_forward(g, op, m->in16_t ? stats_only : out, mean, rstd, inp, P(w, l), P(b, l), BT, C));
-    if (m->in16_t) GPU_OK(m, wgpt_layernorm_f16_transpose(g, op, in16, inp, mean, rstd, P(w, l), P(b, l), BT, C));
-    return 0;
+    GPU_OK(m, wgpt_layernorm_forward(m->g, op, m->in16_t ? stats_only : ln->out, ln->mean, ln->rstd, inp,
+                                     P(ln->w, ln->l), P(ln->b, ln->l), BT, C));
+    return m->in16_t ? layernorm_f16_fwd_(m, op, ln, inp) : 0;
+}
+
+// res = a + b, then the LayerNorm that reads res (layernorm_fwd_). Where only
+// its statistics are kept (in16_t) one kernel writes res and them, so res is
+// not read back (wgpt_layernorm_residual_stats: the same floats).
+static int residual_layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view res, wgpt_view a, wgpt_view b,
+                                   const ln_fwd *ln) {
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    if (!m->in16_t) {
+        GPU_OK(m, wgpt_residual_forward(m->g, op, res, a, b, (uint64_t)BT * C));
+        return layernorm_fwd_(m, op, ln, res);
+    }
+    GPU_OK(m, wgpt_layernorm_residual_stats(m->g, op, res, ln->mean, ln->rstd, a, b, BT, C));
+    return layernorm_f16_fwd_(m, op, ln, res);
 }
 
 // The f16 forward whose matmul also writes an f16 result in its epilogue
@@ -418,11 +457,13 @@ static int build_forward_(wgpt_gpt2 *m) {
     wgpt_view none = {NULL, 0, 0};
     GPU_OK(m, wgpt_encoder_forward(g, op, A(encoded, 0), A(status, 0), A(tokens, 0), P(WGPT_WTE, 0),
                                    P(WGPT_WPE, 0), B, T, C, V, Vp));
+    // Each residual add runs with the LayerNorm that reads its result
+    // (residual_layernorm_fwd_): ln2 in the block, the next block's ln1 or lnf
+    // at its end; only the first ln1 reads the embeddings.
+    ln_fwd ln = ln1_(m, 0);
+    if (layernorm_fwd_(m, op, &ln, A(encoded, 0)) < 0) return -1;
     for (uint32_t l = 0; l < m->c.num_layers; l++) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
-        if (layernorm_fwd_(m, op, A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), residual, WGPT_LN1W,
-                           WGPT_LN1B, l) < 0)
-            return -1;
         // The f16 epilogues (epi_) are off unless asked for: each was slower
         // than the pass it saves on an H100 (RESULTS sections 22, 23; the
         // rounding one was timed only beside the GELU ones)
@@ -453,10 +494,8 @@ static int build_forward_(wgpt_gpt2 *m) {
                             C, C) < 0)
                 return -1;
         }
-        GPU_OK(m, wgpt_residual_forward(g, op, A(res2, l), residual, A(attproj, l), (uint64_t)BT * C));
-        if (layernorm_fwd_(m, op, A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), A(res2, l), WGPT_LN2W,
-                           WGPT_LN2B, l) < 0)
-            return -1;
+        ln = ln2_(m, l);
+        if (residual_layernorm_fwd_(m, op, A(res2, l), residual, A(attproj, l), &ln) < 0) return -1;
         int f16 = m->precision == WGPT_PRECISION_F16;
         if (epi_(m, WGPT_EPI_GELU)) {
             // fch, and its GELU's f16 copy transposed (fcproj's input), both from the fc matmul
@@ -485,12 +524,9 @@ static int build_forward_(wgpt_gpt2 *m) {
         } else if (linear_fwd_(m, op, A(fcproj, l), A(fch_gelu, l), A(fchg16, l), WGPT_FCPROJW, l, P(WGPT_FCPROJB, l),
                                BT, 4 * C, C) < 0)
             return -1;
-        GPU_OK(m, wgpt_residual_forward(g, op, A(res3, l), A(res2, l), A(fcproj, l), (uint64_t)BT * C));
+        ln = ln_after_(m, l);
+        if (residual_layernorm_fwd_(m, op, A(res3, l), A(res2, l), A(fcproj, l), &ln) < 0) return -1;
     }
-    uint32_t last = m->c.num_layers - 1;
-    if (layernorm_fwd_(m, op, A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), A(res3, last), WGPT_LNFW,
-                       WGPT_LNFB, 0) < 0)
-        return -1;
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
     // f16 training: the backward's first kernel computes the loss too (build_backward_)
     m->fwd_train_n = m->training && m->precision == WGPT_PRECISION_F16 ? op->n : 0;

@@ -1,6 +1,7 @@
 // layernorm.c: host side of kernels/02_layernorm.wgsl (see layernorm.h).
 #include "model/layernorm.h"
 
+#include "model/elementwise.h"
 #include "model/variant.h"
 
 // Rows per workgroup of the flat (CPU) twins: LN_FLAT_WG in the kernel file.
@@ -44,14 +45,15 @@ enum { LN_GPU, LN_GPU_VEC4, LN_CPU, LN_CPU_VEC4 };
 
 // Every kernel this file dispatches, by full name (a grep finds each use):
 // the two row kernels in each kind above (and the forward's stats-only
-// variants; the vec4 backward input is the fused kernel's input-only
-// variant), the fused vec4 backward (dinp and phase 1 in one pass), then the
-// column sums of the parameter gradients (two-phase, scalar or vec4 first
-// phase; or one pass).
+// variants, the vec4 one also with the residual add before it; the vec4
+// backward input is the fused kernel's input-only variant), the fused vec4
+// backward (dinp and phase 1 in one pass), then the column sums of the
+// parameter gradients (two-phase, scalar or vec4 first phase; or one pass).
 static const char *const LN_FORWARD[] = {"layernorm_forward", "layernorm_forward_vec4", "layernorm_forward_flat",
                                          "layernorm_forward_flat4"};
 static const char *const LN_STATS[] = {"layernorm_stats", "layernorm_stats_vec4", "layernorm_stats_flat",
                                        "layernorm_stats_flat4"};
+static const char LN_RESIDUAL_STATS[] = "layernorm_residual_stats_vec4";
 static const char *const LN_BACKWARD_INPUT[] = {"layernorm_backward_input", "layernorm_backward_input_vec4",
                                                 "layernorm_backward_input_flat", "layernorm_backward_input_flat4"};
 static const char LN_BACKWARD_FUSED[] = "layernorm_backward_vec4";
@@ -76,6 +78,22 @@ static uint64_t ln_groups(int kind, uint64_t rows) {
     return rows;
 }
 
+// Appends a forward kernel of `kind` once per row chunk of N rows: its six
+// views, each either (N, width[i]) narrowed to the chunk's rows or (width 0)
+// bound as given.
+static int ln_forward_chunks_(wgpt_gpu *g, wgpt_op *op, const char *kernel, int kind, const wgpt_view *v,
+                              const uint32_t *width, uint32_t N, uint32_t C) {
+    uint64_t chunk = ln_chunk(g, N, C);
+    for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
+        uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
+        wgpt_view vr[6];
+        for (int i = 0; i < 6; i++) vr[i] = width[i] ? ln_rows(v[i], r0, rows, width[i]) : v[i];
+        ln_params p = {(uint32_t)rows, C};
+        if (!wgpt_op_add1d(g, op, kernel, vr, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
+    }
+    return 0;
+}
+
 int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view inp,
                            wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C) {
     uint64_t NC = (uint64_t)N * C;
@@ -88,20 +106,34 @@ int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view me
     // unused binding stands in (writable, so no other binding may)
     if (stats) out = wgpt_gpu_unused_binding(g);
     if (!out.buf) return -1;
-    uint64_t chunk = ln_chunk(g, N, C);
     const wgpt_view vc[4] = {out, inp, weight, bias};
     int kind = ln_pick(g, C, vc, 4);
-    for (uint64_t r0 = 0; r0 < N; r0 += chunk) {
-        uint64_t rows = N - r0 < chunk ? N - r0 : chunk;
-        wgpt_view v[6] = {
-            stats ? out : ln_rows(out, r0, rows, C), ln_rows(mean, r0, rows, 1), ln_rows(rstd, r0, rows, 1),
-            ln_rows(inp, r0, rows, C),               ln_vec(weight, C),          ln_vec(bias, C),
-        };
-        ln_params p = {(uint32_t)rows, C};
-        const char *kernel = (stats ? LN_STATS : LN_FORWARD)[kind];
-        if (!wgpt_op_add1d(g, op, kernel, v, 6, &p, sizeof p, ln_groups(kind, rows))) return -1;
+    const wgpt_view v[6] = {out, mean, rstd, inp, ln_vec(weight, C), ln_vec(bias, C)};
+    const uint32_t width[6] = {stats ? 0 : C, 1, 1, C, 0, 0};
+    return ln_forward_chunks_(g, op, (stats ? LN_STATS : LN_FORWARD)[kind], kind, v, width, N, C);
+}
+
+int wgpt_layernorm_residual_stats(wgpt_gpu *g, wgpt_op *op, wgpt_view res, wgpt_view mean, wgpt_view rstd,
+                                  wgpt_view a, wgpt_view b, uint32_t N, uint32_t C) {
+    uint64_t NC = (uint64_t)N * C;
+    if (N == 0 || C == 0) return 0;
+    if (!ln_covers(res, NC) || !ln_covers(a, NC) || !ln_covers(b, NC) || !ln_covers(mean, N) || !ln_covers(rstd, N))
+        return wgpt_gpu_fail(g, "layernorm_residual_stats: a view is missing or smaller than its tensor (N=%u, C=%u)",
+                             N, C);
+    const wgpt_view vc[3] = {res, a, b};
+    if (ln_pick(g, C, vc, 3) != LN_GPU_VEC4) {
+        // Rows the fused kernel does not take: the two kernels it stands for
+        // (res stands in for the weight and bias the stats kernels never read).
+        wgpt_view none = {NULL, 0, 0};
+        if (wgpt_residual_forward(g, op, res, a, b, NC) < 0) return -1;
+        return wgpt_layernorm_forward(g, op, none, mean, rstd, res, res, res, N, C);
     }
-    return 0;
+    // weight is declared but never read: the device's unused binding stands in
+    wgpt_view unused = wgpt_gpu_unused_binding(g);
+    if (!unused.buf) return -1;
+    const wgpt_view v[6] = {res, mean, rstd, a, unused, b};
+    const uint32_t width[6] = {C, 1, 1, C, 0, C};
+    return ln_forward_chunks_(g, op, LN_RESIDUAL_STATS, LN_GPU_VEC4, v, width, N, C);
 }
 
 // Bytes of the partials of `rows` rows in blocks of `block`: (2, blocks, C) floats.

@@ -17,6 +17,14 @@
 int wgpt_layernorm_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view mean, wgpt_view rstd, wgpt_view inp,
                            wgpt_view weight, wgpt_view bias, uint32_t N, uint32_t C);
 
+// res = a + b, then mean and rstd of res as wgpt_layernorm_forward without
+// out saves them: the same floats. Where the vec4 GPU kernels serve (C % 4 ==
+// 0, C <= 1024, views on 16 bytes) one kernel does both, so res is written
+// but not read back; elsewhere wgpt_residual_forward, then the stats-only
+// forward. res, a, b (N, C), res overlapping neither; mean, rstd (N)
+int wgpt_layernorm_residual_stats(wgpt_gpu *g, wgpt_op *op, wgpt_view res, wgpt_view mean, wgpt_view rstd,
+                                  wgpt_view a, wgpt_view b, uint32_t N, uint32_t C);
+
 // dinp += the input gradient; dweight += sum over rows of dout * xhat;
 // dbias += sum over rows of dout. Deterministic (no atomics).
 // dinp, dout, inp (N, C); dweight, dbias, weight (C); mean, rstd (N) from the forward
