@@ -5,8 +5,9 @@
 # bench/gpu_check.sh [--tests build] [--wgpt build/wgpt] [--main-wgpt PATH] [--out DIR] [--no-compare]
 #                      [--model "ARGS"]   (wgpt bench's model options, for a quick try; default GPT-2 124M)
 # 1. the test programs that run the subgroup-matrix kernels (test_attention,
-#    test_gpt2_f16, test_linear_f16, test_optimizer): their summary lines and
-#    the worst errors they print;
+#    test_gpt2_f16, test_linear_f16, test_optimizer) and the f16 mode's fused
+#    kernels (test_linear, test_layernorm, test_cross_entropy): their summary
+#    lines and the worst errors they print;
 # 2. each tensor-core kernel's registers, shared memory and stack (spills), as
 #    the driver reports them (WGPT_KERNEL_STATS);
 # 3. `wgpt bench --precision f16`, alternating with --main-wgpt (a wgpt built
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-compare) compare=0; shift ;;
     --model) model=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +39,7 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version 
 rc=0
 
 echo "== 1. the subgroup-matrix kernels' tests"
-for t in test_attention test_gpt2_f16 test_linear_f16 test_optimizer; do
+for t in test_attention test_gpt2_f16 test_linear_f16 test_optimizer test_linear test_layernorm test_cross_entropy; do
   "$tests/$t" > "$out/$t.txt" 2>&1 || rc=1
   echo "$t: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$t.txt" | tr '\n' ' ')"
   grep -E '^ERROR|worst tensor|skipped|epilogue N=|GELU. N=' "$out/$t.txt" | sort -u | head -8
