@@ -23,6 +23,16 @@ static int ce_flat_forward(wgpt_gpu *g) {
     return wgpt_kernel_variant_cpu(g) && wgpt_gpu_get_info(g)->subgroup_min >= 8;
 }
 
+// The per-row outputs and the targets the forward and the fused kernel bind
+// (v[0..2] and v[4]; v[3] is the logits' chunk); -1 naming fn if one is short.
+static int ce_row_views(wgpt_gpu *g, const char *fn, wgpt_view losses, wgpt_view lse, wgpt_view status,
+                        wgpt_view targets, uint32_t BT, wgpt_view *v) {
+    if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
+        !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
+        return wgpt_gpu_fail(g, "%s: a view is missing or smaller than its tensor", fn);
+    return 0;
+}
+
 int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_view lse, wgpt_view status,
                               wgpt_view logits, wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp) {
     if (!BT || !V || V > Vp) return wgpt_gpu_fail(g, "cross-entropy: bad shape BT=%u V=%u Vp=%u (V <= Vp)", BT, V, Vp);
@@ -30,9 +40,7 @@ int wgpt_crossentropy_forward(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt_v
     if (!chunk) return -1;
     int flat = ce_flat_forward(g);
     wgpt_view v[5];
-    if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
-        !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
-        return wgpt_gpu_fail(g, "crossentropy_forward: a view is missing or smaller than its tensor");
+    if (ce_row_views(g, "crossentropy_forward", losses, lse, status, targets, BT, v) < 0) return -1;
     for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
         uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
         if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]))
@@ -77,6 +85,16 @@ static int ce_f16_check(wgpt_gpu *g, const char *k, wgpt_view dlogits16, wgpt_vi
     return 0;
 }
 
+// Rows r0 .. r0 + rows of the logits (*vl) and of their f16 gradient (*vd);
+// -1 naming fn if either is short.
+static int ce_f16_chunk(wgpt_gpu *g, const char *fn, wgpt_view logits, wgpt_view dlogits16, uint32_t BT, uint32_t Vp,
+                        uint64_t r0, uint64_t rows, wgpt_view *vl, wgpt_view *vd) {
+    if (!wgpt_view_part(dlogits16, r0 * Vp * 2, rows * Vp * 2, vd) ||
+        !wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, vl))
+        return wgpt_gpu_fail(g, "%s: logits or dlogits16 are smaller than (%u, %u)", fn, BT, Vp);
+    return 0;
+}
+
 int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16, wgpt_view logits, wgpt_view lse,
                                    wgpt_view targets, uint32_t BT, uint32_t V, uint32_t Vp, float dloss) {
     if (ce_f16_check(g, "crossentropy_backward_f16", dlogits16, logits, BT, V, Vp) < 0) return -1;
@@ -87,9 +105,8 @@ int wgpt_crossentropy_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dlogits16
         return wgpt_gpu_fail(g, "crossentropy_backward_f16: lse or targets is missing or smaller than (%u)", BT);
     for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
         uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
-        if (!wgpt_view_part(dlogits16, r0 * Vp * 2, rows * Vp * 2, &v[0]) ||
-            !wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[1]))
-            return wgpt_gpu_fail(g, "crossentropy_backward_f16: logits or dlogits16 are smaller than (%u, %u)", BT, Vp);
+        if (ce_f16_chunk(g, "crossentropy_backward_f16", logits, dlogits16, BT, Vp, r0, rows, &v[1], &v[0]) < 0)
+            return -1;
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
         if (!wgpt_op_add1d(g, op, "crossentropy_backward_f16", v, 4, &p, sizeof p, rows)) return -1;
     }
@@ -104,14 +121,10 @@ int wgpt_crossentropy_fused_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view losses, wgpt
     if (!chunk) return -1;
     const char *k = ce_flat_forward(g) ? "crossentropy_fused_f16_flat" : "crossentropy_fused_f16";
     wgpt_view v[6];
-    if (!wgpt_view_part(losses, 0, (uint64_t)BT * 4, &v[0]) || !wgpt_view_part(lse, 0, (uint64_t)BT * 4, &v[1]) ||
-        !wgpt_view_part(status, 0, WGPT_STATUS_BYTES, &v[2]) || !wgpt_view_part(targets, 0, (uint64_t)BT * 4, &v[4]))
-        return wgpt_gpu_fail(g, "crossentropy_fused_f16: a view is missing or smaller than its tensor");
+    if (ce_row_views(g, "crossentropy_fused_f16", losses, lse, status, targets, BT, v) < 0) return -1;
     for (uint64_t r0 = 0; r0 < BT; r0 += chunk) {
         uint64_t rows = BT - r0 < chunk ? BT - r0 : chunk;
-        if (!wgpt_view_part(logits, r0 * Vp * 4, rows * Vp * 4, &v[3]) ||
-            !wgpt_view_part(dlogits16, r0 * Vp * 2, rows * Vp * 2, &v[5]))
-            return wgpt_gpu_fail(g, "crossentropy_fused_f16: logits or dlogits16 are smaller than (%u, %u)", BT, Vp);
+        if (ce_f16_chunk(g, "crossentropy_fused_f16", logits, dlogits16, BT, Vp, r0, rows, &v[3], &v[5]) < 0) return -1;
         ce_params p = {(uint32_t)rows, (uint32_t)r0, V, Vp, dloss};
         if (!wgpt_op_add1d(g, op, k, v, 6, &p, sizeof p, rows)) return -1;
     }
