@@ -535,15 +535,11 @@ fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builti
 // dbias[c] += that of part[(nblk + b) * C + c] (from any phase-1 kernel: p.N
 // is its partials, not its rows), a workgroup per LN_COLS columns: lane l
 // adds blocks l, l + 8, ... in order, lane 0 folds the 8 lanes in order and
-// adds the total once. A lane issues the loads of LN_RED_BATCH blocks before
-// adding them (the same sums in the same order): this pass is a few dozen
-// workgroups, so its time is waits for memory, one a batch.
+// adds the total once.
 @group(0) @binding(0) var<storage, read_write> dweight: array<f32>;  // (C)
 @group(0) @binding(1) var<storage, read_write> dbias: array<f32>;    // (C)
 @group(0) @binding(2) var<storage, read> part: array<f32>;           // (2, nblk, C)
 @group(0) @binding(3) var<uniform> p: LnParams;
-
-const LN_RED_BATCH: u32 = 16u;
 
 @compute @workgroup_size(WG)
 fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -555,20 +551,7 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
     var dw = 0.0;
     var db = 0.0;
     if (c < p.C) {
-        var b = lane;
-        for (; b + (LN_RED_BATCH - 1u) * LN_LANES < nblk; b += LN_RED_BATCH * LN_LANES) {
-            var pw: array<f32, LN_RED_BATCH>;
-            var pb: array<f32, LN_RED_BATCH>;
-            for (var i = 0u; i < LN_RED_BATCH; i++) {
-                pw[i] = part[(b + i * LN_LANES) * p.C + c];
-                pb[i] = part[(nblk + b + i * LN_LANES) * p.C + c];
-            }
-            for (var i = 0u; i < LN_RED_BATCH; i++) {
-                dw += pw[i];
-                db += pb[i];
-            }
-        }
-        for (; b < nblk; b += LN_LANES) {
+        for (var b = lane; b < nblk; b += LN_LANES) {
             dw += part[b * p.C + c];
             db += part[(nblk + b) * p.C + c];
         }

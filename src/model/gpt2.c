@@ -528,12 +528,12 @@ static int build_forward_(wgpt_gpt2 *m) {
         if (residual_layernorm_fwd_(m, op, A(res3, l), A(res2, l), A(fcproj, l), &ln) < 0) return -1;
     }
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
-    // f16 training: the backward's first kernel computes the loss too (build_backward_)
-    m->fwd_train_n = m->training && m->precision == WGPT_PRECISION_F16 ? op->n : 0;
+    int ce = op->n;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
-    if (!m->fwd_train_n) m->fwd_train_n = op->n;
+    // f16 training: the backward's first kernel computes the loss too (build_backward_)
+    m->fwd_train_n = m->training && m->precision == WGPT_PRECISION_F16 ? ce : op->n;
     return 0;
 }
 
