@@ -274,123 +274,174 @@ fn store_f16(row: u32, col: u32, base: u32, lane: u32) {
     }
 }
 
+// PERSIST: a workgroup a compute unit (the host's grid), each taking blocks
+// t, t + the workgroups, ... in the order of a full grid's (x fastest, then
+// y, then the split), its next block's first stage fetched during the last
+// stage of the one before, so that a block's stores and the next one's first
+// loads overlap the products instead of draining the unit between waves.
+override PERSIST: u32 = 0u;
+
+// Block t of a (tx, ty, splits) grid.
+fn block_of(t: u32, tx: u32, ty: u32) -> vec3<u32> { return vec3<u32>(t % tx, (t / tx) % ty, t / (tx * ty)); }
+
+fn k_lo_of(z: u32) -> u32 { return select(0u, z * p.ks, p.ks != 0u); }
+
+fn k_hi_of(z: u32) -> u32 {
+    let lo = k_lo_of(z);
+    return select(p.k, max(min(lo + p.ks, p.k), lo), p.ks != 0u);  // the host makes no empty split
+}
+
 // One BM x BN block of the output. Stage k0 + BK is read from global memory
 // into registers while stage k0 is multiplied out of workgroup memory (without
 // that prefetch: 0.78x). sg, lane: the subgroup (the engine picks a
 // configuration whose subgroup size is fixed at SGM_SG) and the invocation in
 // it. Fragment (i, j) of the subgroup is c{i}_{j}; columns 2 and 3 only where
-// FN is 4 (a constant: the compiler drops the rest).
-fn sgm_block(wid: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
-    let m0 = wid.y * BM;
-    let n0 = wid.x * BN;
+// FN is 4 (a constant: the compiler drops the rest). With PERSIST, the
+// blocks of a persistent workgroup, one after the other.
+fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
+    let tx = (p.n + BN - 1u) / BN;
+    let ty = (p.m + BM - 1u) / BM;
+    let total = tx * ty * select(1u, (p.k + p.ks - 1u) / p.ks, p.ks != 0u);
+    var t = wid.x;
+    var blk = select(wid, block_of(t, tx, ty), PERSIST != 0u);
     let lr = (sg / WN) * FM * SGM_TM;  // this subgroup's fragments start here in the block
     let lc = (sg % WN) * FN * SGM_TN;
-    let sr = m0 + lr;                  // ... and here in the output
-    let sc = n0 + lc;
-    let edge = m0 + BM > p.m || n0 + BN > p.n;
-    // This workgroup's k range and the first float of its output (its split's
-    // partial). Lets of uniform values, so the stage loop's barriers stay in
-    // uniform control flow (a var<private> would not be).
-    let split = p.ks != 0u;
-    let k_lo = select(0u, wid.z * p.ks, split);
-    let k_hi = select(p.k, max(min(k_lo + p.ks, p.k), k_lo), split);  // the host makes no empty split
-    let o_base = select(0u, wid.z * p.m * p.n, split);
-
-    if ((p.flag & 2u) != 0u) {
-        // SGM_TM rows of the block's BN column biases, or (transposed) BM rows
-        // of SGM_TN copies of each row's bias.
-        for (var e = lidx; e < BIAS_F; e += NT) {
-            let q = select(n0 + e % BN, m0 + e / SGM_TN, transposed());
-            let hi = select(p.n, p.m, transposed());
-            ta_set(e, select(0.0, bias[min(q, hi - 1u)], q < hi));
-        }
-    }
-    workgroupBarrier();
-    // (columns 2 and 3 are unused where FN is 2: the compiler drops them)
-    var c0_0 = init_c(lr, lc);
-    var c0_1 = init_c(lr, lc + SGM_TN);
-    var c0_2 = init_c(lr, lc + 2u * SGM_TN);
-    var c0_3 = init_c(lr, lc + 3u * SGM_TN);
-    var c1_0 = init_c(lr + SGM_TM, lc);
-    var c1_1 = init_c(lr + SGM_TM, lc + SGM_TN);
-    var c1_2 = init_c(lr + SGM_TM, lc + 2u * SGM_TN);
-    var c1_3 = init_c(lr + SGM_TM, lc + 3u * SGM_TN);
-    var c2_0 = init_c(lr + 2u * SGM_TM, lc);
-    var c2_1 = init_c(lr + 2u * SGM_TM, lc + SGM_TN);
-    var c2_2 = init_c(lr + 2u * SGM_TM, lc + 2u * SGM_TN);
-    var c2_3 = init_c(lr + 2u * SGM_TM, lc + 3u * SGM_TN);
-    var c3_0 = init_c(lr + 3u * SGM_TM, lc);
-    var c3_1 = init_c(lr + 3u * SGM_TM, lc + SGM_TN);
-    var c3_2 = init_c(lr + 3u * SGM_TM, lc + 2u * SGM_TN);
-    var c3_3 = init_c(lr + 3u * SGM_TM, lc + 3u * SGM_TN);
-    workgroupBarrier();  // the bias area is read before the first stage overwrites it
 
     var ra: array<vec4<u32>, PT_MAX>;
     var rb: array<vec4<u32>, PT_MAX>;
-    for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k_lo, k_hi); }
-    for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k_lo, k_hi); }
-    let stages = (k_hi - k_lo + BK - 1u) / BK;
-    for (var s = 0u; s < stages; s++) {
-        for (var i = 0u; i < APT; i++) { store_a(lidx + i * NT, ra[i]); }
-        for (var i = 0u; i < BPT; i++) { store_b(lidx + i * NT, rb[i]); }
-        workgroupBarrier();
-        if (s + 1u < stages) {
-            let k1 = k_lo + (s + 1u) * BK;
-            for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k1, k_hi); }
-            for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k1, k_hi); }
-        }
-        for (var kk = 0u; kk < BK; kk += SGM_TK) {
-            let a0 = frag_a(lr, kk);
-            let a1 = frag_a(lr + SGM_TM, kk);
-            let a2 = frag_a(lr + 2u * SGM_TM, kk);
-            let a3 = frag_a(lr + 3u * SGM_TM, kk);
-            let b0 = frag_b(kk, lc);
-            let b1 = frag_b(kk, lc + SGM_TN);
-            var b2 = RT();
-            var b3 = RT();
-            if (FN == 4u) {
-                b2 = frag_b(kk, lc + 2u * SGM_TN);
-                b3 = frag_b(kk, lc + 3u * SGM_TN);
-            }
-            c0_0 = subgroupMatrixMultiplyAccumulate(a0, b0, c0_0);
-            c0_1 = subgroupMatrixMultiplyAccumulate(a0, b1, c0_1);
-            c1_0 = subgroupMatrixMultiplyAccumulate(a1, b0, c1_0);
-            c1_1 = subgroupMatrixMultiplyAccumulate(a1, b1, c1_1);
-            c2_0 = subgroupMatrixMultiplyAccumulate(a2, b0, c2_0);
-            c2_1 = subgroupMatrixMultiplyAccumulate(a2, b1, c2_1);
-            c3_0 = subgroupMatrixMultiplyAccumulate(a3, b0, c3_0);
-            c3_1 = subgroupMatrixMultiplyAccumulate(a3, b1, c3_1);
-            if (FN == 4u) {
-                c0_2 = subgroupMatrixMultiplyAccumulate(a0, b2, c0_2);
-                c0_3 = subgroupMatrixMultiplyAccumulate(a0, b3, c0_3);
-                c1_2 = subgroupMatrixMultiplyAccumulate(a1, b2, c1_2);
-                c1_3 = subgroupMatrixMultiplyAccumulate(a1, b3, c1_3);
-                c2_2 = subgroupMatrixMultiplyAccumulate(a2, b2, c2_2);
-                c2_3 = subgroupMatrixMultiplyAccumulate(a2, b3, c2_3);
-                c3_2 = subgroupMatrixMultiplyAccumulate(a3, b2, c3_2);
-                c3_3 = subgroupMatrixMultiplyAccumulate(a3, b3, c3_3);
-            }
-        }
-        workgroupBarrier();
+    {
+        let k_lo = k_lo_of(blk.z);
+        let k_hi = k_hi_of(blk.z);
+        for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, blk.y * BM, k_lo, k_hi); }
+        for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, blk.x * BN, k_lo, k_hi); }
     }
-    store_row(o_base, sr, sc, sg, lane, edge, c0_0, c0_1, c0_2, c0_3);
-    store_row(o_base, sr + SGM_TM, sc, sg, lane, edge, c1_0, c1_1, c1_2, c1_3);
-    store_row(o_base, sr + 2u * SGM_TM, sc, sg, lane, edge, c2_0, c2_1, c2_2, c2_3);
-    store_row(o_base, sr + 3u * SGM_TM, sc, sg, lane, edge, c3_0, c3_1, c3_2, c3_3);
+    loop {
+        let m0 = blk.y * BM;
+        let n0 = blk.x * BN;
+        let sr = m0 + lr;                  // this subgroup's fragments start here in the output
+        let sc = n0 + lc;
+        let edge = m0 + BM > p.m || n0 + BN > p.n;
+        // This block's k range and the first float of its output (its split's
+        // partial). Lets of uniform values, so the stage loop's barriers stay
+        // in uniform control flow (a var<private> would not be).
+        let split = p.ks != 0u;
+        let k_lo = k_lo_of(blk.z);
+        let k_hi = k_hi_of(blk.z);
+        let o_base = select(0u, blk.z * p.m * p.n, split);
+        // the next block of a persistent workgroup (none: nt >= total)
+        let nt = select(total, t + nwg.x, PERSIST != 0u);
+        let nblk = block_of(nt, tx, ty);
+        if ((p.flag & 2u) != 0u) {
+            // SGM_TM rows of the block's BN column biases, or (transposed) BM rows
+            // of SGM_TN copies of each row's bias.
+            for (var e = lidx; e < BIAS_F; e += NT) {
+                let q = select(n0 + e % BN, m0 + e / SGM_TN, transposed());
+                let hi = select(p.n, p.m, transposed());
+                ta_set(e, select(0.0, bias[min(q, hi - 1u)], q < hi));
+            }
+        }
+        workgroupBarrier();
+        // (columns 2 and 3 are unused where FN is 2: the compiler drops them)
+        var c0_0 = init_c(lr, lc);
+        var c0_1 = init_c(lr, lc + SGM_TN);
+        var c0_2 = init_c(lr, lc + 2u * SGM_TN);
+        var c0_3 = init_c(lr, lc + 3u * SGM_TN);
+        var c1_0 = init_c(lr + SGM_TM, lc);
+        var c1_1 = init_c(lr + SGM_TM, lc + SGM_TN);
+        var c1_2 = init_c(lr + SGM_TM, lc + 2u * SGM_TN);
+        var c1_3 = init_c(lr + SGM_TM, lc + 3u * SGM_TN);
+        var c2_0 = init_c(lr + 2u * SGM_TM, lc);
+        var c2_1 = init_c(lr + 2u * SGM_TM, lc + SGM_TN);
+        var c2_2 = init_c(lr + 2u * SGM_TM, lc + 2u * SGM_TN);
+        var c2_3 = init_c(lr + 2u * SGM_TM, lc + 3u * SGM_TN);
+        var c3_0 = init_c(lr + 3u * SGM_TM, lc);
+        var c3_1 = init_c(lr + 3u * SGM_TM, lc + SGM_TN);
+        var c3_2 = init_c(lr + 3u * SGM_TM, lc + 2u * SGM_TN);
+        var c3_3 = init_c(lr + 3u * SGM_TM, lc + 3u * SGM_TN);
+        workgroupBarrier();  // the bias area is read before the first stage overwrites it
+
+        let stages = (k_hi - k_lo + BK - 1u) / BK;
+        for (var s = 0u; s < stages; s++) {
+            for (var i = 0u; i < APT; i++) { store_a(lidx + i * NT, ra[i]); }
+            for (var i = 0u; i < BPT; i++) { store_b(lidx + i * NT, rb[i]); }
+            workgroupBarrier();
+            if (s + 1u < stages) {
+                let k1 = k_lo + (s + 1u) * BK;
+                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k1, k_hi); }
+                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k1, k_hi); }
+            } else if (nt < total) {
+                let k1 = k_lo_of(nblk.z);
+                let k2 = k_hi_of(nblk.z);
+                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, nblk.y * BM, k1, k2); }
+                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, nblk.x * BN, k1, k2); }
+            }
+            for (var kk = 0u; kk < BK; kk += SGM_TK) {
+                let a0 = frag_a(lr, kk);
+                let a1 = frag_a(lr + SGM_TM, kk);
+                let a2 = frag_a(lr + 2u * SGM_TM, kk);
+                let a3 = frag_a(lr + 3u * SGM_TM, kk);
+                let b0 = frag_b(kk, lc);
+                let b1 = frag_b(kk, lc + SGM_TN);
+                var b2 = RT();
+                var b3 = RT();
+                if (FN == 4u) {
+                    b2 = frag_b(kk, lc + 2u * SGM_TN);
+                    b3 = frag_b(kk, lc + 3u * SGM_TN);
+                }
+                c0_0 = subgroupMatrixMultiplyAccumulate(a0, b0, c0_0);
+                c0_1 = subgroupMatrixMultiplyAccumulate(a0, b1, c0_1);
+                c1_0 = subgroupMatrixMultiplyAccumulate(a1, b0, c1_0);
+                c1_1 = subgroupMatrixMultiplyAccumulate(a1, b1, c1_1);
+                c2_0 = subgroupMatrixMultiplyAccumulate(a2, b0, c2_0);
+                c2_1 = subgroupMatrixMultiplyAccumulate(a2, b1, c2_1);
+                c3_0 = subgroupMatrixMultiplyAccumulate(a3, b0, c3_0);
+                c3_1 = subgroupMatrixMultiplyAccumulate(a3, b1, c3_1);
+                if (FN == 4u) {
+                    c0_2 = subgroupMatrixMultiplyAccumulate(a0, b2, c0_2);
+                    c0_3 = subgroupMatrixMultiplyAccumulate(a0, b3, c0_3);
+                    c1_2 = subgroupMatrixMultiplyAccumulate(a1, b2, c1_2);
+                    c1_3 = subgroupMatrixMultiplyAccumulate(a1, b3, c1_3);
+                    c2_2 = subgroupMatrixMultiplyAccumulate(a2, b2, c2_2);
+                    c2_3 = subgroupMatrixMultiplyAccumulate(a2, b3, c2_3);
+                    c3_2 = subgroupMatrixMultiplyAccumulate(a3, b2, c3_2);
+                    c3_3 = subgroupMatrixMultiplyAccumulate(a3, b3, c3_3);
+                }
+            }
+            workgroupBarrier();
+        }
+        store_row(o_base, sr, sc, sg, lane, edge, c0_0, c0_1, c0_2, c0_3);
+        store_row(o_base, sr + SGM_TM, sc, sg, lane, edge, c1_0, c1_1, c1_2, c1_3);
+        store_row(o_base, sr + 2u * SGM_TM, sc, sg, lane, edge, c2_0, c2_1, c2_2, c2_3);
+        store_row(o_base, sr + 3u * SGM_TM, sc, sg, lane, edge, c3_0, c3_1, c3_2, c3_3);
+        if (nt >= total) { break; }
+        t = nt;
+        blk = nblk;
+    }
 }
 
 // --- KERNEL: matmul_sgm ---
 // --- KERNEL: matmul_sgm_wide = matmul_sgm with BN=256,BK=32 ---
 // --- KERNEL: matmul_sgm_epi = matmul_sgm with EPI=1 ---
 // --- KERNEL: matmul_sgm_wide_epi = matmul_sgm with BN=256,BK=32,EPI=1 ---
+// Persistent twins (PERSIST, above): where a grid has more blocks than the
+// device has compute units.
+// --- KERNEL: matmul_sgm_p = matmul_sgm with PERSIST=1 ---
+// --- KERNEL: matmul_sgm_wide_p = matmul_sgm with BN=256,BK=32,PERSIST=1 ---
+// --- KERNEL: matmul_sgm_epi_p = matmul_sgm with EPI=1,PERSIST=1 ---
+// --- KERNEL: matmul_sgm_wide_epi_p = matmul_sgm with BN=256,BK=32,EPI=1,PERSIST=1 ---
 // Twins for 32 KiB of workgroup memory (lavapipe; the blocks above take 35,840
 // and 35,328 bytes): shorter stages, 27,136 and 26,880 bytes.
 // --- KERNEL: matmul_sgm_32k = matmul_sgm with BK=32 ---
 // --- KERNEL: matmul_sgm_wide_32k = matmul_sgm with BN=256,BK=16 ---
 // --- KERNEL: matmul_sgm_epi_32k = matmul_sgm with BK=32,EPI=1 ---
 // --- KERNEL: matmul_sgm_wide_epi_32k = matmul_sgm with BN=256,BK=16,EPI=1 ---
+// --- KERNEL: matmul_sgm_32k_p = matmul_sgm with BK=32,PERSIST=1 ---
+// --- KERNEL: matmul_sgm_wide_32k_p = matmul_sgm with BN=256,BK=16,PERSIST=1 ---
+// --- KERNEL: matmul_sgm_epi_32k_p = matmul_sgm with BK=32,EPI=1,PERSIST=1 ---
+// --- KERNEL: matmul_sgm_wide_epi_32k_p = matmul_sgm with BN=256,BK=16,EPI=1,PERSIST=1 ---
 @compute @workgroup_size(NT)
-fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
-              @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
-    sgm_block(wid, lidx, sg, lane);
+fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lidx: u32, @builtin(subgroup_id) sg: u32,
+              @builtin(subgroup_invocation_id) lane: u32) {
+    sgm_block(wid, nwg, lidx, sg, lane);
 }
