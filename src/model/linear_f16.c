@@ -191,7 +191,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : wgpt_gpu_unused_binding(g),
                       out16.buf || !sgm ? out16 : wgpt_gpu_unused_binding(g)};
     sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, {0, 0, 0}};
-    if (persist) return wgpt_op_add(g, op, kernel, v, 5, &p, sizeof p, units, 1, 1) ? 0 : -1;
+    if (persist) gx = units, gy = 1, parts = 1;  // the kernel walks the full grid's blocks itself
     return wgpt_op_add(g, op, kernel, v, sgm ? 5 : 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
 }
 
