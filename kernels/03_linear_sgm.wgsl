@@ -19,7 +19,10 @@
 // ABI: a (f16 as vec4<u32>), b (same), bias (f32; a stand-in when unused),
 // out (f32), out16 (f16 pairs as u32; a stand-in when unused), then `p: SgmParams`. Dispatch: one workgroup per 128 x BN output
 // block and split, grid (ceil(n / BN), ceil(m / 128), splits): matmul_sgm, BN
-// 128, 8 subgroups; matmul_sgm_wide, BN 256, 16 subgroups (the host picks).
+// 128, 8 subgroups; matmul_sgm_wide, BN 256, 16 subgroups (the host picks);
+// persistent twins (_p: a workgroup a compute unit, each through its share of
+// the blocks) and stream-K ones (_sk: each through an equal share of all
+// blocks' stages, partials to out for matmul_streamk_reduce) take (wgs, 1, 1).
 // The f16 epilogue (flag bit 3, never with bit 0 or a split; only in the
 // _epi variants, EPI = 1): each output value, after the bias, also goes to
 // out16 rounded to f16 (f16_pair), as out is stored or (bit 5) as the
@@ -44,7 +47,7 @@ struct SgmParams {
                 // bit 4: GELU applied to that copy; bit 6: no f32 output from the f32 walk;
                 // bit 7: times GELU'(the GELU's input, bound as `bias`), out written by the f16 walk
     ks: u32,    // k per split (a multiple of BK), 0: no split
-    pad0: u32,
+    sk: u32,    // stream-K (PERSIST only): stages of BK a workgroup, 0: none
     pad1: u32,
     pad2: u32,
 }
@@ -280,6 +283,16 @@ fn store_f16(row: u32, col: u32, base: u32, lane: u32) {
 // stage of the one before, so that a block's stores and the next one's first
 // loads overlap the products instead of draining the unit between waves.
 override PERSIST: u32 = 0u;
+// STREAMK (with PERSIST; the _sk twins): the blocks' stages laid end to end,
+// block after block, workgroup w takes stages [w sk, (w + 1) sk) of them
+// (p.sk), so that every unit does the same work however few the blocks;
+// each piece of a block it covers goes to partial `slot` w - (the first
+// workgroup on that block) of out (m x n floats a slot), for
+// matmul_streamk_reduce to add in order. An override, so that the other
+// variants compile without it: the stream-K code in the kernels of every
+// pass cost them registers and local memory (128 x 128 block 185 -> 196
+// registers; on an H100 the logits' forward 1.40 -> 5.1 ms).
+override STREAMK: u32 = 0u;
 
 // Block t of a (tx, ty, splits) grid.
 fn block_of(t: u32, tx: u32, ty: u32) -> vec3<u32> { return vec3<u32>(t % tx, (t / tx) % ty, t / (tx * ty)); }
@@ -291,29 +304,57 @@ fn k_hi_of(z: u32) -> u32 {
     return select(p.k, max(min(lo + p.ks, p.k), lo), p.ks != 0u);  // the host makes no empty split
 }
 
+// Piece t of a workgroup (w): a block of the grid, t its index (x, y and
+// the split z: block_of), or with stream-K (`stream`) the stages from stage
+// t of all blocks' end to end (stages a block `per`) to the end of its block
+// or of the workgroup's share (end), z its slot. Kept as (t, block) so that
+// the persistent loop carries no more than it did without stream-K.
+fn piece_blk(t: u32, stream: bool, w: u32, tx: u32, ty: u32, per: u32) -> vec3<u32> {
+    if (!stream) { return block_of(t, tx, ty); }
+    let b = t / per;
+    return vec3<u32>(b % tx, b / tx, w - (b * per) / p.sk);
+}
+
+// Where the piece after piece t (of block blk) starts: step pieces on, or
+// (stream-K) at its block's end or the workgroup's.
+fn piece_next(t: u32, blk: vec3<u32>, stream: bool, step: u32, end: u32, tx: u32, per: u32) -> u32 {
+    if (!stream) { return t + step; }
+    return min(end, ((blk.y * tx + blk.x) + 1u) * per);
+}
+
+// The k a piece sums: [lo, hi).
+fn piece_k(t: u32, blk: vec3<u32>, stream: bool, end: u32, tx: u32, per: u32) -> vec2<u32> {
+    if (!stream) { return vec2<u32>(k_lo_of(blk.z), k_hi_of(blk.z)); }
+    let s0 = (blk.y * tx + blk.x) * per;
+    return vec2<u32>((t - s0) * BK, min((piece_next(t, blk, true, 0u, end, tx, per) - s0) * BK, p.k));
+}
+
 // One BM x BN block of the output. Stage k0 + BK is read from global memory
 // into registers while stage k0 is multiplied out of workgroup memory (without
 // that prefetch: 0.78x). sg, lane: the subgroup (the engine picks a
 // configuration whose subgroup size is fixed at SGM_SG) and the invocation in
 // it. Fragment (i, j) of the subgroup is c{i}_{j}; columns 2 and 3 only where
 // FN is 4 (a constant: the compiler drops the rest). With PERSIST, the
-// blocks of a persistent workgroup, one after the other.
+// pieces of a persistent workgroup, one after the other.
 fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
     let tx = (p.n + BN - 1u) / BN;
     let ty = (p.m + BM - 1u) / BM;
-    let total = tx * ty * select(1u, (p.k + p.ks - 1u) / p.ks, p.ks != 0u);
-    var t = wid.x;
-    var blk = select(wid, block_of(t, tx, ty), PERSIST != 0u);
+    let per = (p.k + BK - 1u) / BK;  // stages a block (stream-K)
+    let stream = STREAMK != 0u;
+    // t: this workgroup's first piece; end: past its last
+    var t = select(wid.x, wid.x * p.sk, stream);
+    let end = select(tx * ty * select(1u, (p.k + p.ks - 1u) / p.ks, p.ks != 0u), min(t + p.sk, tx * ty * per), stream);
+    if (stream && t >= end) { return; }  // (the last workgroups may have none; uniform)
+    var blk = select(wid, piece_blk(t, stream, wid.x, tx, ty, per), PERSIST != 0u);
     let lr = (sg / WN) * FM * SGM_TM;  // this subgroup's fragments start here in the block
     let lc = (sg % WN) * FN * SGM_TN;
 
     var ra: array<vec4<u32>, PT_MAX>;
     var rb: array<vec4<u32>, PT_MAX>;
     {
-        let k_lo = k_lo_of(blk.z);
-        let k_hi = k_hi_of(blk.z);
-        for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, blk.y * BM, k_lo, k_hi); }
-        for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, blk.x * BN, k_lo, k_hi); }
+        let k = piece_k(t, blk, stream, end, tx, per);
+        for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, blk.y * BM, k.x, k.y); }
+        for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, blk.x * BN, k.x, k.y); }
     }
     loop {
         let m0 = blk.y * BM;
@@ -321,16 +362,16 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
         let sr = m0 + lr;                  // this subgroup's fragments start here in the output
         let sc = n0 + lc;
         let edge = m0 + BM > p.m || n0 + BN > p.n;
-        // This block's k range and the first float of its output (its split's
-        // partial). Lets of uniform values, so the stage loop's barriers stay
-        // in uniform control flow (a var<private> would not be).
-        let split = p.ks != 0u;
-        let k_lo = k_lo_of(blk.z);
-        let k_hi = k_hi_of(blk.z);
-        let o_base = select(0u, blk.z * p.m * p.n, split);
-        // the next block of a persistent workgroup (none: nt >= total)
-        let nt = select(total, t + nwg.x, PERSIST != 0u);
-        let nblk = block_of(nt, tx, ty);
+        // This piece's k range and the first float of its output (its split's
+        // or slot's partial). Lets of uniform values, so the stage loop's
+        // barriers stay in uniform control flow (a var<private> would not be).
+        let k = piece_k(t, blk, stream, end, tx, per);
+        let k_lo = k.x;
+        let k_hi = k.y;
+        let o_base = select(0u, blk.z * p.m * p.n, p.ks != 0u || stream);
+        // the next piece of a persistent workgroup (none: nt >= end)
+        let nt = select(end, piece_next(t, blk, stream, nwg.x, end, tx, per), PERSIST != 0u);
+        let nblk = piece_blk(nt, stream, wid.x, tx, ty, per);
         if ((p.flag & 2u) != 0u) {
             // SGM_TM rows of the block's BN column biases, or (transposed) BM rows
             // of SGM_TN copies of each row's bias.
@@ -369,11 +410,10 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
                 let k1 = k_lo + (s + 1u) * BK;
                 for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k1, k_hi); }
                 for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k1, k_hi); }
-            } else if (nt < total) {
-                let k1 = k_lo_of(nblk.z);
-                let k2 = k_hi_of(nblk.z);
-                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, nblk.y * BM, k1, k2); }
-                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, nblk.x * BN, k1, k2); }
+            } else if (nt < end) {
+                let k2 = piece_k(nt, nblk, stream, end, tx, per);
+                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, nblk.y * BM, k2.x, k2.y); }
+                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, nblk.x * BN, k2.x, k2.y); }
             }
             for (var kk = 0u; kk < BK; kk += SGM_TK) {
                 let a0 = frag_a(lr, kk);
@@ -413,7 +453,7 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
         store_row(o_base, sr + SGM_TM, sc, sg, lane, edge, c1_0, c1_1, c1_2, c1_3);
         store_row(o_base, sr + 2u * SGM_TM, sc, sg, lane, edge, c2_0, c2_1, c2_2, c2_3);
         store_row(o_base, sr + 3u * SGM_TM, sc, sg, lane, edge, c3_0, c3_1, c3_2, c3_3);
-        if (nt >= total) { break; }
+        if (nt >= end) { break; }
         t = nt;
         blk = nblk;
     }
@@ -429,6 +469,9 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 // --- KERNEL: matmul_sgm_wide_p = matmul_sgm with BN=256,BK=32,PERSIST=1 ---
 // --- KERNEL: matmul_sgm_epi_p = matmul_sgm with EPI=1,PERSIST=1 ---
 // --- KERNEL: matmul_sgm_wide_epi_p = matmul_sgm with BN=256,BK=32,EPI=1,PERSIST=1 ---
+// Stream-K twins (STREAMK, above), where the host plans it: never with the epilogue.
+// --- KERNEL: matmul_sgm_sk = matmul_sgm with PERSIST=1,STREAMK=1 ---
+// --- KERNEL: matmul_sgm_wide_sk = matmul_sgm with BN=256,BK=32,PERSIST=1,STREAMK=1 ---
 // Twins for 32 KiB of workgroup memory (lavapipe; the blocks above take 35,840
 // and 35,328 bytes): shorter stages, 27,136 and 26,880 bytes.
 // --- KERNEL: matmul_sgm_32k = matmul_sgm with BK=32 ---
@@ -439,6 +482,8 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 // --- KERNEL: matmul_sgm_wide_32k_p = matmul_sgm with BN=256,BK=16,PERSIST=1 ---
 // --- KERNEL: matmul_sgm_epi_32k_p = matmul_sgm with BK=32,EPI=1,PERSIST=1 ---
 // --- KERNEL: matmul_sgm_wide_epi_32k_p = matmul_sgm with BN=256,BK=16,EPI=1,PERSIST=1 ---
+// --- KERNEL: matmul_sgm_32k_sk = matmul_sgm with BK=32,PERSIST=1,STREAMK=1 ---
+// --- KERNEL: matmul_sgm_wide_32k_sk = matmul_sgm with BN=256,BK=16,PERSIST=1,STREAMK=1 ---
 @compute @workgroup_size(NT)
 fn matmul_sgm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lidx: u32, @builtin(subgroup_id) sg: u32,

@@ -6,6 +6,8 @@
 //   matmul_backward_weight_vec4 dweight (m, n) += dout[:, off:off+m]^T @ inp (k, n)
 //                               (+ dbias (m) += row sums of that dout^T, if flag bit 1)
 //   matmul_split_reduce         dst[:, off:off+n] = (or +=) sum of the split partials (+ bias)
+//   matmul_streamk_reduce       dst = (or +=) sum of the stream-K slots of each block (+ bias):
+//                               the tensor-core matmuls' (03_linear_sgm.wgsl, p.sk)
 //   matmul_backward_bias_part   part[z] (n) = column sums of rows [z * ks, (z + 1) * ks) of
 //                               dout (m, n): the bias gradient where no weight pass fuses it
 //                               (the f16 mode), before matmul_split_reduce
@@ -400,6 +402,52 @@ fn matmul_split_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     let d = r * (p.ld / 4u) + p.off / 4u + cv;
     if ((p.flag & 1u) != 0u) { s += dst[d]; }
     dst[d] = s;
+}
+
+// --- KERNEL: matmul_streamk_reduce ---
+// The stream-K partials of 03_linear_sgm.wgsl (p.sk) added up: the blocks'
+// stages laid end to end, workgroup w took stages [w sk, (w + 1) sk), and its
+// piece of block b went to slot w - first(b), first(b) = b per / sk, of
+// part (m x n floats a slot, stored as dst is). So block b has slots 0 ..
+// last(b) - first(b), last(b) = ((b + 1) per - 1) / sk; they are added in
+// that order (deterministic), then bias[column of dst] (flag bit 1) and,
+// with flag bit 0, dst's present value, as matmul_split_reduce adds. dst is
+// the (m, n) product, or with flag bit 2 its transpose (n, m). A vec4 a
+// thread: bm and bn multiples of 4, so a vec4 lies in one block.
+struct StreamkParams {
+    m: u32,       // the product's rows
+    n: u32,       // and columns
+    flag: u32,    // bit 0: add to dst; bit 1: bias (by dst's column); bit 2: dst is the transpose
+    bm: u32,      // the matmul's block: rows
+    bn: u32,      // and columns
+    per: u32,     // stages a block
+    sk: u32,      // stages a workgroup
+    pad: u32,
+}
+@group(0) @binding(0) var<storage, read> part: array<vec4<f32>>;       // (slots, as dst)
+@group(0) @binding(1) var<storage, read> bias: array<vec4<f32>>;       // (dst's columns), read if flag bit 1
+@group(0) @binding(2) var<storage, read_write> dst: array<vec4<f32>>;  // (m, n), or (n, m) with flag bit 2
+@group(0) @binding(3) var<uniform> p: StreamkParams;
+
+@compute @workgroup_size(WG)
+fn matmul_streamk_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = flat_id(gid, nwg);
+    let t = (p.flag & 4u) != 0u;
+    let cols4 = select(p.n, p.m, t) / 4u;  // vec4 a row of dst
+    let total = p.m * p.n / 4u;
+    if (i >= total) { return; }
+    let r = i / cols4;
+    let c = (i % cols4) * 4u;
+    let row = select(r, c, t);  // of the product
+    let col = select(c, r, t);
+    let b = (row / p.bm) * ((p.n + p.bn - 1u) / p.bn) + col / p.bn;
+    let first = b * p.per / p.sk;
+    let slots = ((b + 1u) * p.per - 1u) / p.sk - first + 1u;
+    var s = part[i];
+    for (var z = 1u; z < slots; z++) { s += part[z * total + i]; }
+    if ((p.flag & 2u) != 0u) { s += bias[i % cols4]; }
+    if ((p.flag & 1u) != 0u) { s += dst[i]; }
+    dst[i] = s;
 }
 
 // --- KERNEL: matmul_backward_bias_part ---

@@ -124,6 +124,7 @@ static void bad_environment_values_are_refused(void **st) {
         {"WGPT_DAWN_TOGGLES", "a,,b", "WGPT_DAWN_TOGGLES"},
         {"WGPT_MATMUL_EPILOGUE", "round,gelu_backward", "'gelu_backward'"},
         {"WGPT_MATMUL_EPILOGUE", "ROUND", "WGPT_MATMUL_EPILOGUE"},
+        {"WGPT_MATMUL_STREAMK", "1", "WGPT_MATMUL_STREAMK"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i][0], cases[i][1], 1);
@@ -150,6 +151,11 @@ static void bad_environment_values_are_refused(void **st) {
     g = tu_gpu_open(NULL);
     unsetenv("WGPT_MATMUL_EPILOGUE");
     assert_int_equal(wgpt_gpu_get_info(g)->matmul_epilogues, WGPT_EPI_GELU | WGPT_EPI_GELU_GRAD);
+    wgpt_gpu_close(g);
+    setenv("WGPT_MATMUL_STREAMK", "on", 1);  // and the stream-K choice its setting
+    g = tu_gpu_open(NULL);
+    unsetenv("WGPT_MATMUL_STREAMK");
+    assert_int_equal(wgpt_gpu_get_info(g)->streamk, WGPT_STREAMK_ON);
     wgpt_gpu_close(g);
 }
 

@@ -656,6 +656,55 @@ static void persistent_blocks_match_reference(void **st) {
     unsetenv("WGPT_COMPUTE_UNITS");
 }
 
+// Stream-K (WGPT_STREAMK_ON): the blocks' stages end to end, an equal share
+// for each of a device's compute units (said to be 3, then 5, so that the
+// shares end inside blocks, a block shared by 2 or 3 workgroups), each
+// piece into its slot of the partials, matmul_streamk_reduce adding every
+// block's slots in order with the bias and the prior: the shapes above on
+// both blocks and a longer k, the accumulate order, and the plan's dispatches
+// (wgs workgroups in one row, then the reduce).
+static void streamk_matches_reference(void **st) {
+    (void)st;
+    if (!wgpt_linear_f16_uses_sgm(G0)) {
+        printf("skipped: '%s' has no f16 subgroup matrices, real or emulated\n", wgpt_gpu_get_info(G0)->name);
+        return;
+    }
+    const char *units[2] = {"3", "5"};
+    for (int u = 0; u < 2; u++)
+        for (int b = WGPT_SGM_BASE; b <= WGPT_SGM_WIDE; b++) {
+            setenv("WGPT_COMPUTE_UNITS", units[u], 1);
+            wgpt_gpu_options o = {.adapter_index = -1, .sgm_block = (wgpt_sgm_block)b, .streamk = WGPT_STREAMK_ON,
+                                  .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
+            G = tu_gpu_open(&o);
+            unsetenv("WGPT_COMPUTE_UNITS");
+            const wgpt_gpu_info *in = wgpt_gpu_get_info(G);
+            printf("stream-K, %s blocks, %u compute units, on '%s'\n", b == WGPT_SGM_WIDE ? "128 x 256" : "128 x 128",
+                   in->compute_units, in->name);
+            // the input pass of 256 x 512 (k 512): 8 or 4 blocks of 8 or 16 stages, shared out
+            wgpt_sgm_plan pl = wgpt_linear_f16_plan(in, 256, 512, 512, UINT64_MAX);
+            assert_true(pl.sk > 0 && pl.s == 1 && pl.slots >= 2 && pl.wgs <= in->compute_units);
+            assert_int_equal(pl.wide, b == WGPT_SGM_WIDE);
+            assert_int_equal(pl.sk, (256 / 128 * 512 / (pl.wide ? 256 : 128) * 512 / pl.bk + in->compute_units - 1) /
+                                        in->compute_units);
+            wgpt_buf *t = wgpt_buf_create(G, (uint64_t)pl.slots * 256 * 512 * 4, "t");
+            wgpt_view x = {t, 0, 0};
+            wgpt_op op;
+            wgpt_op_init(&op);
+            TU_OK(G, wgpt_linear_f16_backward_input(G, &op, x, x, x, 256, 512, 512, 0, x));
+            assert_int_equal(op.n, 2);
+            assert_int_equal(op.steps[0].x, pl.wgs), assert_int_equal(op.steps[0].y, 1);
+            assert_string_equal(wgpt_kernel_name(op.steps[1].bind->kernel), "matmul_streamk_reduce");
+            wgpt_op_free(&op);
+            wgpt_buf_free(t);
+            shapes_();
+            check_shape_(256, 512, 384);
+            tu_rng_state = 19;
+            accumulate_adds_after_the_sum_(256, 128, 512);
+            wgpt_gpu_close(G);
+            G = G0;
+        }
+}
+
 // Two halves equal or neighbours (one ulp apart, same sign: their bits differ by 1).
 static int halves_within_ulp_(uint16_t got, uint16_t want) {
     int d = (int)got - (int)want;
@@ -970,36 +1019,63 @@ static void bias_gelu_and_cast_in_one_pass(void **st) {
 // compute units, 16 x 8 x 16 fragments in subgroups of 32, 1024 invocations
 // a workgroup. At GPT-2 124M's shapes (4 x 1024 tokens) the wide block takes
 // the passes whose outputs fill the units, the 128 x 128 one the weight
-// passes of few blocks (RESULTS section 19); forced blocks and split counts,
-// a device without 16 subgroups a workgroup, scratch too small for partials
-// and CPU kernels are followed.
+// passes of few blocks (RESULTS section 19), and stream-K the weight passes
+// that split k and leave a quarter of the units idle or more (fc's, fcproj's
+// and attproj's; RESULTS section 28); forced blocks, split counts and
+// stream-K, a device without 16 subgroups a workgroup, scratch too small for
+// partials and CPU kernels are followed.
 static void block_and_split_choice(void **st) {
     (void)st;
     wgpt_gpu_info h = {0};
     h.has_subgroup_matrix = 1, h.n_matrix_configs = 1, h.sgm_config = 0;
     h.matrix_configs[0] = (wgpt_matrix_config){WGPT_MATRIX_F16, WGPT_MATRIX_F32, 16, 8, 16, 32, 32};
     h.compute_units = 132, h.max_invocations = 1024, h.max_workgroup_storage = 49152;
-    const struct { uint32_t m, n, k; int wide; uint32_t s, ks; const char *what; } want[] = {
-        {2304, 4096, 768, 0, 1, 0, "qkv forward (stored transposed)"},
-        {4096, 768, 2304, 1, 1, 0, "qkv input pass"},
-        {768, 2304, 4096, 1, 2, 2048, "qkv weight pass"},
-        {768, 4096, 768, 1, 1, 0, "attproj forward"},
-        {768, 768, 4096, 0, 2, 2048, "attproj weight pass"},
-        {768, 3072, 4096, 0, 2, 2048, "fc weight pass"},
-        {4096, 768, 50304, 1, 4, 12576, "logits input pass"},
-        {768, 50304, 4096, 1, 1, 0, "logits weight pass"},
-        {4096, 4096, 4096, 1, 1, 0, "4096^3"},
+    h.max_storage_binding = 2147483648u;
+    // sk: stream-K's stages a workgroup (0: none), in `slots` partials
+    const struct { uint32_t m, n, k; int wide; uint32_t s, ks, sk, slots; const char *what; } want[] = {
+        {2304, 4096, 768, 0, 1, 0, 0, 0, "qkv forward (stored transposed)"},
+        {4096, 768, 2304, 1, 1, 0, 0, 0, "qkv input pass"},
+        {768, 2304, 4096, 1, 2, 2048, 0, 0, "qkv weight pass"},
+        {768, 4096, 768, 1, 1, 0, 0, 0, "attproj forward"},
+        {768, 768, 4096, 1, 1, 0, 18, 8, "attproj weight pass"},  // 18 blocks x 128 stages of 32
+        {768, 3072, 4096, 1, 1, 0, 70, 3, "fc weight pass"},      // 72 x 128
+        {3072, 768, 4096, 1, 1, 0, 70, 3, "fcproj weight pass"},
+        {4096, 768, 3072, 1, 1, 0, 0, 0, "fc input pass"},
+        {4096, 768, 50304, 1, 4, 12576, 0, 0, "logits input pass"},
+        {768, 50304, 4096, 1, 1, 0, 0, 0, "logits weight pass"},
+        {4096, 4096, 4096, 1, 1, 0, 0, 0, "4096^3"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         wgpt_sgm_plan p = wgpt_linear_f16_plan(&h, want[i].m, want[i].n, want[i].k, UINT64_MAX);
-        printf("%-32s %5u x %5u x %5u: %s, %u part(s) of %u\n", want[i].what, want[i].m, want[i].n, want[i].k,
-               p.wide ? "128 x 256" : "128 x 128", p.s, p.ks ? p.ks : want[i].k);
-        if (p.wide != want[i].wide || p.s != want[i].s || p.ks != want[i].ks)
-            fail_msg("%s: wide %d, %u parts of %u; want wide %d, %u parts of %u", want[i].what, p.wide, p.s, p.ks,
-                     want[i].wide, want[i].s, want[i].ks);
+        printf("%-32s %5u x %5u x %5u: %s, %u part(s) of %u, stream-K %u stages a workgroup (%u partials)\n",
+               want[i].what, want[i].m, want[i].n, want[i].k, p.wide ? "128 x 256" : "128 x 128", p.s,
+               p.ks ? p.ks : want[i].k, p.sk, p.slots);
+        if (p.wide != want[i].wide || p.s != want[i].s || p.ks != want[i].ks || p.sk != want[i].sk ||
+            p.slots != want[i].slots || (p.sk && p.wgs != (want[i].m / 128 * (want[i].n / 256) * (want[i].k / 32) +
+                                                           p.sk - 1) / p.sk))
+            fail_msg("%s: wide %d, %u parts of %u, stream-K %u (%u); want wide %d, %u parts of %u, stream-K %u (%u)",
+                     want[i].what, p.wide, p.s, p.ks, p.sk, p.slots, want[i].wide, want[i].s, want[i].ks, want[i].sk,
+                     want[i].slots);
     }
+    // stream-K never: fc's weight pass split in 2; always: the qkv forward too
+    h.streamk = WGPT_STREAMK_OFF;
+    wgpt_sgm_plan p = wgpt_linear_f16_plan(&h, 768, 3072, 4096, UINT64_MAX);
+    assert_int_equal(p.s, 2), assert_int_equal(p.sk, 0);
+    h.streamk = WGPT_STREAMK_ON;
+    assert_true(wgpt_linear_f16_plan(&h, 2304, 4096, 768, UINT64_MAX).sk > 0);
+    h.streamk = WGPT_STREAMK_AUTO;
+    // room (then a binding) for 2 partials, not the wide block's 3: the 128 x 128 block's stream-K in 2
+    p = wgpt_linear_f16_plan(&h, 768, 3072, 4096, 2ull * 768 * 3072 * 4);
+    assert_int_equal(p.wide, 0), assert_true(p.sk > 0), assert_int_equal(p.slots, 2);
+    h.max_storage_binding = 2ull * 768 * 3072 * 4;
+    p = wgpt_linear_f16_plan(&h, 768, 3072, 4096, UINT64_MAX);
+    assert_int_equal(p.wide, 0), assert_true(p.sk > 0), assert_int_equal(p.slots, 2);
+    // room for 1 partial: the split plan's parts do not fit either
+    p = wgpt_linear_f16_plan(&h, 768, 3072, 4096, 768ull * 3072 * 4);
+    assert_int_equal(p.s, 1), assert_int_equal(p.sk, 0);
+    h.max_storage_binding = 2147483648u;
     // partials that do not fit: no split, and then the 128 x 128 block has more workgroups
-    wgpt_sgm_plan p = wgpt_linear_f16_plan(&h, 768, 2304, 4096, 0);
+    p = wgpt_linear_f16_plan(&h, 768, 2304, 4096, 0);
     assert_int_equal(p.wide, 0), assert_int_equal(p.s, 1), assert_int_equal(p.ks, 0);
     // forced blocks
     h.sgm_block = WGPT_SGM_BASE;
@@ -1015,10 +1091,10 @@ static void block_and_split_choice(void **st) {
     h.matrix_configs[0].k = 32;
     assert_int_equal(wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX).wide, 0);
     h.matrix_configs[0].k = 16, h.max_workgroup_storage = 49152, h.sgm_block = WGPT_SGM_AUTO;
-    // a forced split count: 3 parts of whole 64-deep stages
+    // a forced split count: 3 parts of whole 64-deep stages, no stream-K
     h.matmul_splits = 3;
     p = wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX);
-    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 3), assert_int_equal(p.ks, 1408);
+    assert_int_equal(p.wide, 0), assert_int_equal(p.s, 3), assert_int_equal(p.ks, 1408), assert_int_equal(p.sk, 0);
     h.matmul_splits = 0;
     h.cpu_kernels = 1;
     p = wgpt_linear_f16_plan(&h, 4096, 4096, 4096, UINT64_MAX);
@@ -1094,6 +1170,7 @@ int main(void) {
         cmocka_unit_test(accumulate_adds_after_the_sum),
         cmocka_unit_test(wide_block_matches_reference),
         cmocka_unit_test(persistent_blocks_match_reference),
+        cmocka_unit_test(streamk_matches_reference),
         cmocka_unit_test(f16_epilogue_matches_reference),
         cmocka_unit_test(bias_and_cast_in_one_pass),
         cmocka_unit_test(bias_gelu_and_cast_in_one_pass),

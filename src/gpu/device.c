@@ -841,6 +841,7 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     g->info.matmul_splits = opt->matmul_splits;
     g->info.sgm_block = opt->sgm_block;
     g->info.matmul_epilogues = opt->matmul_epilogues | wgpt_gpu_env_epilogues_();
+    g->info.streamk = opt->streamk ? opt->streamk : wgpt_gpu_env_streamk_();
     g->batch = 1;
     if (wgpt_chip_fill_(&g->info, err, errlen) < 0) {
         wgpt_gpu_close(g);

@@ -84,6 +84,15 @@ uint32_t wgpt_gpu_env_epilogues_(void) {
     return s && !epilogues_(s, &bits, &n) ? bits : 0;
 }
 
+static const char *const STREAMK_NAMES[] = {"auto", "off", "on"};  // wgpt_streamk's order
+
+wgpt_streamk wgpt_gpu_env_streamk_(void) {
+    const char *s = getenv("WGPT_MATMUL_STREAMK");
+    for (int i = 0; s && i < 3; i++)
+        if (strcmp(s, STREAMK_NAMES[i]) == 0) return (wgpt_streamk)i;
+    return WGPT_STREAMK_AUTO;
+}
+
 int wgpt_gpu_env_check_(char *err, size_t errlen) {
     const char *s = getenv("WGPT_GPU_TIMEOUT_S");
     if (s && *s) {
@@ -116,6 +125,12 @@ int wgpt_gpu_env_check_(char *err, size_t errlen) {
         snprintf(err, errlen,
                  "WGPT_MATMUL_EPILOGUE='%s': '%.*s' is not an epilogue (round, gelu, gelu_grad, all or none, "
                  "separated by commas)", s, bad_len, bad);
+        return -1;
+    }
+    s = getenv("WGPT_MATMUL_STREAMK");
+    if (s && *s && strcmp(s, STREAMK_NAMES[0]) && strcmp(s, STREAMK_NAMES[1]) && strcmp(s, STREAMK_NAMES[2])) {
+        snprintf(err, errlen, "WGPT_MATMUL_STREAMK='%s': must be auto, off or on (stream-K in the tensor-core "
+                 "matmuls: where a split pass leaves units idle, never, or wherever it can run)", s);
         return -1;
     }
     if (toggles_ok_("WGPT_DAWN_TOGGLES", WGPT_GPU_TOGGLES_ON_MAX, err, errlen) < 0) return -1;

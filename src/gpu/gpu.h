@@ -34,6 +34,12 @@ typedef enum wgpt_kernels {
 // (matmul_sgm_wide) everywhere, for benchmarks and tests.
 typedef enum wgpt_sgm_block { WGPT_SGM_AUTO = 0, WGPT_SGM_BASE, WGPT_SGM_WIDE } wgpt_sgm_block;
 
+// Whether the f16 subgroup-matrix matmuls split their work stream-K (every
+// compute unit the same number of stages, blocks shared between units:
+// model/linear_f16.c): where the plan estimates it faster (AUTO), never, or
+// wherever it can (benchmarks, tests). Also WGPT_MATMUL_STREAMK=auto|off|on.
+typedef enum wgpt_streamk { WGPT_STREAMK_AUTO = 0, WGPT_STREAMK_OFF, WGPT_STREAMK_ON } wgpt_streamk;
+
 // Which results the f16 subgroup-matrix matmuls' callers may have the matmul
 // write in its epilogue instead of a pass after it (model/linear_f16.h): bits;
 // none by default (each was slower than its pass on an H100: bench/RESULTS.md
@@ -61,6 +67,7 @@ typedef struct wgpt_gpu_options {
     uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
     wgpt_sgm_block sgm_block;  // the subgroup-matrix matmuls' block: per shape (0), or one for all (benchmarks, tests)
     uint32_t matmul_epilogues; // WGPT_EPI_* bits, added to $WGPT_MATMUL_EPILOGUE's
+    wgpt_streamk streamk;      // AUTO: $WGPT_MATMUL_STREAMK if set, else the plan's choice
     // 1: where the device has f16 but no subgroup matrices, emulate them with
     // subgroup broadcasts (sgm_emulate.h), so the tensor-core kernels run there;
     // tests only, far slower than the plain kernels. Also WGPT_SGM_EMULATE=1.
@@ -127,6 +134,7 @@ typedef struct wgpt_gpu_info {
     uint32_t matmul_splits;   // options.matmul_splits
     wgpt_sgm_block sgm_block; // options.sgm_block
     uint32_t matmul_epilogues;  // options.matmul_epilogues | $WGPT_MATMUL_EPILOGUE
+    wgpt_streamk streamk;       // options.streamk, else $WGPT_MATMUL_STREAMK
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
     uint32_t max_workgroup_storage;

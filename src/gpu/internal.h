@@ -104,6 +104,9 @@ wgpt_kernels wgpt_gpu_env_kernels_(const char *type);
 // WGPT_MATMUL_EPILOGUE's WGPT_EPI_* bits (0 unset; a bad value is refused
 // by wgpt_gpu_env_check_ before a device opens).
 uint32_t wgpt_gpu_env_epilogues_(void);
+// WGPT_MATMUL_STREAMK as a wgpt_streamk (AUTO when unset; a bad value is
+// refused by wgpt_gpu_env_check_).
+wgpt_streamk wgpt_gpu_env_streamk_(void);
 // Room for the WGPT_DAWN_TOGGLES(_OFF) lists (device.c adds its own toggles).
 #define WGPT_GPU_TOGGLES_MAX_CHARS 512
 #define WGPT_GPU_TOGGLES_ON_MAX 13

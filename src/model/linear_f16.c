@@ -10,7 +10,8 @@ typedef struct sgm_params {
     uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only); bits 3-7:
                     // the f16 epilogue (sgm only; SGM_F16*, SGM_GELU_GRAD)
     uint32_t ks;    // k per split (sgm only; a multiple of the kernel's BK), 0: none
-    uint32_t pad[3];
+    uint32_t sk;    // stream-K: stages a workgroup (persistent sgm only), 0: none
+    uint32_t pad[2];
 } sgm_params;
 
 #define SGM_BM 128u         // BM, BN, BK of 03_linear_sgm.wgsl: the output block and
@@ -24,6 +25,7 @@ typedef struct sgm_params {
 // wide one's 16 only where the fragment's K divides it).
 #define SGM_STORAGE 35840u
 #define SGM_WIDE_32K_BK 16u
+#define SGM_32K_BK 32u
 // A wide block's time over a stage of k, in sixths of a 128 x 128 block's:
 // 11 (1.83x for twice the outputs), from 4096^3 (0.606 against 0.662 ms) and
 // the logits' forward (1.428 against 1.541) on the H200, RESULTS section 19.
@@ -48,7 +50,7 @@ typedef struct sgm_params {
 #define SGM_GELU_GRAD 128u  // times GELU' of the tensor bound as the bias, out written beside out16
 
 typedef wgpt_sgm_plan sgm_plan;
-static const sgm_plan NO_PLAN = {0, 1, 0};  // one part on the 128 x 128 block; the plain kernels ignore it
+static const sgm_plan NO_PLAN = {0, 1, 0, 0, 0, 0, 0};  // one part on the 128 x 128 block; the plain kernels ignore it
 
 int wgpt_linear_f16_uses_sgm(const wgpt_gpu *g) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
@@ -88,6 +90,39 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
     return c && (uint64_t)m * n >= (uint64_t)c->m * c->n ? c : NULL;
 }
 
+// The k a stage of the kernel add_ runs for `wide`'s block on i (its _32k
+// twin's where the workgroup memory is short).
+static uint32_t stage_k_(const wgpt_gpu_info *i, int wide) {
+    if (i->max_workgroup_storage < SGM_STORAGE) return wide ? SGM_WIDE_32K_BK : SGM_32K_BK;
+    return wide ? SGM_WIDE_BK : SGM_BK;
+}
+
+// Stream-K on `wide`'s block for `slots` resident workgroups: the blocks'
+// stages end to end, an equal share a workgroup; sk 0 where no block would be
+// shared (nothing to gain over the plain grid).
+static sgm_plan streamk_(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_t k, int wide, uint64_t slots) {
+    uint32_t bk = stage_k_(i, wide), bn = wide ? SGM_WIDE_BN : SGM_BN;
+    uint64_t blocks = (uint64_t)((m + SGM_BM - 1) / SGM_BM) * ((n + bn - 1) / bn), per = (k + bk - 1) / bk;
+    uint64_t total = blocks * per, sk = (total + slots - 1) / slots, most = 1;
+    for (uint64_t b = 0; b < blocks; b++) {  // the most workgroups that share a block
+        uint64_t c = ((b + 1) * per - 1) / sk - b * per / sk + 1;
+        if (c > most) most = c;
+    }
+    if (most < 2 || total > UINT32_MAX) return NO_PLAN;
+    return (sgm_plan){wide, 1, 0, (uint32_t)sk, (uint32_t)((total + sk - 1) / sk), (uint32_t)most, bk};
+}
+
+// Where stream-K runs unasked (WGPT_STREAMK_AUTO): in place of a plan that
+// splits k (so that it pays for partials and a reduce already) and whose
+// waves are at most SK_MAX_FILL_PCT full (the blocks times the parts over the
+// waves times the workgroups a wave), where each workgroup sums at least
+// SK_MIN_STAGES stages. On an H100 (RESULTS section 28) it was faster for
+// GPT-2 124M's weight passes of fc and fcproj (split in 2, the waves 72-73%
+// full) and not for qkv's (82%) nor the logits' input pass (97%); and slower
+// than the unsplit passes it was tried for (a reduce more).
+#define SK_MAX_FILL_PCT 75u
+#define SK_MIN_STAGES 16u
+
 // How an sgm pass over an (m, n) output with a sum of k runs: the block and
 // the parts its sum over k splits into (a forced count from
 // wgpt_gpu_options.matmul_splits instead), whichever take the least time by
@@ -102,6 +137,9 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
 // SGM_MAX_SPLITS, and all partials inside `room` bytes. Ties keep the 128 x
 // 128 block and the fewer parts. wgpt_gpu_options.sgm_block can force one
 // block (the wide one only where the device takes 16 subgroups a workgroup).
+// Then stream-K (streamk_; its partials inside `room` too), where the compute
+// units are known: taken where the plan above splits k and leaves the units
+// idle (SK_MAX_FILL_PCT; wgpt_gpu_options.streamk: or always, or never).
 wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_t k, uint64_t room) {
     sgm_plan best = NO_PLAN;
     if (!i->has_subgroup_matrix || i->sgm_config < 0 || i->cpu_kernels) return best;
@@ -125,11 +163,29 @@ wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t 
             uint64_t cost = (blocks * s + slots - 1) / slots * per * (wide ? SGM_WIDE_COST : SGM_BASE_COST);
             if (cost < best_cost) {
                 best_cost = cost;
-                best = (sgm_plan){wide, s > 1 ? (k + per - 1) / per : 1, s > 1 ? per : 0};  // no empty part
+                best = (sgm_plan){wide, s > 1 ? (k + per - 1) / per : 1, s > 1 ? per : 0, 0, 0, 0, 0};  // no empty part
             }
         }
     }
-    return best;
+    // stream-K where it is asked for, or for a split plan that leaves the
+    // units idle (SK_MAX_FILL_PCT; a forced split count keeps the plan); it
+    // needs the compute units known
+    uint64_t bn = best.wide ? SGM_WIDE_BN : SGM_BN;
+    uint64_t items = (uint64_t)((m + SGM_BM - 1) / SGM_BM) * ((n + bn - 1) / bn) * best.s;
+    int idle = best.s > 1 && items * 100 <= (items + slots - 1) / slots * slots * SK_MAX_FILL_PCT;
+    int want_sk = i->streamk == WGPT_STREAMK_ON || (i->streamk == WGPT_STREAMK_AUTO && !i->matmul_splits && idle);
+    if (!want_sk || !i->compute_units) return best;
+    sgm_plan sk = NO_PLAN;
+    uint64_t sk_cost = UINT64_MAX;
+    for (int wide = first; wide <= last; wide++) {  // the block whose share takes the least time
+        sgm_plan q = streamk_(i, m, n, k, wide, slots);
+        uint64_t bytes = (uint64_t)q.slots * m * n * 4;
+        uint64_t cost = (uint64_t)q.sk * q.bk * (wide ? SGM_WIDE_COST : SGM_BASE_COST);
+        if (!q.sk || bytes > room || bytes > i->max_storage_binding) continue;
+        if (i->streamk != WGPT_STREAMK_ON && q.sk < SK_MIN_STAGES) continue;
+        if (cost < sk_cost) sk_cost = cost, sk = q;
+    }
+    return sk.sk ? sk : best;
 }
 
 // The plan of a pass on g; outputs that take the plain kernels (sgm_for_) get none.
@@ -140,7 +196,7 @@ static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uin
 // Bytes of the partials of an (m, n) output whose sum over k splits (0: none).
 static uint64_t parts_bytes_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k) {
     sgm_plan pl = plan_(g, m, n, k, UINT64_MAX);
-    return pl.s > 1 ? (uint64_t)pl.s * m * n * 4 : 0;
+    return (uint64_t)(pl.sk ? pl.slots : pl.s > 1 ? pl.s : 0) * m * n * 4;
 }
 
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -179,8 +235,12 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     // blocks, the next one's first loads overlapping the last stage: 4096^3
     // 0.585 -> 0.551 ms, the logits' input pass 1.286 -> 1.175 on an H100
     // (RESULTS section 27).
-    int persist = sgm && units && (uint64_t)gx * gy * parts > units;
-    const char *kernel = sgm ? SGM_KERNEL[wide][epi][small][persist] : KERNEL[pass];
+    int persist = sgm && units && ((uint64_t)gx * gy * parts > units || pl.sk);
+    static const char *const SK_KERNEL[2][2] = {  // [wide][32 KiB]: stream-K (never with the epilogue)
+        {"matmul_sgm_sk", "matmul_sgm_32k_sk"}, {"matmul_sgm_wide_sk", "matmul_sgm_wide_32k_sk"}};
+    const char *kernel = !sgm ? KERNEL[pass]
+                         : persist && pl.sk ? SK_KERNEL[wide][small]
+                                            : SGM_KERNEL[wide][epi][small][persist];
     if (!m || !n || !k || m % 8 || n % 8 || k % 8)
         return wgpt_gpu_fail(g, "%s: m=%u, n=%u, k=%u: each must be a positive multiple of 8", kernel, m, n, k);
     if (gx > WGPT_MAX_WG_DIM || gy > WGPT_MAX_WG_DIM)
@@ -190,8 +250,8 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     // so no other output of the dispatch may stand in)
     wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : wgpt_gpu_unused_binding(g),
                       out16.buf || !sgm ? out16 : wgpt_gpu_unused_binding(g)};
-    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, {0, 0, 0}};
-    if (persist) gx = units, gy = 1, parts = 1;  // the kernel walks the full grid's blocks itself
+    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, persist ? pl.sk : 0, {0, 0}};
+    if (persist) gx = pl.sk ? pl.wgs : units, gy = 1, parts = 1;  // the kernel walks the full grid's blocks itself
     return wgpt_op_add(g, op, kernel, v, sgm ? 5 : 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
 }
 
@@ -209,22 +269,38 @@ static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_vie
     return wgpt_transpose_f16(g, op, *t, inp16, N, C);
 }
 
+// The stream-K partials of a pass (plan pl) in parts added into out
+// (matmul_streamk_reduce): each block's slots in order, the bias (flag bit
+// 1), out's present value (bit 0); out is the (m, n) product, or its
+// transpose with bit 2.
+static int streamk_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view bias, wgpt_view out, uint32_t m,
+                           uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
+    struct { uint32_t m, n, flag, bm, bn, per, sk, pad; } p = {
+        m, n, flag & 7u, SGM_BM, pl.wide ? SGM_WIDE_BN : SGM_BN, (k + pl.bk - 1) / pl.bk, pl.sk, 0};
+    wgpt_view v[3] = {parts, bias.buf ? bias : parts, out};
+    uint64_t threads = (uint64_t)m * n / 4;
+    return wgpt_op_add1d(g, op, "matmul_streamk_reduce", v, 3, &p, sizeof p, (threads + 255) / 256) ? 0 : -1;
+}
+
 // One sgm pass over an (m, n) output, its sum over k split into parts in
-// scratch where the output has few blocks (as far as scratch reaches), then
-// added in order into out (dst_m x dst_n: the output as stored) with the bias
-// and, with accumulate, out's present value; flag bit 2 (transposed) kept.
+// scratch where the output has few blocks (as far as scratch reaches), or
+// stream-K (its pieces in scratch too), then added in order into out (dst_m x
+// dst_n: the output as stored) with the bias and, with accumulate, out's
+// present value; flag bit 2 (transposed) kept.
 static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_view bias, wgpt_view out, uint32_t m,
                        uint32_t n, uint32_t k, uint32_t flag, wgpt_view scratch) {
     if ((flag & 4u) && !sgm_for_(g, m, n))  // the plain kernels store only as is
         return wgpt_gpu_fail(g, "linear (f16): a transposed store needs the subgroup-matrix kernel (m=%u, n=%u)", m, n);
     sgm_plan pl = plan_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0);
     wgpt_view none = {0};
-    if (pl.s <= 1) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, none, m, n, k, flag, pl);
-    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)pl.s * m * n * 4};
+    if (pl.s <= 1 && !pl.sk) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, none, m, n, k, flag, pl);
+    uint32_t s = pl.sk ? pl.slots : pl.s;
+    wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * m * n * 4};
     int t = (flag & 4u) != 0;
-    if (check_(g, "scratch", parts, (uint64_t)pl.s * m * n, 4) < 0 ||
+    if (check_(g, "scratch", parts, (uint64_t)s * m * n, 4) < 0 ||
         add_(g, op, BACKWARD_INPUT, a, b, none, parts, none, m, n, k, flag & 4u, pl) < 0)
         return -1;
+    if (pl.sk) return streamk_reduce_(g, op, parts, (flag & 2u) ? bias : none, out, m, n, k, flag, pl);
     return wgpt_linear_reduce_parts(g, op, parts, (flag & 2u) ? bias : none, out, t ? n : m, t ? m : n, pl.s,
                                     (flag & 1u) != 0);
 }

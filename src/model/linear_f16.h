@@ -46,9 +46,14 @@ int wgpt_linear_f16_backward_weight(wgpt_gpu *g, wgpt_op *op, wgpt_view dweight,
 // docs/kernels/03_linear_sgm.md). {0, 1, 0} where info runs no such kernels.
 // The passes above use it; public for tests of the choice on made-up devices.
 typedef struct wgpt_sgm_plan {
-    int wide;     // matmul_sgm_wide rather than matmul_sgm
-    uint32_t s;   // parts of k (1: no split)
-    uint32_t ks;  // k a part (a multiple of the block's BK); 0 when s is 1
+    int wide;        // matmul_sgm_wide rather than matmul_sgm
+    uint32_t s;      // parts of k (1: no split)
+    uint32_t ks;     // k a part (a multiple of the block's BK); 0 when s is 1
+    // Stream-K instead (s 1): the blocks' stages of BK end to end, sk of them
+    // a workgroup, on wgs workgroups (at most the compute units); a block's
+    // pieces go to at most `slots` partials
+    uint32_t sk, wgs, slots;
+    uint32_t bk;  // (stream-K) the k a stage of the kernel that runs
 } wgpt_sgm_plan;
 wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *info, uint32_t m, uint32_t n, uint32_t k, uint64_t room);
 
