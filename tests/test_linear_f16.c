@@ -1037,7 +1037,7 @@ static void block_and_split_choice(void **st) {
         {4096, 768, 2304, 1, 1, 0, 0, 0, "qkv input pass"},
         {768, 2304, 4096, 1, 2, 2048, 0, 0, "qkv weight pass"},
         {768, 4096, 768, 1, 1, 0, 0, 0, "attproj forward"},
-        {768, 768, 4096, 1, 1, 0, 18, 8, "attproj weight pass"},  // 18 blocks x 128 stages of 32
+        {768, 768, 4096, 0, 2, 2048, 0, 0, "attproj weight pass"},  // streamed, 8 workgroups would share a block
         {768, 3072, 4096, 1, 1, 0, 70, 3, "fc weight pass"},      // 72 x 128
         {3072, 768, 4096, 1, 1, 0, 70, 3, "fcproj weight pass"},
         {4096, 768, 3072, 1, 1, 0, 0, 0, "fc input pass"},
@@ -1063,6 +1063,8 @@ static void block_and_split_choice(void **st) {
     assert_int_equal(p.s, 2), assert_int_equal(p.sk, 0);
     h.streamk = WGPT_STREAMK_ON;
     assert_true(wgpt_linear_f16_plan(&h, 2304, 4096, 768, UINT64_MAX).sk > 0);
+    p = wgpt_linear_f16_plan(&h, 768, 768, 4096, UINT64_MAX);  // attproj's weight pass: 18 blocks x 128 stages of 32
+    assert_int_equal(p.wide, 1), assert_int_equal(p.sk, 18), assert_int_equal(p.slots, 8);
     h.streamk = WGPT_STREAMK_AUTO;
     // room (then a binding) for 2 partials, not the wide block's 3: the 128 x 128 block's stream-K in 2
     p = wgpt_linear_f16_plan(&h, 768, 3072, 4096, 2ull * 768 * 3072 * 4);

@@ -119,9 +119,13 @@ static sgm_plan streamk_(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_
 // SK_MIN_STAGES stages. On an H100 (RESULTS section 28) it was faster for
 // GPT-2 124M's weight passes of fc and fcproj (split in 2, the waves 72-73%
 // full) and not for qkv's (82%) nor the logits' input pass (97%); and slower
-// than the unsplit passes it was tried for (a reduce more).
+// than the unsplit passes it was tried for (a reduce more). Nor where more
+// than SK_MAX_SHARE workgroups share a block: attproj's weight pass (18 wide
+// blocks, 8 a block) took 0.075 ms streamed against 0.069 split (RESULTS
+// section 29), the partials' traffic outgrowing the idle units it fills.
 #define SK_MAX_FILL_PCT 75u
 #define SK_MIN_STAGES 16u
+#define SK_MAX_SHARE 4u
 
 // How an sgm pass over an (m, n) output with a sum of k runs: the block and
 // the parts its sum over k splits into (a forced count from
@@ -182,7 +186,7 @@ wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t 
         uint64_t bytes = (uint64_t)q.slots * m * n * 4;
         uint64_t cost = (uint64_t)q.sk * q.bk * (wide ? SGM_WIDE_COST : SGM_BASE_COST);
         if (!q.sk || bytes > room || bytes > i->max_storage_binding) continue;
-        if (i->streamk != WGPT_STREAMK_ON && q.sk < SK_MIN_STAGES) continue;
+        if (i->streamk != WGPT_STREAMK_ON && (q.sk < SK_MIN_STAGES || q.slots > SK_MAX_SHARE)) continue;
         if (cost < sk_cost) sk_cost = cost, sk = q;
     }
     return sk.sk ? sk : best;
