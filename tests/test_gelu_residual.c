@@ -9,7 +9,9 @@
 // scalar kernels (the wrapper picks).
 //
 // Tolerance. residual_forward is one f32 add per element, as in C: exact.
-// GELU: WGSL's tanh is only as accurate as sinh/cosh built from exp, whose
+// GELU: the kernels' tanh is 1 - 2 / (e^2u + 1) (00_shared.wgsl's gelu_tanh),
+// one exp; the bound is the looser one of WGSL's own tanh, only as accurate
+// as sinh/cosh built from exp, whose
 // error is (3 + 2|u|) ulp; over two exps for |u| <= 10 that is at most
 // E = 2 * 23 * 2^-24 = 2.7e-6 absolute on tanh. The forward 0.5 x (1 + tanh)
 // turns it into 0.5 |x| E (|x| <= 6 for the random inputs: 8.2e-6); the
