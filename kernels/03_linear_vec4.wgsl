@@ -129,10 +129,10 @@ fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k
 // matmul_backward_bias_part(_f16): a workgroup's vec4 columns, its row phases, their sums.
 const BP_V: u32 = 64u;   // vec4 columns a workgroup
 const BP_PH: u32 = 4u;   // row phases: WG / BP_V
-// Rows a thread loads before it adds them (in the same order as one at a
-// time, so the same sums): a loop of one load and one add a row kept one
-// load in flight (on an H100 matmul_backward_bias_part_f16 0.78 -> 0.72 ms
-// a GPT-2 124M step, RESULTS section 29).
+// Rows a thread of matmul_backward_bias_part_f16 loads before it adds them
+// (in the same order as one at a time, so the same sums): a loop of one
+// load, one add and one store a row kept one load in flight (on an H100
+// 0.78 -> 0.72 ms a GPT-2 124M step, RESULTS section 29).
 const BP_ROWS: u32 = 4u;
 var<workgroup> bp_sum: array<vec4<f32>, 256>;
 
@@ -477,15 +477,7 @@ fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin
     let r1 = min(r0 + p.ks, p.m);
     var s = vec4<f32>();
     if (cv < n4) {
-        for (var r = r0 + ph; r < r1; r += BP_ROWS * BP_PH) {
-            var xs: array<vec4<f32>, BP_ROWS>;  // BP_ROWS loads in flight at once
-            for (var u = 0u; u < BP_ROWS; u++) {
-                if (r + u * BP_PH < r1) { xs[u] = dout[(r + u * BP_PH) * n4 + cv]; }
-            }
-            for (var u = 0u; u < BP_ROWS; u++) {
-                if (r + u * BP_PH < r1) { s += xs[u]; }
-            }
-        }
+        for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
     }
     let total = bp_phases(tid, s);
     if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }

@@ -84,13 +84,18 @@ uint32_t wgpt_gpu_env_epilogues_(void) {
     return s && !epilogues_(s, &bits, &n) ? bits : 0;
 }
 
-static const char *const STREAMK_NAMES[] = {"auto", "off", "on"};  // wgpt_streamk's order
+// WGPT_MATMUL_STREAMK's value as a wgpt_streamk (their order), -1 if it is none of them.
+static int streamk_of_(const char *s) {
+    static const char *const NAMES[] = {"auto", "off", "on"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, NAMES[i]) == 0) return i;
+    return -1;
+}
 
 wgpt_streamk wgpt_gpu_env_streamk_(void) {
     const char *s = getenv("WGPT_MATMUL_STREAMK");
-    for (int i = 0; s && i < 3; i++)
-        if (strcmp(s, STREAMK_NAMES[i]) == 0) return (wgpt_streamk)i;
-    return WGPT_STREAMK_AUTO;
+    int v = s ? streamk_of_(s) : -1;
+    return v < 0 ? WGPT_STREAMK_AUTO : (wgpt_streamk)v;
 }
 
 int wgpt_gpu_env_check_(char *err, size_t errlen) {
@@ -128,7 +133,7 @@ int wgpt_gpu_env_check_(char *err, size_t errlen) {
         return -1;
     }
     s = getenv("WGPT_MATMUL_STREAMK");
-    if (s && *s && strcmp(s, STREAMK_NAMES[0]) && strcmp(s, STREAMK_NAMES[1]) && strcmp(s, STREAMK_NAMES[2])) {
+    if (s && *s && streamk_of_(s) < 0) {
         snprintf(err, errlen, "WGPT_MATMUL_STREAMK='%s': must be auto, off or on (stream-K in the tensor-core "
                  "matmuls: where a split pass leaves units idle, never, or wherever it can run)", s);
         return -1;

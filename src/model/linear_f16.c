@@ -197,10 +197,12 @@ static sgm_plan plan_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k, uin
     return sgm_for_(g, m, n) ? wgpt_linear_f16_plan(wgpt_gpu_get_info(g), m, n, k, room) : NO_PLAN;
 }
 
+// The (m x n) partials a plan writes: stream-K's slots, a split's parts, or none.
+static uint32_t partials_(sgm_plan pl) { return pl.sk ? pl.slots : pl.s > 1 ? pl.s : 0; }
+
 // Bytes of the partials of an (m, n) output whose sum over k splits (0: none).
 static uint64_t parts_bytes_(const wgpt_gpu *g, uint32_t m, uint32_t n, uint32_t k) {
-    sgm_plan pl = plan_(g, m, n, k, UINT64_MAX);
-    return (uint64_t)(pl.sk ? pl.slots : pl.s > 1 ? pl.s : 0) * m * n * 4;
+    return (uint64_t)partials_(plan_(g, m, n, k, UINT64_MAX)) * m * n * 4;
 }
 
 uint64_t wgpt_linear_f16_scratch_bytes(const wgpt_gpu *g, uint32_t N, uint32_t C, uint32_t OC) {
@@ -297,8 +299,8 @@ static int split_pass_(wgpt_gpu *g, wgpt_op *op, wgpt_view a, wgpt_view b, wgpt_
         return wgpt_gpu_fail(g, "linear (f16): a transposed store needs the subgroup-matrix kernel (m=%u, n=%u)", m, n);
     sgm_plan pl = plan_(g, m, n, k, scratch.buf ? wgpt_view_bytes(scratch) : 0);
     wgpt_view none = {0};
-    if (pl.s <= 1 && !pl.sk) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, none, m, n, k, flag, pl);
-    uint32_t s = pl.sk ? pl.slots : pl.s;
+    uint32_t s = partials_(pl);
+    if (!s) return add_(g, op, BACKWARD_INPUT, a, b, bias, out, none, m, n, k, flag, pl);
     wgpt_view parts = {scratch.buf, scratch.offset, (uint64_t)s * m * n * 4};
     int t = (flag & 4u) != 0;
     if (check_(g, "scratch", parts, (uint64_t)s * m * n, 4) < 0 ||
