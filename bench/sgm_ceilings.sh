@@ -23,7 +23,7 @@
 #              still plans the wide block's splits and stream-K shares in stages
 #              of 32; rows that run on the 128 x 128 block are the committed
 #              kernel's
-# The copies compute wrong results on purpose; only their times mean anything.
+# The copies but divmma compute wrong results on purpose; only their times mean anything.
 # Prints ms and TFLOP/s of every f16 pass for each; raw outputs in --out.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -54,13 +54,15 @@ stores = ('            for (var i = 0u; i < APT; i++) { store_a(lidx + i * NT, r
 bar1 = stores + '            workgroupBarrier();\n'
 kloop = '            for (var kk = 0u; kk < BK; kk += SGM_TK) {\n'
 bar2 = '            }\n            workgroupBarrier();\n        }\n'
+nobar2 = '            }\n        }\n'  # the stage loop's end without it
 for t in (stores, bar1, kloop, bar2): need(loop, t)
 # the products of one k step, as the kernel has them, and the fragment loads before them
 p0 = loop.index('                c0_0 = subgroupMatrixMultiplyAccumulate(a0, b0, c0_0);')
 mma = loop[p0:loop.index(bar2)]
 frags = loop[loop.index('                let a0 = frag_a(lr, kk);'):p0]
 cut = {
-    # the prefetch never taken (in the persistent twins, not the next block's either)
+    # the next stage's fetch never taken (persistent twins still fetch their
+    # next block's first stage in a block's last)
     'noglobal': sub(loop, [('if (s + 1u < stages) {', 'if (s + 1u < stages && p.pad1 == 12345u) {'),
                            ('} else if (nt < end) {', '} else if (nt < end && s + 1u >= stages) {')]),
     # the k offset moves with s, so that the loads stay inside the loop
@@ -71,14 +73,14 @@ cut = {
         '            for (var k2 = 0u; k2 < BK; k2 += SGM_TK) {\n' + mma + '            }\n        }\n'
         '        workgroupBarrier();\n',
     'nob1': loop.replace(bar1, stores, 1),
-    'nob2': loop.replace(bar2, '            }\n        }\n', 1),
-    'nobar': loop.replace(bar1, stores, 1).replace(bar2, '            }\n        }\n', 1),
+    'nob2': loop.replace(bar2, nobar2, 1),
     'nostore': loop.replace(bar1, '            workgroupBarrier();\n', 1),
     # the products under a branch uniform in each subgroup, not in the
     # workgroup (always taken: p.pad1 is 0), as in the ping-pong patch
     'divmma': loop.replace(kloop, '            if (sg + p.pad1 < 4096u) {\n' + kloop, 1)
                   .replace(bar2, '            }\n            }\n            workgroupBarrier();\n        }\n', 1),
 }
+cut['nobar'] = cut['nob1'].replace(bar2, nobar2, 1)
 copies = {name: src[:start] + body + src[end:] for name, body in cut.items()}
 copies['divmma'] = sub(copies['divmma'], [('fn sgm_block(', '@diagnostic(off, subgroup_uniformity)\nfn sgm_block(')])
 # every wide variant in stages of 64 over a B tile of 32 rows (BKB)
