@@ -16,6 +16,9 @@
 #   divmma     the committed kernel with its products under a branch that is
 #              uniform in each subgroup but not in the workgroup (always taken):
 #              the form of bench/patches/03_linear_sgm_pingpong.patch (RESULTS 30)
+#   direct     no tiles and no barriers: each subgroup loads its fragments
+#              straight from the operands in global memory (rows and columns
+#              past the matrix clamped, so wrong at the edges)
 #   stage64    every wide variant (matmul_sgm_wide*) in stages of 64 with its B
 #              tile of 32 rows (B fragments read rows k % 32): half the barriers
 #              a k, in the workgroup memory of stages of 32 (stages of 64 need
@@ -28,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 . bench/kernel_copies.sh
-kc_options sgm-ceilings 2,27 "$@"
+kc_options sgm-ceilings 2,30 "$@"
 
 python3 - "$out" <<'EOF' || exit 1
 import os, shutil, sys
@@ -83,6 +86,19 @@ cut = {
 cut['nobar'] = cut['nob1'].replace(bar2, nobar2, 1)
 copies = {name: src[:start] + body + src[end:] for name, body in cut.items()}
 copies['divmma'] = sub(copies['divmma'], [('fn sgm_block(', '@diagnostic(off, subgroup_uniformity)\nfn sgm_block(')])
+frag_g = ('                let kg = k_lo + s * BK + kk;\n                if (kg >= k_hi) { break; }\n' +
+          sub(frags, [('frag_a(lr, kk)', 'frag_g_a(sr, kg)'), ('frag_a(lr + SGM_TM, kk)', 'frag_g_a(sr + SGM_TM, kg)'),
+                      ('frag_a(lr + 2u * SGM_TM, kk)', 'frag_g_a(sr + 2u * SGM_TM, kg)'),
+                      ('frag_a(lr + 3u * SGM_TM, kk)', 'frag_g_a(sr + 3u * SGM_TM, kg)'),
+                      ('frag_b(kk, lc)', 'frag_g_b(kg, sc)'), ('frag_b(kk, lc + SGM_TN)', 'frag_g_b(kg, sc + SGM_TN)'),
+                      ('frag_b(kk, lc + 2u * SGM_TN)', 'frag_g_b(kg, sc + 2u * SGM_TN)'),
+                      ('frag_b(kk, lc + 3u * SGM_TN)', 'frag_g_b(kg, sc + 3u * SGM_TN)')]))
+g_fns = ('fn frag_g_a(r: u32, kg: u32) -> LT {\n'
+         '    return subgroupMatrixLoad<LT, row_major>(&a4, (min(r, p.m - SGM_TM) * p.k + kg) / 8u, p.k / 8u);\n}\n\n'
+         'fn frag_g_b(kg: u32, c: u32) -> RT {\n'
+         '    return subgroupMatrixLoad<RT, row_major>(&b4, (kg * p.n + min(c, p.n - SGM_TN)) / 8u, p.n / 8u);\n}\n\n')
+copies['direct'] = sub(src[:start] + head + kloop + frag_g + mma + '            }\n        }\n' + src[end:],
+                       [('// Bit 2 of p.flag', g_fns + '// Bit 2 of p.flag')])
 # every wide variant in stages of 64 over a B tile of 32 rows (BKB)
 s64 = sub(src, [('override B_TILE: u32 = BK * SB;',
                  'override BKB: u32 = select(BK, 32u, BN > 128u);\noverride B_TILE: u32 = BKB * SB;'),
@@ -98,5 +114,5 @@ for name, text in copies.items():
     open(os.path.join(d, '03_linear_sgm.wgsl'), 'w').write(text)
 EOF
 
-for v in committed noglobal fragonly mmaonly nob1 nob2 nobar nostore divmma stage64; do kc_run $v; done
+for v in committed noglobal fragonly mmaonly nob1 nob2 nobar nostore divmma direct stage64; do kc_run $v; done
 echo "raw outputs: $out"
