@@ -86,13 +86,10 @@ cut = {
 cut['nobar'] = cut['nob1'].replace(bar2, nobar2, 1)
 copies = {name: src[:start] + body + src[end:] for name, body in cut.items()}
 copies['divmma'] = sub(copies['divmma'], [('fn sgm_block(', '@diagnostic(off, subgroup_uniformity)\nfn sgm_block(')])
+# the same fragments from the operands: (lr, kk) in the tiles is (sr, kg) in the matrix
 frag_g = ('                let kg = k_lo + s * BK + kk;\n                if (kg >= k_hi) { break; }\n' +
-          sub(frags, [('frag_a(lr, kk)', 'frag_g_a(sr, kg)'), ('frag_a(lr + SGM_TM, kk)', 'frag_g_a(sr + SGM_TM, kg)'),
-                      ('frag_a(lr + 2u * SGM_TM, kk)', 'frag_g_a(sr + 2u * SGM_TM, kg)'),
-                      ('frag_a(lr + 3u * SGM_TM, kk)', 'frag_g_a(sr + 3u * SGM_TM, kg)'),
-                      ('frag_b(kk, lc)', 'frag_g_b(kg, sc)'), ('frag_b(kk, lc + SGM_TN)', 'frag_g_b(kg, sc + SGM_TN)'),
-                      ('frag_b(kk, lc + 2u * SGM_TN)', 'frag_g_b(kg, sc + 2u * SGM_TN)'),
-                      ('frag_b(kk, lc + 3u * SGM_TN)', 'frag_g_b(kg, sc + 3u * SGM_TN)')]))
+          frags.replace('frag_b(kk, lc', 'frag_g_b(kg, sc').replace('frag_a(lr', 'frag_g_a(sr').replace(', kk)', ', kg)'))
+if 'frag_a(' in frag_g or 'frag_b(' in frag_g: sys.exit('sgm_ceilings.sh: the fragment loads of kernels/03_linear_sgm.wgsl changed')
 g_fns = ('fn frag_g_a(r: u32, kg: u32) -> LT {\n'
          '    return subgroupMatrixLoad<LT, row_major>(&a4, (min(r, p.m - SGM_TM) * p.k + kg) / 8u, p.k / 8u);\n}\n\n'
          'fn frag_g_b(kg: u32, c: u32) -> RT {\n'
