@@ -21,6 +21,11 @@ Modes:
   fp32   fp32 with TF32 off (matmul and cuDNN): the like-for-like peer of wgpt
   tf32   fp32 storage, TF32 tensor-core matmuls
   bf16   torch.autocast(bfloat16), TF32 on for what stays fp32
+--profile: after the timed steps, 3 more steps under torch.profiler (CUDA
+kernels only): each kernel's GPU time a step, and the sums for the matmuls
+(cuBLAS), the attention (flash/efficient) and the rest, beside `wgpt bench
+--profile`. GPU time, not wall time: a step that waits on the CPU does not
+count its wait here.
 --matmul: times the matmuls of `wgpt bench --micro` at the same shapes instead
 (forward, backward input, backward weight; fp32 TF32 off unless --mode says
 otherwise), plus a plain device-to-device copy as the bandwidth reference.
@@ -203,8 +208,65 @@ def bench_step(a):
         print(f"result: {ms:.1f} ms/step, {tps:.0f} tokens/s, {flops * tps * 1e-12:.2f} TFLOP/s, "
               f"{mib:.1f} MiB max allocated (mode {a.mode}, batch {a.batch}, T {a.seq}, ranks {world}; "
               f"median of {a.steps} steps, mean {mean:.1f} ms)")
+    if a.profile:  # every rank steps (DDP's exchange needs them all); rank 0 prints
+        profile_steps(step, 3, rank == 0)
     if world > 1:
         torch.distributed.destroy_process_group()
+
+
+# --- where the step's GPU time goes ----------------------------------------------------------
+
+# Kernel names by what they compute (cuBLAS: sm90_xmma_gemm_*, nvjet_*,
+# cutlass_*, splitKreduce; SDPA: flash_* and fmha_* / *efficient_attention*)
+KINDS = (("matmul", ("gemm", "nvjet", "xmma", "cutlass", "splitkreduce")),
+         ("attention", ("flash", "fmha", "attention")))
+
+
+def kind_of(name):
+    n = name.lower()
+    for kind, keys in KINDS:
+        if any(k in n for k in keys):
+            return kind
+    return "rest"
+
+
+def device_us(ev):
+    """An aggregated event's own GPU time in us (the attribute's name changed across PyTorch versions)."""
+    for attr in ("self_device_time_total", "self_cuda_time_total"):
+        if hasattr(ev, attr):
+            return float(getattr(ev, attr))
+    return 0.0
+
+
+def profile_steps(step, n, show=True):
+    """GPU time a step of every kernel over n steps, printed by kind and by kernel."""
+    from torch.profiler import profile, ProfilerActivity
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+    if not show:
+        return
+    rows = [(device_us(e) / n * 1e-3, e.count / n, e.key) for e in prof.key_averages()]
+    rows = sorted((r for r in rows if r[0] > 0), reverse=True)
+    total = sum(r[0] for r in rows)
+    if total <= 0:
+        print("profile: torch.profiler recorded no GPU kernels (CUPTI unavailable?)")
+        return
+    by_kind = {}
+    for ms, calls, name in rows:
+        k = by_kind.setdefault(kind_of(name), [0.0, 0.0])
+        k[0] += ms
+        k[1] += calls
+    parts = ", ".join(f"{k} {by_kind[k][0]:.2f} ms ({by_kind[k][1]:.0f} kernels)"
+                      for k in ("matmul", "attention", "rest") if k in by_kind)
+    print(f"profile: GPU time a step {total:.2f} ms (the mean of {n} steps under torch.profiler): {parts}")
+    print("# profile      ms/step  calls/step kind       kernel")
+    for ms, calls, name in rows[:40]:
+        print(f"profile-kernel {ms:8.3f} {calls:9.1f}  {kind_of(name):<10s} {name[:110]}")
+    if len(rows) > 40:
+        print(f"profile-kernel {sum(r[0] for r in rows[40:]):8.3f}         -  -          ({len(rows) - 40} more kernels)")
 
 
 # --- matmuls at the shapes of `wgpt bench --micro` ------------------------------------------
@@ -295,6 +357,8 @@ def main():
     p.add_argument("--steps", type=int, default=10, help="timed steps")
     p.add_argument("--warmup", type=int, default=2, help="warm-up steps")
     p.add_argument("--compile", action="store_true", help="torch.compile the model (off by default)")
+    p.add_argument("--profile", action="store_true",
+                   help="then 3 steps under torch.profiler: the GPU time a step of each kernel, matmuls and attention summed")
     p.add_argument("--matmul", action="store_true", help="time the matmuls of `wgpt bench --micro` instead")
     p.add_argument("--rows", type=int, default=4096, help="--matmul: rows N (B*T)")
     p.add_argument("--runs", type=int, default=10, help="--matmul: timed runs behind each median")

@@ -103,6 +103,28 @@ static void expect_(const run_ *r, int code, const char *needle) {
         fail_msg("exit %d (wanted %d), output lacks \"%s\":\n%s", r->code, code, needle ? needle : "", r->out);
 }
 
+// `wgpt bench --profile`'s sums by kind (what bench/RESULTS.md sets beside
+// bench/pytorch_gpt2.py --profile's): every dispatch counted once, in one kind.
+static void bench_profile_sums_by_kind(void **st) {
+    (void)st;
+    run_ r;
+    RUN(&r, "bench", "--profile", "--layers", "1", "--heads", "2", "--channels", "32", "--seq", "16", "--batch", "1",
+        "--vocab", "64", "--steps", "1");
+    expect_(&r, 0, "by kind: matmuls ");
+    const char *h = strstr(r.out, "GPU time per kernel over the last step (");
+    const char *k = strstr(r.out, "by kind: ");
+    assert_non_null(h);
+    double total, mm, at, rest;
+    int n, cm, ca, cr;
+    assert_int_equal(sscanf(h, "GPU time per kernel over the last step (%d dispatches, %lf ms", &n, &total), 2);
+    assert_int_equal(sscanf(k, "by kind: matmuls %lf ms (%d calls), attention %lf ms (%d calls), the rest %lf ms (%d calls)",
+                            &mm, &cm, &at, &ca, &rest, &cr),
+                     6);
+    if (cm + ca + cr != n || cm <= 0 || ca <= 0 || cr <= 0) fail_msg("calls %d + %d + %d, dispatches %d:\n%s", cm, ca, cr, n, r.out);
+    // the parts printed to 0.01 ms, the total to 0.1
+    if (fabs(mm + at + rest - total) > 0.05 + 0.015) fail_msg("%.2f + %.2f + %.2f != %.1f:\n%s", mm, at, rest, total, r.out);
+}
+
 // Values out of range, values that are options, and options after files.
 static void option_values_and_ranges(void **st) {
     (void)st;
@@ -436,6 +458,7 @@ static void failed_writes_name_the_path_and_the_reason(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(option_values_and_ranges),
+        cmocka_unit_test(bench_profile_sums_by_kind),
         cmocka_unit_test(fifos_are_refused_without_blocking),
         cmocka_unit_test(tokenize_interrupted_leaves_the_old_set),
         cmocka_unit_test(endless_line_keeps_memory_bounded),

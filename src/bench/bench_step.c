@@ -15,6 +15,17 @@ static int cmp_double_(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// What a kernel computes, for the profile's sums beside PyTorch's
+// (bench/pytorch_gpt2.py --profile): 0 a matmul, with its epilogues and split-k
+// reduces (cuBLAS's fused epilogues and splitKreduce count there too); 1 the
+// attention; 2 the rest (the bias gradients among them, as PyTorch's own
+// reductions; the f16 casts and transposes the matmuls read).
+static int kernel_kind_(const char *name) {
+    if (strncmp(name, "attention_", 10) == 0) return 1;
+    if (strncmp(name, "matmul_", 7) == 0 && strncmp(name, "matmul_backward_bias", 20) != 0) return 0;
+    return 2;
+}
+
 // Sums the GPU time of the last step's dispatches per kernel, largest first;
 // with each, lists every dispatch first, in order.
 static void print_profile_(wgpt_gpu *g, int each) {
@@ -56,6 +67,11 @@ static void print_profile_(wgpt_gpu *g, int each) {
     }
     printf("GPU time per kernel over the last step (%d dispatches, %.1f ms)%s:\n", n, total,
            any ? "; registers a thread and shared memory, as the driver reported them" : "");
+    double kind_ms[3] = {0};
+    int kind_calls[3] = {0};
+    for (int k = 0; k < nk; k++) kind_ms[kernel_kind_(names[k])] += ms[k], kind_calls[kernel_kind_(names[k])] += calls[k];
+    printf("  by kind: matmuls %.2f ms (%d calls), attention %.2f ms (%d calls), the rest %.2f ms (%d calls)\n",
+           kind_ms[0], kind_calls[0], kind_ms[1], kind_calls[1], kind_ms[2], kind_calls[2]);
     for (int k = 0; k < nk; k++) {
         printf("  %-32s %8.2f ms %5.1f%%  %4d calls", names[k], ms[k], 100 * ms[k] / total, calls[k]);
         const wgpt_kernel_stat *s = any ? wgpt_kernel_stats_find(st, ns, names[k]) : NULL;
