@@ -4,7 +4,7 @@
 #   bench/compare.sh [--peak-tflops 67] [--tf32-peak 494.7] [--f16-peak 989.4]
 #                    [--batch 4] [--steps 10] [--python python3]
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
-#                    [--compile] [--no-step] [--no-micro]
+#                    [--compile] [--no-step] [--no-micro] [--profile]
 # 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024; the median step, both sides) in fp32 and f16 and bench/pytorch_gpt2.py
 #    in its three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of
 #    tokens/s, ms/step, TFLOP/s, MFU against the peak of each row's arithmetic (the
@@ -13,6 +13,9 @@
 # 2. `wgpt bench --micro` and pytorch_gpt2.py --matmul (fp32, TF32 off; and f16 beside
 #    wgpt's _f16 rows) at the same shapes: ms and TFLOP/s per shape and pass, and the
 #    ratio; the memory-bound rows.
+# 3. with --profile: where the step's GPU time goes, wgpt f16 (`wgpt bench --profile`)
+#    beside PyTorch bf16 (pytorch_gpt2.py --profile, torch.profiler): the matmuls, the
+#    attention and the rest, summed from each kernel's GPU time.
 # --model passes the same model options to both (e.g. "--layers 2 --channels 128
 # --heads 4 --vocab 1000 --seq 64" for a quick try); --micro-args goes to
 # `wgpt bench --micro` (e.g. "--micro-scale 0.5"). Without python3, torch or a CUDA
@@ -22,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 peak=67 tf32_peak=494.7 f16_peak=989.4 batch=4 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args="" compile=""
-do_step=1 do_micro=1
+do_step=1 do_micro=1 do_profile=0
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
@@ -40,6 +43,7 @@ while [ $# -gt 0 ]; do
     --compile) compile=--compile; shift ;;
     --no-step) do_step=0; shift ;;
     --no-micro) do_micro=0; shift ;;
+    --profile) do_profile=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -212,6 +216,39 @@ if [ $do_micro = 1 ]; then
         printf "PyTorch copy_ of the same size: %s GB/s; wgpt copy / PyTorch copy: %.2f\n", pcopy, wc / pcopy
       }
     }' "$out/wgpt_micro.txt" "$out/pytorch_matmul.txt"
+fi
+
+# --- 3. where the step's GPU time goes ----------------------------------------------------
+if [ $do_profile = 1 ]; then
+  echo
+  echo "== where the step's GPU time goes: $wgpt bench --profile (f16) and bench/pytorch_gpt2.py --profile (bf16)"
+  # shellcheck disable=SC2086
+  run "$out/wgpt_profile_f16.txt" "$wgpt" bench --precision f16 --batch "$batch" --steps 2 --profile $model || status=1
+  : >"$out/pytorch_profile_bf16.txt"
+  # shellcheck disable=SC2086
+  [ -z "$torch_why" ] && run "$out/pytorch_profile_bf16.txt" "$py" bench/pytorch_gpt2.py --mode bf16 --batch "$batch" \
+    --steps 2 --profile $model $compile
+  echo
+  # both print "by kind: matmuls A ms (n calls), attention B ms (n calls), the rest C ms (n calls)"
+  awk -v why="$torch_why" '
+    /by kind: matmuls/ {
+      f = FILENAME == ARGV[1] ? 1 : 2
+      split($0, v, /[^0-9.]+/)
+      mm[f] = v[2]; at[f] = v[4]; re[f] = v[6]; tot[f] = v[2] + v[4] + v[6]; calls[f] = v[3] + v[5] + v[7]; got[f] = 1
+    }
+    END {
+      lab[1] = "wgpt f16"; lab[2] = "PyTorch bf16"
+      printf "%-16s %12s %10s %10s %10s %10s\n", "GPU ms a step", "all", "matmuls", "attention", "the rest", "kernels"
+      for (f = 1; f <= 2; f++) {
+        if (!got[f]) { printf "%-16s %s\n", lab[f], (f == 2 && why != "" ? "none (" why ")" : "no profile: see its output above"); continue }
+        printf "%-16s %12.2f %10.2f %10.2f %10.2f %10d\n", lab[f], tot[f], mm[f], at[f], re[f], calls[f]
+      }
+      if (got[1] && got[2] && tot[1] > 0 && mm[1] > 0 && at[1] > 0 && re[1] > 0)
+        printf "%-16s %12.2f %10.2f %10.2f %10.2f\n", "wgpt/PyTorch", tot[2] / tot[1], mm[2] / mm[1], at[2] / at[1], re[2] / re[1]
+      print "GPU time of the kernels alone (no launch gaps; wgpt times each dispatch in a pass of its own, its whole"
+      print "step a little longer than without --profile). wgpt/PyTorch: PyTorch ms / wgpt ms (1 = as fast)."
+      print "The rest holds wgpt'"'"'s f16 casts and transposes, which PyTorch'"'"'s matmuls do not need."
+    }' "$out/wgpt_profile_f16.txt" "$out/pytorch_profile_bf16.txt"
 fi
 echo
 echo "raw outputs and the exact commands: $out/"

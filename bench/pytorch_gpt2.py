@@ -259,9 +259,13 @@ def profile_steps(step, n, show=True):
         k = by_kind.setdefault(kind_of(name), [0.0, 0.0])
         k[0] += ms
         k[1] += calls
-    parts = ", ".join(f"{k} {by_kind[k][0]:.2f} ms ({by_kind[k][1]:.0f} kernels)"
-                      for k in ("matmul", "attention", "rest") if k in by_kind)
-    print(f"profile: GPU time a step {total:.2f} ms (the mean of {n} steps under torch.profiler): {parts}")
+    ms_of = lambda k: by_kind.get(k, [0.0, 0.0])[0]
+    calls_of = lambda k: by_kind.get(k, [0.0, 0.0])[1]
+    print(f"profile: GPU time a step {total:.2f} ms (the mean of {n} steps under torch.profiler)")
+    # the line `wgpt bench --profile` prints, which compare.sh --profile sets beside it
+    print(f"  by kind: matmuls {ms_of('matmul'):.2f} ms ({calls_of('matmul'):.0f} calls), "
+          f"attention {ms_of('attention'):.2f} ms ({calls_of('attention'):.0f} calls), "
+          f"the rest {ms_of('rest'):.2f} ms ({calls_of('rest'):.0f} calls)")
     print("# profile      ms/step  calls/step kind       kernel")
     for ms, calls, name in rows[:40]:
         print(f"profile-kernel {ms:8.3f} {calls:9.1f}  {kind_of(name):<10s} {name[:110]}")
