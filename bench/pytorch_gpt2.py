@@ -254,18 +254,16 @@ def profile_steps(step, n, show=True):
     if total <= 0:
         print("profile: torch.profiler recorded no GPU kernels (CUPTI unavailable?)")
         return
-    by_kind = {}
+    ms_of = {"matmul": 0.0, "attention": 0.0, "rest": 0.0}
+    calls_of = dict(ms_of)
     for ms, calls, name in rows:
-        k = by_kind.setdefault(kind_of(name), [0.0, 0.0])
-        k[0] += ms
-        k[1] += calls
-    ms_of = lambda k: by_kind.get(k, [0.0, 0.0])[0]
-    calls_of = lambda k: by_kind.get(k, [0.0, 0.0])[1]
+        ms_of[kind_of(name)] += ms
+        calls_of[kind_of(name)] += calls
     print(f"profile: GPU time a step {total:.2f} ms (the mean of {n} steps under torch.profiler)")
     # the line `wgpt bench --profile` prints, which compare.sh --profile sets beside it
-    print(f"  by kind: matmuls {ms_of('matmul'):.2f} ms ({calls_of('matmul'):.0f} calls), "
-          f"attention {ms_of('attention'):.2f} ms ({calls_of('attention'):.0f} calls), "
-          f"the rest {ms_of('rest'):.2f} ms ({calls_of('rest'):.0f} calls)")
+    print(f"  by kind: matmuls {ms_of['matmul']:.2f} ms ({calls_of['matmul']:.0f} calls), "
+          f"attention {ms_of['attention']:.2f} ms ({calls_of['attention']:.0f} calls), "
+          f"the rest {ms_of['rest']:.2f} ms ({calls_of['rest']:.0f} calls)")
     print("# profile      ms/step  calls/step kind       kernel")
     for ms, calls, name in rows[:40]:
         print(f"profile-kernel {ms:8.3f} {calls:9.1f}  {kind_of(name):<10s} {name[:110]}")

@@ -69,7 +69,10 @@ static void print_profile_(wgpt_gpu *g, int each) {
            any ? "; registers a thread and shared memory, as the driver reported them" : "");
     double kind_ms[3] = {0};
     int kind_calls[3] = {0};
-    for (int k = 0; k < nk; k++) kind_ms[kernel_kind_(names[k])] += ms[k], kind_calls[kernel_kind_(names[k])] += calls[k];
+    for (int k = 0; k < nk; k++) {
+        int kind = kernel_kind_(names[k]);
+        kind_ms[kind] += ms[k], kind_calls[kind] += calls[k];
+    }
     printf("  by kind: matmuls %.2f ms (%d calls), attention %.2f ms (%d calls), the rest %.2f ms (%d calls)\n",
            kind_ms[0], kind_calls[0], kind_ms[1], kind_calls[1], kind_ms[2], kind_calls[2]);
     for (int k = 0; k < nk; k++) {
