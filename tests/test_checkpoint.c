@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "cli/commands.h"
 #include "train/checkpoint.h"
 
 // The format, as the spec in checkpoint.h states it.
@@ -704,6 +706,65 @@ static int remove_dir(void **state) {
     return 0;
 }
 
+
+// L13: a disk that fills up before the first checkpoint of a folder says no
+// earlier checkpoint exists, not that one "was left as it was".
+static void failed_first_write_does_not_promise_an_old_file(void **state) {
+    (void)state;
+    char path[256], err[512];
+    tpath(path, sizeof path, "first.ckpt");
+    wgpt_checkpoint b = make_ck(&SMALL, 12, 1);
+    assert_int_equal(write_with_size_limit(path, &b, 100, err, sizeof err), -1);
+    printf("  %s\n", err);
+    assert_non_null(strstr(err, path));
+    assert_null(strstr(err, "left as it was"));
+    assert_non_null(strstr(err, "no earlier checkpoint"));
+    assert_false(exists(path));
+    assert_no_tmp(path);
+    wgpt_checkpoint_free(&b);
+}
+
+// `wgpt info CKPT`: its exit status, stdout+stderr into text.
+static int info_(const char *path, char *text, size_t n) {
+    char out[300];
+    tpath(out, sizeof out, "info.txt");
+    fflush(stdout), fflush(stderr);
+    int so = dup(1), se = dup(2), fd = open(out, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    dup2(fd, 1), dup2(fd, 2);
+    char *argv[3] = {"info", (char *)path, NULL};
+    int rc = wgpt_cmd_info(2, argv);
+    fflush(stdout), fflush(stderr);
+    dup2(so, 1), dup2(se, 2);
+    close(so), close(se), close(fd);
+    FILE *f = fopen(out, "r");
+    size_t k = fread(text, 1, n - 1, f);
+    text[k] = 0;
+    fclose(f);
+    return rc;
+}
+
+// L15: `wgpt info` reads the whole checkpoint: a damaged body is reported as
+// damaged (exit 1), a sound one says its checksums were verified.
+static void info_verifies_the_body(void **state) {
+    (void)state;
+    char path[256], err[512], text[4096];
+    tpath(path, sizeof path, "info.ckpt");
+    wgpt_checkpoint ck = make_ck(&SMALL, 5, 1);
+    if (wgpt_checkpoint_write(path, &ck, err, sizeof err) != 0) fail_msg("%s", err);
+    assert_int_equal(info_(path, text, sizeof text), 0);
+    printf("  sound: %s", text);
+    assert_non_null(strstr(text, "checksums verified"));
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    b[HDR + 40] ^= 0x10;  // inside a section, past the header
+    spit(path, b, n);
+    assert_int_equal(info_(path, text, sizeof text), 1);
+    printf("  damaged: %s", text);
+    assert_non_null(strstr(text, "checksum mismatch"));
+    free(b);
+    wgpt_checkpoint_free(&ck);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_is_bit_identical),
@@ -718,6 +779,8 @@ int main(void) {
         cmocka_unit_test(failed_write_keeps_old_checkpoint),
         cmocka_unit_test(overwrite_replaces_atomically),
         cmocka_unit_test(killed_writer_leaves_old_or_new),
+        cmocka_unit_test(failed_first_write_does_not_promise_an_old_file),
+        cmocka_unit_test(info_verifies_the_body),
     };
     return cmocka_run_group_tests_name("checkpoint", tests, make_dir, remove_dir);
 }

@@ -183,6 +183,61 @@ static void init_from_refuses_what_does_not_fit(void **st) {
     refused_before_step_1_(&o, path_("bad4"), "not a model file wgpt reads");
 }
 
+// L6: a model of GPT-2's vocabulary on shards made with bytes: the message
+// says the shards must be tokenized again with gpt2, not "--tokenizer gpt2"
+// (which the shards' recorded tokenizer then refuses: a circle).
+static void init_from_gpt2_on_byte_shards_says_retokenize(void **st) {
+    (void)st;
+    wgpt_gpt2_config cg = {.max_seq_len = 32, .vocab_size = 50257, .padded_vocab_size = 50304, .num_layers = 1,
+                           .num_heads = 2, .channels = 32};
+    float *p = calloc(wgpt_gpt2_num_params(&cg), sizeof *p);
+    write_hf_(path_("gpt2_vocab"), &cg, p);
+    free(p);
+    assert_int_equal(mkdir(path_("byte_shards"), 0777), 0);
+    uint16_t tok[4096];
+    for (int i = 0; i < 4096; i++) tok[i] = (uint16_t)("the cat sat on a mat. "[i % 22]);
+    const char *names[2] = {"byte_shards/train_000000.bin", "byte_shards/val_000000.bin"};
+    char err[512], data[700];
+    for (int i = 0; i < 2; i++) {
+        wgpt_shard_writer w;
+        if (wgpt_shard_writer_begin(&w, path_(names[i]), "bytes", err, sizeof err) < 0 ||
+            wgpt_shard_writer_append(&w, tok, 4096, err, sizeof err) < 0 || wgpt_shard_writer_finish(&w, err, sizeof err) < 0)
+            fail_msg("%s", err);
+    }
+    snprintf(data, sizeof data, "%s/*.bin", path_("byte_shards"));
+    wgpt_train_opts o;
+    opts_(&o, path_("l6"));
+    o.data = data;
+    o.tokenizer = NULL;  // taken from the shards: bytes
+    o.init_from = path_("gpt2_vocab");
+    char text[4096];
+    assert_int_not_equal(run_captured_(&o, text, sizeof text), 0);
+    printf("  %s", text);
+    assert_non_null(strstr(text, "wgpt tokenize --tokenizer gpt2"));
+    assert_null(strstr(text, "(pass --tokenizer gpt2)"));
+}
+
+// L7: a head size the kernels cannot take, under --init-from: the message
+// names the file's sizes, not --channels/--heads (which --init-from ignores).
+static void init_from_head_size_names_the_file(void **st) {
+    (void)st;
+    wgpt_gpt2_config c = CFG;
+    c.channels = 256, c.num_heads = 1;  // head size 256 > 128
+    float *p = calloc(wgpt_gpt2_num_params(&c), sizeof *p);
+    write_hf_(path_("hs256"), &c, p);
+    free(p);
+    wgpt_train_opts o;
+    opts_(&o, path_("l7"));
+    o.init_from = path_("hs256");
+    char text[4096];
+    assert_int_not_equal(run_captured_(&o, text, sizeof text), 0);
+    printf("  %s", text);
+    assert_null(strstr(text, "--channels"));
+    assert_null(strstr(text, "--heads"));
+    assert_non_null(strstr(text, path_("hs256")));
+    assert_non_null(strstr(text, "256 channels"));
+}
+
 // `wgpt sample` and `wgpt eval` load through wgpt_load_for_inference: an
 // imported folder and an llm.c file give the same model as its weights.
 static void inference_takes_imported_models(void **st) {
@@ -215,6 +270,8 @@ int main(void) {
         cmocka_unit_test(init_from_then_resume),
         cmocka_unit_test(init_from_refuses_what_does_not_fit),
         cmocka_unit_test(inference_takes_imported_models),
+        cmocka_unit_test(init_from_gpt2_on_byte_shards_says_retokenize),
+        cmocka_unit_test(init_from_head_size_names_the_file),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

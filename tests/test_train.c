@@ -609,6 +609,25 @@ static void impossible_shapes_name_the_options(void **st) {
     assert_non_null(strstr(buf, "--layers"));
 }
 
+// L13: a latest.ckpt.tmp left by a writer killed mid-checkpoint is removed
+// when the next run in the folder starts (here one refused for its shape
+// right after it takes the folder).
+static void stale_checkpoint_tmp_is_removed_at_the_start(void **st) {
+    (void)st;
+    char a[650], tmp[700], buf[8192];
+    snprintf(a, sizeof a, "%s/stale", dir);
+    assert_int_equal(mkdir(a, 0777), 0);
+    snprintf(tmp, sizeof tmp, "%s/latest.ckpt.tmp", a);
+    FILE *f = fopen(tmp, "wb");
+    fputs("half a checkpoint", f);
+    fclose(f);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.channels = 260, o.heads = 2;  // head size 130: refused before any step
+    assert_int_equal(run_captured_(&o, buf, sizeof buf), 2);
+    assert_int_equal(access(tmp, F_OK), -1);
+}
+
 // A second run in the same folder is refused while the first holds its lock.
 static void second_run_in_a_folder_is_refused(void **st) {
     (void)st;
@@ -828,6 +847,7 @@ int main(void) {
         cmocka_unit_test(sigterm_checkpoints_and_exits),
         cmocka_unit_test(bad_options_are_refused_up_front),
         cmocka_unit_test(impossible_shapes_name_the_options),
+        cmocka_unit_test(stale_checkpoint_tmp_is_removed_at_the_start),
         cmocka_unit_test(second_run_in_a_folder_is_refused),
         cmocka_unit_test(no_checkpoint_is_promised_that_does_not_exist),
         cmocka_unit_test(resume_drops_the_lost_steps_from_the_log),

@@ -4,10 +4,16 @@
 // transposes, lm_head tied present or absent, mask buffers ignored, sizes
 // from config.json or from the shapes, F16/BF16); llm.c's version 3 and 5
 // files; and export then import giving back the same parameters bit for bit.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "test_util.h"
+
+#include "cli/commands.h"
 
 #include "train/checkpoint.h"
 #include "train/export.h"
@@ -577,6 +583,279 @@ static void export_from_a_checkpoint_round_trips(void **s) {
     free(p);
 }
 
+
+// ---- reliability round 3 (issue 52) ----
+
+static wgpt_gpt2_config cfg_heads_(uint32_t C, uint32_t NH) {
+    return (wgpt_gpt2_config){.max_seq_len = 16, .vocab_size = 50, .padded_vocab_size = 128, .num_layers = 1,
+                              .num_heads = NH, .channels = C};
+}
+
+static void write_hf_cfg_(const char *d, const wgpt_gpt2_config *c, const float *p) {
+    wgpt_weights w = {.config = *c, .params = (float *)p};
+    char err[1024];
+    if (wgpt_hf_gpt2_write(d, &w, err, sizeof err) < 0) fail_msg("%s", err);
+}
+
+// `wgpt export ARGS...` as the command runs it; its exit status.
+static int export_(const char *a1, const char *a2, const char *a3, const char *a4, const char *a5, const char *a6,
+                   const char *a7) {
+    char *argv[9] = {"export", (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, (char *)a6, (char *)a7, NULL};
+    int argc = 1;
+    while (argc < 8 && argv[argc]) argc++;
+    fflush(stdout), fflush(stderr);
+    return wgpt_cmd_export(argc, argv);
+}
+
+static void write_ckpt_(const char *path, const wgpt_gpt2_config *c, const float *p) {
+    wgpt_checkpoint ck = {.config = *c, .step = 3, .tokenizer = "bytes", .params = (float *)p};
+    char err[1024];
+    if (wgpt_checkpoint_write(path, &ck, err, sizeof err) < 0) fail_msg("%s", err);
+}
+
+static int reads_as_checkpoint_(const char *path) {
+    wgpt_checkpoint ck;
+    char err[1024];
+    if (wgpt_checkpoint_read(path, &ck, err, sizeof err) < 0) return 0;
+    wgpt_checkpoint_free(&ck);
+    return 1;
+}
+
+// H1: an --out that exists and is no regular file (a FIFO; as root /dev/null)
+// is refused and left as it is, for both formats.
+static void export_refuses_an_out_that_is_no_regular_file(void **s) {
+    (void)s;
+    float *p = random_params_(&CFG);
+    write_ckpt_(path_("h1.ckpt"), &CFG, p);
+    assert_int_equal(mkfifo(path_("h1.fifo"), 0600), 0);
+    assert_int_equal(export_(path_("h1.ckpt"), "--format", "llmc", "--out", path_("h1.fifo"), NULL, NULL), 1);
+    struct stat sb;
+    assert_int_equal(stat(path_("h1.fifo"), &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    // hf: a FIFO where model.safetensors goes
+    assert_int_equal(mkdir(path_("h1_hf"), 0777), 0);
+    assert_int_equal(mkfifo(path_("h1_hf/model.safetensors"), 0600), 0);
+    assert_int_equal(export_(path_("h1.ckpt"), "--format", "hf", "--out", path_("h1_hf"), NULL, NULL), 1);
+    assert_int_equal(stat(path_("h1_hf/model.safetensors"), &sb), 0);
+    assert_true(S_ISFIFO(sb.st_mode));
+    assert_int_equal(access(path_("h1_hf/config.json"), F_OK), -1);  // nothing half written
+    free(p);
+}
+
+// M3: --out equal to the input (by name, by a symlink, by a hard link) is
+// refused; an existing file of another kind is replaced only with --force;
+// an earlier export of the same kind is simply replaced.
+static void export_refuses_its_input_and_other_kinds_without_force(void **s) {
+    (void)s;
+    float *p = random_params_(&CFG);
+    write_ckpt_(path_("m3.ckpt"), &CFG, p);
+    assert_int_equal(symlink(path_("m3.ckpt"), path_("m3_link.ckpt")), 0);
+    assert_int_equal(link(path_("m3.ckpt"), path_("m3_hard.ckpt")), 0);
+    const char *same[3] = {"m3.ckpt", "m3_link.ckpt", "m3_hard.ckpt"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(export_(path_("m3.ckpt"), "--format", "llmc", "--out", path_(same[i]), NULL, NULL), 1);
+        assert_int_equal(export_(path_("m3.ckpt"), "--format", "llmc", "--out", path_(same[i]), "--force", NULL), 1);
+        assert_true(reads_as_checkpoint_(path_("m3.ckpt")));  // still a checkpoint: train can resume
+    }
+    write_hf_(path_("m3_hf"), p);
+    assert_int_equal(export_(path_("m3_hf"), "--format", "hf", "--out", path_("m3_hf"), NULL, NULL), 1);
+    assert_int_equal(export_(path_("m3_hf/model.safetensors"), "--format", "hf", "--out", path_("m3_hf"), NULL, NULL), 1);
+    // another kind: a checkpoint where the llm.c file would go
+    write_ckpt_(path_("m3_other.ckpt"), &CFG, p);
+    assert_int_equal(export_(path_("m3.ckpt"), "--format", "llmc", "--out", path_("m3_other.ckpt"), NULL, NULL), 1);
+    assert_true(reads_as_checkpoint_(path_("m3_other.ckpt")));
+    assert_int_equal(export_(path_("m3.ckpt"), "--format", "llmc", "--out", path_("m3_other.ckpt"), "--force", NULL), 0);
+    assert_false(reads_as_checkpoint_(path_("m3_other.ckpt")));
+    // the same kind: replaced without --force
+    assert_int_equal(export_(path_("m3.ckpt"), "--format", "llmc", "--out", path_("m3_other.ckpt"), NULL, NULL), 0);
+    wgpt_weights w;
+    char err[1024];
+    if (wgpt_model_file_read(path_("m3_other.ckpt"), 1, &w, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_memory_equal(w.params, p, wgpt_gpt2_num_params(&CFG) * sizeof(float));
+    wgpt_weights_free(&w);
+    free(p);
+}
+
+// M1: a config.json that is there but cannot be read (a dangling symlink as an
+// interrupted Hugging Face download leaves, a folder, a FIFO, a symlink loop)
+// is an error naming it: the heads are never guessed from the shapes.
+static void config_json_there_but_unreadable_is_an_error(void **s) {
+    (void)s;
+    wgpt_gpt2_config c4 = cfg_heads_(128, 4);  // the shapes alone would say 2 heads
+    float *p = random_params_(&c4);
+    const char *kinds[4] = {"dangling", "folder", "fifo", "loop"};
+    char err[1024], d[64], cfg[700];
+    for (int i = 0; i < 4; i++) {
+        snprintf(d, sizeof d, "m1_%s", kinds[i]);
+        write_hf_cfg_(path_(d), &c4, p);
+        snprintf(cfg, sizeof cfg, "%s/config.json", path_(d));
+        assert_int_equal(unlink(cfg), 0);
+        if (i == 0) assert_int_equal(symlink(path_("m1_nowhere/config.json"), cfg), 0);
+        if (i == 1) assert_int_equal(mkdir(cfg, 0777), 0);
+        if (i == 2) assert_int_equal(mkfifo(cfg, 0600), 0);
+        if (i == 3) assert_int_equal(symlink(cfg, cfg), 0);
+        wgpt_weights w;
+        if (wgpt_model_file_read(path_(d), 0, &w, err, sizeof err) == 0)
+            fail_msg("%s: read with %u heads", kinds[i], w.config.num_heads);
+        printf("  %s: %s\n", kinds[i], err);
+        if (!strstr(err, cfg)) fail_msg("'%s' does not name %s", err, cfg);
+    }
+    free(p);
+    // C = 96, not a multiple of 64: the message does not ask for the config.json that is there
+    wgpt_gpt2_config c96 = cfg_heads_(96, 2);
+    p = random_params_(&c96);
+    write_hf_cfg_(path_("m1_96"), &c96, p);
+    assert_int_equal(unlink(path_("m1_96/config.json")), 0);
+    assert_int_equal(symlink(path_("m1_nowhere/config.json"), path_("m1_96/config.json")), 0);
+    wgpt_weights w;
+    assert_int_equal(wgpt_model_file_read(path_("m1_96"), 0, &w, err, sizeof err), -1);
+    printf("  C=96: %s\n", err);
+    assert_non_null(strstr(err, "m1_96/config.json"));
+    assert_null(strstr(err, "put the model's config.json beside"));
+    free(p);
+}
+
+// Runs wgpt_export in a child with files limited to `limit` bytes (a disk that
+// fills up); returns the child's exit status (its export's return, 0 or 1).
+static int export_with_size_limit_(const char *in, const char *format, const char *out, rlim_t limit) {
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit lim;
+        getrlimit(RLIMIT_FSIZE, &lim);
+        lim.rlim_cur = limit;
+        signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of death
+        setrlimit(RLIMIT_FSIZE, &lim);
+        char err[1024];
+        int rc = wgpt_export(in, format, out, err, sizeof err);
+        if (rc < 0) printf("  export failed as the disk filled: %s\n", err);
+        fflush(stdout);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+// M2: export --format hf onto an existing folder changes config.json and
+// model.safetensors together or not at all: a disk that fills up while the
+// weights are written leaves the old pair, and a mixture (new weights beside
+// the old config.json, as a crash between the two renames could leave) is
+// refused by every reader.
+static void hf_export_onto_a_folder_is_all_or_nothing(void **s) {
+    (void)s;
+    wgpt_gpt2_config a = cfg_heads_(128, 4), b = cfg_heads_(128, 2);  // the same shapes, other heads
+    float *pa = random_params_(&a), *pb = random_params_(&b);
+    write_hf_cfg_(path_("m2"), &a, pa);
+    write_ckpt_(path_("m2_b.ckpt"), &b, pb);
+    assert_int_equal(export_with_size_limit_(path_("m2_b.ckpt"), "hf", path_("m2"), 65536), 1);
+    wgpt_weights w;
+    char err[1024];
+    if (wgpt_model_file_read(path_("m2"), 1, &w, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_int_equal(w.config.num_heads, 4);  // the old config.json ...
+    assert_memory_equal(w.params, pa, wgpt_gpt2_num_params(&a) * sizeof(float));  // ... with the old weights
+    wgpt_weights_free(&w);
+    DIR *dd = opendir(path_("m2"));  // and nothing else left there
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(dd)))
+        if (e->d_name[0] != '.') files++;
+    closedir(dd);
+    assert_int_equal(files, 2);
+    // new weights beside the old config.json: refused, naming both
+    if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2_b"), err, sizeof err) < 0) fail_msg("%s", err);
+    size_t n;
+    char *st = read_all_(path_("m2_b/model.safetensors"), &n);
+    FILE *f = fopen(path_("m2/model.safetensors"), "wb");
+    assert_int_equal(fwrite(st, 1, n, f), n);
+    fclose(f);
+    free(st);
+    assert_int_equal(wgpt_model_file_read(path_("m2"), 0, &w, err, sizeof err), -1);
+    printf("  mixture: %s\n", err);
+    assert_non_null(strstr(err, "config.json"));
+    assert_non_null(strstr(err, "model.safetensors"));
+    // a completed export replaces both
+    if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2"), err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_model_file_read(path_("m2"), 1, &w, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_int_equal(w.config.num_heads, 2);
+    assert_memory_equal(w.params, pb, wgpt_gpt2_num_params(&b) * sizeof(float));
+    wgpt_weights_free(&w);
+    free(pa), free(pb);
+}
+
+// M6: a .safetensors file truncated while wgpt reads it is an error naming
+// the file, not a SIGBUS (run in a child: without the guard it dies).
+static void safetensors_truncated_while_read_is_an_error(void **s) {
+    (void)s;
+    float *p = random_params_(&CFG);
+    write_hf_(path_("m6"), p);
+    free(p);
+    const char *file = path_("m6/model.safetensors");
+    fflush(stdout), fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGBUS, SIG_DFL);  // cmocka's handler would carry on with the next tests in this child
+        wgpt_safetensors st;
+        char err[1024];
+        if (wgpt_safetensors_open(&st, file, err, sizeof err) < 0) _exit(2);
+        if (truncate(file, 4096) != 0) _exit(3);  // another program cuts it short
+        wgpt_weights w;
+        int rc = wgpt_hf_gpt2_from_safetensors(&st, NULL, 0, file, 1, &w, err, sizeof err);
+        wgpt_safetensors_close(&st);
+        printf("  truncated while read: %s\n", rc < 0 ? err : "(read!)");
+        fflush(stdout);
+        _exit(rc < 0 && strstr(err, file) && strstr(err, "shrank") ? 0 : 4);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) fail_msg("the reader died of signal %d", WTERMSIG(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+// L2: config.json is read as transformers reads it, or refused: duplicate
+// keys (Python keeps the last, cJSON the first), 0/1 for booleans, bytes
+// after the object, a byte-order mark (json.loads refuses it).
+static void config_json_read_as_transformers_reads_it(void **s) {
+    (void)s;
+    wgpt_gpt2_config c;
+    char err[1024];
+    const char *bad[][2] = {
+        {"{\"n_head\": 4, \"n_embd\": 128, \"n_head\": 2}", "n_head"},
+        {"{\"scale_attn_weights\": 0}", "scale_attn_weights"},
+        {"{\"add_cross_attention\": 1}", "add_cross_attention"},
+        {"{\"n_head\": 4} x", "after"},
+        {"{\"n_head\": 4}{}", "after"},
+        {"\xEF\xBB\xBF{\"n_head\": 4}", "byte-order mark"},
+        {"{\"task_specific_params\": {\"a\": 1, \"a\": 2}}", "'a'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (wgpt_hf_config_parse(bad[i][0], strlen(bad[i][0]), "c.json", &c, err, sizeof err) == 0)
+            fail_msg("accepted %s", bad[i][0]);
+        printf("  %s\n", err);
+        if (strncmp(err, "c.json: ", 8) != 0 || !strstr(err, bad[i][1])) fail_msg("'%s' for %s", err, bad[i][0]);
+    }
+    const char *ok = "{\"n_head\": 4, \"scale_attn_weights\": true, \"add_cross_attention\": false}\n \n";
+    if (wgpt_hf_config_parse(ok, strlen(ok), "c.json", &c, err, sizeof err) < 0) fail_msg("%s", err);
+    assert_int_equal(c.num_heads, 4);
+}
+
+// L3: a config.json claiming a huge model is checked against the tensors'
+// shapes before anything is allocated for it.
+static void huge_config_is_checked_against_the_shapes_first(void **s) {
+    (void)s;
+    float *p = random_params_(&CFG);
+    write_hf_(path_("l3"), p);
+    free(p);
+    write_text_(path_("l3/config.json"),
+                "{\"n_layer\": 100000, \"n_head\": 64, \"n_embd\": 8192, \"n_positions\": 16, \"vocab_size\": 50}");
+    wgpt_weights w;
+    char err[1024];
+    assert_int_equal(wgpt_model_file_read(path_("l3"), 1, &w, err, sizeof err), -1);
+    printf("  %s\n", err);
+    assert_non_null(strstr(err, "tensor 'transformer.wte.weight' has shape (50, 128)"));
+    assert_null(strstr(err, "memory"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(safetensors_reads_a_valid_file),
@@ -590,6 +869,13 @@ int main(void) {
         cmocka_unit_test(hf_config_json_sizes_and_refusals),
         cmocka_unit_test(llmc_files_in_and_out),
         cmocka_unit_test(export_from_a_checkpoint_round_trips),
+        cmocka_unit_test(export_refuses_an_out_that_is_no_regular_file),
+        cmocka_unit_test(export_refuses_its_input_and_other_kinds_without_force),
+        cmocka_unit_test(config_json_there_but_unreadable_is_an_error),
+        cmocka_unit_test(hf_export_onto_a_folder_is_all_or_nothing),
+        cmocka_unit_test(safetensors_truncated_while_read_is_an_error),
+        cmocka_unit_test(config_json_read_as_transformers_reads_it),
+        cmocka_unit_test(huge_config_is_checked_against_the_shapes_first),
     };
     int rc = cmocka_run_group_tests(tests, group_setup, group_teardown);
     for (int i = 0; i < nlist_; i++) free(list_[i].data);
