@@ -194,7 +194,7 @@ static unsigned char *tiny_gpt2_(size_t *len, char **config) {
     snprintf(path, sizeof path, "%s/config.json", tmp);
     unlink(path);
     rmdir(tmp);
-    *config = wgpt_hf_config_format(&c, "");
+    *config = wgpt_hf_config_format(&c, "", NULL);
     free(p);
     return b;
 }

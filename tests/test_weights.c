@@ -355,7 +355,7 @@ static void write_list_(const char *path) {
     }
     size_t hl;
     char err[256];
-    unsigned char *h = wgpt_safetensors_header(spec, (size_t)nlist_, &hl, err, sizeof err);
+    unsigned char *h = wgpt_safetensors_header(spec, (size_t)nlist_, NULL, NULL, &hl, err, sizeof err);
     assert_non_null(h);
     FILE *f = fopen(path, "wb");
     fwrite(h, 1, hl, f);
@@ -429,6 +429,20 @@ static void write_text_(const char *path, const char *text) {
     fclose(f);
 }
 
+// config.json text of a folder wgpt exported, with the export id its weights
+// carry added (without it the pair is refused: see hf_export_onto_a_folder_is_all_or_nothing).
+static void write_config_(const char *folder, const char *json) {
+    char cfg[800], id[64], text[2048];
+    snprintf(cfg, sizeof cfg, "%s/config.json", folder);
+    size_t n;
+    char *old = read_all_(cfg, &n);
+    wgpt_hf_config_export_id(old, n, id, sizeof id);
+    free(old);
+    assert_true(id[0] != 0);
+    snprintf(text, sizeof text, "%.*s, \"wgpt_export_id\": \"%s\"}", (int)(strrchr(json, '}') - json), json, id);
+    write_text_(cfg, text);
+}
+
 static void hf_config_json_sizes_and_refusals(void **s) {
     (void)s;
     wgpt_gpt2_config c;
@@ -462,11 +476,11 @@ static void hf_config_json_sizes_and_refusals(void **s) {
     // a folder: config.json's sizes must agree with the shapes
     float *p = random_params_(&CFG);
     write_hf_(path_("cfg"), p);
-    write_text_(path_("cfg/config.json"), "{\"n_layer\": 3, \"n_head\": 2, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
+    write_config_(path_("cfg"), "{\"n_layer\": 3, \"n_head\": 2, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
     read_refused_(path_("cfg"), "tensor 'h.2.ln_1.weight' is missing");
-    write_text_(path_("cfg/config.json"), "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
+    write_config_(path_("cfg"), "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
     read_refused_(path_("cfg"), "unexpected tensor 'transformer.h.1.attn.c_attn.bias': not part of a 1-layer GPT-2");
-    write_text_(path_("cfg/config.json"), "{\"n_layer\": 2, \"n_head\": 4, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
+    write_config_(path_("cfg"), "{\"n_layer\": 2, \"n_head\": 4, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
     wgpt_weights w;  // heads come from config.json, not the shapes
     if (wgpt_model_file_read(path_("cfg"), 0, &w, err, sizeof err) < 0) fail_msg("%s", err);
     assert_int_equal(w.config.num_heads, 4);
@@ -774,6 +788,10 @@ static void hf_export_onto_a_folder_is_all_or_nothing(void **s) {
     printf("  mixture: %s\n", err);
     assert_non_null(strstr(err, "config.json"));
     assert_non_null(strstr(err, "model.safetensors"));
+    write_text_(path_("m2/config.json"), "{\"n_layer\": 1, \"n_head\": 2, \"n_embd\": 128, \"n_positions\": 16, \"vocab_size\": 50}");
+    assert_int_equal(wgpt_model_file_read(path_("m2"), 0, &w, err, sizeof err), -1);
+    printf("  config.json without the id: %s\n", err);
+    assert_non_null(strstr(err, "wgpt_export_id"));
     // a completed export replaces both
     if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2"), err, sizeof err) < 0) fail_msg("%s", err);
     if (wgpt_model_file_read(path_("m2"), 1, &w, err, sizeof err) < 0) fail_msg("%s", err);
@@ -846,7 +864,7 @@ static void huge_config_is_checked_against_the_shapes_first(void **s) {
     float *p = random_params_(&CFG);
     write_hf_(path_("l3"), p);
     free(p);
-    write_text_(path_("l3/config.json"),
+    write_config_(path_("l3"),
                 "{\"n_layer\": 100000, \"n_head\": 64, \"n_embd\": 8192, \"n_positions\": 16, \"vocab_size\": 50}");
     wgpt_weights w;
     char err[1024];

@@ -233,7 +233,9 @@ def check_export(out, exported):
     bad = {k: (cfg.get(k), v) for k, v in want.items() if cfg.get(k) != v}
     assert not bad, f"config.json: (got, want) {bad}"
     tensors, meta = read_safetensors(os.path.join(exported, "model.safetensors"))
-    assert meta == {"format": "pt"}, f"metadata {meta}: transformers wants format pt"
+    # transformers wants format pt; wgpt's export id pairs the file with its config.json
+    assert meta.get("format") == "pt" and set(meta) <= {"format", "wgpt_export_id"}, f"metadata {meta}"
+    assert meta.get("wgpt_export_id") == cfg.get("wgpt_export_id"), "config.json and the weights from one export"
     layout = gpt2lmheadmodel_layout(cfg)
     del layout["lm_head.weight"]  # tied: save_pretrained leaves it out and from_pretrained ties it back
     missing, unexpected = sorted(set(layout) - set(tensors)), sorted(set(tensors) - set(layout))

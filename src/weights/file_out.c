@@ -76,14 +76,22 @@ static int sync_dir_(const char *path) {
     return rc;
 }
 
-int wgpt_file_out_finish(wgpt_file_out *o, char *err, size_t errlen) {
+int wgpt_file_out_seal(wgpt_file_out *o, char *err, size_t errlen) {
     int rc = -1;
     if (o->failed) snprintf(err, errlen, "%s: write failed: %s", o->tmp, o->why);
     else if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0)
         snprintf(err, errlen, "%s: cannot flush to disk: %s", o->tmp, strerror(errno));
     else if (fclose(o->f) != 0)
         o->f = NULL, snprintf(err, errlen, "%s: cannot close: %s", o->tmp, strerror(errno));
-    else if ((o->f = NULL, rename(o->tmp, o->path) != 0))
+    else
+        o->f = NULL, rc = 0;
+    if (rc < 0) wgpt_file_out_abort(o);
+    return rc;
+}
+
+int wgpt_file_out_commit(wgpt_file_out *o, char *err, size_t errlen) {
+    int rc = -1;
+    if (rename(o->tmp, o->path) != 0)
         snprintf(err, errlen, "cannot rename %s to %s: %s", o->tmp, o->path, strerror(errno));
     else {
         rc = 0;
@@ -97,6 +105,11 @@ int wgpt_file_out_finish(wgpt_file_out *o, char *err, size_t errlen) {
     }
     wgpt_file_out_abort(o);
     return rc;
+}
+
+int wgpt_file_out_finish(wgpt_file_out *o, char *err, size_t errlen) {
+    if (wgpt_file_out_seal(o, err, errlen) < 0) return -1;
+    return wgpt_file_out_commit(o, err, errlen);
 }
 
 void wgpt_file_out_abort(wgpt_file_out *o) {

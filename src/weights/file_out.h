@@ -24,6 +24,11 @@ void wgpt_file_out_floats(wgpt_file_out *o, const float *x, size_t n);
 // with err naming the file and the system's reason; o is closed either way
 // (the .tmp removed on -1).
 int wgpt_file_out_finish(wgpt_file_out *o, char *err, size_t errlen);
+// finish in two halves, for files that must appear together: seal flushes,
+// fsyncs and closes the .tmp (on -1 it is removed and o closed); commit
+// renames it over the path and fsyncs the folder (o closed either way).
+int wgpt_file_out_seal(wgpt_file_out *o, char *err, size_t errlen);
+int wgpt_file_out_commit(wgpt_file_out *o, char *err, size_t errlen);
 // Closes o and removes its .tmp. Safe on a closed o.
 void wgpt_file_out_abort(wgpt_file_out *o);
 

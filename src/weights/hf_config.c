@@ -30,6 +30,61 @@ static int is_(const cJSON *root, const char *key, int want_true) {
     return x && (want_true ? cJSON_IsTrue(x) : cJSON_IsFalse(x));
 }
 
+// A key given twice in any object of the file: transformers (Python's json)
+// keeps the last, cJSON the first. NULL if none.
+static const char *duplicate_key_(const cJSON *o) {
+    for (const cJSON *c = o ? o->child : NULL; c; c = c->next) {
+        if (cJSON_IsObject(o))
+            for (const cJSON *d = c->next; d; d = d->next)
+                if (strcmp(c->string, d->string) == 0) return c->string;
+        const char *in = duplicate_key_(c);
+        if (in) return in;
+    }
+    return NULL;
+}
+
+// What transformers would read otherwise than cJSON does: a byte-order mark
+// (json.loads refuses it), bytes after the object (refused as "Extra data"),
+// a key given twice. Returns the parsed root, or NULL with err.
+static cJSON *parse_strict_(const char *text, size_t len, const char *label, char *err, size_t errlen) {
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {
+        wgpt_errf(err, errlen, "%s: starts with a UTF-8 byte-order mark, which transformers' JSON reader refuses: "
+                  "save it without one", label);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        wgpt_errf(err, errlen, "%s: not a JSON object", label);
+        return NULL;
+    }
+    while (end && end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    const char *dup = NULL;
+    if (end != text + len)
+        wgpt_errf(err, errlen, "%s: bytes after the JSON object (at byte %zu), which transformers refuses", label,
+                  end ? (size_t)(end - text) : 0);
+    else if ((dup = duplicate_key_(root)))
+        wgpt_errf(err, errlen, "%s: the key '%s' is given twice (transformers would take the last, wgpt the first): "
+                  "keep one", label, dup);
+    else
+        return root;
+    cJSON_Delete(root);
+    return NULL;
+}
+
+// Flags wgpt reads must be JSON booleans: Python takes 0, 1 or null as false or true.
+static int booleans_(const cJSON *root, const char *label, char *err, size_t errlen) {
+    static const char *const keys[] = {"scale_attn_weights", "scale_attn_by_inverse_layer_idx", "add_cross_attention"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
+        if (x && !cJSON_IsBool(x))
+            return wgpt_errf(err, errlen, "%s: %s is not true or false (transformers would take %s by its truth): "
+                             "write true or false", label, keys[i], cJSON_IsNumber(x) ? "a number" : "it");
+    }
+    return 0;
+}
+
 static int check_math_(const cJSON *root, uint32_t C, const char *label, char *err, size_t errlen) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     if (x && (!cJSON_IsString(x) || strcmp(x->valuestring, "gpt2") != 0))
@@ -60,11 +115,8 @@ static int check_math_(const cJSON *root, uint32_t C, const char *label, char *e
 int wgpt_hf_config_parse(const char *text, size_t len, const char *label, wgpt_gpt2_config *cfg, char *err,
                          size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return wgpt_errf(err, errlen, "%s: not a JSON object", label);
-    }
+    cJSON *root = parse_strict_(text, len, label, err, errlen);
+    if (!root) return -1;
     uint32_t L, NH, C, T, V;
     int rc = -1;
     // n_positions is the context; some old files spell it n_ctx
@@ -73,7 +125,8 @@ int wgpt_hf_config_parse(const char *text, size_t len, const char *label, wgpt_g
         size_(root, "n_head", 12, &NH, label, err, errlen) == 0 &&
         size_(root, "n_embd", 768, &C, label, err, errlen) == 0 &&
         size_(root, ctx, 1024, &T, label, err, errlen) == 0 &&
-        size_(root, "vocab_size", 50257, &V, label, err, errlen) == 0 && check_math_(root, C, label, err, errlen) == 0) {
+        size_(root, "vocab_size", 50257, &V, label, err, errlen) == 0 && booleans_(root, label, err, errlen) == 0 &&
+        check_math_(root, C, label, err, errlen) == 0) {
         *cfg = (wgpt_gpt2_config){.max_seq_len = T, .vocab_size = V, .padded_vocab_size = wgpt_weights_padded_vocab(V),
                                   .num_layers = L, .num_heads = NH, .channels = C};
         rc = wgpt_weights_check_config(cfg, label, err, errlen);
@@ -83,7 +136,15 @@ int wgpt_hf_config_parse(const char *text, size_t len, const char *label, wgpt_g
     return rc;
 }
 
-char *wgpt_hf_config_format(const wgpt_gpt2_config *c, const char *tokenizer) {
+void wgpt_hf_config_export_id(const char *text, size_t len, char *out, size_t outlen) {
+    out[0] = 0;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "wgpt_export_id");
+    if (cJSON_IsString(x)) snprintf(out, outlen, "%s", x->valuestring);
+    cJSON_Delete(root);
+}
+
+char *wgpt_hf_config_format(const wgpt_gpt2_config *c, const char *tokenizer, const char *export_id) {
     cJSON *r = cJSON_CreateObject(), *arch = cJSON_CreateArray();
     char *text = NULL;
     if (!r || !arch) goto done;
@@ -112,6 +173,7 @@ char *wgpt_hf_config_format(const wgpt_gpt2_config *c, const char *tokenizer) {
     cJSON_AddStringToObject(r, "torch_dtype", "float32");
     cJSON_AddTrueToObject(r, "use_cache");
     cJSON_AddNumberToObject(r, "vocab_size", c->vocab_size);
+    if (export_id) cJSON_AddStringToObject(r, "wgpt_export_id", export_id);
     text = cJSON_Print(r);
 done:
     cJSON_Delete(arch);

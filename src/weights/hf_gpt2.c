@@ -9,11 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "data/bus_guard.h"
 #include "weights/file_out.h"
 #include "weights/hf_config.h"
 #include "util/err.h"
+#include "util/splitmix64.h"
 
 #define PREFIX "transformer."
 
@@ -229,6 +232,19 @@ static int check_leftovers_(reader_ *r) {
     return 0;
 }
 
+// The tensors' bytes are read under the bus guard: a file cut short while it
+// is mapped faults there instead of killing the process.
+typedef struct guarded_ {
+    reader_ *r;
+    wgpt_st_dtype dtype;
+    int mixed, rc;
+} guarded_;
+
+static void convert_all_(void *arg) {
+    guarded_ *g = arg;
+    g->rc = map_tensors_(g->r, &g->dtype, &g->mixed) < 0 || check_lm_head_(g->r) < 0 ? -1 : 0;
+}
+
 int wgpt_hf_gpt2_from_safetensors(const wgpt_safetensors *st, const char *config_json, size_t config_len,
                                   const char *label, int with_params, wgpt_weights *w, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
@@ -237,11 +253,16 @@ int wgpt_hf_gpt2_from_safetensors(const wgpt_safetensors *st, const char *config
                          : config_from_shapes_(st, label, &c, err, errlen);
     if (rc < 0) return -1;
     reader_ r = {st, &c, label, calloc(st->count ? st->count : 1, 1), NULL, err, errlen};
-    if (with_params) r.params = calloc(wgpt_gpt2_num_params(&c), sizeof(float));  // padded wte rows stay 0
-    wgpt_st_dtype dtype = WGPT_ST_F32;
-    int mixed = 0;
-    if (!r.used || (with_params && !r.params)) rc = wgpt_errf(err, errlen, "%s: out of host memory", label);
-    else if (map_tensors_(&r, &dtype, &mixed) < 0 || check_lm_head_(&r) < 0 || check_leftovers_(&r) < 0) rc = -1;
+    guarded_ g = {&r, WGPT_ST_F32, 0, 0};
+    if (!r.used) rc = wgpt_errf(err, errlen, "%s: out of host memory", label);
+    // Every name and shape first: a config.json claiming a huge model is refused before memory is taken for it.
+    else if (map_tensors_(&r, &g.dtype, &g.mixed) < 0 || check_lm_head_(&r) < 0 || check_leftovers_(&r) < 0) rc = -1;
+    else if (with_params && !(r.params = calloc(wgpt_gpt2_num_params(&c), sizeof(float))))  // padded wte rows stay 0
+        rc = wgpt_errf(err, errlen, "%s: out of host memory for %zu parameters", label, wgpt_gpt2_num_params(&c));
+    else if (with_params && wgpt_bus_guard_run(convert_all_, &g) < 0)
+        rc = wgpt_errf(err, errlen, "%s: the file shrank while it was read (another program truncated or rewrote it?)",
+                       label);
+    else if (g.rc < 0) rc = -1;
     free(r.used);
     if (rc < 0) {
         free(r.params);
@@ -250,8 +271,8 @@ int wgpt_hf_gpt2_from_safetensors(const wgpt_safetensors *st, const char *config
     w->config = c;
     w->params = r.params;
     snprintf(w->tokenizer, sizeof w->tokenizer, "%s", wgpt_weights_tokenizer_for(c.vocab_size));
-    snprintf(w->format, sizeof w->format, "Hugging Face GPT-2 safetensors (%s%s)", mixed ? "mixed, wte " : "",
-             wgpt_st_dtype_name(dtype));
+    snprintf(w->format, sizeof w->format, "Hugging Face GPT-2 safetensors (%s%s)", g.mixed ? "mixed, wte " : "",
+             wgpt_st_dtype_name(g.dtype));
     return 0;
 }
 
@@ -262,26 +283,64 @@ static int is_file_(const char *path) {
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-// A small text file (config.json) whole; NULL with err.
-static char *read_text_(const char *path, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
+// config.json whole, when anything is there by that name; NULL with *len 0
+// when nothing is. Something there that is not a readable regular file (a
+// dangling symlink, a folder, a FIFO, a symlink loop) is an error: without
+// it the heads would be guessed. -1 with err.
+static int read_config_(const char *path, char **text, size_t *len, char *err, size_t errlen) {
+    *text = NULL, *len = 0;
     struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > (1 << 24)) {
-        wgpt_errf(err, errlen, "%s: %s", path, fd < 0 ? strerror(errno) : "not a regular file of at most 16 MiB");
+    if (lstat(path, &sb) < 0) {
+        if (errno == ENOENT) return 0;
+        return wgpt_errf(err, errlen, "%s: %s", path, strerror(errno));
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK), e = errno;
+    const char *why = NULL;
+    if (fd < 0) why = e == ENOENT ? "a symlink to nothing (an interrupted download?)" : e == ELOOP ? "a symlink loop" : strerror(e);
+    else if (fstat(fd, &sb) < 0) why = strerror(errno);
+    else if (S_ISDIR(sb.st_mode)) why = "a folder";
+    else if (!S_ISREG(sb.st_mode)) why = S_ISFIFO(sb.st_mode) ? "a FIFO" : "not a regular file";
+    else if (sb.st_size > (1 << 24)) why = "larger than 16 MiB";
+    if (why) {
         if (fd >= 0) close(fd);
-        return NULL;
+        return wgpt_errf(err, errlen, "%s: %s, not a readable config.json: it gives the model's heads, so wgpt will not guess "
+                         "them; restore it or remove it",
+                         path, why);
     }
     char *s = malloc((size_t)sb.st_size + 1);
     ssize_t got = s ? read(fd, s, (size_t)sb.st_size) : -1;
     close(fd);
     if (got != sb.st_size) {
         free(s);
-        wgpt_errf(err, errlen, "%s: cannot read it", path);
-        return NULL;
+        return wgpt_errf(err, errlen, "%s: cannot read it", path);
     }
     s[got] = 0;
-    *len = (size_t)got;
-    return s;
+    *text = s, *len = (size_t)got;
+    return 0;
+}
+
+#define EXPORT_ID_KEY "wgpt_export_id"
+
+// A folder wgpt exported holds its export's id in both files: weights that
+// carry one need a config.json with the same (else an interrupted export left
+// new weights beside an older config.json). -1 with err.
+static int check_pair_(const wgpt_safetensors *st, const char *json, size_t json_len, const char *file,
+                       const char *cfg, char *err, size_t errlen) {
+    const char *want = wgpt_safetensors_meta(st, EXPORT_ID_KEY);
+    if (!want) return 0;
+    char got[64] = "";
+    if (json) wgpt_hf_config_export_id(json, json_len, got, sizeof got);
+    if (strcmp(got, want) == 0) return 0;
+    if (json && !got[0])
+        return wgpt_errf(err, errlen,
+                         "%s was written by `wgpt export` (export id %s), but %s has no \"" EXPORT_ID_KEY "\": an interrupted "
+                         "export leaves new weights beside an older config.json; export again, or, if you wrote this "
+                         "config.json for these weights, add \"" EXPORT_ID_KEY "\": \"%s\" to it",
+                         file, want, cfg, want);
+    return wgpt_errf(err, errlen,
+                     "%s was written by `wgpt export` (export id %s), but %s %s: the two files are not one model (an "
+                     "interrupted export?); export again",
+                     file, want, cfg, json ? "belongs to another export" : "is missing");
 }
 
 int wgpt_hf_gpt2_read(const char *path, int with_params, wgpt_weights *w, char *err, size_t errlen) {
@@ -310,7 +369,7 @@ int wgpt_hf_gpt2_read(const char *path, int with_params, wgpt_weights *w, char *
     }
     char *json = NULL;
     size_t json_len = 0;
-    if (is_file_(cfg) && !(json = read_text_(cfg, &json_len, err, errlen))) return -1;
+    if (read_config_(cfg, &json, &json_len, err, errlen) < 0) return -1;
     wgpt_safetensors st;
     if (wgpt_safetensors_open(&st, file, err, errlen) < 0) {
         free(json);
@@ -319,7 +378,8 @@ int wgpt_hf_gpt2_read(const char *path, int with_params, wgpt_weights *w, char *
     char label[8300];
     if (json) snprintf(label, sizeof label, "%s (with %s)", file, cfg);
     else snprintf(label, sizeof label, "%s", file);
-    int rc = wgpt_hf_gpt2_from_safetensors(&st, json, json_len, json ? label : file, with_params, w, err, errlen);
+    int rc = check_pair_(&st, json, json_len, file, cfg, err, errlen);
+    if (rc == 0) rc = wgpt_hf_gpt2_from_safetensors(&st, json, json_len, json ? label : file, with_params, w, err, errlen);
     wgpt_safetensors_close(&st);
     free(json);
     return rc;
@@ -346,7 +406,9 @@ static size_t entries_(const wgpt_gpt2_config *c, entry_ *e) {
     return k;
 }
 
-static int write_safetensors_(const char *path, const wgpt_weights *w, char *err, size_t errlen) {
+// Writes path.tmp, sealed (on disk, not yet renamed) in *o. Returns 0, or -1 with err (nothing left).
+static int write_safetensors_(const char *path, const wgpt_weights *w, const char *export_id, wgpt_file_out *o,
+                              char *err, size_t errlen) {
     const wgpt_gpt2_config *c = &w->config;
     size_t n = 2 + 12 * (size_t)c->num_layers + 2, sizes[WGPT_GPT2_NUM_TENSORS], base[WGPT_GPT2_NUM_TENSORS];
     wgpt_gpt2_param_sizes(c, sizes);
@@ -366,10 +428,9 @@ static int write_safetensors_(const char *path, const wgpt_weights *w, char *err
         spec[i].name = e[i].name;
         spec[i].ndim = hf_shape_(e[i].tensor, c, spec[i].shape);
     }
-    if (!(header = wgpt_safetensors_header(spec, n, &hlen, err, errlen))) goto done;
-    wgpt_file_out o;
-    if (wgpt_file_out_begin(&o, path, err, errlen) < 0) goto done;
-    wgpt_file_out_write(&o, header, hlen);
+    if (!(header = wgpt_safetensors_header(spec, n, EXPORT_ID_KEY, export_id, &hlen, err, errlen))) goto done;
+    if (wgpt_file_out_begin(o, path, err, errlen) < 0) goto done;
+    wgpt_file_out_write(o, header, hlen);
     for (size_t i = 0; i < n; i++) {
         int t = e[i].tensor;
         size_t layers = layered_(t) ? c->num_layers : 1, rows = spec[i].shape[0];
@@ -380,9 +441,9 @@ static int write_safetensors_(const char *path, const wgpt_weights *w, char *err
                 for (size_t q = 0; q < cols; q++) tmp[r * cols + q] = src[q * rows + r];
             src = tmp;
         }
-        wgpt_file_out_floats(&o, src, rows * cols);  // wte: its first V rows, the padding left out
+        wgpt_file_out_floats(o, src, rows * cols);  // wte: its first V rows, the padding left out
     }
-    rc = wgpt_file_out_finish(&o, err, errlen);
+    rc = wgpt_file_out_seal(o, err, errlen);
 done:
     free(header), free(tmp), free(spec), free(e);
     return rc;
@@ -398,19 +459,42 @@ int wgpt_hf_gpt2_write(const char *dir, const wgpt_weights *w, char *err, size_t
     if (mkdir(dir, 0777) < 0 && errno != EEXIST) return wgpt_errf(err, errlen, "%s: cannot create: %s", dir, strerror(errno));
     struct stat sb;
     if (stat(dir, &sb) < 0 || !S_ISDIR(sb.st_mode)) return wgpt_errf(err, errlen, "%s: not a folder", dir);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    char *json = wgpt_hf_config_format(&w->config, w->tokenizer);
-    if (!json) return wgpt_errf(err, errlen, "%s: out of host memory", path);
-    wgpt_file_out o;
-    int rc = wgpt_file_out_begin(&o, path, err, errlen);
+    // Both files are written and on disk under .tmp names before either is
+    // renamed; the weights go first, so a crash between the two renames
+    // leaves new weights beside the old config.json, which the export id
+    // tells apart (check_pair_).
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char id[32], cpath[4200], wpath[4200];
+    snprintf(id, sizeof id, "%016llx",
+             (unsigned long long)wgpt_mix64(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                                            (uint64_t)getpid() << 40 ^ (uint64_t)(uintptr_t)&ts));
+    snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+    snprintf(wpath, sizeof wpath, "%s/model.safetensors", dir);
+    char *json = wgpt_hf_config_format(&w->config, w->tokenizer, id);
+    if (!json) return wgpt_errf(err, errlen, "%s: out of host memory", cpath);
+    wgpt_file_out co, wo;
+    int rc = wgpt_file_out_begin(&co, cpath, err, errlen);
     if (rc == 0) {
-        wgpt_file_out_write(&o, json, strlen(json));
-        wgpt_file_out_write(&o, "\n", 1);
-        rc = wgpt_file_out_finish(&o, err, errlen);
+        wgpt_file_out_write(&co, json, strlen(json));
+        wgpt_file_out_write(&co, "\n", 1);
+        rc = wgpt_file_out_seal(&co, err, errlen);
     }
     free(json);
     if (rc < 0) return -1;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    return write_safetensors_(path, w, err, errlen);
+    if (write_safetensors_(wpath, w, id, &wo, err, errlen) < 0) {
+        wgpt_file_out_abort(&co);
+        return -1;
+    }
+    if (wgpt_file_out_commit(&wo, err, errlen) < 0) {
+        wgpt_file_out_abort(&co);
+        return -1;
+    }
+    if (wgpt_file_out_commit(&co, err, errlen) < 0) {
+        size_t k = strlen(err);
+        snprintf(err + k, errlen - k, "; %s is new but config.json is not: wgpt refuses the pair until an export completes",
+                 wpath);
+        return -1;
+    }
+    return 0;
 }

@@ -164,6 +164,30 @@ static int metadata_ok_(const cJSON *m) {
     return 1;
 }
 
+// Keeps the metadata as "key\0value\0" pairs in st->meta.
+static int keep_metadata_(wgpt_safetensors *st, const cJSON *m) {
+    size_t n = 0;
+    for (const cJSON *c = m->child; c; c = c->next) n += strlen(c->string) + strlen(c->valuestring) + 2;
+    if (!(st->meta = malloc(n ? n : 1))) return -1;
+    char *at = st->meta;
+    for (const cJSON *c = m->child; c; c = c->next) {
+        size_t a = strlen(c->string) + 1, b = strlen(c->valuestring) + 1;
+        memcpy(at, c->string, a), memcpy(at + a, c->valuestring, b);
+        at += a + b;
+    }
+    st->meta_len = n;
+    return 0;
+}
+
+const char *wgpt_safetensors_meta(const wgpt_safetensors *st, const char *key) {
+    for (size_t at = 0; at < st->meta_len;) {
+        const char *k = st->meta + at, *v = k + strlen(k) + 1;
+        if (strcmp(k, key) == 0) return v;
+        at = (size_t)(v + strlen(v) + 1 - st->meta);
+    }
+    return NULL;
+}
+
 typedef struct span_ {
     uint64_t begin, end;
     size_t index;
@@ -232,6 +256,10 @@ static int read_entries_(wgpt_safetensors *st, const cJSON *root, const unsigned
                 wgpt_errf(err, errlen, "%s: __metadata__ given twice", label);
                 goto out;
             }
+            if (keep_metadata_(st, c) < 0) {
+                wgpt_errf(err, errlen, "%s: out of memory for the metadata", label);
+                goto out;
+            }
             continue;
         }
         wgpt_st_tensor *t = &st->tensors[st->count];
@@ -257,10 +285,12 @@ out:
     return rc;
 }
 
-int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size, const char *label, char *err,
-                           size_t errlen) {
+// b: the first bytes of a file of `size` bytes: the 8-byte length and, once
+// that is in bounds, the whole JSON header; data: the data buffer (NULL: it
+// follows the header in b).
+static int parse_(wgpt_safetensors *st, const unsigned char *b, size_t size, const unsigned char *data,
+                  const char *label, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    const unsigned char *b = bytes;
     if (size < 8)
         return wgpt_errf(err, errlen, "%s: %zu bytes, too short for a safetensors file (8-byte header length first)",
                      label, size);
@@ -290,7 +320,7 @@ int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size,
     while (end && end < h + n && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
     if (!cJSON_IsObject(root)) wgpt_errf(err, errlen, "%s: the header is not a JSON object", label);
     else if (end != h + n) wgpt_errf(err, errlen, "%s: bytes after the JSON header's end (byte %zu)", label, (size_t)(end - h));
-    else rc = read_entries_(st, root, b + 8 + n, size - 8 - n, label, err, errlen);
+    else rc = read_entries_(st, root, data ? data : b + 8 + n, size - 8 - n, label, err, errlen);
     cJSON_Delete(root);
     if (rc < 0) {
         wgpt_safetensors_close(st);
@@ -298,6 +328,22 @@ int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size,
     }
     st->bytes = b;
     st->size = size;
+    return 0;
+}
+
+int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size, const char *label, char *err,
+                           size_t errlen) {
+    return parse_(st, bytes, size, NULL, label, err, errlen);
+}
+
+// Reads n bytes at off whole; -1 if the file ended first or failed.
+static int pread_all_(int fd, unsigned char *b, size_t n, off_t off) {
+    while (n) {
+        ssize_t k = pread(fd, b, n, off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        b += k, n -= (size_t)k, off += k;
+    }
     return 0;
 }
 
@@ -312,29 +358,40 @@ int wgpt_safetensors_open(wgpt_safetensors *st, const char *path, char *err, siz
         return wgpt_errf(err, errlen, "%s: not a regular file", path);
     }
     size_t size = (size_t)sb.st_size;
+    // The header is read, not mapped: only the tensors' bytes are read through
+    // the map, where the readers guard against the file shrinking (bus_guard.h).
+    unsigned char len8[8] = {0}, *head = NULL;
+    size_t hl = size < 8 ? size : 8;
+    uint64_t n = 0;
+    if (hl == 8 && pread_all_(fd, len8, 8, 0) == 0) n = (uint64_t)le32_(len8) | (uint64_t)le32_(len8 + 4) << 32;
+    if (n >= 2 && n <= WGPT_ST_MAX_HEADER && n <= size - 8) hl = 8 + (size_t)n;
     void *map = NULL;
-    if (size >= 8) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return wgpt_errf(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(e));
-        }
-    }
+    int rc = -1;
+    if (!(head = malloc(hl ? hl : 1))) wgpt_errf(err, errlen, "%s: out of memory for a %zu-byte header", path, hl);
+    else if (hl && pread_all_(fd, head, hl, 0) < 0)
+        wgpt_errf(err, errlen, "%s: cannot read its header: %s", path, errno ? strerror(errno) : "the file shrank");
+    else if (size > hl && (map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        map = NULL, wgpt_errf(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
+    else if (parse_(st, head, size, map ? (const unsigned char *)map + hl : head + hl, path, err, errlen) == 0)
+        rc = 0;
     close(fd);
-    static const unsigned char empty[1];
-    if (wgpt_safetensors_parse(st, map ? map : empty, map ? size : (size_t)sb.st_size, path, err, errlen) < 0) {
+    if (rc < 0) {
         if (map) munmap(map, size);
+        free(head);
         return -1;
     }
+    st->head = head;  // st->bytes points into it
     st->map = map;
+    st->map_size = map ? size : 0;
     return 0;
 }
 
 void wgpt_safetensors_close(wgpt_safetensors *st) {
     free(st->tensors);
     free(st->names);
-    if (st->map) munmap(st->map, st->size);
+    free(st->meta);
+    free(st->head);
+    if (st->map) munmap(st->map, st->map_size);
     memset(st, 0, sizeof *st);
 }
 
@@ -352,11 +409,13 @@ const wgpt_st_tensor *wgpt_safetensors_find(const wgpt_safetensors *st, const ch
 
 // ---- writing ----
 
-unsigned char *wgpt_safetensors_header(const wgpt_st_spec *t, size_t n, size_t *len, char *err, size_t errlen) {
+unsigned char *wgpt_safetensors_header(const wgpt_st_spec *t, size_t n, const char *meta_key, const char *meta_value,
+                                       size_t *len, char *err, size_t errlen) {
     cJSON *root = cJSON_CreateObject(), *meta = cJSON_CreateObject();
     unsigned char *out = NULL;
     char *json = NULL;
     if (!root || !meta || !cJSON_AddStringToObject(meta, "format", "pt")) goto oom;
+    if (meta_key && !cJSON_AddStringToObject(meta, meta_key, meta_value)) goto oom;
     cJSON_AddItemToObject(root, "__metadata__", meta);
     meta = NULL;
     uint64_t at = 0;

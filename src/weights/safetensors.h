@@ -41,20 +41,30 @@ typedef struct wgpt_st_tensor {
 typedef struct wgpt_safetensors {
     wgpt_st_tensor *tensors;  // (count) sorted by name
     size_t count;
-    const unsigned char *bytes;  // the whole file
-    size_t size;
-    void *map;  // non-NULL when _open mapped the file
+    const unsigned char *bytes;  // the length and JSON header (after _parse: the whole file)
+    size_t size;                 // of the whole file
+    void *map;                   // non-NULL when _open mapped the file (its tensors' bytes)
+    size_t map_size;
+    unsigned char *head;  // owned by _open: the header, read (not mapped)
     char *names;
+    char *meta;  // __metadata__ as "key\0value\0" pairs, owned
+    size_t meta_len;
 } wgpt_safetensors;
 
 // Parses bytes[0, size) (not copied: it must outlive st). label names the
 // file in messages. Returns 0, or -1 with err and st zeroed.
 int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size, const char *label, char *err,
                            size_t errlen);
-// Maps a regular file read-only and parses it. Returns 0, or -1 with err.
+// Reads a regular file's header and maps the file read-only for the tensors'
+// bytes. A file cut short after this makes reads of those bytes fault
+// (SIGBUS): read them inside wgpt_bus_guard_run (data/bus_guard.h).
+// Returns 0, or -1 with err.
 int wgpt_safetensors_open(wgpt_safetensors *st, const char *path, char *err, size_t errlen);
 // Frees and unmaps; every tensor pointer becomes invalid. Safe on a zeroed st.
 void wgpt_safetensors_close(wgpt_safetensors *st);
+
+// The value of a __metadata__ key, or NULL.
+const char *wgpt_safetensors_meta(const wgpt_safetensors *st, const char *key);
 
 // The tensor called name, or NULL.
 const wgpt_st_tensor *wgpt_safetensors_find(const wgpt_safetensors *st, const char *name);
@@ -76,10 +86,12 @@ typedef struct wgpt_st_spec {
 } wgpt_st_spec;
 
 // The bytes before the data of a file holding these F32 tensors back to back
-// in the given order, metadata {"format": "pt"} (which transformers requires):
+// in the given order, metadata {"format": "pt"} (which transformers requires)
+// plus meta_key: meta_value unless meta_key is NULL:
 // the 8-byte length and the JSON header, padded with spaces so that the data
 // starts 8-byte aligned. Returns a malloc'ed buffer of *len bytes, or NULL
 // with err (out of memory, a size past 2^53).
-unsigned char *wgpt_safetensors_header(const wgpt_st_spec *t, size_t n, size_t *len, char *err, size_t errlen);
+unsigned char *wgpt_safetensors_header(const wgpt_st_spec *t, size_t n, const char *meta_key, const char *meta_value,
+                                       size_t *len, char *err, size_t errlen);
 
 #endif
