@@ -261,7 +261,7 @@ static void export_loads_back_into_torch(void **st) {
     char in[700], out[700], err[2048], cmd[2400];
     snprintf(in, sizeof in, "%s/model", dir);
     snprintf(out, sizeof out, "%s/exported", dir);
-    if (wgpt_export(in, "hf", out, err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_export(in, "hf", out, 0, err, sizeof err) < 0) fail_msg("%s", err);
     snprintf(cmd, sizeof cmd, "%s %s/tests/torch_parity.py --out %s --check-export %s", python_(), WGPT_SOURCE_DIR,
              dir, out);
     assert_int_equal(system(cmd), 0);

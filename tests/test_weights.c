@@ -573,9 +573,9 @@ static void export_from_a_checkpoint_round_trips(void **s) {
     wgpt_checkpoint ck = {.config = c, .step = 7, .tokenizer = "bytes", .params = p};
     char err[1024];
     if (wgpt_checkpoint_write(path_("x.ckpt"), &ck, err, sizeof err) < 0) fail_msg("%s", err);
-    if (wgpt_export(path_("x.ckpt"), "hf", path_("x_hf"), err, sizeof err) < 0) fail_msg("%s", err);
-    if (wgpt_export(path_("x.ckpt"), "llmc", path_("x.bin"), err, sizeof err) < 0) fail_msg("%s", err);
-    if (wgpt_export(path_("x_hf"), "llmc", path_("x2.bin"), err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_export(path_("x.ckpt"), "hf", path_("x_hf"), 0, err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_export(path_("x.ckpt"), "llmc", path_("x.bin"), 0, err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_export(path_("x_hf"), "llmc", path_("x2.bin"), 0, err, sizeof err) < 0) fail_msg("%s", err);
     const char *back[3] = {"x_hf", "x.bin", "x2.bin"};
     for (int i = 0; i < 3; i++) {
         wgpt_weights w;
@@ -585,14 +585,14 @@ static void export_from_a_checkpoint_round_trips(void **s) {
         assert_string_equal(w.tokenizer, "bytes");           // 256 ids
         wgpt_weights_free(&w);
     }
-    assert_int_equal(wgpt_export(path_("x.ckpt"), "onnx", path_("y"), err, sizeof err), -1);
+    assert_int_equal(wgpt_export(path_("x.ckpt"), "onnx", path_("y"), 0, err, sizeof err), -1);
     assert_non_null(strstr(err, "unknown export format 'onnx' (hf or llmc)"));
     p[(size_t)200 * 48] = 0;  // padded rows must be zero for hf: V=200 < Vp=256
     wgpt_checkpoint ck2 = ck;
     ck2.config.vocab_size = 200;
     p[(size_t)210 * 48 + 1] = 0.5f;
     if (wgpt_checkpoint_write(path_("pad.ckpt"), &ck2, err, sizeof err) < 0) fail_msg("%s", err);
-    assert_int_equal(wgpt_export(path_("pad.ckpt"), "hf", path_("pad_hf"), err, sizeof err), -1);
+    assert_int_equal(wgpt_export(path_("pad.ckpt"), "hf", path_("pad_hf"), 0, err, sizeof err), -1);
     assert_non_null(strstr(err, "padding rows (200..256) are not zero"));
     free(p);
 }
@@ -741,7 +741,7 @@ static int export_with_size_limit_(const char *in, const char *format, const cha
         signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of death
         setrlimit(RLIMIT_FSIZE, &lim);
         char err[1024];
-        int rc = wgpt_export(in, format, out, err, sizeof err);
+        int rc = wgpt_export(in, format, out, 0, err, sizeof err);
         if (rc < 0) printf("  export failed as the disk filled: %s\n", err);
         fflush(stdout);
         _exit(rc < 0 ? 1 : 0);
@@ -777,7 +777,7 @@ static void hf_export_onto_a_folder_is_all_or_nothing(void **s) {
     closedir(dd);
     assert_int_equal(files, 2);
     // new weights beside the old config.json: refused, naming both
-    if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2_b"), err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2_b"), 0, err, sizeof err) < 0) fail_msg("%s", err);
     size_t n;
     char *st = read_all_(path_("m2_b/model.safetensors"), &n);
     FILE *f = fopen(path_("m2/model.safetensors"), "wb");
@@ -793,7 +793,7 @@ static void hf_export_onto_a_folder_is_all_or_nothing(void **s) {
     printf("  config.json without the id: %s\n", err);
     assert_non_null(strstr(err, "wgpt_export_id"));
     // a completed export replaces both
-    if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2"), err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_export(path_("m2_b.ckpt"), "hf", path_("m2"), 0, err, sizeof err) < 0) fail_msg("%s", err);
     if (wgpt_model_file_read(path_("m2"), 1, &w, err, sizeof err) < 0) fail_msg("%s", err);
     assert_int_equal(w.config.num_heads, 2);
     assert_memory_equal(w.params, pb, wgpt_gpt2_num_params(&b) * sizeof(float));

@@ -24,9 +24,17 @@ int wgpt_file_out_begin(wgpt_file_out *o, const char *path, char *err, size_t er
         wgpt_file_out_abort(o);
         return -1;
     }
-    o->f = fopen(o->tmp, "wb");
-    if (!o->f) {
+    // A stale .tmp (an earlier write killed) is replaced; O_EXCL then never
+    // follows a link planted there nor blocks on a FIFO.
+    int fd = -1;
+    if (unlink(o->tmp) != 0 && errno != ENOENT)
+        snprintf(err, errlen, "%s: cannot remove the stale temporary file: %s", o->tmp, strerror(errno));
+    else if ((fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0 || !(o->f = fdopen(fd, "wb")))
         snprintf(err, errlen, "%s: cannot create: %s", o->tmp, strerror(errno));
+    if (!o->f) {
+        if (fd >= 0) close(fd), unlink(o->tmp);
+        free(o->tmp);  // not ours to remove
+        o->tmp = NULL;
         wgpt_file_out_abort(o);
         return -1;
     }
