@@ -8,13 +8,15 @@
 #include "cli/options.h"
 #include "gpu/gpu.h"
 #include "model/gpt2.h"  // defines: wgpt_precision_auto
+#include "train/checkpoint.h"
 #include "train/model_file.h"
 
 static const char USAGE_[] =
     "usage: wgpt info [--list] [--check] [--adapter N|NAME] [CHECKPOINT]\n\n"
     "Describes the GPU adapter wgpt opens (its limits and features), or, given a\n"
     "CHECKPOINT, that checkpoint or imported model file (Hugging Face GPT-2 folder or\n"
-    "safetensors, llm.c .bin): model, step, tokenizer.";
+    "safetensors, llm.c .bin): model, step, tokenizer; the whole file is read and checked\n"
+    "(a checkpoint's checksums too): a damaged one exits 1.";
 
 int wgpt_cmd_info(int argc, char **argv) {
     int list = 0, check = 0;
@@ -33,17 +35,30 @@ int wgpt_cmd_info(int argc, char **argv) {
     wgpt_gpu_args_apply(&opt, adapter);
     char err[2048], line[512];
     if (ckpt) {
-        wgpt_weights ck;  // the header only: a wgpt checkpoint, Hugging Face GPT-2 or llm.c file
+        wgpt_weights ck;  // the header first: a wgpt checkpoint, Hugging Face GPT-2 or llm.c file
         if (wgpt_model_file_read(ckpt, 0, &ck, err, sizeof err) < 0) {
             fprintf(stderr, "wgpt info: %s\n", err);
             return 1;
         }
+        // then the body, whole: checksums (checkpoints), sizes, shapes and values
+        int is_ckpt = strcmp(ck.format, "wgpt checkpoint") == 0;
+        wgpt_weights body;
+        if (is_ckpt ? wgpt_checkpoint_verify(ckpt, err, sizeof err) < 0
+                    : wgpt_model_file_read(ckpt, 1, &body, err, sizeof err) < 0) {
+            fprintf(stderr, "wgpt info: damaged: %s\n", err);
+            wgpt_weights_free(&ck);
+            return 1;
+        }
+        if (!is_ckpt) wgpt_weights_free(&body);
         const wgpt_gpt2_config *c = &ck.config;
         printf("%s: %s, step %llu, tokenizer %s\n", ckpt, ck.format, (unsigned long long)ck.step,
                ck.tokenizer[0] ? ck.tokenizer : "unknown (the vocabulary fits neither gpt2 nor bytes)");
         printf("model: %u layers, %u heads, %u channels, context %u, vocabulary %u (padded %u): %zu parameters\n",
                c->num_layers, c->num_heads, c->channels, c->max_seq_len, c->vocab_size, c->padded_vocab_size,
                wgpt_gpt2_num_params(c));
+        printf("body: %s\n", is_ckpt ? "read whole, checksums verified, every value finite"
+                                      : "read whole (the format has no checksums): every tensor's shape checked, "
+                                        "every value finite");
         wgpt_weights_free(&ck);
         return 0;
     }

@@ -276,6 +276,8 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
     uint64_t len[NSECT];
     if (write_prepare_(path, ck, hdr, len, err, errlen) < 0) return -1;
 
+    struct stat before;
+    const char *kept = lstat(path, &before) == 0 ? "was left as it was" : "was not written (there was no earlier checkpoint)";
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) return wgpt_errf(err, errlen, "%s: not written: out of memory", path);
@@ -291,7 +293,7 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
     if (fd < 0) {
         int e = errno;
         free(tmp);
-        return wgpt_errf(err, errlen, "%s.tmp: cannot create (%s); %s was left as it was", path, strerror(e), path);
+        return wgpt_errf(err, errlen, "%s.tmp: cannot create (%s); %s %s", path, strerror(e), path, kept);
     }
     writer_ w = {fdopen(fd, "wb"), 0, 0};
     if (!w.f) {
@@ -309,8 +311,8 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
     if (w.errnum) {
         unlink(tmp);
         free(tmp);
-        return wgpt_errf(err, errlen, "%s.tmp: %s failed after %llu of %llu bytes (%s); %s was left as it was", path,
-                     stage, (ull)w.done, (ull)total, strerror(w.errnum), path);
+        return wgpt_errf(err, errlen, "%s.tmp: %s failed after %llu of %llu bytes (%s); %s %s", path, stage,
+                         (ull)w.done, (ull)total, strerror(w.errnum), path, kept);
     }
     free(tmp);
     int e = wgpt_sync_parent(path);
@@ -319,6 +321,17 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
                      "%s: written and renamed into place, but its folder could not be synced (%s): "
                      "the new checkpoint may not survive a power loss",
                      path, strerror(e));
+    return 0;
+}
+
+int wgpt_checkpoint_remove_stale_tmp(const char *path, char *err, size_t errlen) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    struct stat sb;
+    if (lstat(tmp, &sb) != 0) return 0;
+    if (S_ISDIR(sb.st_mode)) return 0;  // not a file a writer of ours left: the next write refuses it, naming it
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        return wgpt_errf(err, errlen, "%s: cannot remove the stale temporary file: %s", tmp, strerror(errno));
     return 0;
 }
 
@@ -496,6 +509,67 @@ int wgpt_checkpoint_read(const char *path, wgpt_checkpoint *ck, char *err, size_
     ck->params = sect[S_PARAMS];
     ck->adam_m = sect[S_ADAM_M];
     ck->adam_v = sect[S_ADAM_V];
+    return 0;
+}
+
+int wgpt_checkpoint_verify(const char *path, char *err, size_t errlen) {
+    wgpt_checkpoint ck;
+    memset(&ck, 0, sizeof ck);
+    uint64_t fsize, len[NSECT];
+    unsigned char raw[HEADER_SIZE];
+    FILE *f = open_(path, &fsize, err, errlen);
+    if (!f) return -1;
+    int rc = read_header_(f, path, fsize, &ck, len, raw, err, errlen);
+    enum { CHUNK = 1 << 20 };
+    float *buf = rc == 0 ? malloc(CHUNK) : NULL;
+    if (rc == 0 && !buf) rc = wgpt_errf(err, errlen, "%s: out of memory", path);
+    uint32_t crc[NSECT] = {0};
+    uint64_t at = HEADER_SIZE;
+    for (int i = 0; rc == 0 && i < NSECT; at += len[i], i++)
+        for (uint64_t done = 0; rc == 0 && done < len[i];) {
+            size_t k = len[i] - done < CHUNK ? (size_t)(len[i] - done) : CHUNK;
+            if (fread(buf, 1, k, f) != k) {
+                rc = wgpt_errf(err, errlen, "%s: cannot read the %s section (bytes %llu..%llu): %s", path, SECT_NAME[i],
+                               (ull)at, (ull)(at + len[i]), ferror(f) ? strerror(errno) : "file shrank while reading");
+                break;
+            }
+            crc[i] = crc_(crc[i], buf, k);
+            if (i >= S_PARAMS) {  // whole floats: CHUNK and the section sizes are multiples of 4
+                if (!host_le_()) swap_floats_(buf, k / 4);
+                for (size_t j = 0; j < k / 4; j++)
+                    if (!isfinite(buf[j])) {
+                        char where[128];
+                        locate_(&ck.config, done / 4 + j, where, sizeof where);
+                        rc = wgpt_errf(err, errlen, "%s: %s element %llu (%s) is %s", path, SECT_NAME[i],
+                                       (ull)(done / 4 + j), where, isnan(buf[j]) ? "NaN" : "Inf");
+                        break;
+                    }
+            }
+            done += k;
+        }
+    free(buf);
+    unsigned char tr[TRAILER_SIZE];
+    if (rc == 0 && fread(tr, 1, TRAILER_SIZE, f) != TRAILER_SIZE)
+        rc = wgpt_errf(err, errlen, "%s: cannot read the trailer: %s", path,
+                       ferror(f) ? strerror(errno) : "file shrank while reading");
+    fclose(f);
+    if (rc < 0) return -1;
+    if (memcmp(tr + 24, END_MARK, 8) != 0)
+        return wgpt_errf(err, errlen, "%s: the end marker \"WGPTEND\" is missing (damaged or incompletely written file)",
+                         path);
+    uint32_t file = crc_(0, raw, HEADER_SIZE);
+    for (int i = 0; i < NSECT; i++) file = crc_combine_(file, crc[i], len[i]);
+    file = crc_(file, tr, 20);
+    at = HEADER_SIZE;
+    for (int i = 0; i < NSECT; at += len[i], i++)
+        if (crc[i] != get_u32_(tr + 4 * i))
+            return wgpt_errf(err, errlen,
+                             "%s: checksum mismatch in the %s section (bytes %llu..%llu): the data or its stored "
+                             "checksum is damaged",
+                             path, SECT_NAME[i], (ull)at, (ull)(at + len[i]));
+    if (file != get_u32_(tr + 20))
+        return wgpt_errf(err, errlen, "%s: file checksum mismatch (stored 0x%08x, computed 0x%08x): the trailer is damaged",
+                         path, get_u32_(tr + 20), file);
     return 0;
 }
 

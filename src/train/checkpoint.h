@@ -60,7 +60,7 @@ typedef struct wgpt_checkpoint {
 // replaced), written, flushed, fsync'ed, closed, renamed over path, then the
 // folder is fsync'ed. An existing checkpoint at path is never damaged: on any
 // failure (bad config, NaN/Inf in a tensor, disk full, I/O error) it stays as
-// it was and path.tmp is removed. The caller keeps ownership of ck.
+// it was (the message says whether there was one) and path.tmp is removed. The caller keeps ownership of ck.
 // Returns 0, or -1 with err naming the file, the value and the limit. One -1
 // leaves the new file in place: the folder fsync after the rename failed (the
 // message says so; the replacement may not survive a power loss).
@@ -73,6 +73,15 @@ int wgpt_checkpoint_write(const char *path, const wgpt_checkpoint *ck, char *err
 // empty blobs and absent moments are NULL), or -1 with err and ck zeroed
 // (nothing to free).
 int wgpt_checkpoint_read(const char *path, wgpt_checkpoint *ck, char *err, size_t errlen);
+
+// Checks all of path as _read does (every checksum, no NaN/Inf) reading the
+// tensors in pieces, without holding them. Returns 0, or -1 with err.
+int wgpt_checkpoint_verify(const char *path, char *err, size_t errlen);
+
+// Removes path.tmp, a write's temporary file that a killed writer left
+// (call it where no other writer can be at work: a run holding the folder's
+// lock). A folder there is left alone. Returns 0, or -1 with err.
+int wgpt_checkpoint_remove_stale_tmp(const char *path, char *err, size_t errlen);
 
 // Frees what wgpt_checkpoint_read allocated and zeroes ck. Safe on a zeroed
 // or peeked struct; not for a struct whose arrays the caller owns.

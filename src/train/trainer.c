@@ -334,7 +334,12 @@ static int init_from_(run_ *r, int with_params) {
     int rc = 1;
     uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
     const char *tn = wgpt_tokenizer_name(r->tok);
-    if (w.config.vocab_size != V)
+    const char *recorded = wgpt_loader_tokenizer(r->loader);  // the shards' own: --tokenizer cannot change it
+    if (w.config.vocab_size != V && w.tokenizer[0] && recorded && strcmp(recorded, w.tokenizer) != 0)
+        fail_(r, "%s is a model of the '%s' tokenizer (%u ids), but the shards (%s) were made with the '%s' tokenizer: "
+              "tokenize the text again with `wgpt tokenize --tokenizer %s` and train on those shards",
+              o->init_from, w.tokenizer, w.config.vocab_size, o->data, recorded, w.tokenizer);
+    else if (w.config.vocab_size != V)
         fail_(r, "%s has a vocabulary of %u ids but the '%s' tokenizer has %u%s%s%s", o->init_from, w.config.vocab_size,
               tn, V, w.tokenizer[0] ? " (pass --tokenizer " : "", w.tokenizer, w.tokenizer[0] ? ")" : "");
     else if (w.tokenizer[0] && strcmp(w.tokenizer, tn) != 0)
@@ -420,9 +425,15 @@ static int open_model_(run_ *r) {
     r->g = wgpt_gpu_open(&gpu, err, sizeof err);
     if (!r->g) return fail_(r, "%s", err);
     int dims = wgpt_gpt2_check_shape(&r->cfg, o->batch, o->seq, wgpt_gpu_get_info(r->g)->max_buffer, err, sizeof err);
-    if (dims) {
-        shape_options_(dims, opts, sizeof opts);
-        fail_(r, "%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
+    if (dims) {  // under --init-from the model's sizes are the file's: no option changes them
+        int file = o->init_from ? dims & (WGPT_GPT2_DIM_C | WGPT_GPT2_DIM_NH | WGPT_GPT2_DIM_L) : 0;
+        shape_options_(dims & ~file, opts, sizeof opts);
+        if (file)
+            fail_(r, "%s on '%s': the model of %s (%u layers, %u heads, %u channels) cannot run here%s%s", err,
+                  wgpt_gpu_get_info(r->g)->name, o->init_from, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels,
+                  opts[0] ? "; or change " : "", opts);
+        else
+            fail_(r, "%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
         return 2;
     }
     wgpt_precision precision = WGPT_PRECISION_FP32;
@@ -491,6 +502,8 @@ static int open_run_(run_ *r) {
         if (r->lock < 0) return fail_(r, "%s", err);
     }
     snprintf(r->path_ckpt, sizeof r->path_ckpt, "%s/latest.ckpt", o->out_dir);
+    // A latest.ckpt.tmp a killed writer left goes now that the folder is ours.
+    if (r->rank == 0 && wgpt_checkpoint_remove_stale_tmp(r->path_ckpt, err, sizeof err) < 0) return fail_(r, "%s", err);
     snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.jsonl", o->out_dir);
     snprintf(r->path_svg, sizeof r->path_svg, "%s/loss.svg", o->out_dir);
 
