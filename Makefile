@@ -186,7 +186,7 @@ FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c src/util/fs
 FUZZ_SRC_options = src/cli/options.c
 FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c src/util/err.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
-FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/model/gpt2_layout.c src/util/err.c
+FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/data/bus_guard.c src/model/gpt2_layout.c src/util/err.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
