@@ -227,7 +227,10 @@ static void init_from_head_size_names_the_file(void **st) {
     write_hf_(path_("hs256"), &c, p);
     free(p);
     wgpt_train_opts o;
+    char data[700];
+    snprintf(data, sizeof data, "%s/*_000000.bin", dir);  // not m.bin, inference_takes_imported_models' model
     opts_(&o, path_("l7"));
+    o.data = data;
     o.init_from = path_("hs256");
     char text[4096];
     assert_int_not_equal(run_captured_(&o, text, sizeof text), 0);

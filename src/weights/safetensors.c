@@ -341,6 +341,7 @@ static int pread_all_(int fd, unsigned char *b, size_t n, off_t off) {
     while (n) {
         ssize_t k = pread(fd, b, n, off);
         if (k < 0 && errno == EINTR) continue;
+        if (k == 0) errno = 0;  // the end of the file: no system error
         if (k <= 0) return -1;
         b += k, n -= (size_t)k, off += k;
     }
@@ -368,8 +369,9 @@ int wgpt_safetensors_open(wgpt_safetensors *st, const char *path, char *err, siz
     void *map = NULL;
     int rc = -1;
     if (!(head = malloc(hl ? hl : 1))) wgpt_errf(err, errlen, "%s: out of memory for a %zu-byte header", path, hl);
-    else if (hl && pread_all_(fd, head, hl, 0) < 0)
-        wgpt_errf(err, errlen, "%s: cannot read its header: %s", path, errno ? strerror(errno) : "the file shrank");
+    else if ((hl && pread_all_(fd, head, hl, 0) < 0) || (hl >= 8 && memcmp(head, len8, 8) != 0))
+        wgpt_errf(err, errlen, "%s: cannot read its header: %s", path,
+                  errno ? strerror(errno) : "the file changed while it was read");
     else if (size > hl && (map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
         map = NULL, wgpt_errf(err, errlen, "%s: cannot map %zu bytes: %s", path, size, strerror(errno));
     else if (parse_(st, head, size, map ? (const unsigned char *)map + hl : head + hl, path, err, errlen) == 0)
