@@ -443,8 +443,8 @@ static int open_model_(run_ *r) {
                                                         (uint32_t)r->nranks, err, sizeof err)
                              : wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
     if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
-        fail_(r, "%s on '%s': the model does not fit: change --batch, --seq, --layers, --channels", err,
-              wgpt_gpu_get_info(r->g)->name);
+        fail_(r, "%s on '%s': the model does not fit: change --batch, --seq%s", err, wgpt_gpu_get_info(r->g)->name,
+              o->init_from ? " (the model's sizes are --init-from's file's)" : ", --layers, --channels");
         return 2;
     }
     if (!r->model) return fail_(r, "%s", err);
