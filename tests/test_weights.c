@@ -3,7 +3,10 @@
 // the tensor; Hugging Face GPT-2's name mapping (prefix or none, Conv1D
 // transposes, lm_head tied present or absent, mask buffers ignored, sizes
 // from config.json or from the shapes, F16/BF16); llm.c's version 3 and 5
-// files; and export then import giving back the same parameters bit for bit.
+// files; export then import giving back the same parameters bit for bit; and
+// what a hostile or careless user found (issue 52): export onto odd targets,
+// a config.json unreadable or read otherwise than transformers reads it, a
+// half-finished HF export, a file truncated while read, a huge config.json.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
