@@ -892,6 +892,32 @@ static void shard_shrinking_under_the_loader(void **state) {
     wgpt_shard_close(&s);
 }
 
+// L12: a shard rewritten in place after the vocabulary check (same size, an
+// id past the vocabulary): the batch that meets it fails naming the file and
+// the position (the model would only have named a position in the batch).
+static void rewritten_token_names_file_and_position(void **state) {
+    (void)state;
+    make_shard_("ids_000.bin", 0, 4000);  // ids 0..3999
+    wgpt_loader *l = open_(path_("ids_000.bin"), 4, 16, 1, 0);
+    char err[1024];
+    assert_int_equal(wgpt_loader_check_vocab(l, 4000, err, sizeof err), 0);
+    static int in[4 * 16], tg[4 * 16];
+    assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+    int fd = open(path_("ids_000.bin"), O_WRONLY);
+    assert_true(fd >= 0);
+    uint16_t bad = 4321;
+    enum { AT = 2500 };
+    assert_int_equal(pwrite(fd, &bad, 2, WGPT_SHARD_HEADER_BYTES + 2 * AT), 2);
+    close(fd);
+    int rc = 0;
+    for (int i = 0; i < 200 && rc == 0; i++) rc = wgpt_loader_next_train(l, in, tg);  // an epoch is 62 batches
+    assert_int_equal(rc, -1);
+    const char *e = wgpt_loader_error(l);
+    if (!strstr(e, "ids_000.bin") || !strstr(e, "token 4321 at position 2500") || !strstr(e, "vocabulary size 4000"))
+        fail_msg("%s", e);
+    wgpt_loader_free(l);
+}
+
 static void on_alarm_(int sig) {
     (void)sig;
     static const char msg[] = "a FIFO blocked the open (no answer in 20 s)\n";
@@ -938,6 +964,7 @@ int main(void) {
         cmocka_unit_test_teardown(tokenizer_recorded_and_mixes_refused, clear_),
         cmocka_unit_test_teardown(shard_shrinking_under_the_loader, clear_),
         cmocka_unit_test_teardown(fifo_shard_is_refused_without_blocking, clear_),
+        cmocka_unit_test_teardown(rewritten_token_names_file_and_position, clear_),
     };
     return cmocka_run_group_tests(tests, make_dir_, remove_dir_);
 }

@@ -43,6 +43,7 @@ struct wgpt_loader {
     uint32_t half_bits;
     uint64_t keys[FEISTEL_ROUNDS];
     const char *tokenizer;  // what the tagged shards record (one of theirs), or NULL
+    uint32_t vocab;         // every id was checked below this (65536: nothing checked); batches check again
     char err[1024];         // why the last next_train / next_val failed
 };
 
@@ -85,12 +86,21 @@ static const region_ *locate_(const region_ *r, uint32_t n, uint64_t g) {
     return &r[lo];
 }
 
-static void copy_window_(const wgpt_loader *l, const region_ *r, uint64_t g, int *inputs, int *targets) {
-    const uint16_t *p = l->shards[r->shard].tokens + r->begin + (g - r->first) * l->T;
+// Copies window g of r; returns the position in its shard of the first id
+// not below l->vocab (a shard rewritten in place since it was checked), or
+// UINT64_MAX.
+static uint64_t copy_window_(const wgpt_loader *l, const region_ *r, uint64_t g, int *inputs, int *targets) {
+    uint64_t at = r->begin + (g - r->first) * l->T;
+    const uint16_t *p = l->shards[r->shard].tokens + at;
+    uint32_t bad = 0;
     for (uint32_t t = 0; t < l->T; t++) {
         inputs[t] = p[t];
         targets[t] = p[t + 1];
+        bad |= p[t] >= l->vocab;
     }
+    if (!bad && p[l->T] < l->vocab) return UINT64_MAX;
+    for (uint32_t t = 0;; t++)
+        if (p[t] >= l->vocab) return at + t;
 }
 
 static const char *base_name_(const char *path) {
@@ -204,6 +214,7 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
     l->T = T;
     l->seed = seed;
     l->fingerprint = fnv_u64_(0xCBF29CE484222325ull, T);
+    l->vocab = vocab_size;
     // A set `wgpt tokenize` is still replacing, or files not of its set, are refused first.
     if (wgpt_shard_set_check((const char *const *)sorted, npaths, err, errlen) < 0) goto fail;
     const wgpt_shard *tagged = NULL;
@@ -304,6 +315,7 @@ typedef struct batch_ {
     int *inputs, *targets;
     int val;
     volatile uint32_t shard;
+    uint64_t bad_at;  // position in that shard of an id past the vocabulary, or UINT64_MAX
 } batch_;
 
 static void copy_batch_(void *arg) {
@@ -313,7 +325,8 @@ static void copy_batch_(void *arg) {
         uint64_t g = c->val ? l->val_next : permute_(l, l->next);
         const region_ *r = c->val ? locate_(l->val, l->nval, g) : locate_(l->train, l->ntrain, g);
         c->shard = r->shard;
-        copy_window_(l, r, g, c->inputs + (size_t)b * l->T, c->targets + (size_t)b * l->T);
+        c->bad_at = copy_window_(l, r, g, c->inputs + (size_t)b * l->T, c->targets + (size_t)b * l->T);
+        if (c->bad_at != UINT64_MAX) return;
         if (c->val) {
             l->val_next++;
         } else if (++l->next == l->train_windows) {
@@ -325,9 +338,19 @@ static void copy_batch_(void *arg) {
 }
 
 static int guarded_batch_(wgpt_loader *l, int *inputs, int *targets, int val) {
-    batch_ c = {l, inputs, targets, val, 0};
-    if (wgpt_bus_guard_run(copy_batch_, &c) == 0) return 0;
+    batch_ c = {l, inputs, targets, val, 0, UINT64_MAX};
+    int rc = wgpt_bus_guard_run(copy_batch_, &c);
     const wgpt_shard *s = &l->shards[c.shard];
+    if (rc == 0 && c.bad_at != UINT64_MAX) {
+        wgpt_errf(l->err, sizeof l->err,
+                  "%s: token %u at position %llu (byte offset %llu) is not below the vocabulary size %u, though "
+                  "every token was checked when the run opened it: the file was rewritten in place since; restore "
+                  "it (or tokenize again) before resuming",
+                  s->path, (unsigned)s->tokens[c.bad_at], (unsigned long long)c.bad_at,
+                  (unsigned long long)(WGPT_SHARD_HEADER_BYTES + 2 * c.bad_at), l->vocab);
+        return -1;
+    }
+    if (rc == 0) return 0;
     wgpt_errf(l->err, sizeof l->err,
           "%s shrank while it was being read (it held %zu bytes when opened): another process truncated or "
           "rewrote it; restore it (or tokenize again) before resuming",
@@ -347,9 +370,10 @@ int wgpt_loader_next_val(wgpt_loader *l, int *inputs, int *targets) {
 const char *wgpt_loader_error(const wgpt_loader *l) { return l->err; }
 const char *wgpt_loader_tokenizer(const wgpt_loader *l) { return l->tokenizer; }
 
-int wgpt_loader_check_vocab(const wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen) {
+int wgpt_loader_check_vocab(wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen) {
     for (uint32_t i = 0; i < l->nshards; i++)
         if (wgpt_shard_check_vocab(&l->shards[i], 0, l->shards[i].n, vocab_size, err, errlen) < 0) return -1;
+    if (vocab_size < l->vocab) l->vocab = vocab_size;
     return 0;
 }
 

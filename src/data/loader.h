@@ -66,7 +66,10 @@ const char *wgpt_loader_error(const wgpt_loader *l);
 const char *wgpt_loader_tokenizer(const wgpt_loader *l);
 // Checks every token of every shard against vocab_size, as open does.
 // Returns 0, or -1 with err naming the file and the position of the first bad id.
-int wgpt_loader_check_vocab(const wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen);
+// From then on every batch checks its ids against it too: a shard rewritten
+// in place under the run makes next_train / next_val return -1, their error
+// naming the file and the position of the bad id.
+int wgpt_loader_check_vocab(wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen);
 
 uint64_t wgpt_loader_val_batches(const wgpt_loader *l);  // 0 when there is no validation
 uint64_t wgpt_loader_train_tokens(const wgpt_loader *l);  // tokens in the train regions
