@@ -143,12 +143,18 @@ static int cmp_str_(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-// Splits the shards into regions (see loader.h) and checks there is enough of each.
-static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) {
+// Splits the shards into regions (see loader.h) and checks there is enough of
+// each (val_only: of the validation split alone).
+static int split_(wgpt_loader *l, float val_fraction, int val_only, char *err, size_t errlen) {
     uint32_t named_val = 0;
     for (uint32_t i = 0; i < l->nshards; i++)
         if (strstr(base_name_(l->shards[i].path), "val")) named_val++;
-    if (named_val == l->nshards)
+    if (val_only && !named_val && !(val_fraction > 0))
+        return wgpt_errf(err, errlen,
+                         "no validation data: no shard's name contains \"val\" (e.g. %s) and the validation "
+                         "fraction is 0",
+                         l->shards[0].path);
+    if (named_val == l->nshards && !val_only)
         return wgpt_errf(err, errlen, "no train shard: the name of every shard (%u, e.g. %s) contains \"val\"", l->nshards,
                      l->shards[0].path);
     uint64_t tail = 0;
@@ -166,7 +172,7 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
         } else add_region_(l, 0, i, 0, n);
     }
     uint64_t need = (uint64_t)l->T + 1;
-    if (l->train_windows == 0) {
+    if (l->train_windows == 0 && !val_only) {
         uint32_t first = 0;
         while (named_val && strstr(base_name_(l->shards[first].path), "val")) first++;
         return wgpt_errf(err, errlen,
@@ -175,7 +181,7 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
                      l->shards[first].path, l->nshards - named_val > 1 ? " and the other train shards" : "",
                      (unsigned long long)l->train_tokens, (unsigned long long)need);
     }
-    if ((named_val || val_fraction > 0) && l->val_windows < l->B)
+    if ((named_val || val_fraction > 0 || val_only) && l->val_windows < l->B)
         return wgpt_errf(err, errlen,
                      "the validation data (%s%s: %llu tokens) holds %llu sequences of T+1 = %llu tokens, fewer than "
                      "one batch of B = %u; %s",
@@ -188,8 +194,8 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
     return 0;
 }
 
-wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
-                                    float val_fraction, uint32_t vocab_size, char *err, size_t errlen) {
+static wgpt_loader *open_files_(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
+                                float val_fraction, uint32_t vocab_size, int val_only, char *err, size_t errlen) {
     if (npaths == 0) return wgpt_errf(err, errlen, "no shard files given"), NULL;
     if (npaths > UINT32_MAX / 4) return wgpt_errf(err, errlen, "%zu shard files: too many", npaths), NULL;
     if (B == 0 || T == 0 || B > (1u << 20) || T > (1u << 24))
@@ -232,7 +238,7 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
         if (wgpt_shard_check_vocab(s, 0, s->n, vocab_size, err, errlen) < 0) goto fail;
     }
     if (tagged) l->tokenizer = tagged->tokenizer;
-    if (split_(l, val_fraction, err, errlen) < 0) goto fail;
+    if (split_(l, val_fraction, val_only, err, errlen) < 0) goto fail;
     uint32_t h = 1;
     while (h < 32 && (1ull << (2 * h)) < l->train_windows) h++;
     l->half_bits = h;
@@ -247,8 +253,13 @@ fail:
     return NULL;
 }
 
-wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
-                              uint32_t vocab_size, char *err, size_t errlen) {
+wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
+                                    float val_fraction, uint32_t vocab_size, char *err, size_t errlen) {
+    return open_files_(paths, npaths, B, T, seed, val_fraction, vocab_size, 0, err, errlen);
+}
+
+static wgpt_loader *open_(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
+                          uint32_t vocab_size, int val_only, char *err, size_t errlen) {
     size_t plen = strlen(pattern);
     char *copy = malloc(plen + 1), *piece = NULL;
     if (!copy) return wgpt_errf(err, errlen, "out of host memory"), NULL;
@@ -289,13 +300,23 @@ wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint6
         wgpt_errf(err, errlen, "no shard pattern given (\"%s\")", pattern);
         goto done;
     }
-    l = wgpt_loader_open_files((const char *const *)g.gl_pathv, g.gl_pathc, B, T, seed, val_fraction, vocab_size,
-                               err, errlen);
+    l = open_files_((const char *const *)g.gl_pathv, g.gl_pathc, B, T, seed, val_fraction, vocab_size, val_only,
+                    err, errlen);
 done:
     if (flags) globfree(&g);
     free(piece);
     free(copy);
     return l;
+}
+
+wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
+                              uint32_t vocab_size, char *err, size_t errlen) {
+    return open_(pattern, B, T, seed, val_fraction, vocab_size, 0, err, errlen);
+}
+
+wgpt_loader *wgpt_loader_open_val(const char *pattern, uint32_t B, uint32_t T, float val_fraction,
+                                  uint32_t vocab_size, char *err, size_t errlen) {
+    return open_(pattern, B, T, 0, val_fraction, vocab_size, 1, err, errlen);
 }
 
 void wgpt_loader_free(wgpt_loader *l) {

@@ -40,7 +40,12 @@ typedef struct wgpt_loader wgpt_loader;
 // ...).
 wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
                               uint32_t vocab_size, char *err, size_t errlen);
-// The same for an explicit list of shard paths (sorted the same way; copied).
+// The same for evaluation (`wgpt eval`): only the validation split must hold
+// a batch. Shards all named "val" are all validation; the train part may be
+// missing or too small for a window (next_train must not be called then).
+wgpt_loader *wgpt_loader_open_val(const char *pattern, uint32_t B, uint32_t T, float val_fraction,
+                                  uint32_t vocab_size, char *err, size_t errlen);
+// The same as wgpt_loader_open for an explicit list of shard paths (sorted the same way; copied).
 wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
                                     float val_fraction, uint32_t vocab_size, char *err, size_t errlen);
 // Unmaps the shards and frees the loader; safe on NULL.
