@@ -1,6 +1,7 @@
 // load.c: checkpoint or imported model -> forward-only model (see load.h).
 #include "train/load.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,9 +29,36 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
         snprintf(err + n, errlen - n, " on '%s': lower --batch", in->name);
         return -1;
     }
+    // Attention binds its input, qkv (B, T, 3C), whole: a batch past that is refused by its option.
+    uint64_t per_seq = (uint64_t)t * 3 * ck->config.channels * 4;
+    if (B > 1 && per_seq && (uint64_t)B * per_seq > in->max_storage_binding && in->max_storage_binding >= per_seq)
+        return wgpt_errf(err, errlen,
+                         "--batch %u: attention binds its input (B x T x 3C floats) whole, %llu bytes for B x T = "
+                         "%u x %u; '%s' binds at most %llu bytes (maxStorageBufferBindingSize): at most --batch %llu",
+                         B, (unsigned long long)(B * per_seq), B, t, in->name,
+                         (unsigned long long)in->max_storage_binding,
+                         (unsigned long long)(in->max_storage_binding / per_seq));
     if (!(l->model = wgpt_gpt2_create_precision(l->g, &ck->config, B, t, 0, precision, err, errlen))) return -1;
+    if (wgpt_gpt2_precision(l->model) == WGPT_PRECISION_F16 &&
+        wgpt_check_f16_range(&ck->config, ck->params, path, err, errlen) < 0)
+        return -1;
     if (wgpt_gpt2_set_params(l->model, ck->params) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(l->model));
     return 0;
+}
+
+int wgpt_check_f16_range(const wgpt_gpt2_config *c, const float *params, const char *what, char *err,
+                         size_t errlen) {
+    size_t n = wgpt_gpt2_num_params(c), i = 0;
+    while (i < n && !(fabsf(params[i]) > 65504.0f)) i++;  // (a NaN is another problem)
+    if (i == n) return 0;
+    size_t s[WGPT_GPT2_NUM_TENSORS], e = i;
+    wgpt_gpt2_param_sizes(c, s);
+    int k = 0;
+    while (k < WGPT_GPT2_NUM_TENSORS - 1 && e >= s[k]) e -= s[k++];
+    return wgpt_errf(err, errlen,
+                     "%s: %s element %zu is %g, beyond f16's range (+-65504): in precision f16 its copy would be "
+                     "Inf and every loss NaN (no learning rate helps); use --precision fp32",
+                     what, wgpt_weights_tensor_names[k], e, (double)params[i]);
 }
 
 int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_dir, const wgpt_gpu_options *gpu,

@@ -20,6 +20,7 @@
 #include "train/evaluate.h"
 #include "train/generate.h"
 #include "train/history.h"
+#include "train/load.h"  // defines: wgpt_check_f16_range
 #include "train/model_file.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -250,6 +251,9 @@ static int resume_(run_ *r, const char *path) {
         fail_(r, "%s holds no optimizer state (a weights-only export): it cannot resume training", path);
     } else if (wgpt_loader_load_state(r->loader, ck.loader_state, ck.loader_state_len, err, sizeof err) < 0) {
         fail_(r, "%s: %s", path, err);
+    } else if (wgpt_gpt2_precision(r->model) == WGPT_PRECISION_F16 &&
+               wgpt_check_f16_range(&ck.config, ck.params, path, err, sizeof err) < 0) {
+        fail_(r, "%s", err);
     } else if (wgpt_gpt2_set_params(r->model, ck.params) < 0 || wgpt_gpt2_set_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
         fail_(r, "%s", wgpt_gpt2_error(r->model));
     } else if (ck.step > r->o->steps) {
@@ -343,6 +347,9 @@ static int init_from_(run_ *r, int with_params) {
         fail_(r, "--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from, w.config.max_seq_len);
     else if (with_params && memcmp(&w.config, &r->cfg, sizeof r->cfg) != 0)  // the sizes were read first
         fail_(r, "%s changed while it was being read", o->init_from);
+    else if (with_params && wgpt_gpt2_precision(r->model) == WGPT_PRECISION_F16 &&
+             wgpt_check_f16_range(&w.config, w.params, o->init_from, err, sizeof err) < 0)
+        fail_(r, "--init-from %s", err);
     else if (with_params && wgpt_gpt2_set_params(r->model, w.params) < 0)
         fail_(r, "%s", wgpt_gpt2_error(r->model));
     else
