@@ -48,19 +48,23 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
 
 int wgpt_check_f16_range(const wgpt_gpt2_config *c, const float *params, const char *what, char *err,
                          size_t errlen) {
-    size_t n = wgpt_gpt2_num_params(c), i = 0;
-    while (i < n && !(fabsf(params[i]) > 65504.0f)) i++;  // (a NaN is another problem)
-    if (i == n) return 0;
-    size_t s[WGPT_GPT2_NUM_TENSORS], e = i;
+    // the matmuls' weights, whose f16 copies the matmuls multiply: wte (the logits), qkvw, attprojw, fcw, fcprojw
+    static const int matmul[] = {0, 4, 6, 10, 12};
+    size_t s[WGPT_GPT2_NUM_TENSORS], base[WGPT_GPT2_NUM_TENSORS + 1] = {0};
     wgpt_gpt2_param_sizes(c, s);
-    int k = 0;
-    while (k < WGPT_GPT2_NUM_TENSORS - 1 && e >= s[k]) e -= s[k++];
-    return wgpt_errf(err, errlen,
-                     "%s: %s element %zu is %g, beyond f16's range (+-65504): in precision f16 its copy would be "
-                     "Inf and every loss NaN (no learning rate helps); use --precision fp32",
-                     what, wgpt_weights_tensor_names[k], e, (double)params[i]);
+    for (int k = 0; k < WGPT_GPT2_NUM_TENSORS; k++) base[k + 1] = base[k] + s[k];
+    for (size_t m = 0; m < sizeof matmul / sizeof matmul[0]; m++) {
+        int k = matmul[m];
+        for (size_t i = base[k]; i < base[k + 1]; i++)
+            if (fabsf(params[i]) > 65504.0f)  // (a NaN is another problem)
+                return wgpt_errf(err, errlen,
+                                 "%s: %s element %zu is %g, beyond f16's range (+-65504): in precision f16 the "
+                                 "matmuls multiply an f16 copy of it, which would be Inf and every loss NaN (no "
+                                 "learning rate helps); use --precision fp32",
+                                 what, wgpt_weights_tensor_names[k], i - base[k], (double)params[i]);
+    }
+    return 0;
 }
-
 int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_dir, const wgpt_gpu_options *gpu,
                             uint32_t B, uint32_t T, wgpt_precision precision, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
