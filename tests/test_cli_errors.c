@@ -153,10 +153,10 @@ static void bad_environment_values_are_named(void **st) {
                                          {"WGPT_SGM_EMULATE=yes", "WGPT_SGM_EMULATE"},
                                          {"WGPT_KERNEL_STATS=/dev/full", "WGPT_KERNEL_STATS=/dev/full: cannot write"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        RUN_ENV(&r, bad[i][0], "eval", "--checkpoint", "r/latest.ckpt", "--data", "d/val_*.bin", "--batches", "1");
+        RUN_ENV(&r, bad[i][0], "eval", "--checkpoint", "r/latest.ckpt", "--data", "d/*.bin", "--batches", "1");
         if (r.code == 0 || !strstr(r.out, bad[i][1])) fail_msg("%s: exit %d:\n%s", bad[i][0], r.code, r.out);
     }
-    RUN_ENV(&r, "WGPT_SGM_EMULATE=0", "eval", "--checkpoint", "r/latest.ckpt", "--data", "d/val_*.bin", "--batches", "1");
+    RUN_ENV(&r, "WGPT_SGM_EMULATE=0", "eval", "--checkpoint", "r/latest.ckpt", "--data", "d/*.bin", "--batches", "1");
     expect_(&r, 0, "loss ");
 }
 
