@@ -95,8 +95,8 @@ static wgpt_opt_range type_range_(const wgpt_opt *o) {
 }
 
 // Parses val as o's type into *num (numbers) without storing it. -1: not of
-// the type; -2: a whole number beyond the type's largest value (*num holds
-// it, roughly).
+// the type; -2: a number beyond the type's values (*num holds it, roughly);
+// -3: an empty string where a name or path belongs.
 static int parse_(const wgpt_opt *o, const char *val, double *num, uint64_t *whole) {
     char *end;
     errno = 0;
@@ -104,10 +104,11 @@ static int parse_(const wgpt_opt *o, const char *val, double *num, uint64_t *who
     case WGPT_OPT_U32:
     case WGPT_OPT_U64: {
         unsigned long long v = strtoull(val, &end, 10);
-        if (negative_(val) || *end || end == val || (errno && errno != ERANGE)) return -1;
+        int range = errno == ERANGE;  // past 2^64 - 1
+        if (negative_(val) || *end || end == val || (errno && !range)) return -1;
         *whole = v;
-        *num = errno == ERANGE ? strtod(val, NULL) : (double)v;
-        return errno == ERANGE || (o->type == WGPT_OPT_U32 && v > UINT32_MAX) ? -2 : 0;
+        *num = range ? strtod(val, NULL) : (double)v;
+        return range || (o->type == WGPT_OPT_U32 && v > UINT32_MAX) ? -2 : 0;
     }
     case WGPT_OPT_COUNT: {
         int rc = count_(val, whole);
