@@ -3,8 +3,9 @@
 // process accumulating the ranks' micro-batches, the bucketed exchange equal
 // to one sum bit for bit, resume (same and other N),
 // ZeRO-1's halved optimizer memory,
-// a stop on one rank, a dead rank, a two-"host" hostfile, refusals, and the
-// nonblocking sums themselves (the program run as the ranks: comm-selftest).
+// a stop on one rank, a dead rank, a two-"host" hostfile, refusals, signals
+// to mpirun itself, progress lines to a file, and the nonblocking sums
+// themselves (the program run as the ranks: comm-selftest).
 // Skipped where the build has no MPI (WGPT_MPI=0) or mpirun is missing.
 #define _DEFAULT_SOURCE
 #include <dirent.h>
@@ -469,6 +470,113 @@ static int signal_rank1_(const char *out, int sig, int comm_timeout, double *sec
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+// The pid of the mpirun whose parent is `parent` (the test's `timeout`), or 0.
+static pid_t find_mpirun_(pid_t parent) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t found = 0;
+    while (d && !found && (e = readdir(d))) {
+        char p[300], stat[512] = "";
+        snprintf(p, sizeof p, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        size_t n = fread(stat, 1, sizeof stat - 1, f);
+        fclose(f);
+        stat[n] = 0;
+        const char *close = strrchr(stat, ')');  // "pid (comm) state ppid ..."
+        int ppid = 0;
+        char st;
+        if (close && strstr(stat, "(mpirun)") && sscanf(close + 1, " %c %d", &st, &ppid) == 2 && ppid == parent)
+            found = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+// Starts a long 2-rank run (mpirun started with mca, e.g. "--mca NAME VALUE"),
+// waits for its first step, sends sig to mpirun itself (as Slurm, `timeout`
+// or a user does), and returns mpirun's exit status and the seconds it took.
+static int signal_mpirun_(const char *out, int sig, const char *mca, double *seconds) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && exec timeout 120 " MPIRUN " %s -np 2 '%s' train --data 'data/*.bin' --out %s --steps 100000 "
+             "--resume none --checkpoint-every 0 --comm-timeout 30 " COMMON " > '%s.log' 2>&1",
+             dir_, mca, wgpt_, out, out);
+    pid_t job = fork();
+    assert_true(job >= 0);
+    if (job == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    char metrics[700];
+    snprintf(metrics, sizeof metrics, "%s/%s/metrics.jsonl", dir_, out);
+    pid_t mpirun = 0;
+    struct stat st;
+    for (int i = 0; i < 600 && !(mpirun && stat(metrics, &st) == 0 && st.st_size > 0); i++) {
+        if (!mpirun) mpirun = find_mpirun_(job);
+        usleep(100000);
+    }
+    assert_true(mpirun > 0);
+    double t0 = wgpt_clock_s();
+    kill(mpirun, sig);
+    int status;
+    assert_int_equal(waitpid(job, &status, 0), job);
+    *seconds = wgpt_clock_s() - t0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// M5: mpirun forwards SIGUSR1 to the ranks without killing them: they stop
+// after the same step with a checkpoint and the job exits 0 (a rank without
+// a handler died of it: no checkpoint, exit 1).
+static void test_sigusr1_to_mpirun_stops_with_a_checkpoint(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double s;
+    int rc = signal_mpirun_("usr1", SIGUSR1, "", &s);
+    if (rc != 0) fail_msg("exit %d\n%s", rc, log_("usr1"));
+    wgpt_checkpoint ck;
+    read_ck_("usr1", &ck);
+    assert_true(ck.step >= 1 && ck.step < 100000);
+    wgpt_checkpoint_free(&ck);
+    assert_true(s < 30);
+}
+
+// M5: SIGTERM to mpirun: Open MPI sends the ranks SIGCONT, then SIGTERM after
+// odls_base_sigkill_timeout seconds, then SIGKILL as long after that. The
+// ranks promise a checkpoint only "if mpirun leaves the time", saying how
+// long it leaves and what stops without a kill.
+static void test_sigterm_to_mpirun_says_how_long_it_leaves(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    double s;
+    int rc = signal_mpirun_("mpiterm", SIGTERM, "", &s);
+    print_message("SIGTERM to mpirun: exit %d after %.1f s\n", rc, s);
+    assert_int_not_equal(rc, 124);
+    const char *l = log_("mpiterm");
+    if (!strstr(l, "kills the ranks 1 s later (odls_base_sigkill_timeout") || !strstr(l, "SIGUSR1 to mpirun"))
+        fail_msg("%s", l);
+}
+
+// L14: under mpirun rank 0's stdout is mpirun's, not a terminal the user
+// watches (here a file): one line every --log-every steps, no live line.
+static void test_log_every_under_mpirun(void **state) {
+    (void)state;
+    if (!have_mpi_()) return;
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && timeout 120 " MPIRUN " -np 2 '%s' train --data 'data/*.bin' --out logs --steps 12 "
+             "--log-every 5 --resume none --layers 2 --heads 2 --channels 32 --seq 32 --batch 2 --val-every 0 "
+             "> logs.log 2>&1",
+             dir_, wgpt_);
+    assert_int_equal(system(cmd), 0);
+    const char *l = log_("logs");
+    int lines = 0;
+    for (const char *p = l; (p = strstr(p, "\nstep ")); p++) lines++;  // progress lines
+    if (strchr(l, '\r') || lines != 3 || !strstr(l, "step     5/12") || !strstr(l, "step    10/12") ||
+        !strstr(l, "step    12/12"))
+        fail_msg("%d step lines:\n%s", lines, l);
+}
+
 static void test_sigterm_one_rank_stops_all(void **state) {
     (void)state;
     if (!have_mpi_()) return;
@@ -556,7 +664,24 @@ static void test_refusals(void **state) {
     snprintf(launch, sizeof launch, MPIRUN " -np 1 '%s' train --data 'data/*.bin' --out mixed --lr 1e-3 --steps 2 " COMMON
              " : -np 1", wgpt_);
     assert_int_not_equal(train_(launch, "mixed", "--lr 2e-3 --steps 2"), 0);
-    assert_non_null(strstr(log_("mixed"), "ranks differ in their options"));
+    assert_non_null(strstr(log_("mixed"), "ranks differ in --lr"));
+    // M4: options that decide when the ranks meet, or their data, set on one
+    // rank only: named at once, not a wait of --comm-timeout blamed on a dead
+    // rank (--checkpoint-every, --stop-at), nor a run on two splits (--val-fraction).
+    static const char *const one_rank[][2] = {{"--checkpoint-every 1", "--checkpoint-every"},
+                                              {"--stop-at 1", "--stop-at"},
+                                              {"--val-fraction 0.2", "--val-fraction"}};
+    for (size_t i = 0; i < sizeof one_rank / sizeof one_rank[0]; i++) {
+        snprintf(launch, sizeof launch, MPIRUN " -np 1 '%s' train --data 'data/*.bin' --out mixed %s --steps 2 "
+                 "--comm-timeout 60 " COMMON " : -np 1", wgpt_, one_rank[i][0]);
+        double t0 = wgpt_clock_s();
+        int rc = train_(launch, "mixed", "--steps 2 --comm-timeout 60");
+        double s = wgpt_clock_s() - t0;
+        char want[96];
+        snprintf(want, sizeof want, "ranks differ in %s", one_rank[i][1]);
+        if (rc == 0 || s > 30 || !strstr(log_("mixed"), want))
+            fail_msg("%s on one rank: exit %d after %.0f s\n%s", one_rank[i][0], rc, s, log_("mixed"));
+    }
 }
 
 // --- the nonblocking sums, directly ---------------------------------------------
@@ -666,6 +791,10 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_hung_rank_times_out),
         cmocka_unit_test(test_hostfile_two_hosts),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_sigusr1_to_mpirun_stops_with_a_checkpoint),
+        cmocka_unit_test(test_sigterm_to_mpirun_says_how_long_it_leaves),
+        cmocka_unit_test(test_log_every_under_mpirun),
     };
+    if (getenv("WGPT_TEST_FILTER")) cmocka_set_test_filter(getenv("WGPT_TEST_FILTER"));  // e.g. "test_refusals"
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -892,6 +892,62 @@ static void shard_shrinking_under_the_loader(void **state) {
     wgpt_shard_close(&s);
 }
 
+// L12: a shard rewritten in place after the vocabulary check (same size, an
+// id past the vocabulary): the batch that meets it fails naming the file and
+// the position (the model would only have named a position in the batch).
+static void rewritten_token_names_file_and_position(void **state) {
+    (void)state;
+    make_shard_("ids_000.bin", 0, 4000);  // ids 0..3999
+    wgpt_loader *l = open_(path_("ids_000.bin"), 4, 16, 1, 0);
+    char err[1024];
+    assert_int_equal(wgpt_loader_check_vocab(l, 4000, err, sizeof err), 0);
+    static int in[4 * 16], tg[4 * 16];
+    assert_int_equal(wgpt_loader_next_train(l, in, tg), 0);
+    int fd = open(path_("ids_000.bin"), O_WRONLY);
+    assert_true(fd >= 0);
+    uint16_t bad = 4321;
+    enum { AT = 2500 };
+    assert_int_equal(pwrite(fd, &bad, 2, WGPT_SHARD_HEADER_BYTES + 2 * AT), 2);
+    close(fd);
+    int rc = 0;
+    for (int i = 0; i < 200 && rc == 0; i++) rc = wgpt_loader_next_train(l, in, tg);  // an epoch is 62 batches
+    assert_int_equal(rc, -1);
+    const char *e = wgpt_loader_error(l);
+    if (!strstr(e, "ids_000.bin") || !strstr(e, "token 4321 at position 2500") || !strstr(e, "vocabulary size 4000"))
+        fail_msg("%s", e);
+    wgpt_loader_free(l);
+}
+
+// M8: evaluation opens the validation split alone: shards all named "val",
+// or beside a train shard too small for a window, are evaluated; training
+// still refuses both.
+static void validation_alone_for_evaluation(void **state) {
+    (void)state;
+    make_shard_("val_000.bin", 0, 200);
+    make_shard_("train_000.bin", 1000, 5);  // too small for one window of 17 tokens
+    char err[1024];
+    wgpt_loader *l = wgpt_loader_open_val(path_("val_*.bin"), 2, 16, 0.1f, 65536, err, sizeof err);
+    if (!l) fail_msg("%s", err);
+    assert_int_equal(wgpt_loader_val_batches(l), 6);  // 199 / 16 = 12 windows
+    static int in[2 * 16], tg[2 * 16];
+    assert_int_equal(wgpt_loader_next_val(l, in, tg), 1);
+    assert_int_equal(in[0], 0);
+    wgpt_loader_free(l);
+    char all[600];
+    snprintf(all, sizeof all, "%s/*.bin", dir_);
+    l = wgpt_loader_open_val(all, 2, 16, 0.1f, 65536, err, sizeof err);
+    if (!l) fail_msg("%s", err);
+    assert_int_equal(wgpt_loader_val_batches(l), 6);
+    wgpt_loader_free(l);
+    expect_open_error_(path_("val_*.bin"), 2, 16, 0.1f, 65536, (const char *const[]){"no train shard", NULL});
+    expect_open_error_(all, 2, 16, 0.1f, 65536, (const char *const[]){"train_000.bin", "too small", NULL});
+    // Nothing to evaluate: no "val" shard and no fraction held out, or too little.
+    assert_null(wgpt_loader_open_val(path_("train_000.bin"), 2, 16, 0, 65536, err, sizeof err));
+    assert_non_null(strstr(err, "no validation data"));
+    assert_null(wgpt_loader_open_val(path_("val_*.bin"), 13, 16, 0, 65536, err, sizeof err));
+    assert_non_null(strstr(err, "fewer than one batch"));
+}
+
 static void on_alarm_(int sig) {
     (void)sig;
     static const char msg[] = "a FIFO blocked the open (no answer in 20 s)\n";
@@ -938,6 +994,8 @@ int main(void) {
         cmocka_unit_test_teardown(tokenizer_recorded_and_mixes_refused, clear_),
         cmocka_unit_test_teardown(shard_shrinking_under_the_loader, clear_),
         cmocka_unit_test_teardown(fifo_shard_is_refused_without_blocking, clear_),
+        cmocka_unit_test_teardown(rewritten_token_names_file_and_position, clear_),
+        cmocka_unit_test_teardown(validation_alone_for_evaluation, clear_),
     };
     return cmocka_run_group_tests(tests, make_dir_, remove_dir_);
 }

@@ -8,6 +8,7 @@
 
 #include "test_util.h"
 
+#include "model/gpt2.h"
 #include "train/history.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -144,9 +145,24 @@ static void history_log_trimmed_on_resume(void **st) {
     unlink(fifo), unlink(log), rmdir(dir);
 }
 
+// L11: a size one byte past the device's largest buffer says both in exact
+// bytes (in GB to 2 decimals they read the same).
+static void shape_limits_in_exact_bytes(void **st) {
+    (void)st;
+    wgpt_gpt2_config c = {.max_seq_len = 1024, .vocab_size = 256, .padded_vocab_size = 256, .num_layers = 1,
+                          .num_heads = 1, .channels = 64};
+    char err[512];
+    uint64_t logits = 1024ull * 1024 * 256 * 4;
+    assert_int_equal(wgpt_gpt2_check_shape(&c, 1024, 1024, logits, err, sizeof err), 0);
+    int dims = wgpt_gpt2_check_shape(&c, 1024, 1024, logits - 1, err, sizeof err);
+    assert_true(dims & WGPT_GPT2_DIM_B);
+    if (!strstr(err, "1073741824 bytes") || !strstr(err, "1073741823 bytes")) fail_msg("%s", err);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(schedule_warmup_then_cosine),
+        cmocka_unit_test(shape_limits_in_exact_bytes),
         cmocka_unit_test(sampler_greedy_topk_and_seeds),
         cmocka_unit_test(history_reload_and_plot),
         cmocka_unit_test(history_log_trimmed_on_resume),

@@ -99,6 +99,16 @@ int wgpt_cmd_train(int argc, char **argv) {
     o.gpu.interrupt = &wgpt_cli_stop_now;
     wgpt_cli_signals_install("\nwgpt train: stopping after this step with a checkpoint (again: stop at once, "
                              "without one)\n");
+    double kill_after_s;
+    static char term_msg[512];
+    if (wgpt_comm_launched(comm, &kill_after_s)) {  // the launcher's SIGTERM comes with a SIGKILL: say how soon, and what stops without one
+        snprintf(term_msg, sizeof term_msg,
+                 "\nwgpt train (rank %d): SIGTERM: stopping after this step with a checkpoint, if mpirun leaves the "
+                 "time: after its own SIGTERM it kills the ranks %g s later (odls_base_sigkill_timeout; raise it "
+                 "with mpirun --mca odls_base_sigkill_timeout 120). SIGUSR1 to mpirun stops without a kill\n",
+                 wgpt_comm_rank(comm), kill_after_s);
+        wgpt_cli_signals_term_msg(term_msg);
+    }
     rc = wgpt_cli_train_run(&o, quiet || wgpt_comm_rank(comm) != 0);
     wgpt_cli_signals_restore();
     wgpt_comm_close(comm, rc != 0);  // a failed rank ends the job: the others must not wait for it

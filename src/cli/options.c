@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,9 @@ static const wgpt_opt_range *range_of_(const wgpt_opt *o, const wgpt_opt_range *
 
 // "1 to 1024" for whole numbers with both ends included, else "[0, 1)" style.
 static void range_(char *buf, size_t n, const wgpt_opt *o, const wgpt_opt_range *r) {
-    if (o->type != WGPT_OPT_F32 && !r->bounds)
+    if (o->type != WGPT_OPT_F32 && !r->bounds && r->max >= 18446744073709551615.0)
+        snprintf(buf, n, "%.17g to 18446744073709551615", r->min);  // 2^64 - 1, which a double rounds up
+    else if (o->type != WGPT_OPT_F32 && !r->bounds)
         snprintf(buf, n, "%.17g to %.17g", r->min, r->max);
     else
         snprintf(buf, n, "%c%g, %g%c", r->bounds & WGPT_OPT_GT_MIN ? '(' : '[', r->min, r->max,
@@ -61,22 +64,39 @@ static int negative_(const char *s) {
     return *s == '-';
 }
 
+// One rule for every number: decimal only. strtod would read "0x10" as 16
+// and strtoull (base 10) stops at its 'x': hex is refused everywhere alike.
+static int hex_(const char *s) {
+    while (isspace((unsigned char)*s)) s++;
+    if (*s == '+' || *s == '-') s++;
+    return s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+}
+
 // A whole number with an optional K/M/G suffix ("1.5K" is 1500; "1.5" is refused).
 static int count_(const char *s, uint64_t *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end), mul = 1;
-    if (end == s || errno || negative_(s)) return -1;
+    if (end == s || negative_(s) || hex_(s) || (errno && errno != ERANGE)) return -1;
     if (*end == 'K' || *end == 'k') mul = 1e3, end++;
     else if (*end == 'M' || *end == 'm') mul = 1e6, end++;
     else if (*end == 'G' || *end == 'g') mul = 1e9, end++;
     double x = v * mul;
-    if (*end || !isfinite(x) || x != floor(x) || x >= 18446744073709551616.0) return -1;
+    if (*end || (!isfinite(v) && errno != ERANGE) || (errno == ERANGE && fabs(v) < 1) || x != floor(x)) return -1;
+    if (!isfinite(x) || x >= 18446744073709551616.0) return *out = UINT64_MAX, -2;  // a number, too large
     *out = (uint64_t)x;
     return 0;
 }
 
-// Parses val as o's type into *num (numbers) without storing it. -1: not of the type.
+// The values a numeric type holds, as a range (for an option without one).
+static wgpt_opt_range type_range_(const wgpt_opt *o) {
+    if (o->type == WGPT_OPT_F32) return (wgpt_opt_range){o->name, -FLT_MAX, FLT_MAX, 0};
+    return (wgpt_opt_range){o->name, 0, o->type == WGPT_OPT_U32 ? 4294967295.0 : 18446744073709551615.0, 0};
+}
+
+// Parses val as o's type into *num (numbers) without storing it. -1: not of
+// the type; -2: a number beyond the type's values (*num holds it, roughly);
+// -3: an empty string where a name or path belongs.
 static int parse_(const wgpt_opt *o, const char *val, double *num, uint64_t *whole) {
     char *end;
     errno = 0;
@@ -84,21 +104,31 @@ static int parse_(const wgpt_opt *o, const char *val, double *num, uint64_t *who
     case WGPT_OPT_U32:
     case WGPT_OPT_U64: {
         unsigned long long v = strtoull(val, &end, 10);
-        if (negative_(val) || *end || end == val || errno || (o->type == WGPT_OPT_U32 && v > UINT32_MAX)) return -1;
+        int range = errno == ERANGE;  // past 2^64 - 1
+        if (negative_(val) || *end || end == val || (errno && !range)) return -1;
         *whole = v;
-        *num = (double)v;
-        return 0;
+        *num = range ? strtod(val, NULL) : (double)v;
+        return range || (o->type == WGPT_OPT_U32 && v > UINT32_MAX) ? -2 : 0;
     }
-    case WGPT_OPT_COUNT:
-        if (count_(val, whole) < 0) return -1;
-        *num = (double)*whole;
-        return 0;
+    case WGPT_OPT_COUNT: {
+        int rc = count_(val, whole);
+        *num = rc == -2 ? strtod(val, NULL) : (double)*whole;
+        return rc;
+    }
     case WGPT_OPT_F32: {
-        float v = strtof(val, &end);
-        if (*end || end == val || errno || !isfinite(v)) return -1;
-        *num = v;
-        return 0;
+        float v = strtof(val, &end);  // strtof itself: a float's nearest value, never rounded twice
+        int range = errno == ERANGE;
+        if (*end || end == val || hex_(val) || (errno && !range) || (!isfinite(v) && !range)) return -1;
+        if (range && fabsf(v) < 1) return -1;  // below a float's least: no value of its own
+        *num = range ? strtod(val, NULL) : v;    // too large: what was asked, for the message
+        return range ? -2 : 0;
     }
+    case WGPT_OPT_STR:
+        // An empty path or name ("--out ''", "--checkpoint=") would be taken as
+        // some file or folder; only where the default itself is "" (a prompt) is
+        // it a value.
+        if (!*val && !(*(const char **)o->dst && !**(const char **)o->dst)) return -3;
+        return 0;
     default: return 0;
     }
 }
@@ -124,9 +154,9 @@ static void store_(const wgpt_opt *o, const char *val, double num, uint64_t whol
 static const char *type_name_(wgpt_opt_type t) {
     switch (t) {
     case WGPT_OPT_U32:
-    case WGPT_OPT_U64: return "a whole number >= 0";
-    case WGPT_OPT_COUNT: return "a whole number, K, M or G allowed (e.g. 100M)";
-    case WGPT_OPT_F32: return "a number";
+    case WGPT_OPT_U64: return "a whole number >= 0 (decimal digits)";
+    case WGPT_OPT_COUNT: return "a whole number, K, M or G allowed (e.g. 100M; decimal)";
+    case WGPT_OPT_F32: return "a number (decimal, e.g. 3e-4)";
     default: return "a value";
     }
 }
@@ -188,14 +218,20 @@ int wgpt_opts_parse_ranged(int argc, char **argv, const wgpt_opt *opts, int nopt
         }
         double num = 0;
         uint64_t whole = 0;
-        if (parse_(o, val, &num, &whole) < 0) {
+        int parsed = parse_(o, val, &num, &whole);
+        if (parsed == -3) {
+            fprintf(stderr, "%s: --%s: an empty value; give a name or path\n", argv[0], o->name);
+            return 2;
+        }
+        if (parsed == -1) {
             fprintf(stderr, "%s: --%s: '%s' is not %s\n", argv[0], o->name, val, type_name_(o->type));
             return 2;
         }
         const wgpt_opt_range *rg = range_of_(o, ranges, nranges);
-        if (!in_range_(rg, num)) {
+        if (parsed == -2 || !in_range_(rg, num)) {
             char r[96];
-            range_(r, sizeof r, o, rg);
+            wgpt_opt_range whole_type = type_range_(o);
+            range_(r, sizeof r, o, rg ? rg : &whole_type);
             fprintf(stderr, "%s: --%s %s: out of range: allowed %s\n", argv[0], o->name, val, r);
             return 2;
         }

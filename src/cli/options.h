@@ -41,6 +41,11 @@ typedef struct wgpt_opt_range {
 // "--" every argument is positional. A value is only stored when it is of the
 // option's type and in its range. In `--name value` form a value that starts
 // with "--" is refused as a forgotten value (`--name=--x` passes one).
+// Numbers are decimal only (hex such as 0x10 is refused by every numeric
+// type alike); a number of the right form but beyond its type (2^32 for a
+// U32, 2^64 for a U64 or COUNT, 1e39 for an F32) is "out of range", naming
+// the allowed range. An empty string value is refused ("--out ''") unless
+// the option's default is itself "" (a prompt).
 // Returns 0, 1 if --help was given (usage printed to stdout), or 2 after
 // printing what is wrong to stderr (unknown option, missing or bad value,
 // naming the option and the allowed range).

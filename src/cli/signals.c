@@ -5,23 +5,27 @@
 #include <unistd.h>
 
 volatile sig_atomic_t wgpt_cli_stop = 0, wgpt_cli_stop_now = 0;
-static const char *first_msg_ = "";
+static const char *first_msg_ = "", *term_msg_ = NULL;
 
 static void on_signal_(int sig) {
-    (void)sig;
     if (!wgpt_cli_stop) {
         wgpt_cli_stop = 1;
-        ssize_t w = write(STDERR_FILENO, first_msg_, strlen(first_msg_));  // async-signal-safe, unlike stdio
+        const char *m = sig == SIGTERM && term_msg_ ? term_msg_ : first_msg_;
+        ssize_t w = write(STDERR_FILENO, m, strlen(m));  // async-signal-safe, unlike stdio
         (void)w;
         return;
     }
     wgpt_cli_stop_now = 1;
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
 }
+
+void wgpt_cli_signals_term_msg(const char *term_msg) { term_msg_ = term_msg; }
 
 void wgpt_cli_signals_install(const char *first_msg) {
     first_msg_ = first_msg;
+    term_msg_ = NULL;
     wgpt_cli_stop = wgpt_cli_stop_now = 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -30,9 +34,11 @@ void wgpt_cli_signals_install(const char *first_msg) {
     sa.sa_flags = 0;  // no SA_RESTART: a read of a pipe returns EINTR
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
 }
 
 void wgpt_cli_signals_restore(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
 }

@@ -7,7 +7,8 @@
 #include "train/train_opts.h"
 
 // Runs wgpt_train_run(o) with its say hook and live line set here (live when
-// stdout is a terminal and not quiet; quiet prints errors and warnings only).
+// stdout is a terminal, not quiet and not a rank of mpirun; quiet prints
+// errors and warnings only).
 // Returns the exit status: 0 (finished or stopped), 1 (failed), 2 (options refused).
 int wgpt_cli_train_run(const wgpt_train_opts *o, int quiet);
 

@@ -43,6 +43,7 @@ struct wgpt_loader {
     uint32_t half_bits;
     uint64_t keys[FEISTEL_ROUNDS];
     const char *tokenizer;  // what the tagged shards record (one of theirs), or NULL
+    uint32_t vocab;         // every id was checked below this (65536: nothing checked); batches check again
     char err[1024];         // why the last next_train / next_val failed
 };
 
@@ -85,12 +86,21 @@ static const region_ *locate_(const region_ *r, uint32_t n, uint64_t g) {
     return &r[lo];
 }
 
-static void copy_window_(const wgpt_loader *l, const region_ *r, uint64_t g, int *inputs, int *targets) {
-    const uint16_t *p = l->shards[r->shard].tokens + r->begin + (g - r->first) * l->T;
+// Copies window g of r; returns the position in its shard of the first id
+// not below l->vocab (a shard rewritten in place since it was checked), or
+// UINT64_MAX.
+static uint64_t copy_window_(const wgpt_loader *l, const region_ *r, uint64_t g, int *inputs, int *targets) {
+    uint64_t at = r->begin + (g - r->first) * l->T;
+    const uint16_t *p = l->shards[r->shard].tokens + at;
+    uint32_t bad = 0;
     for (uint32_t t = 0; t < l->T; t++) {
         inputs[t] = p[t];
         targets[t] = p[t + 1];
+        bad |= p[t] >= l->vocab;
     }
+    if (!bad && p[l->T] < l->vocab) return UINT64_MAX;
+    for (uint32_t t = 0;; t++)
+        if (p[t] >= l->vocab) return at + t;
 }
 
 static const char *base_name_(const char *path) {
@@ -133,12 +143,18 @@ static int cmp_str_(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-// Splits the shards into regions (see loader.h) and checks there is enough of each.
-static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) {
+// Splits the shards into regions (see loader.h) and checks there is enough of
+// each (val_only: of the validation split alone).
+static int split_(wgpt_loader *l, float val_fraction, int val_only, char *err, size_t errlen) {
     uint32_t named_val = 0;
     for (uint32_t i = 0; i < l->nshards; i++)
         if (strstr(base_name_(l->shards[i].path), "val")) named_val++;
-    if (named_val == l->nshards)
+    if (val_only && !named_val && !(val_fraction > 0))
+        return wgpt_errf(err, errlen,
+                         "no validation data: no shard's name contains \"val\" (e.g. %s) and the validation "
+                         "fraction is 0",
+                         l->shards[0].path);
+    if (named_val == l->nshards && !val_only)
         return wgpt_errf(err, errlen, "no train shard: the name of every shard (%u, e.g. %s) contains \"val\"", l->nshards,
                      l->shards[0].path);
     uint64_t tail = 0;
@@ -156,7 +172,7 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
         } else add_region_(l, 0, i, 0, n);
     }
     uint64_t need = (uint64_t)l->T + 1;
-    if (l->train_windows == 0) {
+    if (l->train_windows == 0 && !val_only) {
         uint32_t first = 0;
         while (named_val && strstr(base_name_(l->shards[first].path), "val")) first++;
         return wgpt_errf(err, errlen,
@@ -165,7 +181,7 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
                      l->shards[first].path, l->nshards - named_val > 1 ? " and the other train shards" : "",
                      (unsigned long long)l->train_tokens, (unsigned long long)need);
     }
-    if ((named_val || val_fraction > 0) && l->val_windows < l->B)
+    if ((named_val || val_fraction > 0 || val_only) && l->val_windows < l->B)
         return wgpt_errf(err, errlen,
                      "the validation data (%s%s: %llu tokens) holds %llu sequences of T+1 = %llu tokens, fewer than "
                      "one batch of B = %u; %s",
@@ -178,8 +194,8 @@ static int split_(wgpt_loader *l, float val_fraction, char *err, size_t errlen) 
     return 0;
 }
 
-wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
-                                    float val_fraction, uint32_t vocab_size, char *err, size_t errlen) {
+static wgpt_loader *open_files_(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
+                                float val_fraction, uint32_t vocab_size, int val_only, char *err, size_t errlen) {
     if (npaths == 0) return wgpt_errf(err, errlen, "no shard files given"), NULL;
     if (npaths > UINT32_MAX / 4) return wgpt_errf(err, errlen, "%zu shard files: too many", npaths), NULL;
     if (B == 0 || T == 0 || B > (1u << 20) || T > (1u << 24))
@@ -204,6 +220,7 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
     l->T = T;
     l->seed = seed;
     l->fingerprint = fnv_u64_(0xCBF29CE484222325ull, T);
+    l->vocab = vocab_size;
     // A set `wgpt tokenize` is still replacing, or files not of its set, are refused first.
     if (wgpt_shard_set_check((const char *const *)sorted, npaths, err, errlen) < 0) goto fail;
     const wgpt_shard *tagged = NULL;
@@ -221,7 +238,7 @@ wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uin
         if (wgpt_shard_check_vocab(s, 0, s->n, vocab_size, err, errlen) < 0) goto fail;
     }
     if (tagged) l->tokenizer = tagged->tokenizer;
-    if (split_(l, val_fraction, err, errlen) < 0) goto fail;
+    if (split_(l, val_fraction, val_only, err, errlen) < 0) goto fail;
     uint32_t h = 1;
     while (h < 32 && (1ull << (2 * h)) < l->train_windows) h++;
     l->half_bits = h;
@@ -236,8 +253,13 @@ fail:
     return NULL;
 }
 
-wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
-                              uint32_t vocab_size, char *err, size_t errlen) {
+wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
+                                    float val_fraction, uint32_t vocab_size, char *err, size_t errlen) {
+    return open_files_(paths, npaths, B, T, seed, val_fraction, vocab_size, 0, err, errlen);
+}
+
+static wgpt_loader *open_(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
+                          uint32_t vocab_size, int val_only, char *err, size_t errlen) {
     size_t plen = strlen(pattern);
     char *copy = malloc(plen + 1), *piece = NULL;
     if (!copy) return wgpt_errf(err, errlen, "out of host memory"), NULL;
@@ -278,13 +300,23 @@ wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint6
         wgpt_errf(err, errlen, "no shard pattern given (\"%s\")", pattern);
         goto done;
     }
-    l = wgpt_loader_open_files((const char *const *)g.gl_pathv, g.gl_pathc, B, T, seed, val_fraction, vocab_size,
-                               err, errlen);
+    l = open_files_((const char *const *)g.gl_pathv, g.gl_pathc, B, T, seed, val_fraction, vocab_size, val_only,
+                    err, errlen);
 done:
     if (flags) globfree(&g);
     free(piece);
     free(copy);
     return l;
+}
+
+wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
+                              uint32_t vocab_size, char *err, size_t errlen) {
+    return open_(pattern, B, T, seed, val_fraction, vocab_size, 0, err, errlen);
+}
+
+wgpt_loader *wgpt_loader_open_val(const char *pattern, uint32_t B, uint32_t T, float val_fraction,
+                                  uint32_t vocab_size, char *err, size_t errlen) {
+    return open_(pattern, B, T, 0, val_fraction, vocab_size, 1, err, errlen);
 }
 
 void wgpt_loader_free(wgpt_loader *l) {
@@ -304,6 +336,7 @@ typedef struct batch_ {
     int *inputs, *targets;
     int val;
     volatile uint32_t shard;
+    uint64_t bad_at;  // position in that shard of an id past the vocabulary, or UINT64_MAX
 } batch_;
 
 static void copy_batch_(void *arg) {
@@ -313,7 +346,8 @@ static void copy_batch_(void *arg) {
         uint64_t g = c->val ? l->val_next : permute_(l, l->next);
         const region_ *r = c->val ? locate_(l->val, l->nval, g) : locate_(l->train, l->ntrain, g);
         c->shard = r->shard;
-        copy_window_(l, r, g, c->inputs + (size_t)b * l->T, c->targets + (size_t)b * l->T);
+        c->bad_at = copy_window_(l, r, g, c->inputs + (size_t)b * l->T, c->targets + (size_t)b * l->T);
+        if (c->bad_at != UINT64_MAX) return;
         if (c->val) {
             l->val_next++;
         } else if (++l->next == l->train_windows) {
@@ -325,9 +359,19 @@ static void copy_batch_(void *arg) {
 }
 
 static int guarded_batch_(wgpt_loader *l, int *inputs, int *targets, int val) {
-    batch_ c = {l, inputs, targets, val, 0};
-    if (wgpt_bus_guard_run(copy_batch_, &c) == 0) return 0;
+    batch_ c = {l, inputs, targets, val, 0, UINT64_MAX};
+    int rc = wgpt_bus_guard_run(copy_batch_, &c);
     const wgpt_shard *s = &l->shards[c.shard];
+    if (rc == 0 && c.bad_at != UINT64_MAX) {
+        wgpt_errf(l->err, sizeof l->err,
+                  "%s: token %u at position %llu (byte offset %llu) is not below the vocabulary size %u, though "
+                  "every token was checked when the run opened it: the file was rewritten in place since; restore "
+                  "it (or tokenize again) before resuming",
+                  s->path, (unsigned)s->tokens[c.bad_at], (unsigned long long)c.bad_at,
+                  (unsigned long long)(WGPT_SHARD_HEADER_BYTES + 2 * c.bad_at), l->vocab);
+        return -1;
+    }
+    if (rc == 0) return 0;
     wgpt_errf(l->err, sizeof l->err,
           "%s shrank while it was being read (it held %zu bytes when opened): another process truncated or "
           "rewrote it; restore it (or tokenize again) before resuming",
@@ -347,9 +391,10 @@ int wgpt_loader_next_val(wgpt_loader *l, int *inputs, int *targets) {
 const char *wgpt_loader_error(const wgpt_loader *l) { return l->err; }
 const char *wgpt_loader_tokenizer(const wgpt_loader *l) { return l->tokenizer; }
 
-int wgpt_loader_check_vocab(const wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen) {
+int wgpt_loader_check_vocab(wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen) {
     for (uint32_t i = 0; i < l->nshards; i++)
         if (wgpt_shard_check_vocab(&l->shards[i], 0, l->shards[i].n, vocab_size, err, errlen) < 0) return -1;
+    if (vocab_size < l->vocab) l->vocab = vocab_size;
     return 0;
 }
 

@@ -40,7 +40,12 @@ typedef struct wgpt_loader wgpt_loader;
 // ...).
 wgpt_loader *wgpt_loader_open(const char *pattern, uint32_t B, uint32_t T, uint64_t seed, float val_fraction,
                               uint32_t vocab_size, char *err, size_t errlen);
-// The same for an explicit list of shard paths (sorted the same way; copied).
+// The same for evaluation (`wgpt eval`): only the validation split must hold
+// a batch. Shards all named "val" are all validation; the train part may be
+// missing or too small for a window (next_train must not be called then).
+wgpt_loader *wgpt_loader_open_val(const char *pattern, uint32_t B, uint32_t T, float val_fraction,
+                                  uint32_t vocab_size, char *err, size_t errlen);
+// The same as wgpt_loader_open for an explicit list of shard paths (sorted the same way; copied).
 wgpt_loader *wgpt_loader_open_files(const char *const *paths, size_t npaths, uint32_t B, uint32_t T, uint64_t seed,
                                     float val_fraction, uint32_t vocab_size, char *err, size_t errlen);
 // Unmaps the shards and frees the loader; safe on NULL.
@@ -66,7 +71,10 @@ const char *wgpt_loader_error(const wgpt_loader *l);
 const char *wgpt_loader_tokenizer(const wgpt_loader *l);
 // Checks every token of every shard against vocab_size, as open does.
 // Returns 0, or -1 with err naming the file and the position of the first bad id.
-int wgpt_loader_check_vocab(const wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen);
+// From then on every batch checks its ids against it too: a shard rewritten
+// in place under the run makes next_train / next_val return -1, their error
+// naming the file and the position of the bad id.
+int wgpt_loader_check_vocab(wgpt_loader *l, uint32_t vocab_size, char *err, size_t errlen);
 
 uint64_t wgpt_loader_val_batches(const wgpt_loader *l);  // 0 when there is no validation
 uint64_t wgpt_loader_train_tokens(const wgpt_loader *l);  // tokens in the train regions

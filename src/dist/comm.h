@@ -30,6 +30,12 @@ int wgpt_comm_size(const wgpt_comm *c);        // ranks of the run
 int wgpt_comm_local_rank(const wgpt_comm *c);  // rank among the ranks of this host
 int wgpt_comm_local_size(const wgpt_comm *c);
 const char *wgpt_comm_kind(void);              // "mpi" or "single": what this build has
+// 1 if a launcher (mpirun) started this process: its stdout is the
+// launcher's pipe or pty, not the user's terminal, and a SIGTERM to the
+// launcher reaches the ranks (after a SIGCONT) only *kill_after_s seconds
+// before it kills them (Open MPI's odls_base_sigkill_timeout, 1 by default;
+// SIGUSR1 to mpirun is forwarded without a kill). 0 for one process.
+int wgpt_comm_launched(const wgpt_comm *c, double *kill_after_s);
 
 // data[0, n) of every rank summed into every rank's data, in rank order:
 // each rank sums its 1/size share (an all-to-all of shares, then rank 0's +

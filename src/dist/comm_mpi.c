@@ -32,6 +32,15 @@ struct wgpt_comm {
 
 const char *wgpt_comm_kind(void) { return "mpi"; }
 
+int wgpt_comm_launched(const wgpt_comm *c, double *kill_after_s) {
+    // mpirun passes its MCA parameters (--mca NAME VALUE) to the ranks as OMPI_MCA_NAME.
+    const char *s = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    char *end;
+    double t = s ? strtod(s, &end) : 1;
+    *kill_after_s = s && (end == s || *end || !(t >= 0)) ? 1 : t;
+    return c->mpi;
+}
+
 wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
     wgpt_comm *c = calloc(1, sizeof *c);
     if (!c) return wgpt_errf(err, errlen, "out of host memory"), NULL;

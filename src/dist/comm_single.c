@@ -27,6 +27,7 @@ int wgpt_comm_size(const wgpt_comm *c) { return (void)c, 1; }
 int wgpt_comm_local_rank(const wgpt_comm *c) { return (void)c, 0; }
 int wgpt_comm_local_size(const wgpt_comm *c) { return (void)c, 1; }
 const char *wgpt_comm_kind(void) { return "single"; }
+int wgpt_comm_launched(const wgpt_comm *c, double *kill_after_s) { return (void)c, *kill_after_s = 0, 0; }
 int wgpt_comm_sum_floats(wgpt_comm *c, float *data, size_t n, char *err, size_t errlen) {
     (void)c, (void)data, (void)n, (void)err, (void)errlen;
     return 0;

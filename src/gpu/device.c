@@ -627,16 +627,17 @@ int wgpt_sgm_pick_config_(wgpt_gpu_info *in, char *err, size_t errlen) {
             c->sg_min != in->subgroup_min || in->subgroup_min != in->subgroup_max || c->m != 16 ||
             (c->n != 8 && c->n != 16) || c->k % 8 || c->k > 32 || 32 % c->k)
             continue;
-        if (env && *env) {
-            if (atoi(env) == i) in->sgm_config = i;
+        if (env && *env) {  // digits only (env.c checked)
+            if (strtol(env, NULL, 10) == i) in->sgm_config = i;
             continue;
         }
         const wgpt_matrix_config *b = in->sgm_config >= 0 ? &in->matrix_configs[in->sgm_config] : NULL;
         if (!b || c->k > b->k || (c->k == b->k && c->m * c->n < b->m * b->n)) in->sgm_config = i;
     }
-    if (env && *env && in->sgm_config < 0 && in->n_matrix_configs > 0) {
+    if (env && *env && in->sgm_config < 0) {  // a device without any is told so, not silently passed
         snprintf(err, errlen, "WGPT_SGM_CONFIG=%s: not an f16 x f16 -> f32 subgroup-matrix configuration of '%s' that "
-                 "wgpt's kernels take (see `wgpt info`)", env, in->name);
+                 "wgpt's kernels take (%s; see `wgpt info`)", env, in->name,
+                 in->n_matrix_configs ? "it has others" : "it has no subgroup matrices");
         return -1;
     }
     return 0;

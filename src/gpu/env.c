@@ -138,6 +138,18 @@ int wgpt_gpu_env_check_(char *err, size_t errlen) {
                  "matmuls: where a split pass leaves units idle, never, or wherever it can run)", s);
         return -1;
     }
+    s = getenv("WGPT_SGM_CONFIG");
+    if (s && *s && (strspn(s, "0123456789") != strlen(s) || strlen(s) > 4)) {
+        snprintf(err, errlen, "WGPT_SGM_CONFIG='%s': not the number of a subgroup-matrix configuration (0, 1, ... "
+                 "in `wgpt info`'s list)", s);
+        return -1;
+    }
+    s = getenv("WGPT_SGM_EMULATE");
+    if (s && *s && strcmp(s, "0") != 0 && strcmp(s, "1") != 0) {
+        snprintf(err, errlen, "WGPT_SGM_EMULATE='%s': must be 1 (emulate subgroup matrices where the device has "
+                 "f16) or 0", s);
+        return -1;
+    }
     if (toggles_ok_("WGPT_DAWN_TOGGLES", WGPT_GPU_TOGGLES_ON_MAX, err, errlen) < 0) return -1;
     return toggles_ok_("WGPT_DAWN_TOGGLES_OFF", WGPT_GPU_TOGGLES_OFF_MAX, err, errlen);
 }

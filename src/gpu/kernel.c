@@ -1,5 +1,6 @@
 // kernel.c: kernel files (built in or from a folder), compilation, pipeline cache.
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,13 +207,16 @@ static void on_compilation_info_(WGPUCompilationInfoRequestStatus status, const 
 // its pipeline is made: VK_LAYER_WGPT_stats (device.c turns it on) appends the
 // driver's statistics of that pipeline after it. A kernel whose pipeline
 // Dawn found in its cache gets no statistics line.
-static void note_stats_(const char *kernel, const char *file) {
+// A file that takes no line (a full disk, /dev/full) is an error naming the variable.
+static int note_stats_(wgpt_gpu *g, const char *kernel, const char *file) {
     const char *path = getenv("WGPT_KERNEL_STATS");
-    if (!path || !*path) return;
+    if (!path || !*path) return 0;
     FILE *f = fopen(path, "a");
-    if (!f) return;
-    fprintf(f, "kernel %s (%s)\n", kernel, file);
-    fclose(f);
+    int ok = f && fprintf(f, "kernel %s (%s)\n", kernel, file) > 0 && fflush(f) == 0;
+    int e = errno;
+    if (f && fclose(f) != 0 && ok) ok = 0, e = errno;
+    if (ok) return 0;
+    return wgpt_gpu_fail(g, "WGPT_KERNEL_STATS=%s: cannot write the kernels' statistics there: %s", path, strerror(e));
 }
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
@@ -283,7 +287,11 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     pd.compute.entryPoint = wgpt_sv_(entry);
     pd.compute.constantCount = (size_t)sk->nconsts;
     pd.compute.constants = sk->nconsts ? consts : NULL;
-    note_stats_(k->name, f->label);
+    if (note_stats_(g, k->name, f->label) < 0) {
+        wgpuShaderModuleRelease(mod);
+        wgpt_ksrc_composed_free(&src);
+        return -1;
+    }
     wgpt_gpu_scope_push_(g);
     k->pipeline = wgpuDeviceCreateComputePipeline(g->device, &pd);
     scope = wgpt_gpu_scope_pop_(g, "compute pipeline");

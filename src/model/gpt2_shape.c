@@ -48,24 +48,27 @@ int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uin
                      "indices",
                      B, T, (unsigned long long)Vp);
     if (!max_buffer) return 0;
-    // The largest buffers: the parameters (each of 4 copies in training),
+    // The largest buffers (in exact bytes: a limit and a size a few bytes past it
+    // must not both read "4.29 GB"): the parameters (each of 4 copies in training),
     // the logits, and the MLP activations of every layer in one buffer.
     uint64_t params = ((uint64_t)wgpt_gpt2_num_params(c) + 64 * (2 + 12 * L)) * 4;
     if (params > max_buffer)  // mostly the layers' C x C matrices: the vocabulary's share is small
         return fail_(err, errlen, WGPT_GPT2_DIM_L | WGPT_GPT2_DIM_C,
-                     "the parameters (%zu floats, %.2f GB) exceed the largest buffer the device allows (%.2f GB)",
-                     wgpt_gpt2_num_params(c), params / 1e9, max_buffer / 1e9);
+                     "the parameters (%zu floats, %llu bytes padded) exceed the largest buffer the device allows "
+                     "(%llu bytes)",
+                     wgpt_gpt2_num_params(c), (unsigned long long)params, (unsigned long long)max_buffer);
     uint64_t logits = aligned_(BT * Vp) * 4;
     if (logits > max_buffer)
         return fail_(err, errlen, WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_V,
-                     "the logits (B x T x Vp = %u x %u x %llu floats, %.2f GB) exceed the largest buffer the device "
-                     "allows (%.2f GB)",
-                     B, T, (unsigned long long)Vp, logits / 1e9, max_buffer / 1e9);
+                     "the logits (B x T x Vp = %u x %u x %llu floats, %llu bytes) exceed the largest buffer the "
+                     "device allows (%llu bytes)",
+                     B, T, (unsigned long long)Vp, (unsigned long long)logits, (unsigned long long)max_buffer);
     uint64_t fch = L * aligned_(BT * 4 * C) * 4;
     if (fch > max_buffer)
         return fail_(err, errlen, WGPT_GPT2_DIM_L | WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_C,
-                     "the MLP activations of all layers (L x B x T x 4C = %llu x %u x %u x %llu floats, %.2f GB) "
-                     "exceed the largest buffer the device allows (%.2f GB)",
-                     (unsigned long long)L, B, T, (unsigned long long)(4 * C), fch / 1e9, max_buffer / 1e9);
+                     "the MLP activations of all layers (L x B x T x 4C = %llu x %u x %u x %llu floats, %llu "
+                     "bytes) exceed the largest buffer the device allows (%llu bytes)",
+                     (unsigned long long)L, B, T, (unsigned long long)(4 * C), (unsigned long long)fch,
+                     (unsigned long long)max_buffer);
     return 0;
 }

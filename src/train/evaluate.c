@@ -36,7 +36,8 @@ int wgpt_val_run(wgpt_gpt2 *m, wgpt_loader *ld, uint32_t max_batches, int *input
 // The loader over o->data, refusing shards of another tokenizer than the
 // checkpoint's (compared before their ids are checked against its vocabulary).
 static wgpt_loader *open_data_(const wgpt_eval_opts *o, const wgpt_loaded *l, char *err, size_t errlen) {
-    wgpt_loader *ld = wgpt_loader_open(o->data, o->batch, l->cfg.max_seq_len, 0, o->val_fraction, 65536, err, errlen);
+    // the validation split alone: a train shard eval never reads need not hold a window
+    wgpt_loader *ld = wgpt_loader_open_val(o->data, o->batch, l->cfg.max_seq_len, o->val_fraction, 65536, err, errlen);
     if (!ld) return NULL;
     const char *made_with = wgpt_loader_tokenizer(ld), *trained_with = wgpt_tokenizer_name(l->tok);
     if (made_with && strcmp(made_with, trained_with) != 0) {

@@ -1,6 +1,7 @@
 // load.c: checkpoint or imported model -> forward-only model (see load.h).
 #include "train/load.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,11 +29,42 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
         snprintf(err + n, errlen - n, " on '%s': lower --batch", in->name);
         return -1;
     }
+    // Attention binds its input, qkv (B, T, 3C), whole: a batch past that is refused by its option.
+    uint64_t per_seq = (uint64_t)t * 3 * ck->config.channels * 4;
+    if (B > 1 && per_seq && (uint64_t)B * per_seq > in->max_storage_binding && in->max_storage_binding >= per_seq)
+        return wgpt_errf(err, errlen,
+                         "--batch %u: attention binds its input (B x T x 3C floats) whole, %llu bytes for B x T = "
+                         "%u x %u; '%s' binds at most %llu bytes (maxStorageBufferBindingSize): at most --batch %llu",
+                         B, (unsigned long long)(B * per_seq), B, t, in->name,
+                         (unsigned long long)in->max_storage_binding,
+                         (unsigned long long)(in->max_storage_binding / per_seq));
     if (!(l->model = wgpt_gpt2_create_precision(l->g, &ck->config, B, t, 0, precision, err, errlen))) return -1;
+    if (wgpt_gpt2_precision(l->model) == WGPT_PRECISION_F16 &&
+        wgpt_check_f16_range(&ck->config, ck->params, path, err, errlen) < 0)
+        return -1;
     if (wgpt_gpt2_set_params(l->model, ck->params) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(l->model));
     return 0;
 }
 
+int wgpt_check_f16_range(const wgpt_gpt2_config *c, const float *params, const char *what, char *err,
+                         size_t errlen) {
+    // the matmuls' weights, whose f16 copies the matmuls multiply: wte (the logits), qkvw, attprojw, fcw, fcprojw
+    static const int matmul[] = {0, 4, 6, 10, 12};
+    size_t s[WGPT_GPT2_NUM_TENSORS], base[WGPT_GPT2_NUM_TENSORS + 1] = {0};
+    wgpt_gpt2_param_sizes(c, s);
+    for (int k = 0; k < WGPT_GPT2_NUM_TENSORS; k++) base[k + 1] = base[k] + s[k];
+    for (size_t m = 0; m < sizeof matmul / sizeof matmul[0]; m++) {
+        int k = matmul[m];
+        for (size_t i = base[k]; i < base[k + 1]; i++)
+            if (fabsf(params[i]) > 65504.0f)  // (a NaN is another problem)
+                return wgpt_errf(err, errlen,
+                                 "%s: %s element %zu is %g, beyond f16's range (+-65504): in precision f16 the "
+                                 "matmuls multiply an f16 copy of it, which would be Inf and every loss NaN (no "
+                                 "learning rate helps); use --precision fp32",
+                                 what, wgpt_weights_tensor_names[k], i - base[k], (double)params[i]);
+    }
+    return 0;
+}
 int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_dir, const wgpt_gpu_options *gpu,
                             uint32_t B, uint32_t T, wgpt_precision precision, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);

@@ -24,4 +24,12 @@ int wgpt_load_for_inference(wgpt_loaded *l, const char *checkpoint, const char *
                             char *err, size_t errlen);
 void wgpt_loaded_free(wgpt_loaded *l);
 
+// Matmul weights of a model of config c (params: the reference layout) that
+// f16 cannot hold: precision f16 multiplies f16 copies of wte, qkvw,
+// attprojw, fcw and fcprojw, which would be Inf, and every loss NaN. Returns
+// 0 if every one has |w| <= 65504 (f16's largest), else -1 with err naming
+// `what`, the tensor, the element and its value, and --precision fp32.
+int wgpt_check_f16_range(const wgpt_gpt2_config *c, const float *params, const char *what, char *err,
+                         size_t errlen);
+
 #endif
