@@ -49,7 +49,11 @@ build() {
   grep -q 'cudaMallocManaged\|cudaMemAdvise' "$f" || ! grep -q 'llmc_gpt2.sh\] out of GPU memory' "$f" &&
     die "patching $f failed (a newer llm.c?): $(grep -n 'cudaMallocManaged\|cudaMemAdvise' "$f" | head -2)"
   diff -u "$src/llmc/cuda_utils.cuh" "$f" >"$bdir/llmc.patch"
-  echo "llm.c: $src at $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?'); nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+  # the commit, where DIR is a clone of its own (not a folder inside another repository)
+  local commit='?'
+  [ "$(git -C "$src" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$src" && pwd -P)" ] &&
+    commit=$(git -C "$src" rev-parse --short HEAD)
+  echo "llm.c: $src at $commit; nvcc $(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
   # the link's -lnvidia-ml: the toolkit's stub where the driver's library has no plain .so name
   local cu
   cu=$(dirname "$(dirname "$(command -v nvcc)")")
