@@ -185,7 +185,7 @@ if [ $do_step = 1 ]; then
     IFS='|' read -r sname sopts sdepth sbatches <<<"$shape"
     for b in $sbatches; do
       tag="${sname}_b$b"
-      for key in wgpt_fp32 wgpt_f16 pytorch_fp32 pytorch_tf32 pytorch_bf16 compile_bf16 llmc_bf16; do
+      for key in wgpt_fp32 wgpt_f16 pytorch_fp32 pytorch_tf32 pytorch_bf16 llmc_bf16 compile_bf16; do
         want "$key" || continue
         f="$out/${key}_$tag.txt"
         case "$key" in
