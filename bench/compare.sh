@@ -43,7 +43,7 @@ peak=67 tf32_peak=494.7 f16_peak=989.4 batch=8,16 steps=10 py=python3 wgpt=build
 do_step=1 do_micro=1 do_profile=0
 all_rows=wgpt_fp32,wgpt_f16,pytorch_fp32,pytorch_tf32,pytorch_bf16,compile_bf16,llmc_bf16
 rows_sel=$all_rows no_compile=0 do_350m=1 batch_350m=4 llmc="" llmc_bin="" llmc_args=""
-usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -28,7 +28,7 @@
 #   context included). TFLOP/s counts 6N + 6LCT FLOPs a token, as wgpt and
 #   pytorch_gpt2.py do (N with the padded vocabulary and 1024 positions).
 set -uo pipefail
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "llmc_gpt2.sh: $*" >&2; exit 1; }
 
 build() {
