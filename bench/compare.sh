@@ -4,7 +4,7 @@
 #   bench/compare.sh [--peak-tflops 67] [--tf32-peak 494.7] [--f16-peak 989.4]
 #                    [--batch 8,16] [--steps 10] [--python python3]
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
-#                    [--rows LIST] [--no-compile] [--no-350m] [--350m-batch 4]
+#                    [--rows LIST] [--no-compile] [--no-124m] [--no-350m] [--350m-batch 4]
 #                    [--llmc DIR] [--llmc-bin PATH] [--llmc-args "ARGS"]
 #                    [--no-step] [--no-micro] [--profile]
 # 1. the training step, GPT-2 124M at each --batch (x 1024 tokens; default 8 and 16) and
@@ -13,11 +13,12 @@
 #    eager and bf16 under torch.compile, and with --llmc DIR llm.c's CUDA trainer in bf16
 #    (bench/llmc_gpt2.sh). --rows picks rows (comma list of wgpt_fp32, wgpt_f16, pytorch_fp32,
 #    pytorch_tf32, pytorch_bf16, compile_bf16, llmc_bf16; default all; --no-compile drops
-#    compile_bf16). A table of tokens/s, ms/step (median step), TFLOP/s, MFU against the peak
-#    of each row's arithmetic (the H200's by default: fp32 67, TF32 494.7, f16/bf16 989.4
-#    dense), each program's own memory figure, the GPU's peak memory in use while it ran
-#    (nvidia-smi), and wgpt over each row (wgpt fp32 beside the fp32 rows, wgpt f16 beside
-#    the bf16 ones). A run that fails or refuses (wgpt f16 past its limits) is a row saying why.
+#    compile_bf16; --no-124m, --no-350m drop a size). A table of tokens/s, ms/step (median
+#    step), TFLOP/s, MFU against the peak of each row's arithmetic (the H200's by default:
+#    fp32 67, TF32 494.7, f16/bf16 989.4 dense), each program's own memory figure, the GPU's
+#    peak memory in use while it ran (nvidia-smi), and wgpt over each row (wgpt fp32 beside
+#    the fp32 rows, wgpt f16 beside the bf16 ones). A run that fails or refuses (wgpt f16
+#    past its limits) is a row saying why.
 # 2. `wgpt bench --micro` and pytorch_gpt2.py --matmul (fp32, TF32 off; and f16 beside
 #    wgpt's _f16 rows) at the same shapes: ms and TFLOP/s per shape and pass, and the
 #    ratio; the memory-bound rows.
@@ -42,8 +43,8 @@ cd "$(dirname "$0")/.." || exit 1
 peak=67 tf32_peak=494.7 f16_peak=989.4 batch=8,16 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args=""
 do_step=1 do_micro=1 do_profile=0
 all_rows=wgpt_fp32,wgpt_f16,pytorch_fp32,pytorch_tf32,pytorch_bf16,compile_bf16,llmc_bf16
-rows_sel=$all_rows no_compile=0 do_350m=1 batch_350m=4 llmc="" llmc_bin="" llmc_args=""
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
+rows_sel=$all_rows no_compile=0 do_124m=1 do_350m=1 batch_350m=4 llmc="" llmc_bin="" llmc_args=""
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -59,6 +60,7 @@ while [ $# -gt 0 ]; do
     --micro-args) need "$@"; micro_args=$2; shift 2 ;;
     --rows) need "$@"; rows_sel=$2; shift 2 ;;
     --no-compile) no_compile=1; shift ;;
+    --no-124m) do_124m=0; shift ;;
     --no-350m) do_350m=0; shift ;;
     --350m-batch) need "$@"; batch_350m=$2; shift 2 ;;
     --llmc) need "$@"; llmc=$2; shift 2 ;;
@@ -154,10 +156,12 @@ smi_stop() {  # prints the peak over the base, or -
   kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
   awk -v b="$smi_base" '$1 ~ /^[0-9]+$/ && $1 > m { m = $1 } END { print (m != "" && b ~ /^[0-9]+$/) ? m - b : "-" }' "$1"
 }
-# why FILE: the line of a failed run's output that says why (an error line, else its last), tab-free.
+# why FILE: the line of a failed run's output that says why (the program's own message, an
+# error line, else its last), tab-free.
 why() {
-  { grep -iE 'error|refus|exceed|out of memory|not supported|failed' "$1" | tail -1; tail -1 "$1"; } 2>/dev/null |
-    head -1 | tr '\t' ' ' | cut -c1-110
+  { grep -E '^(wgpt[a-z ]*|llmc_gpt2\.sh|pytorch_gpt2\.py): ' "$1" | tail -1
+    grep -iE 'error|refus|exceed|out of memory|not supported|failed' "$1" | tail -1; tail -1 "$1"; } 2>/dev/null |
+    head -1 | tr '\t' ' ' | cut -c1-170
 }
 
 status=0
@@ -167,7 +171,8 @@ if [ $do_step = 1 ]; then
   rows="$out/step_rows.txt"
   : >"$rows"
   # the shapes: "name|wgpt and PyTorch options|llm.c depth|batches"
-  shapes=("124m|$model|12|${batches[*]}")
+  shapes=()
+  [ $do_124m = 1 ] && shapes=("124m|$model|12|${batches[*]}")
   [ -n "$model" ] && shapes=("custom|$model||${batches[*]}")
   [ $do_350m = 1 ] && [ -z "$model" ] && shapes+=("350m|--layers 24 --heads 16 --channels 1024|24|$batch_350m")
   llmc_why=""
