@@ -181,7 +181,7 @@ if [ $do_step = 1 ]; then
   elif want llmc_bf16 && [ -z "$llmc_bin" ]; then
     run "$out/llmc_build.txt" bench/llmc_gpt2.sh build "$llmc" "$(cd "$out" && pwd)/llmc-build" &&
       llmc_bin="$(cd "$out" && pwd)/llmc-build/train_gpt2cu" || llmc_why="its build failed: $out/llmc_build.txt"
-    grep -E '^llm.c:' "$out/llmc_build.txt" | sed 's/^/  /'
+    grep -E '^(llm.c:|  [^ ]*nvcc )' "$out/llmc_build.txt" | sed 's/^/  /'
   fi
   [ -n "$model" ] && want llmc_bf16 && llmc_why="--model is not a GPT-2 size"
   # row: key, shape, batch, tokens/s, ms/step, TFLOP/s, own memory MiB, GPU memory MiB, why (tab-separated)

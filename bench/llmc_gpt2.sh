@@ -5,7 +5,8 @@
 # bench/llmc_gpt2.sh build DIR BUILD
 #   Copies DIR's train_gpt2.cu, Makefile and llmc/ into BUILD (DIR is only read) and
 #   builds train_gpt2cu there with this machine's nvcc: bf16, USE_CUDNN=0,
-#   NO_MULTI_GPU=1, NO_USE_MPI=1 (no NCCL, no MPI). The copy is PATCHED first:
+#   NO_MULTI_GPU=1, NO_USE_MPI=1 (no NCCL, no MPI), for GPU 0's compute capability
+#   (GPU_COMPUTE_CAPABILITY from nvidia-smi, e.g. 90 on an H100). The copy is PATCHED first:
 #   llmc/cuda_utils.cuh's cudaMallocConditionallyManaged falls back to managed
 #   memory (cudaMallocManaged + cudaMemAdvise, the call that CUDA 13 no longer
 #   compiles) when cudaMalloc runs out; the copy exits with an error instead, so
@@ -28,7 +29,7 @@
 #   context included). TFLOP/s counts 6N + 6LCT FLOPs a token, as wgpt and
 #   pytorch_gpt2.py do (N with the padded vocabulary and 1024 positions).
 set -uo pipefail
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "llmc_gpt2.sh: $*" >&2; exit 1; }
 
 build() {
@@ -58,9 +59,17 @@ build() {
   local cu
   cu=$(dirname "$(dirname "$(command -v nvcc)")")
   export LIBRARY_PATH=${LIBRARY_PATH:+$LIBRARY_PATH:}$cu/lib64/stubs:$cu/targets/x86_64-linux/lib/stubs
-  echo "\$ make -C $bdir train_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1"
-  make -C "$bdir" train_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 >"$bdir/build.txt" 2>&1 ||
+  # The GPU's compute capability, said outright: llm.c's Makefile means to ask nvidia-smi but
+  # writes $(nvidia-smi ...) in make, an empty variable, and nvcc then builds for its default
+  # (sm_75 with PTX the driver compiles at start; MAX_1024_THREADS_BLOCKS 1 instead of 2).
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d '.' | sort -n | head -1)
+  case "$cc" in [0-9][0-9]|[0-9][0-9][0-9]) ;; *) cc=""; echo "llm.c: no compute capability from nvidia-smi: nvcc's default target" ;; esac
+  set -- train_gpt2cu PRECISION=BF16 USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1 ${cc:+GPU_COMPUTE_CAPABILITY=$cc}
+  echo "\$ make -C $bdir $*"
+  make -C "$bdir" "$@" >"$bdir/build.txt" 2>&1 ||
     { tail -8 "$bdir/build.txt" >&2; die "llm.c's build failed: $bdir/build.txt"; }
+  grep -m1 -E '^[^ ]*nvcc .*train_gpt2\.cu' "$bdir/build.txt" | sed 's/^/  /'
   echo "built: $bdir/train_gpt2cu"
 }
 
