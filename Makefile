@@ -1,7 +1,8 @@
 # wgpt: GPT training in C on WebGPU (Dawn).
 #   make run    fetch pinned dependencies, build, check the GPU driver, run the main job
 #   make test   the same setup, then every test
-#   make bench  the same setup, then wgpt beside PyTorch on this machine's GPU (bench/compare.sh)
+#   make bench  the same setup, then wgpt beside PyTorch on this machine's GPU (bench/compare.sh;
+#               LLMC=DIR: and beside llm.c's CUDA trainer, built from your llm.c clone DIR)
 #   make        build only (needs `scripts/setup.sh` once)
 CC ?= cc
 OPT ?= -O2 -g
@@ -63,7 +64,7 @@ run: setup
 bench: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
-	@bench/compare.sh --wgpt $(BUILD)/wgpt $(ARGS)
+	@bench/compare.sh --wgpt $(BUILD)/wgpt $(if $(LLMC),--llmc $(LLMC)) $(ARGS)
 
 test: setup
 	@$(MAKE) --no-print-directory all

@@ -2,31 +2,49 @@
 # compare.sh: wgpt beside PyTorch on this machine's GPU, in one command.
 # Run from a built tree (make all) on the GPU machine:
 #   bench/compare.sh [--peak-tflops 67] [--tf32-peak 494.7] [--f16-peak 989.4]
-#                    [--batch 4] [--steps 10] [--python python3]
+#                    [--batch 8,16] [--steps 10] [--python python3]
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
-#                    [--compile] [--no-step] [--no-micro] [--profile]
-# 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024; the median step, both sides) in fp32 and f16 and bench/pytorch_gpt2.py
-#    in its three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of
-#    tokens/s, ms/step, TFLOP/s, MFU against the peak of each row's arithmetic (the
-#    H200's by default: fp32 67, TF32 494.7, f16/bf16 989.4 dense), memory, and wgpt
-#    over PyTorch (wgpt fp32 beside the fp32 rows, wgpt f16 beside bf16).
+#                    [--rows LIST] [--no-compile] [--no-124m] [--no-350m] [--350m-batch 4]
+#                    [--llmc DIR] [--llmc-bin PATH] [--llmc-args "ARGS"]
+#                    [--no-step] [--no-micro] [--profile]
+# 1. the training step, GPT-2 124M at each --batch (x 1024 tokens; default 8 and 16) and
+#    GPT-2 350M (24 layers, 16 heads, 1024 channels) at --350m-batch (default 4): `wgpt bench`
+#    in fp32 and f16, bench/pytorch_gpt2.py in fp32 (TF32 off), fp32 with TF32, bf16 autocast
+#    eager and bf16 under torch.compile, and with --llmc DIR llm.c's CUDA trainer in bf16
+#    (bench/llmc_gpt2.sh). --rows picks rows (comma list of wgpt_fp32, wgpt_f16, pytorch_fp32,
+#    pytorch_tf32, pytorch_bf16, compile_bf16, llmc_bf16; default all; --no-compile drops
+#    compile_bf16; --no-124m, --no-350m drop a size). A table of tokens/s, ms/step (median
+#    step), TFLOP/s, MFU against the peak of each row's arithmetic (the H200's by default:
+#    fp32 67, TF32 494.7, f16/bf16 989.4 dense), each program's own memory figure, the GPU's
+#    peak memory in use while it ran (nvidia-smi), and wgpt over each row (wgpt fp32 beside
+#    the fp32 rows, wgpt f16 beside the bf16 ones). A run that fails or refuses (wgpt f16
+#    past its limits) is a row saying why.
 # 2. `wgpt bench --micro` and pytorch_gpt2.py --matmul (fp32, TF32 off; and f16 beside
 #    wgpt's _f16 rows) at the same shapes: ms and TFLOP/s per shape and pass, and the
 #    ratio; the memory-bound rows.
 # 3. with --profile: where the step's GPU time goes, wgpt f16 (`wgpt bench --profile`)
-#    beside PyTorch bf16 (pytorch_gpt2.py --profile, torch.profiler): the matmuls, the
-#    attention and the rest, summed from each kernel's GPU time.
-# --model passes the same model options to both (e.g. "--layers 2 --channels 128
-# --heads 4 --vocab 1000 --seq 64" for a quick try); --micro-args goes to
-# `wgpt bench --micro` (e.g. "--micro-scale 0.5"). Without python3, torch or a CUDA
-# device the PyTorch columns say why and wgpt's figures are still printed.
+#    beside PyTorch bf16 eager (pytorch_gpt2.py --profile, torch.profiler) at the first
+#    --batch: the matmuls, the attention and the rest, summed from each kernel's GPU time.
+# --llmc DIR: llm.c (https://github.com/karpathy/llm.c, your clone; not part of wgpt):
+# its train_gpt2cu is built from a patched copy in OUT/llmc-build with this machine's nvcc
+# (bench/llmc_gpt2.sh build: bf16, no cuDNN, no NCCL/MPI, no managed-memory fallback) and
+# run from scratch (-e d12, d24 for 350M) on random GPT-2 token shards in its format;
+# --llmc-bin PATH reuses a train_gpt2cu that llmc_gpt2.sh built; --llmc-args passes options
+# (e.g. "-r 0": no GELU recompute).
+# --model passes the same model options to wgpt and PyTorch instead of GPT-2 124M (e.g.
+# "--layers 2 --channels 128 --heads 4 --vocab 1000 --seq 64" for a quick try; no 350M and
+# no llm.c rows then); --micro-args goes to `wgpt bench --micro` (e.g. "--micro-scale
+# 0.5"). Without python3, torch or a CUDA device the PyTorch columns say why and wgpt's
+# figures are still printed.
 # Every raw output is kept in --out (default runs/compare-DATE). Plain bash + awk, no network.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
-peak=67 tf32_peak=494.7 f16_peak=989.4 batch=4 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args="" compile=""
+peak=67 tf32_peak=494.7 f16_peak=989.4 batch=8,16 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args=""
 do_step=1 do_micro=1 do_profile=0
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+all_rows=wgpt_fp32,wgpt_f16,pytorch_fp32,pytorch_tf32,pytorch_bf16,compile_bf16,llmc_bf16
+rows_sel=$all_rows no_compile=0 do_124m=1 do_350m=1 batch_350m=4 llmc="" llmc_bin="" llmc_args=""
+usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,7 +58,14 @@ while [ $# -gt 0 ]; do
     --out) need "$@"; out=$2; shift 2 ;;
     --model) need "$@"; model=$2; shift 2 ;;
     --micro-args) need "$@"; micro_args=$2; shift 2 ;;
-    --compile) compile=--compile; shift ;;
+    --rows) need "$@"; rows_sel=$2; shift 2 ;;
+    --no-compile) no_compile=1; shift ;;
+    --no-124m) do_124m=0; shift ;;
+    --no-350m) do_350m=0; shift ;;
+    --350m-batch) need "$@"; batch_350m=$2; shift 2 ;;
+    --llmc) need "$@"; llmc=$2; shift 2 ;;
+    --llmc-bin) need "$@"; llmc_bin=$2; shift 2 ;;
+    --llmc-args) need "$@"; llmc_args=$2; shift 2 ;;
     --no-step) do_step=0; shift ;;
     --no-micro) do_micro=0; shift ;;
     --profile) do_profile=1; shift ;;
@@ -51,9 +76,23 @@ done
 for v in peak tf32_peak f16_peak; do
   case "${!v}" in ''|*[!0-9.]*|.) echo "compare.sh: --${v/_/-} needs a number, got '${!v}'" >&2; exit 2 ;; esac
 done
-for v in batch steps; do
-  case "${!v}" in ''|*[!0-9]*|0) echo "compare.sh: --$v needs a positive integer, got '${!v}'" >&2; exit 2 ;; esac
+case "$steps" in ''|*[!0-9]*|0) echo "compare.sh: --steps needs a positive integer, got '$steps'" >&2; exit 2 ;; esac
+case "$batch_350m" in ''|*[!0-9]*|0) echo "compare.sh: --350m-batch needs a positive integer, got '$batch_350m'" >&2; exit 2 ;; esac
+IFS=, read -r -a batches <<<"$batch"
+[ ${#batches[@]} -gt 0 ] || { echo "compare.sh: --batch needs a comma list of positive integers, got '$batch'" >&2; exit 2; }
+for b in "${batches[@]}"; do
+  case "$b" in ''|*[!0-9]*|0) echo "compare.sh: --batch needs a comma list of positive integers, got '$batch'" >&2; exit 2 ;; esac
 done
+IFS=, read -r -a row_keys <<<"$rows_sel"
+for k in "${row_keys[@]}"; do
+  case ",$all_rows," in *",$k,"*) ;; *) echo "compare.sh: --rows: unknown row '$k' (of $all_rows)" >&2; exit 2 ;; esac
+done
+want() { case ",$rows_sel," in *",$1,"*) [ "$1" != compile_bf16 ] || [ $no_compile = 0 ] ;; *) return 1 ;; esac; }
+if [ -n "$llmc" ] && [ -z "$llmc_bin" ] && ! [ -f "$llmc/train_gpt2.cu" ]; then
+  echo "compare.sh: --llmc $llmc is not an llm.c checkout (no train_gpt2.cu): git clone https://github.com/karpathy/llm.c" >&2
+  exit 2
+fi
+[ -z "$llmc_bin" ] || [ -x "$llmc_bin" ] || { echo "compare.sh: --llmc-bin $llmc_bin is not an executable" >&2; exit 2; }
 if [ ! -x "$wgpt" ]; then
   echo "compare.sh: $wgpt is missing: build first (make all), or give --wgpt PATH" >&2
   exit 1
@@ -102,61 +141,146 @@ run() {
 
 status=0
 # --- 1. the training step -------------------------------------------------------------
+# The GPU's memory in use (MiB, nvidia-smi, GPU 0) every 100 ms while a row runs: its peak
+# over the figure just before it started.
+smi_pid="" smi_base=""
+smi_start() {
+  smi_pid="" smi_base=""
+  command -v nvidia-smi >/dev/null 2>&1 || return 0
+  smi_base=$(nvidia-smi -i 0 --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null | head -1)
+  nvidia-smi -i 0 --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$1" 2>/dev/null &
+  smi_pid=$!
+}
+smi_stop() {  # prints the peak over the base, or -
+  [ -n "$smi_pid" ] || { echo -; return; }
+  kill "$smi_pid" 2>/dev/null; wait "$smi_pid" 2>/dev/null
+  awk -v b="$smi_base" '$1 ~ /^[0-9]+$/ && $1 > m { m = $1 } END { print (m != "" && b ~ /^[0-9]+$/) ? m - b : "-" }' "$1"
+}
+# why FILE: the line of a failed run's output that says why (the program's own message, an
+# error line, else its last), tab-free.
+why() {
+  { grep -E '^(wgpt[a-z ]*|llmc_gpt2\.sh|pytorch_gpt2\.py): ' "$1" | tail -1
+    grep -iE 'error|refus|exceed|out of memory|not supported|failed' "$1" | tail -1; tail -1 "$1"; } 2>/dev/null |
+    head -1 | tr '\t' ' ' | cut -c1-170
+}
+
+status=0
 if [ $do_step = 1 ]; then
   echo
-  echo "== training step: $wgpt bench and bench/pytorch_gpt2.py"
+  echo "== training step: $wgpt bench, bench/pytorch_gpt2.py$([ -n "$llmc$llmc_bin" ] && want llmc_bf16 && echo ', llm.c train_gpt2cu')"
   rows="$out/step_rows.txt"
   : >"$rows"
-  for prec in fp32 f16; do
-    # shellcheck disable=SC2086  # $model is a list of options on purpose
-    run "$out/wgpt_bench_$prec.txt" "$wgpt" bench --precision "$prec" --batch "$batch" --steps "$steps" $model ||
-      { [ $prec = fp32 ] && status=1; }  # f16 needs shader-f16: a device without it has no f16 row
-    grep -E '^(adapter|model):' "$out/wgpt_bench_$prec.txt" | sed 's/^/  /'
-    # row: label, tokens/s, ms/step, TFLOP/s, memory MiB, memory kind
-    awk -v p="$prec" '/^result:/ {r = $4 " " $2 " " $6}
-         /^GPU memory allocated:/ {m = $4}
-         END {print "wgpt_" p, (r != "" ? r " " m " allocated" : "failed")}' "$out/wgpt_bench_$prec.txt" >>"$rows"
-  done
-  if [ -z "$torch_why" ]; then
-    for mode in fp32 tf32 bf16; do
-      # shellcheck disable=SC2086
-      run "$out/pytorch_$mode.txt" "$py" bench/pytorch_gpt2.py --mode "$mode" --batch "$batch" --steps "$steps" \
-        $model $compile
-      awk -v m="$mode" '/^result:/ {r = $4 " " $2 " " $6 " " $8}
-           END {print "pytorch_" m, (r != "" ? r " peak" : "failed")}' "$out/pytorch_$mode.txt" >>"$rows"
-    done
+  # the shapes: "name|wgpt and PyTorch options|llm.c depth|batches"
+  shapes=()
+  [ $do_124m = 1 ] && shapes=("124m|$model|12|${batches[*]}")
+  [ -n "$model" ] && shapes=("custom|$model||${batches[*]}")
+  [ $do_350m = 1 ] && [ -z "$model" ] && shapes+=("350m|--layers 24 --heads 16 --channels 1024|24|$batch_350m")
+  llmc_why=""
+  if want llmc_bf16 && [ -z "$llmc$llmc_bin" ]; then
+    llmc_why="no --llmc DIR"
+  elif want llmc_bf16 && [ -z "$llmc_bin" ]; then
+    run "$out/llmc_build.txt" bench/llmc_gpt2.sh build "$llmc" "$(cd "$out" && pwd)/llmc-build" &&
+      llmc_bin="$(cd "$out" && pwd)/llmc-build/train_gpt2cu" || llmc_why="its build failed: $out/llmc_build.txt"
+    grep -E '^(llm.c:|  [^ ]*nvcc )' "$out/llmc_build.txt" | sed 's/^/  /'
   fi
+  [ -n "$model" ] && want llmc_bf16 && llmc_why="--model is not a GPT-2 size"
+  # row: key, shape, batch, tokens/s, ms/step, TFLOP/s, own memory MiB, GPU memory MiB, why (tab-separated)
+  add_row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$rows"; }
+  for shape in "${shapes[@]}"; do
+    IFS='|' read -r sname sopts sdepth sbatches <<<"$shape"
+    for b in $sbatches; do
+      tag="${sname}_b$b"
+      for key in wgpt_fp32 wgpt_f16 pytorch_fp32 pytorch_tf32 pytorch_bf16 llmc_bf16 compile_bf16; do
+        want "$key" || continue
+        f="$out/${key}_$tag.txt"
+        case "$key" in
+          wgpt_*)
+            smi_start "$f.smi"
+            # shellcheck disable=SC2086  # $sopts is a list of options on purpose
+            run "$f" "$wgpt" bench --precision "${key#wgpt_}" --batch "$b" --steps "$steps" $sopts ||
+              { [ "$key" = wgpt_fp32 ] && status=1; }  # f16 needs shader-f16 and may refuse a size: a row says why
+            gpu=$(smi_stop "$f.smi")
+            grep -E '^(adapter|model):' "$f" | sed 's/^/  /'
+            if grep -q '^result:' "$f"; then
+              read -r tps ms tf < <(awk '/^result:/ {print $4, $2, $6}' "$f")
+              own=$(awk '/^GPU memory allocated:/ {m = $4} END {print (m != "" ? m : "-")}' "$f")
+              add_row "$key" "$sname" "$b" "$tps" "$ms" "$tf" "$own" "$gpu" ""
+            else add_row "$key" "$sname" "$b" - - - - "$gpu" "$(why "$f")"; fi ;;
+          pytorch_*|compile_*)
+            [ -n "$torch_why" ] && { add_row "$key" "$sname" "$b" - - - - - "$torch_why"; continue; }
+            mode=${key#*_} comp=""
+            [ "${key%%_*}" = compile ] && comp=--compile
+            smi_start "$f.smi"
+            # shellcheck disable=SC2086
+            run "$f" "$py" bench/pytorch_gpt2.py --mode "$mode" --batch "$b" --steps "$steps" $sopts $comp
+            gpu=$(smi_stop "$f.smi")
+            if grep -q '^result:' "$f"; then
+              read -r tps ms tf own < <(awk '/^result:/ {print $4, $2, $6, $8}' "$f")
+              add_row "$key" "$sname" "$b" "$tps" "$ms" "$tf" "$own" "$gpu" ""
+            else add_row "$key" "$sname" "$b" - - - - "$gpu" "$(why "$f")"; fi ;;
+          llmc_bf16)
+            [ -n "$llmc_why" ] && { add_row "$key" "$sname" "$b" - - - - - "$llmc_why"; continue; }
+            smi_start "$f.smi"
+            run "$f" bench/llmc_gpt2.sh run "$llmc_bin" --depth "$sdepth" --batch "$b" --steps "$steps" \
+              --data "$out/llmc-data" --args "$llmc_args"
+            gpu=$(smi_stop "$f.smi")
+            if grep -q '^result:' "$f"; then
+              read -r tps ms tf own < <(awk '/^result:/ {print $4, $2, $6, $8}' "$f")
+              add_row "$key" "$sname" "$b" "$tps" "$ms" "$tf" "$own" "$gpu" ""
+            else add_row "$key" "$sname" "$b" - - - - "$gpu" "$(why "$f")"; fi ;;
+        esac
+      done
+    done
+  done
   echo
-  awk -v peak="$peak" -v tf32="$tf32_peak" -v f16="$f16_peak" -v why="$torch_why" '
+  awk -F'\t' -v peak="$peak" -v tf32="$tf32_peak" -v f16="$f16_peak" '
     BEGIN {
       label["wgpt_fp32"] = "wgpt, fp32"
       label["wgpt_f16"] = "wgpt, f16 (loss scaling)"
       label["pytorch_fp32"] = "PyTorch fp32, TF32 off"
       label["pytorch_tf32"] = "PyTorch fp32, TF32 on"
       label["pytorch_bf16"] = "PyTorch bf16 autocast"
+      label["compile_bf16"] = "PyTorch bf16, compiled"
+      label["llmc_bf16"] = "llm.c bf16"
       # the peak of what each row multiplies on, and the wgpt row it is set beside
       pk["wgpt_fp32"] = peak; pk["pytorch_fp32"] = peak; pk["pytorch_tf32"] = tf32
-      pk["wgpt_f16"] = f16; pk["pytorch_bf16"] = f16
-      peer["pytorch_fp32"] = "wgpt_fp32"; peer["pytorch_tf32"] = "wgpt_fp32"; peer["pytorch_bf16"] = "wgpt_f16"
+      pk["wgpt_f16"] = f16; pk["pytorch_bf16"] = f16; pk["compile_bf16"] = f16; pk["llmc_bf16"] = f16
+      peer["pytorch_fp32"] = "wgpt_fp32"; peer["pytorch_tf32"] = "wgpt_fp32"
+      peer["pytorch_bf16"] = "wgpt_f16"; peer["compile_bf16"] = "wgpt_f16"; peer["llmc_bf16"] = "wgpt_f16"
+      own["wgpt_fp32"] = "alloc"; own["wgpt_f16"] = "alloc"; own["llmc_bf16"] = "used"
     }
-    { tps[$1] = $2; ms[$1] = $3; tf[$1] = $4; mem[$1] = $5; kind[$1] = $6; order[n++] = $1 }
+    { n++; key[n] = $1; shp[n] = $2; bat[n] = $3; tps[n] = $4; ms[n] = $5; tf[n] = $6; mem[n] = $7; gpu[n] = $8
+      why[n] = $9; at[$1 " " $2 " " $3] = n }
     END {
-      printf "%-26s %10s %9s %8s %7s %11s %11s\n", "run", "tokens/s", "ms/step", "TFLOP/s", "MFU", "memory MiB",
-             "wgpt/this"
-      for (i = 0; i < n; i++) {
-        k = order[i]
-        if (tps[k] == "failed") { printf "%-26s %s\n", label[k], "failed: see its output above"; continue }
-        w = peer[k]
-        ratio = (w != "" && tps[w] != "failed" && tps[w] > 0 && tps[k] > 0) ? sprintf("%.2f", tps[w] / tps[k]) : "-"
-        printf "%-26s %10.0f %9.1f %8.2f %6.1f%% %11.0f %11s\n", label[k], tps[k], ms[k], tf[k],
-               (pk[k] > 0 ? 100 * tf[k] / pk[k] : 0), mem[k], ratio
+      printf "%-24s %-6s %5s %10s %9s %8s %7s %12s %8s %9s\n", "run", "model", "batch", "tokens/s", "ms/step", "TFLOP/s",
+             "MFU", "own MiB", "GPU MiB", "wgpt/this"
+      for (i = 1; i <= n; i++) {
+        k = key[i]
+        if (i > 1 && (shp[i] != shp[i - 1] || bat[i] != bat[i - 1])) print ""
+        if (tps[i] == "-") {
+          printf "%-24s %-6s %5s %s\n", label[k], shp[i], bat[i], "none: " why[i] (gpu[i] != "-" ? " (GPU " gpu[i] " MiB)" : "")
+          continue
+        }
+        w = at[peer[k] " " shp[i] " " bat[i]]
+        ratio = (w != "" && tps[w] > 0 && tps[i] > 0) ? sprintf("%.2f", tps[w] / tps[i]) : "-"
+        printf "%-24s %-6s %5s %10.0f %9.1f %8.2f %6.1f%% %12s %8s %9s\n", label[k], shp[i], bat[i], tps[i], ms[i],
+               tf[i], (pk[k] > 0 ? 100 * tf[i] / pk[k] : 0), (mem[i] ~ /^[0-9.]+$/ ? sprintf("%.0f %s", mem[i], (k in own) ? own[k] : "max") : "-"),
+               gpu[i], ratio
       }
-      if (why != "") print "PyTorch rows: none (" why ")"
       printf "MFU: TFLOP/s (6N + 6LCT FLOPs a token) over the peak of the row'"'"'s arithmetic: fp32 %s, TF32 %s,\n", peak, tf32
       printf "f16/bf16 %s TFLOP/s dense (--peak-tflops, --tf32-peak, --f16-peak). wgpt/this: tokens/s of wgpt fp32\n", f16
-      print "over the fp32 rows, of wgpt f16 over bf16. Memory: wgpt, every storage buffer it allocated (peak);"
-      print "PyTorch, torch.cuda.max_memory_allocated."
+      print "over the fp32 rows, of wgpt f16 over the bf16 ones, same model and batch (above 1: wgpt is faster)."
+      print "own MiB, each program'"'"'s own figure: wgpt (alloc), every storage buffer it allocated at its peak;"
+      print "PyTorch (max), torch.cuda.max_memory_allocated; llm.c (used), cudaMemGetInfo'"'"'s used memory once it has"
+      print "allocated everything (CUDA context included). GPU MiB: the GPU'"'"'s memory in use at its peak while the"
+      print "row ran, over the figure before it (nvidia-smi every 100 ms: driver, context and caches included)."
+      print "llm.c: train_gpt2cu (bench/llmc_gpt2.sh), from scratch on random tokens; its step times are its own"
+      print "(CUDA events); the median after 2 warm-up steps."
     }' "$rows"
+  # wgpt's peak memory split by kind, where its bench prints one
+  for f in "$out"/wgpt_*_b*.txt; do
+    [ -f "$f" ] && grep -h '^GPU memory at its peak' "$f" | sed "s|^GPU memory at its peak:|$(basename "$f" .txt) peak:|"
+  done
 fi
 
 # --- 2. micro-benchmarks -----------------------------------------------------------------
@@ -223,11 +347,11 @@ if [ $do_profile = 1 ]; then
   echo
   echo "== where the step's GPU time goes: $wgpt bench --profile (f16) and bench/pytorch_gpt2.py --profile (bf16)"
   # shellcheck disable=SC2086
-  run "$out/wgpt_profile_f16.txt" "$wgpt" bench --precision f16 --batch "$batch" --steps 2 --profile $model || status=1
+  run "$out/wgpt_profile_f16.txt" "$wgpt" bench --precision f16 --batch "${batches[0]}" --steps 2 --profile $model || status=1
   : >"$out/pytorch_profile_bf16.txt"
   # shellcheck disable=SC2086
-  [ -z "$torch_why" ] && run "$out/pytorch_profile_bf16.txt" "$py" bench/pytorch_gpt2.py --mode bf16 --batch "$batch" \
-    --steps 2 --profile $model $compile
+  [ -z "$torch_why" ] && run "$out/pytorch_profile_bf16.txt" "$py" bench/pytorch_gpt2.py --mode bf16 --batch "${batches[0]}" \
+    --steps 2 --profile $model
   echo
   # both print "by kind: matmuls A ms (n calls), attention B ms (n calls), the rest C ms (n calls)"
   awk -v why="$torch_why" '
