@@ -131,8 +131,7 @@ static int open_model_(run_ *r) {
             wgpt_run_fail_(r, "%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
         return 2;
     }
-    wgpt_precision precision = WGPT_PRECISION_FP32;
-    wgpt_precision_parse(o->precision, &precision);  // checked by wgpt_train_check
+    wgpt_precision precision = o->precision;
     // Several ranks: each keeps the AdamW moments of its 1/N of the parameters (ZeRO-1).
     r->model = r->nranks > 1 ? wgpt_gpt2_create_sharded(r->g, &r->cfg, o->batch, o->seq, precision, (uint32_t)r->rank,
                                                         (uint32_t)r->nranks, err, sizeof err)
