@@ -90,13 +90,16 @@ int wgpt_run_agree_(run_ *r) {
             snprintf(all, sizeof all, "; the ranks hold %llu to %llu", (unsigned long long)lo,
                      (unsigned long long)hi);
         }
-        return wgpt_run_fail_(r, "the %d ranks differ in %s (rank %d: %s%s): start every rank with the same command line and "
-                     "the same --out",
-                     r->nranks, a[i].option, r->rank, here, all);
+        return wgpt_run_fail_(
+            r,
+            "the %d ranks differ in %s (rank %d: %s%s): start every rank with the same command line and "
+            "the same --out",
+            r->nranks, a[i].option, r->rank, here, all);
     }
-    return wgpt_run_fail_(r, "the %d ranks differ in their options, data or starting step (rank %d's hash %016llx): start "
-                 "every rank with the same command line and the same --out",
-                 r->nranks, r->rank, (unsigned long long)h);
+    return wgpt_run_fail_(r,
+                          "the %d ranks differ in their options, data or starting step (rank %d's hash %016llx): start "
+                          "every rank with the same command line and the same --out",
+                          r->nranks, r->rank, (unsigned long long)h);
 }
 
 // A stop request on any rank (SIGTERM to one of them) stops them all after

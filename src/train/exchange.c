@@ -24,8 +24,10 @@ int wgpt_run_gather_state_(run_ *r, float *params, float *adam_m, float *adam_v)
         wgpt_run_fail_(r, "out of host memory gathering the parameters and optimizer state");
     } else {
         uint64_t at = r->rank == 0 ? off : 0;
-        if (wgpt_gpt2_get_param_shard(r->model, pp + at) < 0 || wgpt_gpt2_get_adam_shard(r->model, pm + at, pv + at) < 0)
-            wgpt_run_fail_(r, "reading the parameters and optimizer state for a checkpoint: %s", wgpt_gpt2_error(r->model));
+        if (wgpt_gpt2_get_param_shard(r->model, pp + at) < 0 ||
+            wgpt_gpt2_get_adam_shard(r->model, pm + at, pv + at) < 0)
+            wgpt_run_fail_(r, "reading the parameters and optimizer state for a checkpoint: %s",
+                           wgpt_gpt2_error(r->model));
         else if (wgpt_comm_gather_floats(r->comm, pp + at, pp, r->shard_off, r->shard_n, 0, err, sizeof err) < 0 ||
                  wgpt_comm_gather_floats(r->comm, pm + at, pm, r->shard_off, r->shard_n, 0, err, sizeof err) < 0 ||
                  wgpt_comm_gather_floats(r->comm, pv + at, pv, r->shard_off, r->shard_n, 0, err, sizeof err) < 0)
@@ -71,7 +73,8 @@ int wgpt_run_sum_over_ranks_(run_ *r, step_ *s) {
     size_t np = wgpt_gpt2_num_params(&r->cfg);
     if (!r->buckets) {
         if (wgpt_gpt2_get_grads(r->model, r->grads) < 0)
-            return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+            return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model),
+                                  wgpt_run_kept_(r, kept, sizeof kept));
         double t0 = wgpt_clock_s();
         wgpt_comm_sum *sum = wgpt_comm_reduce_begin(r->comm, r->grads, np, r->counts, err, sizeof err);
         int rc = sum ? wgpt_comm_sum_wait(r->comm, sum, err, sizeof err) : -1;
@@ -79,7 +82,8 @@ int wgpt_run_sum_over_ranks_(run_ *r, step_ *s) {
         if (rc < 0) return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, err, wgpt_run_kept_(r, kept, sizeof kept));
         s->exchange_s = wgpt_clock_s() - t0;  // after the backward: nothing overlaps
         if (wgpt_gpt2_set_grads(r->model, r->grads) < 0)
-            return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+            return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model),
+                                  wgpt_run_kept_(r, kept, sizeof kept));
     }
     if (wgpt_comm_sum_double(r->comm, &s->loss, err, sizeof err) < 0)
         return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, err, wgpt_run_kept_(r, kept, sizeof kept));
@@ -138,7 +142,8 @@ static int buckets_advance_(run_ *r, step_ *s, uint32_t submitted, int wait, cha
         wgpt_comm_sum_free(r->comm, b->sum);
         b->sum = NULL;
         b->state = BUCKET_DONE;
-        if (wgpt_gpt2_segment_put(r->model, i, b->host) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(r->model));
+        if (wgpt_gpt2_segment_put(r->model, i, b->host) < 0)
+            return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(r->model));
     }
     return 0;
 }
@@ -183,14 +188,15 @@ int wgpt_run_update_sharded_(run_ *r, const wgpt_adamw_config *ac, step_ *s, int
     int bad;
     uint64_t lo, hi;
     if (wgpt_gpt2_update_shard_begin(r->model, ac, global, &sumsq, &bad) < 0)
-        return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+        return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model),
+                              wgpt_run_kept_(r, kept, sizeof kept));
     if (wgpt_comm_sum_double(r->comm, &sumsq, err, sizeof err) < 0 ||
         wgpt_comm_min_max_u64(r->comm, (uint64_t)bad, &lo, &hi, err, sizeof err) < 0)
         return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, err, wgpt_run_kept_(r, kept, sizeof kept));
     s->comm_seconds += wgpt_comm_seconds(r->comm) - c0;
     if (wgpt_gpt2_update_shard_end(r->model, ac, (int)s->t, sumsq, hi != 0, &s->res) < 0)
         return wgpt_run_fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t,
-                     wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+                              wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
     return 0;
 }
 
@@ -203,11 +209,13 @@ int wgpt_run_gather_params_(run_ *r, step_ *s) {
     double c0 = wgpt_comm_seconds(r->comm);
     uint32_t *mine = r->updates + r->update_off[r->rank];
     if (wgpt_gpt2_get_shard_update(r->model, mine) < 0)
-        return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+        return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model),
+                              wgpt_run_kept_(r, kept, sizeof kept));
     if (wgpt_comm_gather_words(r->comm, mine, r->updates, r->update_off, r->update_n, -1, err, sizeof err) < 0)
         return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, err, wgpt_run_kept_(r, kept, sizeof kept));
     if (wgpt_gpt2_set_shard_updates(r->model, r->updates) < 0)
-        return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+        return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model),
+                              wgpt_run_kept_(r, kept, sizeof kept));
     s->comm_seconds += wgpt_comm_seconds(r->comm) - c0;
     return 0;
 }
@@ -216,9 +224,11 @@ int wgpt_run_gather_params_(run_ *r, step_ *s) {
 void wgpt_run_say_exchange_(const run_ *r, uint32_t steps) {
     double ms = r->exchange_s * 1e3 / steps, pct = r->exchange_s > 0 ? 100 * r->overlap_s / r->exchange_s : 0;
     if (r->buckets)
-        wgpt_run_say_(r, INFO_, "gradient exchange: %u buckets a step, %.2f ms a step in flight, %.0f%% of it while the "
-             "backward computed (overlap)\n", r->nbuckets, ms, pct);
+        wgpt_run_say_(r, INFO_,
+                      "gradient exchange: %u buckets a step, %.2f ms a step in flight, %.0f%% of it while the "
+                      "backward computed (overlap)\n",
+                      r->nbuckets, ms, pct);
     else
         wgpt_run_say_(r, INFO_, "gradient exchange: one sum after the backward (--grad-buckets 0), %.2f ms a step, 0%% "
-             "overlap\n", ms);
+                      "overlap\n", ms);
 }

@@ -32,10 +32,25 @@ _Static_assert(SAVED_OPTS_V1_SIZE == 64, "a version 1 blob is 64 bytes");
 
 static saved_opts_ saved_(const run_ *r) {
     const wgpt_train_opts *o = r->o;
-    return (saved_opts_){2, o->batch, o->seq, r->accum * (uint32_t)r->nranks, o->steps, o->warmup, o->lr, o->min_lr_frac,
-                         o->weight_decay, o->beta1, o->beta2, o->eps, o->grad_clip, 0, o->seed,
-                         (uint32_t)wgpt_gpt2_precision(r->model), wgpt_gpt2_loss_scale_clean_steps(r->model),
-                         wgpt_gpt2_loss_scale(r->model), 0};
+    return (saved_opts_){2,
+                         o->batch,
+                         o->seq,
+                         r->accum * (uint32_t)r->nranks,
+                         o->steps,
+                         o->warmup,
+                         o->lr,
+                         o->min_lr_frac,
+                         o->weight_decay,
+                         o->beta1,
+                         o->beta2,
+                         o->eps,
+                         o->grad_clip,
+                         0,
+                         o->seed,
+                         (uint32_t)wgpt_gpt2_precision(r->model),
+                         wgpt_gpt2_loss_scale_clean_steps(r->model),
+                         wgpt_gpt2_loss_scale(r->model),
+                         0};
 }
 
 int wgpt_run_write_checkpoint_(run_ *r) {
@@ -82,7 +97,7 @@ static int restore_loss_scale_(run_ *r, const saved_opts_ *was, const char *path
     if (wgpt_gpt2_precision(r->model) != WGPT_PRECISION_F16) return 0;
     if (was->version < 2 || was->precision != WGPT_PRECISION_F16) {
         wgpt_run_say_(r, INFO_, "%s is an fp32 run's: the f16 run starts with the loss scale %g\n", path,
-             (double)WGPT_LOSS_SCALE_INIT);
+                      (double)WGPT_LOSS_SCALE_INIT);
         return 0;
     }
     return wgpt_gpt2_restore_loss_scale(r->model, was->loss_scale, was->loss_clean_steps);
@@ -100,17 +115,17 @@ int wgpt_run_resume_(run_ *r, const char *path) {
         memcpy(&was, ck.train_opts, ck.train_opts_len);
     if (strcmp(ck.tokenizer, wgpt_tokenizer_name(r->tok)) != 0) {
         wgpt_run_fail_(r, "%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", path, ck.tokenizer,
-              wgpt_tokenizer_name(r->tok));
+                       wgpt_tokenizer_name(r->tok));
     } else if (memcmp(&ck.config, &r->cfg, sizeof r->cfg) != 0) {
         wgpt_run_fail_(r, "%s holds a model of L=%u H=%u C=%u T=%u V=%u; the options ask for L=%u H=%u C=%u T=%u V=%u "
-              "(pass the same --layers/--heads/--channels/--seq, or --resume none to start afresh)",
-              path, ck.config.num_layers, ck.config.num_heads, ck.config.channels, ck.config.max_seq_len,
-              ck.config.vocab_size, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels, r->cfg.max_seq_len,
-              r->cfg.vocab_size);
+                       "(pass the same --layers/--heads/--channels/--seq, or --resume none to start afresh)",
+                       path, ck.config.num_layers, ck.config.num_heads, ck.config.channels, ck.config.max_seq_len,
+                       ck.config.vocab_size, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels, r->cfg.max_seq_len,
+                       r->cfg.vocab_size);
     } else if (was.batch != now.batch || was.seq != now.seq || was.seed != now.seed || was.accum != now.accum) {
         wgpt_run_fail_(r, "%s was made with batch %u x %u, %u micro-batches a step (all ranks together) and seed %llu; "
-              "resuming exactly needs the same (--batch, --seq, --total-batch, --seed)",
-              path, was.batch, was.seq, was.accum, (unsigned long long)was.seed);
+                       "resuming exactly needs the same (--batch, --seq, --total-batch, --seed)",
+                       path, was.batch, was.seq, was.accum, (unsigned long long)was.seed);
     } else if (!ck.adam_m) {
         wgpt_run_fail_(r, "%s holds no optimizer state (a weights-only export): it cannot resume training", path);
     } else if (wgpt_loader_load_state(r->loader, ck.loader_state, ck.loader_state_len, err, sizeof err) < 0) {
@@ -118,11 +133,12 @@ int wgpt_run_resume_(run_ *r, const char *path) {
     } else if (wgpt_gpt2_precision(r->model) == WGPT_PRECISION_F16 &&
                wgpt_check_f16_range(&ck.config, ck.params, path, err, sizeof err) < 0) {
         wgpt_run_fail_(r, "%s", err);
-    } else if (wgpt_gpt2_set_params(r->model, ck.params) < 0 || wgpt_gpt2_set_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
+    } else if (wgpt_gpt2_set_params(r->model, ck.params) < 0 ||
+               wgpt_gpt2_set_adam(r->model, ck.adam_m, ck.adam_v) < 0) {
         wgpt_run_fail_(r, "%s", wgpt_gpt2_error(r->model));
     } else if (ck.step > r->o->steps) {
-        wgpt_run_fail_(r, "%s is at step %llu, past the end of this run (--steps %u)", path, (unsigned long long)ck.step,
-              r->o->steps);
+        wgpt_run_fail_(r, "%s is at step %llu, past the end of this run (--steps %u)", path,
+                       (unsigned long long)ck.step, r->o->steps);
     } else if (restore_loss_scale_(r, &was, path) < 0) {
         wgpt_run_fail_(r, "%s: %s", path, wgpt_gpt2_error(r->model));
     } else {
@@ -145,9 +161,11 @@ int wgpt_run_open_metrics_(run_ *r, int resumed) {
     } else {
         struct stat st;
         if (lstat(r->path_metrics, &st) == 0 && !S_ISREG(st.st_mode))  // not a log of ours: leave it
-            return wgpt_run_fail_(r, "%s: not a regular file (a FIFO, a link?): not the log of an earlier run", r->path_metrics);
+            return wgpt_run_fail_(r, "%s: not a regular file (a FIFO, a link?): not the log of an earlier run",
+                                  r->path_metrics);
         if (unlink(r->path_metrics) != 0 && errno != ENOENT)
-            return wgpt_run_fail_(r, "%s: cannot remove the log of the earlier run: %s", r->path_metrics, strerror(errno));
+            return wgpt_run_fail_(r, "%s: cannot remove the log of the earlier run: %s", r->path_metrics,
+                                  strerror(errno));
     }
     r->metrics = wgpt_fopen_regular(r->path_metrics, "a", err, sizeof err);
     if (!r->metrics) return wgpt_run_fail_(r, "%s", err);
@@ -175,9 +193,11 @@ int wgpt_run_log_(run_ *r, const char *fmt, ...) {
         wgpt_run_fail_(r, "%s: cannot write: %s", r->path_metrics, strerror(errno ? errno : EIO));
         // rank 0 alone is here: with several ranks the moments it would gather are out of reach
         if (r->nranks == 1 && r->step > 0 && r->saved_step != (int64_t)r->step && wgpt_run_write_checkpoint_(r) == 0)
-            return wgpt_run_fail_(r, "a checkpoint of step %u was written to %s: free some space, then run the same command "
-                         "again to resume",
-                         r->step, r->path_ckpt);
+            return wgpt_run_fail_(
+                r,
+                "a checkpoint of step %u was written to %s: free some space, then run the same command "
+                "again to resume",
+                r->step, r->path_ckpt);
         return wgpt_run_fail_(r, "%s", wgpt_run_kept_(r, kept, sizeof kept));
     }
     return 0;

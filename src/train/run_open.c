@@ -22,22 +22,28 @@ static int init_from_(run_ *r, int with_params) {
     const wgpt_train_opts *o = r->o;
     char err[4096];
     wgpt_weights w;
-    if (wgpt_model_file_read(o->init_from, with_params, &w, err, sizeof err) < 0) return wgpt_run_fail_(r, "--init-from %s", err);
+    if (wgpt_model_file_read(o->init_from, with_params, &w, err, sizeof err) < 0)
+        return wgpt_run_fail_(r, "--init-from %s", err);
     int rc = 1;
     uint32_t V = wgpt_tokenizer_vocab_size(r->tok);
     const char *tn = wgpt_tokenizer_name(r->tok);
     const char *recorded = wgpt_loader_tokenizer(r->loader);  // the shards' own: --tokenizer cannot change it
     if (w.config.vocab_size != V && w.tokenizer[0] && recorded && strcmp(recorded, w.tokenizer) != 0)
-        wgpt_run_fail_(r, "%s is a model of the '%s' tokenizer (%u ids), but the shards (%s) were made with the '%s' tokenizer: "
-              "tokenize the text again with `wgpt tokenize --tokenizer %s` and train on those shards",
-              o->init_from, w.tokenizer, w.config.vocab_size, o->data, recorded, w.tokenizer);
+        wgpt_run_fail_(
+            r,
+            "%s is a model of the '%s' tokenizer (%u ids), but the shards (%s) were made with the '%s' tokenizer: "
+            "tokenize the text again with `wgpt tokenize --tokenizer %s` and train on those shards",
+            o->init_from, w.tokenizer, w.config.vocab_size, o->data, recorded, w.tokenizer);
     else if (w.config.vocab_size != V)
-        wgpt_run_fail_(r, "%s has a vocabulary of %u ids but the '%s' tokenizer has %u%s%s%s", o->init_from, w.config.vocab_size,
-              tn, V, w.tokenizer[0] ? " (pass --tokenizer " : "", w.tokenizer, w.tokenizer[0] ? ")" : "");
+        wgpt_run_fail_(r, "%s has a vocabulary of %u ids but the '%s' tokenizer has %u%s%s%s", o->init_from,
+                       w.config.vocab_size, tn, V, w.tokenizer[0] ? " (pass --tokenizer " : "", w.tokenizer,
+                       w.tokenizer[0] ? ")" : "");
     else if (w.tokenizer[0] && strcmp(w.tokenizer, tn) != 0)
-        wgpt_run_fail_(r, "%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", o->init_from, w.tokenizer, tn);
+        wgpt_run_fail_(r, "%s was trained with the '%s' tokenizer, not '%s' (--tokenizer)", o->init_from, w.tokenizer,
+                       tn);
     else if (o->seq > w.config.max_seq_len)
-        wgpt_run_fail_(r, "--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from, w.config.max_seq_len);
+        wgpt_run_fail_(r, "--seq %u is longer than the context of %s (%u positions)", o->seq, o->init_from,
+                       w.config.max_seq_len);
     else if (with_params && memcmp(&w.config, &r->cfg, sizeof r->cfg) != 0)  // the sizes were read first
         wgpt_run_fail_(r, "%s changed while it was being read", o->init_from);
     else if (with_params && wgpt_gpt2_precision(r->model) == WGPT_PRECISION_F16 &&
@@ -72,13 +78,16 @@ static int open_tokenizer_(run_ *r) {
     const wgpt_train_opts *o = r->o;
     const char *recorded = wgpt_loader_tokenizer(r->loader), *name = o->tokenizer;
     if (name && recorded && strcmp(name, recorded) != 0)
-        return wgpt_run_fail_(r, "--tokenizer %s, but the shards (%s) were made with the %s tokenizer: pass --tokenizer %s "
-                     "or leave it out",
-                     name, o->data, recorded, recorded);
+        return wgpt_run_fail_(
+            r,
+            "--tokenizer %s, but the shards (%s) were made with the %s tokenizer: pass --tokenizer %s "
+            "or leave it out",
+            name, o->data, recorded, recorded);
     if (!name) name = recorded ? recorded : "bytes";
     char err[2048];
     if (!wgpt_tokenizer_known(name))
-        return wgpt_run_fail_(r, "the shards (%s) record the tokenizer '%s', which this wgpt does not know", o->data, name);
+        return wgpt_run_fail_(r, "the shards (%s) record the tokenizer '%s', which this wgpt does not know", o->data,
+                              name);
     r->tok = wgpt_tokenizer_open(name, o->bpe_dir, err, sizeof err);
     if (!r->tok) return wgpt_run_fail_(r, "%s", err);
     if (wgpt_loader_check_vocab(r->loader, wgpt_tokenizer_vocab_size(r->tok), err, sizeof err) < 0)
@@ -107,7 +116,8 @@ static int pick_rank_gpu_(const run_ *r, wgpt_gpu_options *gpu, char *err, size_
     }
     wgpt_run_say_(r, INFO_, "%s\n", line);
     if (size > ng)
-        wgpt_run_say_(r, WARN_, "the %d ranks of this host share %d GPU(s): local rank i runs on GPU i mod %d", size, ng, ng);
+        wgpt_run_say_(r, WARN_, "the %d ranks of this host share %d GPU(s): local rank i runs on GPU i mod %d", size,
+                      ng, ng);
     return 0;
 }
 
@@ -125,20 +135,22 @@ static int open_model_(run_ *r) {
         shape_options_(dims & ~file, opts, sizeof opts);
         if (file)
             wgpt_run_fail_(r, "%s on '%s': the model of %s (%u layers, %u heads, %u channels) cannot run here%s%s", err,
-                  wgpt_gpu_get_info(r->g)->name, o->init_from, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels,
-                  opts[0] ? "; or change " : "", opts);
+                           wgpt_gpu_get_info(r->g)->name, o->init_from, r->cfg.num_layers, r->cfg.num_heads,
+                           r->cfg.channels, opts[0] ? "; or change " : "", opts);
         else
             wgpt_run_fail_(r, "%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
         return 2;
     }
     wgpt_precision precision = o->precision;
     // Several ranks: each keeps the AdamW moments of its 1/N of the parameters (ZeRO-1).
-    r->model = r->nranks > 1 ? wgpt_gpt2_create_sharded(r->g, &r->cfg, o->batch, o->seq, precision, (uint32_t)r->rank,
-                                                        (uint32_t)r->nranks, err, sizeof err)
-                             : wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
+    r->model = r->nranks > 1
+                   ? wgpt_gpt2_create_sharded(r->g, &r->cfg, o->batch, o->seq, precision, (uint32_t)r->rank,
+                                              (uint32_t)r->nranks, err, sizeof err)
+                   : wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
     if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
-        wgpt_run_fail_(r, "%s on '%s': the model does not fit: change --batch, --seq%s", err, wgpt_gpu_get_info(r->g)->name,
-              o->init_from ? " (the model's sizes are --init-from's file's)" : ", --layers, --channels");
+        wgpt_run_fail_(r, "%s on '%s': the model does not fit: change --batch, --seq%s", err,
+                       wgpt_gpu_get_info(r->g)->name,
+                       o->init_from ? " (the model's sizes are --init-from's file's)" : ", --layers, --channels");
         return 2;
     }
     if (!r->model) return wgpt_run_fail_(r, "%s", err);
@@ -156,7 +168,8 @@ int wgpt_run_open_(run_ *r) {
     }
     snprintf(r->path_ckpt, sizeof r->path_ckpt, "%s/latest.ckpt", o->out_dir);
     // A latest.ckpt.tmp a killed writer left goes now that the folder is ours.
-    if (r->rank == 0 && wgpt_checkpoint_remove_stale_tmp(r->path_ckpt, err, sizeof err) < 0) return wgpt_run_fail_(r, "%s", err);
+    if (r->rank == 0 && wgpt_checkpoint_remove_stale_tmp(r->path_ckpt, err, sizeof err) < 0)
+        return wgpt_run_fail_(r, "%s", err);
     snprintf(r->path_metrics, sizeof r->path_metrics, "%s/metrics.jsonl", o->out_dir);
     snprintf(r->path_svg, sizeof r->path_svg, "%s/loss.svg", o->out_dir);
 
@@ -209,7 +222,8 @@ int wgpt_run_open_(run_ *r) {
             words += r->update_n[i] = wgpt_gpt2_shard_update_words(r->model, i);
         }
         if (!(r->updates = malloc(words * sizeof *r->updates)))
-            return wgpt_run_fail_(r, "out of host memory for the parameters' exchange (%llu words)", (unsigned long long)words);
+            return wgpt_run_fail_(r, "out of host memory for the parameters' exchange (%llu words)",
+                                  (unsigned long long)words);
         if (wgpt_run_open_buckets_(r) < 0) return 1;
     }
     return r->rank == 0 ? wgpt_run_open_metrics_(r, resumed) : 0;

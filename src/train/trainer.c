@@ -25,7 +25,7 @@ static int validate_(run_ *r, float *out) {
         return wgpt_run_fail_(r, "validation: %s", err), v.data_failed ? -2 : -1;
     if (v.nonfinite)
         return -wgpt_run_fail_(r, "the validation loss at step %u is %s: the model has diverged", r->step,
-                      isnan(v.bad_loss) ? "NaN" : "Inf");
+                               isnan(v.bad_loss) ? "NaN" : "Inf");
     if (!v.batches) return 1;
     *out = (float)(v.sum / v.batches);
     return 0;
@@ -59,9 +59,10 @@ static int data_failed_(run_ *r, uint32_t t, const void *loader_at_start) {
     wgpt_run_fail_(r, "step %u: %s", t, wgpt_loader_error(r->loader));
     if (wgpt_loader_load_state(r->loader, loader_at_start, wgpt_loader_state_size(), err, sizeof err) == 0 &&
         wgpt_run_write_checkpoint_(r) == 0)
-        return wgpt_run_fail_(r, "a checkpoint of step %u was written to %s: run the same command again, once the data is "
-                     "whole, to resume from it",
-                     r->step, r->path_ckpt);
+        return wgpt_run_fail_(r,
+                              "a checkpoint of step %u was written to %s: run the same command again, once the data is "
+                              "whole, to resume from it",
+                              r->step, r->path_ckpt);
     return wgpt_run_fail_(r, "%s", wgpt_run_kept_(r, kept, sizeof kept));
 }
 
@@ -89,7 +90,8 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
             if (wgpt_run_accumulate_bucketed_(r, s, k < n, &l, err, sizeof err) < 0)
                 return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, err, wgpt_run_kept_(r, kept, sizeof kept));
         } else if (wgpt_gpt2_accumulate(r->model, r->inputs, r->targets, k < n, &l) < 0)
-            return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
+            return wgpt_run_fail_(r, "step %u: %s\n%s", s->t, wgpt_gpt2_error(r->model),
+                                  wgpt_run_kept_(r, kept, sizeof kept));
         s->loss += l;
     }
     if (n > 1 && wgpt_run_sum_over_ranks_(r, s) != 0) return 1;
@@ -99,8 +101,8 @@ static int train_step_(run_ *r, wgpt_adamw_config *ac, const wgpt_lr_schedule *s
     if (n > 1) {
         if (wgpt_run_update_sharded_(r, ac, s, (int)global) != 0) return 1;
     } else if (wgpt_gpt2_update(r->model, ac, (int)s->t, (int)global, &s->res) < 0)
-        return wgpt_run_fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t, wgpt_gpt2_error(r->model),
-                     wgpt_run_kept_(r, kept, sizeof kept));
+        return wgpt_run_fail_(r, "step %u: %s\nThe GPU state cannot be trusted after this; %s", s->t,
+                              wgpt_gpt2_error(r->model), wgpt_run_kept_(r, kept, sizeof kept));
     if (n > 1 && wgpt_run_gather_params_(r, s) != 0) return 1;
     s->loss /= global;
     s->seconds = wgpt_clock_s() - t0;
@@ -115,12 +117,13 @@ static void say_memory_(const run_ *r) {
     const double MiB = 1048576.0;
     char f16[64] = "";
     if (k.weights16) snprintf(f16, sizeof f16, ", f16 weights %.1f MiB", k.weights16 / MiB);
-    wgpt_run_say_(r, INFO_, "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (fp32 master weights "
-         "%.3f MiB (%s)%s, gradients %.1f MiB, AdamW moments %.3f MiB (%s), activations %.1f MiB)\n",
-         r->nranks, wgpt_comm_kind(), r->accum,
-         (k.masters + k.weights16 + k.grads + k.adam + k.activations) / MiB, k.masters / MiB,
-         k.split_masters ? "matmul weights: this rank's 1/N shard; the rest whole" : "all", f16, k.grads / MiB,
-         k.adam / MiB, r->nranks > 1 ? "this rank's 1/N shard" : "all", k.activations / MiB);
+    wgpt_run_say_(r, INFO_,
+                  "ranks: %d (%s), %u micro-batches each a step; GPU memory per rank: %.1f MiB (fp32 master weights "
+                  "%.3f MiB (%s)%s, gradients %.1f MiB, AdamW moments %.3f MiB (%s), activations %.1f MiB)\n",
+                  r->nranks, wgpt_comm_kind(), r->accum,
+                  (k.masters + k.weights16 + k.grads + k.adam + k.activations) / MiB, k.masters / MiB,
+                  k.split_masters ? "matmul weights: this rank's 1/N shard; the rest whole" : "all", f16, k.grads / MiB,
+                  k.adam / MiB, r->nranks > 1 ? "this rank's 1/N shard" : "all", k.activations / MiB);
 }
 
 // The run's result as wgpt_train_run returns it: rc 0, 1 (failed) or 2
@@ -182,10 +185,10 @@ static void say_start_(const run_ *r) {
                   line, r->cfg.num_layers, r->cfg.num_heads, r->cfg.channels, r->cfg.max_seq_len, r->cfg.vocab_size,
                   wgpt_tokenizer_name(r->tok), wgpt_gpt2_num_params(&r->cfg),
                   wgpt_precision_name(wgpt_gpt2_precision(r->model)));
-    wgpt_run_say_(r, INFO_,
-                  "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
-                  (unsigned long long)wgpt_loader_train_tokens(r->loader),
-                  (unsigned long long)wgpt_loader_val_batches(r->loader), o->batch, o->seq, r->accum * (uint32_t)r->nranks);
+    wgpt_run_say_(
+        r, INFO_, "data: %llu training tokens, %llu validation batches; %u x %u tokens a micro-batch, %u per step\n",
+        (unsigned long long)wgpt_loader_train_tokens(r->loader), (unsigned long long)wgpt_loader_val_batches(r->loader),
+        o->batch, o->seq, r->accum * (uint32_t)r->nranks);
     say_memory_(r);
 }
 
