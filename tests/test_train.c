@@ -269,13 +269,13 @@ static void f16_resume_keeps_the_loss_scale(void **st) {
     snprintf(b, sizeof b, "%s/f16resumed", dir);
     wgpt_train_opts o;
     opts_(&o, a);
-    o.precision = "f16", o.inject_nan = "2";
+    o.precision = WGPT_PRECISION_F16, o.inject_nan = "2";
     assert_int_equal(train_(&o), 0);
     opts_(&o, b);
-    o.precision = "f16", o.inject_nan = "2", o.stop_at = 4;
+    o.precision = WGPT_PRECISION_F16, o.inject_nan = "2", o.stop_at = 4;
     assert_int_equal(train_(&o), 0);
     opts_(&o, b);
-    o.precision = "f16", o.inject_nan = "2";
+    o.precision = WGPT_PRECISION_F16, o.inject_nan = "2";
     assert_int_equal(train_(&o), 0);
     double sa[16], sb[16], la[16], lb[16];
     assert_int_equal(loss_scales_(a, sa, 16), 8);
@@ -333,11 +333,11 @@ static void f16_validation_loss_within_1pct_of_fp32(void **st) {
     wgpt_tokenizer_free(tok);
     char data[700];
     snprintf(data, sizeof data, "%s/*.bin", text);
-    const char *prec[2] = {"fp32", "f16"};
+    const wgpt_precision prec[2] = {WGPT_PRECISION_FP32, WGPT_PRECISION_F16};
     double val[2];
     for (int i = 0; i < 2; i++) {
         char out[700];
-        snprintf(out, sizeof out, "%s/text_%s", dir, prec[i]);
+        snprintf(out, sizeof out, "%s/text_%s", dir, wgpt_precision_name(prec[i]));
         wgpt_train_opts o;
         opts_(&o, out);
         o.data = data, o.precision = prec[i];

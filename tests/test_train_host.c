@@ -1,6 +1,6 @@
 // test_train_host.c: the host-side pieces of training: the learning-rate
 // schedule, the sampler (temperature, top-k, seeds) and the loss history with
-// its metrics-log reload and SVG plot.
+// its metrics-log reload and SVG plot, the gradient norm spike detector.
 #include <unistd.h>
 
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 #include "train/history.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
+#include "train/spike.h"
 
 static void schedule_warmup_then_cosine(void **st) {
     (void)st;
@@ -159,6 +160,26 @@ static void shape_limits_in_exact_bytes(void **st) {
     if (!strstr(err, "1073741824 bytes") || !strstr(err, "1073741823 bytes")) fail_msg("%s", err);
 }
 
+// The threshold waits for 50 good steps and the warmup, then is factor x the
+// mean of the last 20 good norms; skipped steps count in a row, a good one
+// resets the count and skipped norms never enter the window.
+static void spike_threshold_and_skips(void **st) {
+    (void)st;
+    wgpt_spike sp = {0};
+    for (uint32_t i = 0; i < 49; i++) assert_int_equal(wgpt_spike_record(&sp, 0, 100.0f), 0);
+    assert_float_equal(wgpt_spike_threshold(&sp, 3.0f, 60, 10), 0.0f, 0);  // 49 good steps: not settled
+    for (uint32_t i = 0; i < 20; i++) wgpt_spike_record(&sp, 0, (float)(i + 1));  // window 1..20: mean 10.5
+    assert_float_equal(wgpt_spike_threshold(&sp, 3.0f, 60, 10), 31.5f, 1e-5f);
+    assert_float_equal(wgpt_spike_threshold(&sp, 3.0f, 9, 10), 0.0f, 0);   // t + 1 not past the warmup
+    assert_float_equal(wgpt_spike_threshold(&sp, 3.0f, 10, 10), 31.5f, 1e-5f);
+    assert_float_equal(wgpt_spike_threshold(&sp, 0.0f, 60, 10), 0.0f, 0);  // --spike-factor 0: off
+    assert_int_equal(wgpt_spike_record(&sp, 1, 1e9f), 1);
+    assert_int_equal(wgpt_spike_record(&sp, 2, NAN), 2);
+    assert_float_equal(wgpt_spike_threshold(&sp, 3.0f, 60, 10), 31.5f, 1e-5f);  // skipped norms left out
+    assert_int_equal(wgpt_spike_record(&sp, 0, 10.5f), 0);
+    assert_int_equal(wgpt_spike_record(&sp, 1, 1e9f), 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(schedule_warmup_then_cosine),
@@ -166,6 +187,7 @@ int main(void) {
         cmocka_unit_test(sampler_greedy_topk_and_seeds),
         cmocka_unit_test(history_reload_and_plot),
         cmocka_unit_test(history_log_trimmed_on_resume),
+        cmocka_unit_test(spike_threshold_and_skips),
     };
     return cmocka_run_group_tests_name("train_host", tests, NULL, NULL);
 }

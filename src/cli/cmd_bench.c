@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/gpu_args.h"
 #include "cli/options.h"
+#include "cli/precision_arg.h"
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
 
@@ -86,10 +87,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         return 2;
     }
     wgpt_precision precision;
-    if (wgpt_precision_parse(precision_s, &precision) < 0) {
-        fprintf(stderr, "wgpt bench: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
-        return 2;
-    }
+    if (wgpt_precision_arg("bench", precision_s, &precision) < 0) return 2;
     wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls};
     wgpt_gpu_args_apply(&opt, adapter);
     wgpt_bench_micro_opts mo = {

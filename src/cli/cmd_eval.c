@@ -7,6 +7,7 @@
 #include "cli/data_files.h"
 #include "cli/gpu_args.h"
 #include "cli/options.h"
+#include "cli/precision_arg.h"
 #include "train/evaluate.h"
 
 int wgpt_cmd_eval(int argc, char **argv) {
@@ -33,10 +34,7 @@ int wgpt_cmd_eval(int argc, char **argv) {
                              pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     wgpt_precision precision;
-    if (wgpt_precision_parse(precision_s, &precision) < 0) {
-        fprintf(stderr, "wgpt eval: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
-        return 2;
-    }
+    if (wgpt_precision_arg("eval", precision_s, &precision) < 0) return 2;
     wgpt_eval_opts eo = {.checkpoint = ckpt, .data = data, .bpe_dir = bpe_dir, .batch = batch, .batches = batches,
                          .val_fraction = val_fraction, .precision = precision, .gpu = {.adapter_index = -1}};
     wgpt_gpu_args_apply(&eo.gpu, adapter);

@@ -9,6 +9,7 @@
 #include "cli/gpu_args.h"
 #include "train/load.h"
 #include "cli/options.h"
+#include "cli/precision_arg.h"
 #include "train/generate.h"
 #include "train/sampler.h"
 #include "train/train_opts.h"  // defines: WGPT_TRAIN_MAX_SAMPLE_TOKENS
@@ -45,10 +46,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
                                     &npos);
     if (rc) return rc == 1 ? 0 : 2;
     wgpt_precision precision;
-    if (wgpt_precision_parse(precision_s, &precision) < 0) {
-        fprintf(stderr, "wgpt sample: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
-        return 2;
-    }
+    if (wgpt_precision_arg("sample", precision_s, &precision) < 0) return 2;
     wgpt_gpu_options gpu = {.adapter_index = -1};
     wgpt_gpu_args_apply(&gpu, adapter);
     wgpt_loaded l;

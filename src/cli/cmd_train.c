@@ -3,6 +3,7 @@
 #include "cli/data_files.h"
 #include "cli/gpu_args.h"
 #include "cli/options.h"
+#include "cli/precision_arg.h"
 #include "cli/signals.h"
 #include "cli/train_run.h"
 
@@ -27,7 +28,7 @@ int wgpt_cmd_train(int argc, char **argv) {
     wgpt_train_opts o;
     wgpt_train_defaults(&o);
     o.bpe_dir = wgpt_default_bpe_dir();
-    const char *adapter = NULL;
+    const char *adapter = NULL, *precision_s = "auto";
     int quiet = 0;
     float comm_timeout = 600;
     const wgpt_opt opts[] = {
@@ -36,7 +37,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"resume", WGPT_OPT_STR, &o.resume, "checkpoint to resume, or 'none' (default: OUT/latest.ckpt if present)"},
         {"tokenizer", WGPT_OPT_STR, &o.tokenizer, "gpt2 or bytes (default: what the shards record, else bytes)"},
         {"bpe-dir", WGPT_OPT_STR, &o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
-        {"precision", WGPT_OPT_STR, &o.precision, "auto, fp32, or f16: the matmuls on f16 copies with loss scaling; auto: f16 where the GPU has tensor cores (wgpt info)"},
+        {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32, or f16: the matmuls on f16 copies with loss scaling; auto: f16 where the GPU has tensor cores (wgpt info)"},
         {"init-from", WGPT_OPT_STR, &o.init_from, "start from these weights (checkpoint, Hugging Face GPT-2, llm.c .bin)"},
         {"layers", WGPT_OPT_U32, &o.layers, "transformer blocks"},
         {"heads", WGPT_OPT_U32, &o.heads, "attention heads"},
@@ -83,6 +84,7 @@ int wgpt_cmd_train(int argc, char **argv) {
                              "stops at once (losing the steps since the last checkpoint).",
                              pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    if (wgpt_precision_arg("train", precision_s, &o.precision) < 0) return 2;
     if (!(comm_timeout > 0)) {
         fprintf(stderr, "wgpt train: --comm-timeout %g: must be above 0 seconds\n", (double)comm_timeout);
         return 2;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "data/tokenizer.h"
-#include "model/gpt2.h"  // defines: wgpt_precision_parse
+#include "model/gpt2.h"  // defines: wgpt_precision
 #include "util/err.h"
 
 void wgpt_train_defaults(wgpt_train_opts *o) {
@@ -15,7 +15,7 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->data = "data/fortunes/*.bin";
     o->out_dir = "runs/demo";
     o->tokenizer = NULL;  // what the shards record
-    o->precision = "auto";
+    o->precision = WGPT_PRECISION_AUTO;
     o->bpe_dir = "third_party/gpt2-bpe";
     o->layers = 4;
     o->heads = 4;
@@ -137,9 +137,8 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     if (!(o->eps > 0 && o->eps < 1)) return wgpt_errf(err, errlen, "AdamW eps %g: must be in (0, 1)", (double)o->eps);
     if (!o->data || !*o->data) return wgpt_errf(err, errlen, "--data: no shard files given");
     if (!o->out_dir || !*o->out_dir) return wgpt_errf(err, errlen, "--out: no output folder given");
-    wgpt_precision precision;
-    if (!o->precision || wgpt_precision_parse(o->precision, &precision) < 0)
-        return wgpt_errf(err, errlen, "--precision '%s': unknown (auto, fp32 or f16)", o->precision ? o->precision : "");
+    if (o->precision != WGPT_PRECISION_FP32 && o->precision != WGPT_PRECISION_F16 && o->precision != WGPT_PRECISION_AUTO)
+        return wgpt_errf(err, errlen, "precision %d: not a wgpt_precision", (int)o->precision);
     if (o->tokenizer && !wgpt_tokenizer_known(o->tokenizer))
         return wgpt_errf(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "gpu/gpu.h"
+#include "model/gpt2.h"  // defines: wgpt_precision
 
 // The kinds of line a run hands to its caller (wgpt_train_opts.say). The
 // library prints nothing; the command prints these.
@@ -24,7 +25,7 @@ typedef struct wgpt_train_opts {
     const char *resume;     // NULL: fresh unless out_dir/latest.ckpt exists; "none": always fresh; else a path
     const char *tokenizer;  // "gpt2" or "bytes"; NULL: the one the shards record (bytes if they record none)
     const char *bpe_dir;    // encoder.json and vocab.bpe for "gpt2"
-    const char *precision;  // "auto", "fp32" or "f16": what the matmuls multiply (model/gpt2.h)
+    wgpt_precision precision;  // what the matmuls multiply (model/gpt2.h; the CLI parses --precision)
     const char *init_from;  // NULL: random init; else a model file (model_file.h) whose weights and sizes
                             // a fresh run starts from (fresh optimizer and schedule; layers/heads/channels unused)
     uint32_t layers, heads, channels;
