@@ -224,7 +224,7 @@ int wgpt_run_open_(run_ *r) {
         if (!(r->updates = malloc(words * sizeof *r->updates)))
             return wgpt_run_fail_(r, "out of host memory for the parameters' exchange (%llu words)",
                                   (unsigned long long)words);
-        if (wgpt_run_open_buckets_(r) < 0) return 1;
+        if (wgpt_run_open_buckets_(r) != 0) return 1;
     }
     return r->rank == 0 ? wgpt_run_open_metrics_(r, resumed) : 0;
 }
