@@ -182,12 +182,12 @@ FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safeten
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
 # (they would keep every function alive).
-FUZZ_SRC_shard = src/data/shard.c src/data/loader.c src/data/bus_guard.c src/data/shard_set.c src/util/fs.c src/util/err.c
+FUZZ_SRC_shard = src/data/shard.c src/data/loader.c src/util/bus_guard.c src/data/shard_set.c src/util/fs.c src/util/err.c
 FUZZ_SRC_checkpoint = src/train/checkpoint.c src/model/gpt2_layout.c src/util/fs.c src/util/err.c
 FUZZ_SRC_options = src/cli/options.c
 FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c src/util/err.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
-FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/data/bus_guard.c src/model/gpt2_layout.c src/util/err.c
+FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/util/bus_guard.c src/model/gpt2_layout.c src/util/err.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
@@ -201,7 +201,7 @@ fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 fuzz-corpus: $(FUZZ_BUILD)/make_corpus
 	$(FUZZ_BUILD)/make_corpus fuzz/corpus
 
-$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/data/bus_guard.c src/train/checkpoint.c \
+$(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/util/bus_guard.c src/train/checkpoint.c \
 		src/model/gpt2_layout.c src/util/fs.c src/util/err.c
 
 $(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpoint.c src/model/gpt2_layout.c \

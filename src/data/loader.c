@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/bus_guard.h"
+#include "util/bus_guard.h"
 #include "data/shard.h"
 #include "data/shard_set.h"
 #include "util/err.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/bus_guard.h"
+#include "util/bus_guard.h"
 #include "util/err.h"
 #include "util/fs.h"
 

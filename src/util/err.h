@@ -7,7 +7,7 @@
 // prints or picks an exit code: the commands print the message and choose
 // the exit status. (The benchmarks, src/bench beside src/cli, print their
 // own reports.) (One exception to "no signal handlers in the library":
-// data/bus_guard.h catches SIGBUS for the length of one shard read.)
+// util/bus_guard.h catches SIGBUS for the length of one shard read.)
 #ifndef WGPT_UTIL_ERR_H
 #define WGPT_UTIL_ERR_H
 

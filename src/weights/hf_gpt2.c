@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "data/bus_guard.h"
+#include "util/bus_guard.h"
 #include "weights/file_out.h"
 #include "weights/hf_config.h"
 #include "util/err.h"

@@ -57,7 +57,7 @@ int wgpt_safetensors_parse(wgpt_safetensors *st, const void *bytes, size_t size,
                            size_t errlen);
 // Reads a regular file's header and maps the file read-only for the tensors'
 // bytes. A file cut short after this makes reads of those bytes fault
-// (SIGBUS): read them inside wgpt_bus_guard_run (data/bus_guard.h).
+// (SIGBUS): read them inside wgpt_bus_guard_run (util/bus_guard.h).
 // Returns 0, or -1 with err.
 int wgpt_safetensors_open(wgpt_safetensors *st, const char *path, char *err, size_t errlen);
 // Frees and unmaps; every tensor pointer becomes invalid. Safe on a zeroed st.

@@ -1,5 +1,5 @@
 // bus_guard.c: SIGBUS caught around reads of mapped files (see bus_guard.h).
-#include "data/bus_guard.h"
+#include "util/bus_guard.h"
 
 #include <setjmp.h>
 #include <signal.h>
