@@ -23,6 +23,9 @@ static void on_signal_(int sig) {
 void wgpt_cli_signals_install(const char *first_msg) {
     first_msg_ = first_msg;
     wgpt_cli_stop = wgpt_cli_stop_now = 0;
+#ifdef __wasi__
+    (void)on_signal_;  // WebAssembly (make web): no signals; the page stops a run by ending it
+#else
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal_;
@@ -30,6 +33,7 @@ void wgpt_cli_signals_install(const char *first_msg) {
     sa.sa_flags = 0;  // no SA_RESTART: a read of a pipe returns EINTR
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+#endif
 }
 
 void wgpt_cli_signals_restore(void) {
