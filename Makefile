@@ -69,6 +69,8 @@ test: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/run-tests.sh $(TESTS)
+	@$(MAKE) --no-print-directory web
+	@scripts/browser-tests.sh
 	@scripts/test-tuned-lavapipe.sh $(BUILD)/wgpt $(TESTS)
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory valgrind

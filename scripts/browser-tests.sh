@@ -8,6 +8,7 @@
 # Usage: scripts/browser-tests.sh [TEST_FILE...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+[ -d tests/browser/node_modules/playwright-core ] || scripts/web-deps.sh || exit 1
 files=("$@")
 [ ${#files[@]} -eq 0 ] && files=(tests/browser/*.test.mjs)
 log=$(mktemp)
@@ -21,7 +22,7 @@ if [ -z "$pass" ]; then
   tail -40 "$log" >&2
   pass=0; fail=1; skip=0
 fi
-[ "${fail:-0}" != 0 ] && grep -E -A30 '^ *not ok ' "$log" | head -120 >&2
+[ "${fail:-0}" != 0 ] && grep -E -A30 '^ *not ok ' "$log" | head -120
 rm -f "$log"
 echo "browser: ${pass} passed, ${fail:-0} failed, ${skip:-0} skipped ($(( $(date +%s) - start )) s)"
 [ "${fail:-0}" = 0 ]

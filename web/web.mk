@@ -28,8 +28,15 @@ WEB_CLI_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(CLI_SRC) $(BENCH_SRC) web/c/
 WEB_CHECK_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(REF_SRC) $(wildcard tests/browser/*.c) web/c/entry.c)
 WEB_PAGE = $(addprefix $(WEB_BUILD)/,index.html harness.html app.js wgpt.js wgpt_gpu.js wasi.js sample.txt)
 
+# GPT-2's tokenizer files, where scripts/setup.sh fetched them (the page's gpt2 tokenizer)
+WEB_BPE = $(if $(wildcard third_party/gpt2-bpe/vocab.bpe),$(WEB_BUILD)/gpt2-bpe/encoder.json $(WEB_BUILD)/gpt2-bpe/vocab.bpe)
+
 .PHONY: web
-web: $(WEB_BUILD)/wgpt.wasm $(WEB_BUILD)/wgpt_checks.wasm $(WEB_PAGE)
+web: $(WEB_BUILD)/wgpt.wasm $(WEB_BUILD)/wgpt_checks.wasm $(WEB_PAGE) $(WEB_BPE)
+
+$(WEB_BUILD)/gpt2-bpe/%: third_party/gpt2-bpe/%
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(WEB_DEPS)/.ok: scripts/web-deps.sh scripts/pins.sh
 	scripts/web-deps.sh $(WEB_DEPS)
@@ -42,7 +49,7 @@ $(WEB_BUILD)/obj/deps/%.o: $(WEB_DEPS)/%.c
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_CFLAGS) -w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DSUPPORT_UNICODE -DPCRE2_STATIC -c $< -o $@
 
-$(WEB_BUILD)/obj/%.o: %.c $(wildcard src/*/*.h) $(wildcard tests/ref/*.h) $(WEB_DEPS)/.ok
+$(WEB_BUILD)/obj/%.o: %.c $(wildcard src/*/*.h) $(wildcard tests/ref/*.h) | $(WEB_DEPS)/.ok
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_CFLAGS) -Itests -c $< -o $@
 
