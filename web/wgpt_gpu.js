@@ -4,6 +4,12 @@
 // the GPU are async and given to WebAssembly as WebAssembly.Suspending, so
 // that the C code blocks on them (JSPI).
 //
+// One device serves the runs of a page one after another (a run closes only
+// what it made), so that the pipelines it compiled serve the next run too:
+// compiling every kernel again would cost each run its first half minute on
+// SwiftShader. A lost device is replaced at the next open.
+const shared = { adapter: null, device: null, f16: false, lost: false, pipes: new Map(), byKey: new Map(), active: null };
+
 // memory(): the module's WebAssembly.Memory (it may grow: views are made per call).
 export function gpuImports(memory) {
   const u8 = () => new Uint8Array(memory().buffer);
@@ -27,7 +33,8 @@ export function gpuImports(memory) {
   let device = null, adapter = null, queue = null, error = null, closing = false;
   let encoder = null, pass = null, recorded = 0, batch = 1, nextId = 1;
   let staging = null;
-  const bufs = new Map(), pipes = new Map(), binds = new Map();
+  const bufs = new Map(), binds = new Map();
+  const pipes = shared.pipes;
   const SUBMIT_EVERY = 64;  // as the Dawn backend (src/gpu/internal.h)
 
   const fail = (msg) => { if (!error) error = msg; };
@@ -43,9 +50,17 @@ export function gpuImports(memory) {
     return 0;
   };
   const reset = () => {
+    for (const b of bufs.values()) b.destroy();
+    for (const b of binds.values()) if (b.uniform) b.uniform.destroy();
+    if (staging) staging.destroy();
     device = adapter = queue = staging = encoder = pass = null;
-    bufs.clear(); pipes.clear(); binds.clear();
+    bufs.clear(); binds.clear();
     recorded = 0;
+  };
+  const forget = () => {  // the shared device is gone: the next open makes another
+    shared.device = null;
+    shared.pipes.clear();
+    shared.byKey.clear();
   };
 
   const sync = {
@@ -53,8 +68,9 @@ export function gpuImports(memory) {
       if (!device) return;
       closing = true;
       try { submit(); } catch (e) { /* the device may be gone */ }
-      device.destroy();
+      if (error) { device.destroy(); forget(); }  // a device in doubt is not handed on
       reset();
+      if (shared.active === api) shared.active = null;
       error = null;
     },
     error(p, cap) {
@@ -64,7 +80,7 @@ export function gpuImports(memory) {
     },
     force_loss() {
       fail('the GPU device was lost: forced by wgpt_gpu_force_loss');
-      if (device) device.destroy();
+      if (device) { device.destroy(); forget(); }
     },
     buf_create(bytes) {
       try {
@@ -158,29 +174,41 @@ export function gpuImports(memory) {
       const no = (msg) => { putStr(errP, errCap, msg); return -1; };
       if (device) return no('a device is already open');
       if (typeof navigator === 'undefined' || !navigator.gpu) return no('this browser offers no WebGPU (navigator.gpu is missing)');
-      adapter = await navigator.gpu.requestAdapter();
-      if (!adapter) return no('the browser offers no WebGPU adapter');
-      if (!adapter.features.has('subgroups')) return no("the browser's WebGPU adapter has no subgroup operations, which wgpt's kernels need");
-      const features = ['subgroups'];
-      const f16 = adapter.features.has('shader-f16') && !disableF16;
-      if (f16) features.push('shader-f16');
-      const L = adapter.limits;
-      const requiredLimits = {};
-      for (const k of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
-        'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupsPerDimension'])
-        requiredLimits[k] = L[k];
-      try {
-        device = await adapter.requestDevice({ requiredFeatures: features, requiredLimits, label: 'wgpt' });
-      } catch (e) {
-        device = null;
-        return no(`could not open a device on the browser's adapter: ${e.message}`);
+      const reuse = shared.device && shared.f16 === (shared.adapter.features.has('shader-f16') && !disableF16);
+      if (!reuse) {
+        if (shared.device) { shared.device.destroy(); forget(); }
+        const a = await navigator.gpu.requestAdapter();
+        if (!a) return no('the browser offers no WebGPU adapter');
+        if (!a.features.has('subgroups')) return no("the browser's WebGPU adapter has no subgroup operations, which wgpt's kernels need");
+        const features = ['subgroups'];
+        const f16 = a.features.has('shader-f16') && !disableF16;
+        if (f16) features.push('shader-f16');
+        const L = a.limits;
+        const requiredLimits = {};
+        for (const k of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
+          'maxComputeWorkgroupSizeX', 'maxComputeWorkgroupSizeY', 'maxStorageBuffersPerShaderStage', 'maxComputeWorkgroupsPerDimension'])
+          requiredLimits[k] = L[k];
+        let dev;
+        try {
+          dev = await a.requestDevice({ requiredFeatures: features, requiredLimits, label: 'wgpt' });
+        } catch (e) {
+          return no(`could not open a device on the browser's adapter: ${e.message}`);
+        }
+        Object.assign(shared, { adapter: a, device: dev, f16: !!f16 });
+        dev.lost.then((info) => {  // (a device wgpt destroyed itself was forgotten first)
+          if (shared.device !== dev) return;
+          forget();
+          if (shared.active) shared.active.lost(`the GPU device was lost (${info.reason}): ${info.message}`);
+        });
+        dev.onuncapturederror = (e) => { if (shared.active) shared.active.lost(`WebGPU error: ${e.error.message}`); };
       }
+      adapter = shared.adapter;
+      device = shared.device;
+      const f16 = shared.f16;
       closing = false;
       error = null;
       queue = device.queue;
-      const dev = device;
-      dev.lost.then((info) => { if (!closing && dev === device) fail(`the GPU device was lost (${info.reason}): ${info.message}`); });
-      dev.onuncapturederror = (e) => { if (dev === device) fail(`WebGPU error: ${e.error.message}`); };
+      shared.active = api;
       const ai = adapter.info || {};
       const text = `${ai.vendor || ''} ${ai.architecture || ''} ${ai.device || ''} ${ai.description || ''}`;
       const fallback = !!(ai.isFallbackAdapter || adapter.isFallbackAdapter || /swiftshader/i.test(text));
@@ -206,6 +234,8 @@ export function gpuImports(memory) {
         constants[name] = d.getFloat64(valsP + 8 * i, true);
         p += enc.encode(name).length + 1;
       }
+      const key = JSON.stringify([code, entryPoint, constants]);
+      if (shared.byKey.has(key)) return shared.byKey.get(key);
       const module = device.createShaderModule({ code, label });
       const info = await module.getCompilationInfo();
       const errs = info.messages.filter((m) => m.type === 'error');
@@ -220,8 +250,9 @@ export function gpuImports(memory) {
         putStr(errP, errCap, `the pipeline could not be created: ${e.message}`);
         return 0;
       }
-      const id = nextId++;
+      const id = shared.nextPipe = (shared.nextPipe || 0) + 1;
       pipes.set(id, { pipeline, layout: pipeline.getBindGroupLayout(0), label });
+      shared.byKey.set(key, id);
       return id;
     },
     async buf_read(id, offset, dst, bytes) {
@@ -250,5 +281,6 @@ export function gpuImports(memory) {
       return 0;
     },
   };
-  return { sync, async };
+  const api = { sync, async, lost: (msg) => { if (!closing) fail(msg); } };
+  return api;
 }

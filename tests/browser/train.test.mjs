@@ -3,12 +3,12 @@
 // the same losses; a checkpoint written in the browser resumes natively; one
 // written natively samples the same text in the browser for the same seed.
 //
-// Tolerance: 1e-3 relative on every step's loss. The two runs use different
-// kernels of the same math (lavapipe, subgroups of 8: the layers' CPU twins;
-// SwiftShader, subgroups of 4: the GPU kernels), which sum in other orders:
-// test_gpt2.c holds 10 AdamW steps to 1e-4, and 20-30 steps at a 10x larger
-// learning rate drift further; a wrong kernel moves the loss by far more
-// (percents from the first step).
+// Tolerance: 1e-4 relative on every step's loss, test_gpt2.c's bound for 10
+// AdamW steps. The two runs use different kernels of the same math (lavapipe,
+// subgroups of 8: the layers' CPU twins; SwiftShader, subgroups of 4: the GPU
+// kernels), which sum in other orders; measured: 1.2e-7 at most over 30
+// steps. A layernorm weight gradient off by 0.1% in one kernel moves the
+// losses past it within the 20 steps.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -23,7 +23,7 @@ const MODEL = ['--layers', '2', '--heads', '2', '--channels', '32', '--batch', '
   '--val-every', '0', '--log-every', '1', '--precision', 'fp32', '--seed', '5'];
 const STEPS = ['--steps', '30'];
 const SAMPLING = ['--seed', '7', '--tokens', '48', '--temperature', '0.8', '--top-k', '40'];
-const TOL = 1e-3;
+const TOL = 1e-4;
 
 const have = existsSync(NATIVE);
 const skip = have ? false : `no native build at ${NATIVE} (make first)`;
