@@ -212,6 +212,7 @@ $('load').addEventListener('change', (e) => busy('loading a model', async () => 
   const path = `/load/${f.name.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   for (const p of [...fs.files.keys()]) if (p.startsWith('/load/')) fs.remove(p);
   fs.write(path, f.bytes);
+  const before = $('model-status').textContent;
   $('model-status').textContent = `checking ${f.name}...`;
   const lines = [];
   try {
@@ -219,8 +220,8 @@ $('load').addEventListener('change', (e) => busy('loading a model', async () => 
     await wgpt(['sample', '--checkpoint', path, '--tokens', '1', ...(await bpeArgs('gpt2').catch(() => []))], (l) => lines.push(l));
   } catch (err) {
     fs.remove(path);
-    $('model-status').textContent = state.model ? $('model-status').textContent : 'No model yet.';
-    throw new Error(`${f.name} cannot be used: ${err.message.replace(/^wgpt sample: /, '')}`);
+    $('model-status').textContent = before;
+    throw new Error(`${f.name} cannot be used: ${err.message.replace(/^wgpt sample: /, '').split(path).join(f.name)}`);
   }
   state.model = path;
   state.loaded = path;
