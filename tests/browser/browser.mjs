@@ -53,18 +53,19 @@ export async function open(pagePath = `${WEB}/harness.html`) {
 
 // Runs a program of the WebAssembly build in the page: {code, out: [lines]}.
 // files: {path: string or byte array} put in its file system first;
-// want: paths whose bytes come back in result.files (arrays of numbers).
-export async function runIn(page, wasm, args, files = {}, want = []) {
-  return page.evaluate(async ({ wasm, args, files, want }) => {
+// want: paths whose bytes come back in result.files (arrays of numbers);
+// env: the program's environment variables.
+export async function runIn(page, wasm, args, files = {}, want = [], env = {}) {
+  return page.evaluate(async ({ wasm, args, files, want, env }) => {
     const w = window.wgpt;
     window.wgptModules = window.wgptModules || {};
     const mod = window.wgptModules[wasm] || (window.wgptModules[wasm] = await w.compile(wasm));
     const fs = window.wgptFs || (window.wgptFs = new w.MemFS());
     for (const [p, d] of Object.entries(files)) fs.write(p, typeof d === 'string' ? d : new Uint8Array(d));
     const out = [];
-    const code = await w.run(mod, args, { fs, out: (fd, line) => out.push(line) });
+    const code = await w.run(mod, args, { fs, env, out: (fd, line) => out.push(line) });
     const got = {};
     for (const p of want) { const b = fs.read(p); got[p] = b ? Array.from(b) : null; }
     return { code, out, files: got };
-  }, { wasm, args, files, want });
+  }, { wasm, args, files, want, env });
 }
