@@ -33,6 +33,7 @@ function refresh() {
   $('sample-btn').disabled = !idle || !state.model;
   $('download').disabled = !idle || !fs.read('/run/latest.ckpt');
   $('use-sample').disabled = state.busy;
+  $('stop').disabled = !state.training;
 }
 
 // Runs `wgpt ARGS...`; rejects with its error output if it fails.
@@ -41,6 +42,7 @@ async function wgpt(args, onLine) {
   log(`$ wgpt ${args.join(' ')}`);
   const code = await run(state.mod, ['wgpt', ...args], {
     fs,
+    control: state.control = {},
     out: (fd, line) => {
       log(line);
       if (fd === 2) err.push(line);
@@ -149,13 +151,20 @@ async function train(resumeFrom) {
   const [L, H, C] = SIZES[$('size').value];
   const shape = resumeFrom ? [resumeFrom.endsWith('.ckpt') ? '--resume' : '--init-from', resumeFrom]
     : ['--resume', 'none', '--layers', String(L), '--heads', String(H), '--channels', String(C)];
-  await wgpt(['train', '--data', '/data/*.bin', '--out', '/run', '--steps', String(steps), '--log-every', '1',
-    '--checkpoint-every', '0', ...bpe, ...shape], onTrainLine);
+  state.training = true;
+  refresh();
+  try {
+    await wgpt(['train', '--data', '/data/*.bin', '--out', '/run', '--steps', String(steps), '--log-every', '1',
+      '--checkpoint-every', '0', ...bpe, ...shape], onTrainLine);
+  } finally {
+    state.training = false;
+  }
   state.model = '/run/latest.ckpt';
   $('model-status').textContent = `Model: trained here (${state.losses.length} steps this run).`;
 }
 $('train').addEventListener('click', () => busy('training', () => train(null)));
 $('resume').addEventListener('click', () => busy('training', () => train(state.loaded)));
+$('stop').addEventListener('click', () => { if (state.training && state.control.stop) state.control.stop(); });
 
 function plot() {
   const c = $('plot');

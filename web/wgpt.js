@@ -17,8 +17,10 @@ export async function compile(url) {
 export function hasJspi() { return typeof WebAssembly.Suspending === 'function' && typeof WebAssembly.promising === 'function'; }
 
 // Runs module's program with args (args[0]: its name) on fs; out(fd, line) gets
-// its output (1 stdout, 2 stderr). Resolves to the exit status.
-export async function run(module, args, { fs = new MemFS(), out = () => {}, env = {} } = {}) {
+// its output (1 stdout, 2 stderr). Resolves to the exit status. control (an
+// object) gets control.stop(): what Ctrl-C does natively (wgpt train: finish the
+// step, write a checkpoint, stop; again: stop at once), for programs that export it.
+export async function run(module, args, { fs = new MemFS(), out = () => {}, env = {}, control = {} } = {}) {
   if (!hasJspi()) throw new Error('this browser lacks WebAssembly JSPI (WebAssembly.Suspending), which wgpt needs: use Chromium 137 or later');
   let inst = null;
   const memory = () => inst.exports.memory;
@@ -31,6 +33,7 @@ export async function run(module, args, { fs = new MemFS(), out = () => {}, env 
     if (imp.module === 'wasi_snapshot_preview1' && !(imp.name in wasiImp)) wasiImp[imp.name] = () => 52;
   inst = await WebAssembly.instantiate(module, { wasi_snapshot_preview1: wasiImp, wgpt_gpu: gpuImp });
   inst.exports._initialize();
+  control.stop = () => { if (inst.exports.wgpt_web_stop) inst.exports.wgpt_web_stop(); };
   const main = WebAssembly.promising(inst.exports.wgpt_web_run);
   let code;
   try {

@@ -20,11 +20,16 @@ static void on_signal_(int sig) {
     signal(SIGTERM, SIG_DFL);
 }
 
+#ifdef __wasi__
+// WebAssembly (make web) has no signals: the page's Stop button calls this
+// export (web/wgpt.js: control.stop) while the command waits for the GPU, as Ctrl-C would.
+__attribute__((export_name("wgpt_web_stop"))) void wgpt_web_stop(void) { on_signal_(SIGINT); }
+#endif
+
 void wgpt_cli_signals_install(const char *first_msg) {
     first_msg_ = first_msg;
     wgpt_cli_stop = wgpt_cli_stop_now = 0;
 #ifdef __wasi__
-    (void)on_signal_;  // WebAssembly (make web): no signals; the page stops a run by ending it
 #else
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -74,3 +74,16 @@ test('page: the bundled sample trains with a loss plot, samples, and its checkpo
     assert.ok(out.length > 0);
   }
 });
+
+test('page: Stop ends training after the step with a checkpoint', async () => {
+  await page.fill('#steps', '500');
+  await page.click('#train');
+  await page.waitForFunction(() => window.wgptPage.losses.length >= 2, null, { timeout: 300000 });
+  await page.click('#stop');
+  await idle();
+  assert.equal(await errorText(), '');
+  const n = await page.evaluate(() => window.wgptPage.losses.length);
+  assert.ok(n >= 2 && n < 500, `${n} steps ran`);
+  assert.ok(!(await page.isDisabled('#download')), 'no checkpoint to download after Stop');
+  assert.ok(await page.evaluate(() => window.wgptPage.model === '/run/latest.ckpt'));
+});

@@ -63,6 +63,16 @@ after(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+const BPE = join(ROOT, 'third_party/gpt2-bpe');
+test('browser: GPT-2 tokenization gives the native shards byte for byte', { skip: skip || (!existsSync(join(BPE, 'vocab.bpe')) && 'no GPT-2 tokenizer files (scripts/setup.sh)') }, async () => {
+  const files = { '/s.txt': SAMPLE, '/bpe/encoder.json': readFileSync(join(BPE, 'encoder.json'), 'utf8'), '/bpe/vocab.bpe': readFileSync(join(BPE, 'vocab.bpe'), 'utf8') };
+  const shards = ['train_000000.bin', 'val_000000.bin'];
+  const r = await runIn(b.page, 'wgpt.wasm', ['wgpt', 'tokenize', '--tokenizer', 'gpt2', '--bpe-dir', '/bpe', '--out', '/g', '/s.txt'], files, shards.map((f) => `/g/${f}`));
+  assert.equal(r.code, 0, r.out.join('\n'));
+  wgpt('tokenize', '--tokenizer', 'gpt2', '--bpe-dir', BPE, '--out', 'g', 'sample.txt');
+  for (const f of shards) assert.ok(Buffer.from(r.files[`/g/${f}`]).equals(readFileSync(join(dir, 'g', f))), `${f} differs`);
+});
+
 const close = (a, w, what) => {
   assert.ok(Math.abs(a - w) <= TOL * Math.abs(w), `${what}: ${a} vs native ${w} (tolerance ${TOL} relative)`);
 };
