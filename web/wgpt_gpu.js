@@ -1,4 +1,4 @@
-// wgpt_gpu.js: the browser side of wgpt's GPU layer. src/gpu/web/web_gpu.c
+// wgpt_gpu.js: the browser side of wgpt's GPU layer. src/gpu/web/ (web_internal.h)
 // imports these functions (module "wgpt_gpu") and does everything else in C;
 // this file only moves its calls onto navigator.gpu. Functions that wait for
 // the GPU are async and given to WebAssembly as WebAssembly.Suspending, so
