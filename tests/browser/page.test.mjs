@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { open, ROOT, WEB } from './browser.mjs';
@@ -86,4 +86,20 @@ test('page: Stop ends training after the step with a checkpoint', async () => {
   assert.ok(n >= 2 && n < 500, `${n} steps ran`);
   assert.ok(!(await page.isDisabled('#download')), 'no checkpoint to download after Stop');
   assert.ok(await page.evaluate(() => window.wgptPage.model === '/run/latest.ckpt'));
+});
+
+test('page: a checkpoint trained natively loads and samples', { skip: !existsSync(NATIVE) && `no native build at ${NATIVE}` }, async () => {
+  const w = (...a) => execFileSync(NATIVE, a, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  w('tokenize', '--tokenizer', 'bytes', '--out', 'data', join(ROOT, 'web/sample.txt'));
+  w('train', '--data', 'data/*.bin', '--out', 'run', '--layers', '2', '--heads', '2', '--channels', '32', '--batch', '2', '--seq', '32',
+    '--steps', '3', '--val-every', '0', '--precision', 'fp32');
+  await page.setInputFiles('#load', { name: 'native.ckpt', mimeType: 'application/octet-stream', buffer: readFileSync(join(dir, 'run/latest.ckpt')) });
+  await idle();
+  assert.equal(await errorText(), '');
+  assert.match(await page.textContent('#model-status'), /native\.ckpt .* loaded/);
+  await page.evaluate(() => { window.wgptPage.sample = null; });
+  await page.click('#sample-btn');
+  await idle();
+  assert.equal(await errorText(), '');
+  assert.ok((await page.evaluate(() => window.wgptPage.sample)).length > 0);
 });
