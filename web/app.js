@@ -213,22 +213,25 @@ $('download').addEventListener('click', () => {
   setTimeout(() => URL.revokeObjectURL(a.href), 10000);
 });
 
+// A model file, with a Hugging Face model's config.json beside it if given.
 $('load').addEventListener('change', (e) => busy('loading a model', async () => {
-  const [f] = await readFiles(e.target.files);
+  const files = await readFiles(e.target.files);
   e.target.value = '';
-  if (!f) return;
+  if (!files.length) return;
+  const models = files.filter((f) => f.name !== 'config.json');
+  if (models.length !== 1) throw new Error(`choose one model file (and a Hugging Face model's config.json): got ${files.map((f) => f.name).join(', ')}`);
+  const f = models[0];
   if (!f.bytes.length) throw new Error(`${f.name} is empty`);
-  const path = `/load/${f.name.replace(/[^A-Za-z0-9._-]/g, '_')}`;
   for (const p of [...fs.files.keys()]) if (p.startsWith('/load/')) fs.remove(p);
-  fs.write(path, f.bytes);
+  const path = `/load/${f.name.replace(/[^A-Za-z0-9._-]/g, '_')}`;
+  for (const x of files) fs.write(x === f ? path : '/load/config.json', x.bytes);
   const before = $('model-status').textContent;
   $('model-status').textContent = `checking ${f.name}...`;
-  const lines = [];
   try {
     // the engine reads it: a model it cannot read is refused with the reason
-    await wgpt(['sample', '--checkpoint', path, '--tokens', '1', ...(await bpeArgs('gpt2').catch(() => []))], (l) => lines.push(l));
+    await wgpt(['sample', '--checkpoint', path, '--tokens', '1', ...(await bpeArgs('gpt2').catch(() => []))]);
   } catch (err) {
-    fs.remove(path);
+    for (const p of [...fs.files.keys()]) if (p.startsWith('/load/')) fs.remove(p);
     $('model-status').textContent = before;
     throw new Error(`${f.name} cannot be used: ${err.message.replace(/^wgpt sample: /, '').split(path).join(f.name)}`);
   }

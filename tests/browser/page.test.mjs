@@ -103,3 +103,25 @@ test('page: a checkpoint trained natively loads and samples', { skip: !existsSyn
   assert.equal(await errorText(), '');
   assert.ok((await page.evaluate(() => window.wgptPage.sample)).length > 0);
 });
+
+test('page: a model exported natively for Hugging Face and for llm.c loads and samples', { skip: !existsSync(NATIVE) && `no native build at ${NATIVE}` }, async () => {
+  const w = (...a) => execFileSync(NATIVE, a, { cwd: dir, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  w('export', 'run/latest.ckpt', '--format', 'hf', '--out', 'hf');
+  w('export', 'run/latest.ckpt', '--format', 'llmc', '--out', 'model.bin');
+  const loads = {
+    hf: [{ name: 'model.safetensors', mimeType: 'application/octet-stream', buffer: readFileSync(join(dir, 'hf/model.safetensors')) },
+      { name: 'config.json', mimeType: 'application/json', buffer: readFileSync(join(dir, 'hf/config.json')) }],
+    llmc: [{ name: 'model.bin', mimeType: 'application/octet-stream', buffer: readFileSync(join(dir, 'model.bin')) }],
+  };
+  for (const [what, files] of Object.entries(loads)) {
+    await page.setInputFiles('#load', files);
+    await idle();
+    assert.equal(await errorText(), '', what);
+    assert.match(await page.textContent('#model-status'), /loaded/, what);
+    await page.evaluate(() => { window.wgptPage.sample = null; });
+    await page.click('#sample-btn');
+    await idle();
+    assert.equal(await errorText(), '', what);
+    assert.ok((await page.evaluate(() => window.wgptPage.sample)).length > 0, what);
+  }
+});
