@@ -70,6 +70,8 @@ test: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@scripts/run-tests.sh $(TESTS)
+	@$(MAKE) --no-print-directory web
+	@scripts/browser-tests.sh
 	@scripts/test-tuned-lavapipe.sh $(BUILD)/wgpt $(TESTS)
 	@$(MAKE) --no-print-directory sanitize
 	@$(MAKE) --no-print-directory valgrind
@@ -167,7 +169,7 @@ $(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
 clean:
-	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
+	rm -rf $(BUILD) build-asan $(FUZZ_BUILD) build-web
 
 # ---- fuzzing: libFuzzer targets in fuzz/ (clang), host code only ----------
 #   make fuzz        build every target, run each WGPT_FUZZ_SECONDS (default 30)
@@ -221,3 +223,6 @@ $(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
 $(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $$(call fuzz_objs,$$*)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(filter %.o,$^) $(FUZZ_LDLIBS) -o $@
+
+# ---- the browser build (make web): web/web.mk ------------------------------
+include web/web.mk

@@ -28,3 +28,15 @@ WGPT_MESA_SRC_SHA256="592272df3cf01e85e7db300c449df5061092574d099da275d19e97ef05
 WGPT_MESA_BUILD_PACKAGES="ninja-build python3-mako python3-yaml llvm-15-dev bison flex pkg-config zlib1g-dev libzstd-dev libexpat1-dev glslang-tools"
 # from bookworm-backports: meson >= 1.1 (bookworm has 1.0.1), libdrm-dev matching the backported libdrm2
 WGPT_MESA_BUILD_PACKAGES_BPO="meson libdrm-dev"
+# The browser build (make web, web/web.mk): Debian's chromium runs the page in
+# the tests (driven by npm playwright-core, tests/browser/package.json; no browser
+# download), clang-14 compiles to wasm32 against Debian's wasi-libc.
+WGPT_WEB_PACKAGES="chromium wasi-libc libclang-rt-14-dev-wasm32"
+# cJSON, PCRE2 and zlib (crc32) compiled to WebAssembly beside wgpt: the orig tarballs of the
+# Debian 12 versions whose -dev packages the native build links (sha256 as in Debian's .dsc).
+WGPT_WEB_CJSON_URL="https://deb.debian.org/debian/pool/main/c/cjson/cjson_1.7.15.orig.tar.gz"
+WGPT_WEB_CJSON_SHA256="5308fd4bd90cef7aa060558514de6a1a4a0819974a26e6ed13973c5f624c24b2"
+WGPT_WEB_PCRE2_URL="https://deb.debian.org/debian/pool/main/p/pcre2/pcre2_10.42.orig.tar.gz"
+WGPT_WEB_PCRE2_SHA256="c33b418e3b936ee3153de2c61cc638e7e4fe3156022a5c77d0711bcbb9d64f1f"
+WGPT_WEB_ZLIB_URL="https://deb.debian.org/debian/pool/main/z/zlib/zlib_1.2.13.dfsg.orig.tar.bz2"
+WGPT_WEB_ZLIB_SHA256="71feb7947e3c00ef125f83b79a4e529bde31171e5babe48b391f06758d1ab0a1"

@@ -23,10 +23,17 @@ static void on_signal_(int sig) {
 
 void wgpt_cli_signals_term_msg(const char *term_msg) { term_msg_ = term_msg; }
 
+#ifdef __wasi__
+// WebAssembly (make web) has no signals: the page's Stop button calls this
+// export (web/wgpt.js: control.stop) while the command waits for the GPU, as Ctrl-C would.
+__attribute__((export_name("wgpt_web_stop"))) void wgpt_web_stop(void) { on_signal_(SIGINT); }
+#endif
+
 void wgpt_cli_signals_install(const char *first_msg) {
     first_msg_ = first_msg;
     term_msg_ = NULL;
     wgpt_cli_stop = wgpt_cli_stop_now = 0;
+#ifndef __wasi__  // no signals in WebAssembly
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal_;
@@ -35,6 +42,7 @@ void wgpt_cli_signals_install(const char *first_msg) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+#endif
 }
 
 void wgpt_cli_signals_restore(void) {

@@ -11,6 +11,11 @@
 
 #include "util/fs.h"
 
+#ifdef __wasi__
+// WebAssembly (make web): one program at a time per page, and WASI has no flock.
+#define flock(fd, op) ((void)(fd), (void)(op), 0)
+#endif
+
 int wgpt_dir_lock(const char *dir, const char *name, const char *what, char *err, size_t errlen) {
     char path[4096];
     if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {

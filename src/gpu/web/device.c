@@ -1,0 +1,133 @@
+// device.c: the browser backend's device: open, close, the sticky error, its description (web_internal.h).
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/web/web_internal.h"
+
+static int open_count_;  // one device at a time: the JS side holds one
+
+int wgpt_gpu_fail(wgpt_gpu *g, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+int wgpt_web_check_(wgpt_gpu *g) {
+    if (g->failed) return -1;
+    char msg[2048];
+    if (js_error(msg, sizeof msg)) {
+        g->failed = 1;
+        return wgpt_gpu_fail(g, "%s", msg);
+    }
+    return 0;
+}
+
+const char *wgpt_gpu_error(const wgpt_gpu *g) { return g->err; }
+const wgpt_gpu_info *wgpt_gpu_get_info(const wgpt_gpu *g) { return &g->info; }
+const char *wgpt_gpu_dawn(void) { return "the browser's WebGPU (navigator.gpu)"; }
+int wgpt_gpu_left_hung(void) { return 0; }
+void wgpt_gpu_force_loss(wgpt_gpu *g) {
+    (void)g;
+    js_force_loss();
+}
+
+const char *wgpt_matrix_type_name(wgpt_matrix_type t) {
+    static const char *names[] = {"?", "f32", "f16", "u32", "i32", "u8", "i8"};
+    return (unsigned)t < sizeof names / sizeof names[0] ? names[t] : "?";
+}
+
+void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
+    char sg[32];
+    if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);
+    else snprintf(sg, sizeof sg, "%u-%u", i->subgroup_min, i->subgroup_max);
+    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | subgroup matrices no | timestamps no", i->name,
+             i->backend, i->type, sg, i->has_f16 ? "yes" : "no");
+}
+
+int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
+    // The page has one adapter; opening it is the only way to learn of it.
+    wgpt_gpu *g = wgpt_gpu_open(NULL, err, errlen);
+    if (!g) return -1;
+    if (max > 0) out[0] = g->info;
+    wgpt_gpu_close(g);
+    return max > 0 ? 1 : 0;
+}
+
+int wgpt_gpu_list_nth_gpu(const wgpt_gpu_info *list, int n, int i, int *ngpus) {
+    int count = 0;
+    for (int j = 0; j < n; j++) count += strcmp(list[j].type, "CPU") != 0;
+    if (ngpus) *ngpus = count;
+    if (!count) return -1;
+    int want = i % count;
+    for (int j = 0; j < n; j++)
+        if (strcmp(list[j].type, "CPU") != 0 && want-- == 0) return j;
+    return -1;
+}
+
+wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
+    wgpt_gpu_options defaults = {.adapter_index = -1};
+    if (!opt) opt = &defaults;
+    if (wgpt_gpu_env_check_(err, errlen) < 0) return NULL;
+    if (opt->kernel_dir || opt->profile || opt->emulate_sgm || opt->select_uuid) {
+        snprintf(err, errlen, "in the browser: %s is not available",
+                 opt->kernel_dir ? "a kernel folder" : opt->profile ? "profiling (timestamps)"
+                                                  : opt->emulate_sgm ? "subgroup-matrix emulation"
+                                                                     : "choosing a GPU by UUID");
+        return NULL;
+    }
+    if (open_count_) {
+        snprintf(err, errlen, "in the browser one device is open at a time; close the other first");
+        return NULL;
+    }
+    wgpt_gpu *g = calloc(1, sizeof *g);
+    if (!g) return snprintf(err, errlen, "out of memory"), NULL;
+    web_info w;
+    memset(&w, 0, sizeof w);
+    if (js_open(opt->disable_f16, &w, err, (int)errlen) < 0) {
+        free(g);
+        return NULL;
+    }
+    open_count_ = 1;
+    wgpt_gpu_info *i = &g->info;
+    snprintf(i->name, sizeof i->name, "%s", w.name);
+    snprintf(i->vendor, sizeof i->vendor, "%s", w.vendor);
+    snprintf(i->driver, sizeof i->driver, "%s", w.driver);
+    i->backend = "WebGPU (browser)";
+    i->type = w.is_fallback ? "CPU" : "unknown";
+    i->subgroup_min = w.sg_min;
+    i->subgroup_max = w.sg_max;
+    i->has_f16 = (int)w.has_f16;
+    i->sgm_config = -1;
+    i->robust = 1;  // the browser's robustness cannot be turned off
+    i->max_storage_binding = w.max_storage_binding;
+    i->max_buffer = w.max_buffer;
+    i->max_workgroup_storage = w.max_workgroup_storage;
+    i->max_invocations = w.max_invocations;
+    i->max_workgroups_per_dim = w.max_workgroups_per_dim;
+    i->storage_offset_align = w.storage_offset_align ? w.storage_offset_align : 256;
+    if (opt->max_binding && opt->max_binding < i->max_storage_binding) i->max_storage_binding = opt->max_binding;
+    i->cpu_kernels = opt->kernels == WGPT_KERNELS_CPU ||
+                     (opt->kernels != WGPT_KERNELS_GPU && wgpt_gpu_env_kernels_(i->type) == WGPT_KERNELS_CPU);
+    i->matmul_splits = opt->matmul_splits;
+    i->sgm_block = opt->sgm_block;
+    i->matmul_epilogues = opt->matmul_epilogues | wgpt_gpu_env_epilogues_();
+    i->streamk = opt->streamk ? opt->streamk : wgpt_gpu_env_streamk_();
+    if (wgpt_chip_fill_(i, err, errlen) < 0 || wgpt_web_kernels_load_(g, err, errlen) < 0) {
+        wgpt_gpu_close(g);
+        return NULL;
+    }
+    return g;
+}
+
+void wgpt_gpu_close(wgpt_gpu *g) {
+    if (!g) return;
+    wgpt_web_kernels_free_(g);
+    wgpt_buf_free(g->unused);
+    js_close();
+    open_count_ = 0;
+    free(g);
+}

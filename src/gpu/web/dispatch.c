@@ -1,0 +1,109 @@
+// dispatch.c: bind groups, dispatches and submission in the browser.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/web/web_internal.h"
+
+wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views, int nviews, const void *params,
+                            size_t params_size) {
+    if (wgpt_web_check_(g) < 0) return NULL;
+    if (!k || nviews < 0 || nviews > 15) {
+        wgpt_gpu_fail(g, "bind group: %s", !k ? "no kernel" : "0 to 15 buffers per kernel");
+        return NULL;
+    }
+    if (params_size > 256) {
+        wgpt_gpu_fail(g, "kernel '%s': params of %zu bytes; at most 256", k->name, params_size);
+        return NULL;
+    }
+    int ids[16];
+    double offs[16], sizes[16];
+    for (int i = 0; i < nviews; i++) {
+        const wgpt_view *v = &views[i];
+        if (!v->buf) return wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->name, i), NULL;
+        uint64_t size = wgpt_view_bytes(*v);
+        if (v->offset % g->info.storage_offset_align) {
+            wgpt_gpu_fail(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
+                             "of %u (minStorageBufferOffsetAlignment)",
+                          k->name, i, v->buf->label, (unsigned long long)v->offset, g->info.storage_offset_align);
+            return NULL;
+        }
+        if (size == 0 || size % 4 || v->offset + size > v->buf->size) {
+            wgpt_gpu_fail(g, "kernel '%s': binding %d covers bytes [%llu, %llu) of buffer '%s' (%llu bytes)", k->name,
+                          i, (unsigned long long)v->offset, (unsigned long long)(v->offset + size), v->buf->label,
+                          (unsigned long long)v->buf->size);
+            return NULL;
+        }
+        if (size > g->info.max_storage_binding) {
+            wgpt_gpu_fail(g, "kernel '%s': binding %d covers %llu bytes of buffer '%s'; '%s' binds at most %llu "
+                             "(maxStorageBufferBindingSize): split the work into smaller ranges",
+                          k->name, i, (unsigned long long)size, v->buf->label, g->info.name,
+                          (unsigned long long)g->info.max_storage_binding);
+            return NULL;
+        }
+        ids[i] = v->buf->id;
+        offs[i] = (double)v->offset;
+        sizes[i] = (double)size;
+    }
+    wgpt_bind *b = calloc(1, sizeof *b);
+    if (!b) return wgpt_gpu_fail(g, "out of host memory"), NULL;
+    b->gpu = g;
+    b->kernel = k;
+    b->params_size = params_size;
+    b->id = js_bind_create(k->pipeline, ids, offs, sizes, nviews, params, (int)params_size);
+    if (!b->id) {
+        free(b);
+        char inner[sizeof g->err];
+        snprintf(inner, sizeof inner, "%s", wgpt_web_check_(g) < 0 ? g->err : "refused by the browser");
+        wgpt_gpu_fail(g, "bind group for kernel '%s' (%s) with %d buffer(s)%s: %s", k->name, g->files[k->file].label,
+                      nviews, params_size ? " and params" : "", inner);
+        return NULL;
+    }
+    return b;
+}
+
+int wgpt_bind_set_params(wgpt_gpu *g, wgpt_bind *b, const void *params, size_t params_size) {
+    if (wgpt_web_check_(g) < 0) return -1;
+    if (!b->params_size || params_size != b->params_size)
+        return wgpt_gpu_fail(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->name, b->params_size,
+                             params_size);
+    return js_bind_set_params(b->id, params, (int)params_size);  // submits first where the bind is pending
+}
+
+void wgpt_bind_free(wgpt_bind *b) {
+    if (!b) return;
+    js_bind_free(b->id);
+    free(b);
+}
+
+int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z) {
+    if (wgpt_web_check_(g) < 0) return -1;
+    uint32_t lim = g->info.max_workgroups_per_dim;
+    if (x > lim || y > lim || z > lim)
+        return wgpt_gpu_fail(g, "kernel '%s': dispatch %u x %u x %u exceeds %u workgroups a dimension", b->kernel->name,
+                             x, y, z, lim);
+    if (x == 0 || y == 0 || z == 0) return 0;
+    return js_dispatch(b->id, x, y, z);
+}
+
+int wgpt_dims1d(wgpt_gpu *g, uint64_t n, uint32_t *x, uint32_t *y) {
+    uint64_t dim = g->info.max_workgroups_per_dim < WGPT_MAX_WG_DIM ? g->info.max_workgroups_per_dim : WGPT_MAX_WG_DIM;
+    uint64_t rows = n <= dim ? 1 : (n + dim - 1) / dim;
+    if (rows > dim)
+        return wgpt_gpu_fail(g, "%llu workgroups exceed even a 2D dispatch (%llu x %llu)", (unsigned long long)n,
+                             (unsigned long long)dim, (unsigned long long)dim);
+    *x = (uint32_t)(n <= dim ? n : dim);
+    *y = (uint32_t)rows;
+    return 0;
+}
+
+int wgpt_dispatch1d(wgpt_gpu *g, wgpt_bind *b, uint64_t n) {
+    uint32_t x = 0, y = 0;
+    if (wgpt_dims1d(g, n, &x, &y) < 0) return -1;
+    return wgpt_dispatch(g, b, x, y, 1);
+}
+
+int wgpt_gpu_timings(wgpt_gpu *g, wgpt_timing *out, int max) {
+    (void)g, (void)out, (void)max;
+    return -1;
+}
