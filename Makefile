@@ -90,9 +90,13 @@ valgrind: all
 	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 	  scripts/run-tests.sh $(VALGRIND_TESTS)
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
+# Header dependencies come from the compiler: each compile writes FILE.d beside
+# its output (-MMD: the headers it included; -MP: a rule for each, so a deleted
+# header does not stop the build), read back by the -include below.
+DEPFLAGS = -MMD -MP -MF $@.d -MT $@
+$(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gpu/dawn_loader.o: scripts/pins.sh
 $(BUILD)/obj/dist/comm_mpi.o: CFLAGS_ALL += $(MPI_CFLAGS)
@@ -104,9 +108,9 @@ $(BUILD)/test_dawn_loader: scripts/pins.sh
 # several identical GPUs (Dawn offers them as one adapter), and
 # VK_LAYER_WGPT_stats (src/gpu/vk_stats/), the driver's statistics of each
 # compute pipeline (registers, memory), on when $WGPT_KERNEL_STATS names a file.
-$(BUILD)/vk/libVkLayer_wgpt_%.so: src/gpu/vk_%/layer.c src/gpu/vk_layer.h
+$(BUILD)/vk/libVkLayer_wgpt_%.so: src/gpu/vk_%/layer.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
 $(BUILD)/vk/VkLayer_wgpt_%.json: src/gpu/vk_%/layer.json
 	@mkdir -p $(dir $@)
 	cp $< $@
@@ -118,9 +122,9 @@ $(BUILD)/embed_kernels: tools/embed_kernels.c
 $(BUILD)/kernels_embedded.c: $(BUILD)/embed_kernels $(KERNELS)
 	$(BUILD)/embed_kernels $@ $(KERNELS)
 
-$(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c src/gpu/embedded.h
+$(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libwgpt.a: $(LIB_OBJ)
 	ar rcs $@ $^
@@ -133,19 +137,19 @@ $(BUILD)/libwgptcli.a: $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ)) $(BENCH_
 $(BUILD)/wgpt: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libwgpt.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/ref/*.h)
+$(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -c $< -o $@
 
 $(BUILD)/libref.a: $(REF_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
-	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
+$(BUILD)/test_%: tests/test_%.c $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
 
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
-$(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
-	$(CC) $(CFLAGS_ALL) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
+$(BUILD)/bench_ref_step: bench/ref_step.c $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
 
 # make install PREFIX=DIR: the binary and the files it finds next to itself
 # (PREFIX/lib/wgpt/dawn.node, PREFIX/share/wgpt/gpt2-bpe/), so that it runs
@@ -163,7 +167,7 @@ install: $(BUILD)/wgpt $(VK_LAYER)
 
 # Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).
 $(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/libwgpt.a
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $^ $(LDLIBS_DAWN) -o $@
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD)
@@ -212,11 +216,15 @@ $(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpo
 $(FUZZ_BUILD)/obj/model/%.o: FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # Kept between builds (make would delete them as intermediate files).
 .PRECIOUS: $(FUZZ_BUILD)/obj/%.o
-$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
+$(FUZZ_BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 .SECONDEXPANSION:
-$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $$(call fuzz_objs,$$*)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $$(call fuzz_objs,$$*)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(filter %.o,$^) $(FUZZ_LDLIBS) -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -Ifuzz -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(filter %.o,$^) $(FUZZ_LDLIBS) -o $@
+
+# The header dependencies the compiler wrote (see DEPFLAGS).
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d \
+                    $(FUZZ_BUILD)/*.d $(FUZZ_BUILD)/obj/*/*.d)
