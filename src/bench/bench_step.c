@@ -110,7 +110,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
                 dims & WGPT_GPT2_DIM_NH ? "--heads " : "", dims & WGPT_GPT2_DIM_L ? "--layers " : "",
                 dims & WGPT_GPT2_DIM_V ? "--vocab" : "");
         wgpt_gpu_close(g);
-        return -2;
+        return WGPT_REFUSED;
     }
     if (!m) {
         fprintf(stderr, "wgpt bench: %s\n", err);

@@ -268,12 +268,13 @@ static int resume_(run_ *r, const char *path) {
 }
 
 // The validation loss: 0 with *out, 1 if there is no validation data, -1 on
-// a model error or a non-finite loss, -2 if a shard shrank (the error in r->err).
+// a model error or a non-finite loss, VAL_SHARD_SHRANK (the error in r->err).
+enum { VAL_SHARD_SHRANK = -2 };
 static int validate_(run_ *r, float *out) {
     wgpt_val_loss v;
     char err[2048];
     if (wgpt_val_run(r->model, r->loader, r->o->val_batches, r->inputs, r->targets, &v, err, sizeof err) < 0)
-        return fail_(r, "validation: %s", err), v.data_failed ? -2 : -1;
+        return fail_(r, "validation: %s", err), v.data_failed ? VAL_SHARD_SHRANK : -1;
     if (v.nonfinite)
         return -fail_(r, "the validation loss at step %u is %s: the model has diverged", r->step,
                       isnan(v.bad_loss) ? "NaN" : "Inf");
@@ -876,11 +877,11 @@ static int agree_stop_(run_ *r) {
 }
 
 // The run's result as wgpt_train_run returns it: rc 0, 1 (failed) or 2
-// (options refused) to 0, -1 or -2, the message copied to err.
+// (options refused) to 0, WGPT_FAILED or WGPT_REFUSED, the message copied to err.
 static int result_(const run_ *r, int rc, char *err, size_t errlen) {
     if (rc == 0) return 0;
     wgpt_errf(err, errlen, "%s", r->err);
-    return rc == 2 ? -2 : -1;
+    return rc == 2 ? WGPT_REFUSED : WGPT_FAILED;
 }
 
 int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
@@ -892,7 +893,7 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     char err[2048], kept[4608];
     if (wgpt_train_check(o, err, sizeof err) < 0) {
         wgpt_errf(errbuf, errlen, "%s", err);
-        return -2;
+        return WGPT_REFUSED;
     }
     r.comm = o->comm;
     r.rank = r.comm ? wgpt_comm_rank(r.comm) : 0;
@@ -906,7 +907,7 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
                   "evenly: make it a multiple of %llu",
                   o->total_batch, (unsigned long long)global, o->batch, o->seq, r.nranks,
                   (unsigned long long)(micro * (uint64_t)r.nranks));
-        return -2;
+        return WGPT_REFUSED;
     }
     r.accum = (uint32_t)(global / (uint64_t)r.nranks);
 
@@ -997,7 +998,7 @@ int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
         if (o->val_every && (t % o->val_every == 0 || t == o->steps)) {
             float vl;
             int v = validate_(&r, &vl);
-            if (v == -2) {  // a shard shrank: step t itself is whole, save it
+            if (v == VAL_SHARD_SHRANK) {  // a shard shrank: step t itself is whole, save it
                 rc = write_checkpoint_(&r) == 0
                          ? fail_(&r, "a checkpoint of step %u was written to %s: run the same command again, once the "
                                  "data is whole, to resume from it",
