@@ -103,7 +103,7 @@ static void expect_(const run_ *r, int code, const char *needle) {
         fail_msg("exit %d (wanted %d), output lacks \"%s\":\n%s", r->code, code, needle ? needle : "", r->out);
 }
 
-// `wgpt bench --profile`'s sums by kind (what bench/RESULTS.md sets beside
+// `wgpt bench --profile`'s sums by kind (what docs/performance.md sets beside
 // bench/pytorch_gpt2.py --profile's): every dispatch counted once, in one kind.
 static void bench_profile_sums_by_kind(void **st) {
     (void)st;
