@@ -43,7 +43,7 @@ LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_e
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 BENCH_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(BENCH_SRC))
 
-.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install lavapipe
+.PHONY: all setup run test bench sanitize sanitize-build valgrind clean fuzz fuzz-build fuzz-corpus install lavapipe
 all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits $(VK_LAYER)
 
 setup:
@@ -65,12 +65,17 @@ bench: setup
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@bench/compare.sh --wgpt $(BUILD)/wgpt $(ARGS)
 
+# The test programs run twice: as built, on the default device (Debian's
+# lavapipe on a CPU), and sanitized (below), on wgpt's tuned lavapipe where the
+# adapter is a CPU (else on the default device again). TEST_JOBS programs run at a time.
+TEST_JOBS ?= 2
 test: setup
 	@$(MAKE) --no-print-directory all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
-	@scripts/run-tests.sh $(TESTS)
-	@scripts/test-tuned-lavapipe.sh $(BUILD)/wgpt $(TESTS)
-	@$(MAKE) --no-print-directory sanitize
+	@WGPT_TEST_JOBS=$(TEST_JOBS) scripts/run-tests.sh $(TESTS)
+	@$(MAKE) --no-print-directory sanitize-build
+	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized WGPT_TEST_JOBS=$(TEST_JOBS) \
+	  scripts/test-tuned-lavapipe.sh build-asan/wgpt $(SAN_TESTS)
 	@$(MAKE) --no-print-directory valgrind
 	@$(MAKE) --no-print-directory fuzz
 
@@ -78,9 +83,11 @@ test: setup
 # host code. Leak checks are off: Dawn is not instrumented and keeps
 # process-lifetime allocations that LeakSanitizer would report.
 SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-sanitize:
+SAN_TESTS = $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
+sanitize: sanitize-build
+	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized scripts/run-tests.sh $(SAN_TESTS)
+sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all
-	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized scripts/run-tests.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
 
 # The programs that need no GPU, under valgrind's memcheck (WGPT_TEST_QUICK
 # skips the speed measurements, which valgrind slows 50x).
@@ -196,7 +203,7 @@ FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
 
 fuzz: fuzz-build
-	@WGPT_FUZZ_BUILD=$(FUZZ_BUILD) scripts/fuzz.sh $(FUZZ_TARGETS)
+	@WGPT_FUZZ_BUILD=$(FUZZ_BUILD) WGPT_FUZZ_JOBS=$${WGPT_FUZZ_JOBS:-2} scripts/fuzz.sh $(FUZZ_TARGETS)
 
 fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
