@@ -69,15 +69,17 @@ bench: setup
 # lavapipe on a CPU), and sanitized (below), on wgpt's tuned lavapipe where the
 # adapter is a CPU (else on the default device again). TEST_JOBS programs run at a time.
 TEST_JOBS ?= 2
+# (The builds use TEST_JOBS compilers too, unless make was given -j itself.)
+TEST_MAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test: setup
-	@$(MAKE) --no-print-directory all
+	@$(TEST_MAKE) all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@WGPT_TEST_JOBS=$(TEST_JOBS) scripts/run-tests.sh $(TESTS)
-	@$(MAKE) --no-print-directory sanitize-build
+	@$(TEST_MAKE) sanitize-build
 	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized WGPT_TEST_JOBS=$(TEST_JOBS) \
 	  scripts/test-tuned-lavapipe.sh build-asan/wgpt $(SAN_TESTS)
-	@$(MAKE) --no-print-directory valgrind
-	@$(MAKE) --no-print-directory fuzz
+	@$(TEST_MAKE) valgrind
+	@$(TEST_MAKE) fuzz
 
 # Every test again with AddressSanitizer and UndefinedBehaviorSanitizer on our
 # host code. Leak checks are off: Dawn is not instrumented and keeps
