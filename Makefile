@@ -44,7 +44,7 @@ LIB_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(LIB_SRC)) $(BUILD)/obj/kernels_e
 CLI_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 BENCH_OBJ = $(patsubst src/%.c,$(BUILD)/obj/%.o,$(BENCH_SRC))
 
-.PHONY: all setup run test bench sanitize valgrind clean fuzz fuzz-build fuzz-corpus install lavapipe
+.PHONY: all setup run test bench sanitize sanitize-build valgrind clean fuzz fuzz-build fuzz-corpus install lavapipe
 all: $(BUILD)/wgpt $(TESTS) $(BUILD)/bench_ref_step $(BUILD)/bench_hf_logits $(VK_LAYER)
 
 setup:
@@ -66,36 +66,49 @@ bench: setup
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
 	@bench/compare.sh --wgpt $(BUILD)/wgpt $(if $(LLMC),--llmc $(LLMC)) $(ARGS)
 
+# The test programs run twice: as built, on the default device (Debian's
+# lavapipe on a CPU), and sanitized (below), on wgpt's tuned lavapipe where the
+# adapter is a CPU (else on the default device again). TEST_JOBS programs run at a time.
+TEST_JOBS ?= 2
+# (The builds use TEST_JOBS compilers too, unless make was given -j itself.)
+TEST_MAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test: setup
-	@$(MAKE) --no-print-directory all
+	@$(TEST_MAKE) all
 	@scripts/ensure-driver.sh $(BUILD)/wgpt
-	@scripts/run-tests.sh $(TESTS)
-	@$(MAKE) --no-print-directory web
+	@WGPT_TEST_JOBS=$(TEST_JOBS) scripts/run-tests.sh $(TESTS)
+	@$(TEST_MAKE) web
 	@scripts/browser-tests.sh
-	@scripts/test-tuned-lavapipe.sh $(BUILD)/wgpt $(TESTS)
-	@$(MAKE) --no-print-directory sanitize
-	@$(MAKE) --no-print-directory valgrind
-	@$(MAKE) --no-print-directory fuzz
+	@$(TEST_MAKE) sanitize-build
+	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized WGPT_TEST_JOBS=$(TEST_JOBS) \
+	  scripts/test-tuned-lavapipe.sh build-asan/wgpt $(SAN_TESTS)
+	@$(TEST_MAKE) valgrind
+	@$(TEST_MAKE) fuzz
 
 # Every test again with AddressSanitizer and UndefinedBehaviorSanitizer on our
 # host code. Leak checks are off: Dawn is not instrumented and keeps
 # process-lifetime allocations that LeakSanitizer would report.
 SAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-sanitize:
+SAN_TESTS = $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
+sanitize: sanitize-build
+	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized scripts/run-tests.sh $(SAN_TESTS)
+sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=build-asan EXTRA_CFLAGS="$(SAN_FLAGS)" all
-	@ASAN_OPTIONS=detect_leaks=0 TEST_LABEL=sanitized scripts/run-tests.sh $(patsubst $(BUILD)/%,build-asan/%,$(TESTS))
 
 # The programs that need no GPU, under valgrind's memcheck (WGPT_TEST_QUICK
 # skips the speed measurements, which valgrind slows 50x).
-VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source ref shard loader checkpoint tokenizer train_host weights)
+VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source kernel_docs ref shard loader checkpoint tokenizer train_host weights)
 valgrind: all
 	@WGPT_TEST_QUICK=1 TEST_LABEL=valgrind \
 	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
 	  scripts/run-tests.sh $(VALGRIND_TESTS)
 
-$(BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
+# Header dependencies come from the compiler: each compile writes FILE.d beside
+# its output (-MMD: the headers it included; -MP: a rule for each, so a deleted
+# header does not stop the build), read back by the -include below.
+DEPFLAGS = -MMD -MP -MF $@.d -MT $@
+$(BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gpu/dawn_loader.o: scripts/pins.sh
 $(BUILD)/obj/dist/comm_mpi.o: CFLAGS_ALL += $(MPI_CFLAGS)
@@ -107,9 +120,9 @@ $(BUILD)/test_dawn_loader: scripts/pins.sh
 # several identical GPUs (Dawn offers them as one adapter), and
 # VK_LAYER_WGPT_stats (src/gpu/vk_stats/), the driver's statistics of each
 # compute pipeline (registers, memory), on when $WGPT_KERNEL_STATS names a file.
-$(BUILD)/vk/libVkLayer_wgpt_%.so: src/gpu/vk_%/layer.c src/gpu/vk_layer.h
+$(BUILD)/vk/libVkLayer_wgpt_%.so: src/gpu/vk_%/layer.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -fPIC -shared -fvisibility=hidden $< -lpthread -o $@
 $(BUILD)/vk/VkLayer_wgpt_%.json: src/gpu/vk_%/layer.json
 	@mkdir -p $(dir $@)
 	cp $< $@
@@ -121,9 +134,9 @@ $(BUILD)/embed_kernels: tools/embed_kernels.c
 $(BUILD)/kernels_embedded.c: $(BUILD)/embed_kernels $(KERNELS)
 	$(BUILD)/embed_kernels $@ $(KERNELS)
 
-$(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c src/gpu/embedded.h
+$(BUILD)/obj/kernels_embedded.o: $(BUILD)/kernels_embedded.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/libwgpt.a: $(LIB_OBJ)
 	ar rcs $@ $^
@@ -136,19 +149,19 @@ $(BUILD)/libwgptcli.a: $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ)) $(BENCH_
 $(BUILD)/wgpt: $(CLI_OBJ) $(BENCH_OBJ) $(BUILD)/libwgpt.a
 	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
 
-$(BUILD)/obj/tests/%.o: tests/%.c $(wildcard tests/ref/*.h)
+$(BUILD)/obj/tests/%.o: tests/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -Itests -c $< -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -c $< -o $@
 
 $(BUILD)/libref.a: $(REF_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/test_%: tests/test_%.c tests/test_util.h $(wildcard tests/ref/*.h) $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
-	$(CC) $(CFLAGS_ALL) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
+$(BUILD)/test_%: tests/test_%.c $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
 
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
-$(BUILD)/bench_ref_step: bench/ref_step.c $(wildcard tests/ref/*.h) src/model/gpt2.h $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
-	$(CC) $(CFLAGS_ALL) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
+$(BUILD)/bench_ref_step: bench/ref_step.c $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -DREF_STEP_CFLAGS='"$(strip $(CC) $(CFLAGS_ALL))"' $< $(filter %.o %.a,$^) -lm -o $@
 
 # make install PREFIX=DIR: the binary and the files it finds next to itself
 # (PREFIX/lib/wgpt/dawn.node, PREFIX/share/wgpt/gpt2-bpe/), so that it runs
@@ -166,7 +179,7 @@ install: $(BUILD)/wgpt $(VK_LAYER)
 
 # Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).
 $(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/libwgpt.a
-	$(CC) $(CFLAGS_ALL) $^ $(LDLIBS_DAWN) -o $@
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $^ $(LDLIBS_DAWN) -o $@
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD) build-web
@@ -195,7 +208,7 @@ FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
 
 fuzz: fuzz-build
-	@WGPT_FUZZ_BUILD=$(FUZZ_BUILD) scripts/fuzz.sh $(FUZZ_TARGETS)
+	@WGPT_FUZZ_BUILD=$(FUZZ_BUILD) WGPT_FUZZ_JOBS=$${WGPT_FUZZ_JOBS:-2} scripts/fuzz.sh $(FUZZ_TARGETS)
 
 fuzz-build: $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 
@@ -215,14 +228,18 @@ $(FUZZ_BUILD)/make_corpus: fuzz/make_corpus.c src/data/shard.c src/train/checkpo
 $(FUZZ_BUILD)/obj/model/%.o: FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=undefined
 # Kept between builds (make would delete them as intermediate files).
 .PRECIOUS: $(FUZZ_BUILD)/obj/%.o
-$(FUZZ_BUILD)/obj/%.o: src/%.c $(wildcard src/*/*.h)
+$(FUZZ_BUILD)/obj/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -c $< -o $@
 
 .SECONDEXPANSION:
-$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz_util.h $$(call fuzz_objs,$$*)
+$(FUZZ_BUILD)/fuzz_%: fuzz/fuzz_%.c $$(call fuzz_objs,$$*)
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -Ifuzz -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(filter %.o,$^) $(FUZZ_LDLIBS) -o $@
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -Ifuzz -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(filter %.o,$^) $(FUZZ_LDLIBS) -o $@
 
 # ---- the browser build (make web): web/web.mk ------------------------------
 include web/web.mk
+
+# The header dependencies the compiler wrote (see DEPFLAGS).
+-include $(wildcard $(BUILD)/*.d $(BUILD)/*/*.d $(BUILD)/obj/*/*.d $(BUILD)/obj/*/*/*.d \
+                    $(FUZZ_BUILD)/*.d $(FUZZ_BUILD)/obj/*/*.d)

@@ -2,15 +2,25 @@
 # Adds bookworm-backports ($WGPT_MESA_SUITE) to apt's sources if no source
 # names it yet. Needs root; used by ensure-driver.sh (Mesa's lavapipe) and
 # apt-install.sh --backports (meson and libdrm-dev for building it).
+# --src: its source packages too (deb-src), for build-lavapipe.sh's apt-get source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pins.sh
-grep -rqs "$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ && exit 0
-printf 'apt: adding %s to apt'"'"'s sources\n' "$WGPT_MESA_SUITE"
-cat > /etc/apt/sources.list.d/wgpt-backports.sources <<SRC
-Types: deb
+add() {  # add FILE TYPE
+  printf 'apt: adding %s (%s) to apt'"'"'s sources\n' "$WGPT_MESA_SUITE" "$2"
+  cat > "$1" <<SRC
+Types: $2
 URIs: http://deb.debian.org/debian
 Suites: $WGPT_MESA_SUITE
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
+}
+if [ "${1:-}" = --src ]; then
+  f=/etc/apt/sources.list.d/wgpt-backports-src.sources
+  [ -f "$f" ] || grep -rqsE "^deb-src .*$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ ||
+    add "$f" deb-src
+  exit 0
+fi
+grep -rqs "$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ && exit 0
+add /etc/apt/sources.list.d/wgpt-backports.sources deb

@@ -16,7 +16,7 @@
 #     (LP_CS_SPIN_US, default 200) before they sleep: no wake-ups between the
 #     hundred dispatches of a training step.
 # Use it: VK_ICD_FILENAMES=$PWD/third_party/lavapipe/lvp_icd.json build/wgpt ...
-# (`wgpt info` then says "Mesa 25.0.7 (git-wgpt-lvp2)"). Figures: bench/RESULTS.md 14.4.
+# (`wgpt info` then says "Mesa 25.0.7 (git-wgpt-lvp2)"). Figures: docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pins.sh
@@ -37,18 +37,37 @@ fi
 scripts/apt-install.sh --backports $WGPT_MESA_BUILD_PACKAGES_BPO || exit $?
 scripts/apt-install.sh $WGPT_MESA_BUILD_PACKAGES || exit $?
 
-# --- source: pinned, verified, patched ------------------------------------
+# --- source: Debian's, located through apt, patched -----------------------
+# apt-get source --print-uris reads the orig tarball's address and sha256 from
+# bookworm-backports' Sources index, which apt has checked against Debian's
+# signature; the version is pinned ($WGPT_MESA_SRC_VERSION). Only the orig
+# tarball is fetched: Debian's own patches are not applied.
 work=$dest/work
 mkdir -p "$work"
-tarball=$work/$(basename "$WGPT_MESA_SRC_URL")
-if ! echo "$WGPT_MESA_SRC_SHA256  $tarball" | sha256sum -c --status 2>/dev/null; then
-  say "fetching $WGPT_MESA_SRC_URL"
-  curl -fsSL --retry 3 -o "$tarball.part" "$WGPT_MESA_SRC_URL" || die "download failed: $WGPT_MESA_SRC_URL"
-  echo "$WGPT_MESA_SRC_SHA256  $tarball.part" | sha256sum -c --status ||
-    die "$tarball: sha256 is not $WGPT_MESA_SRC_SHA256"
+version=${WGPT_MESA_SRC_VERSION%%-*}
+tarball=$work/mesa_$version.orig.tar.xz
+if ! uris=$(apt-get source --print-uris -qq "mesa=$WGPT_MESA_SRC_VERSION" 2>/dev/null); then
+  if [ "$(id -u)" != 0 ]; then
+    printf 'lavapipe: apt knows no source of mesa=%s: as root, scripts/add-backports.sh --src && apt-get update\n' \
+      "$WGPT_MESA_SRC_VERSION" >&2
+    exit 3
+  fi
+  scripts/add-backports.sh --src
+  apt-get update -qq
+  uris=$(apt-get source --print-uris -qq "mesa=$WGPT_MESA_SRC_VERSION") ||
+    die "apt has no source package mesa=$WGPT_MESA_SRC_VERSION (is it still in $WGPT_MESA_SUITE?)"
+fi
+# a line: 'URL' FILE SIZE SHA256:HEX
+url=$(printf '%s\n' "$uris" | awk -v f="${tarball##*/}" '$2 == f { gsub("\047", "", $1); print $1 }')
+sha=$(printf '%s\n' "$uris" | awk -v f="${tarball##*/}" '$2 == f && $4 ~ /^SHA256:/ { print substr($4, 8) }')
+[ -n "$url" ] && [ -n "$sha" ] || die "apt's Sources index lists no ${tarball##*/} with a sha256"
+if ! echo "$sha  $tarball" | sha256sum -c --status 2>/dev/null; then
+  say "fetching $url"
+  curl -fsSL --retry 3 -o "$tarball.part" "$url" || die "download failed: $url"
+  echo "$sha  $tarball.part" | sha256sum -c --status || die "$url: sha256 is not $sha (Debian's Sources index)"
   mv "$tarball.part" "$tarball"
 fi
-src=$work/mesa-25.0.7
+src=$work/mesa-$version
 rm -rf "$src" "$work/build"
 tar -xf "$tarball" -C "$work"
 patch -d "$src" -p1 --quiet < "$patch_file" || die "$patch_file does not apply to $src"

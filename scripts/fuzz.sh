@@ -8,7 +8,7 @@
 # corpus fuzz/corpus/TARGET/ in a temporary folder: the checked-in corpus is
 # never modified. A crash leaves the input in $WGPT_FUZZ_BUILD/artifacts/TARGET/
 # and the log in $WGPT_FUZZ_BUILD/logs/TARGET.log; rerun the binary on the
-# artifact to reproduce it. $WGPT_FUZZ_ARGS adds libFuzzer flags (e.g. -jobs=2).
+# artifact to reproduce it. $WGPT_FUZZ_ARGS adds libFuzzer flags.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 secs=${WGPT_FUZZ_SECONDS:-30}
@@ -29,19 +29,19 @@ max_len() {
   esac
 }
 
-passed=0; failed=0
 mkdir -p "$build/artifacts" "$build/logs"
-for t in "$@"; do
+# fuzz_one TARGET: runs it; its report lines go to stdout, exit 0 if it passed.
+fuzz_one() {
+  local t=$1 bin log work corpus rate runs rc start artifact why dict=()
   bin=$build/fuzz_$t
   log=$build/logs/$t.log
   if [ ! -x "$bin" ]; then
     echo "fuzz_$t: FAILED: $bin is missing (make fuzz-build)"
-    failed=$((failed + 1)); continue
+    return 1
   fi
   work=$(mktemp -d "${TMPDIR:-/tmp}/wgpt_fuzz_$t.XXXXXX")
   mkdir -p "$work/corpus" "$build/artifacts/$t"
   [ -d "fuzz/corpus/$t" ] && cp -R "fuzz/corpus/$t/." "$work/corpus/"
-  dict=()
   [ -f "fuzz/$t.dict" ] && dict=("-dict=fuzz/$t.dict")
   start=$SECONDS
   # -close_fd_mask=3: the code under test prints (usage, errors); libFuzzer's own
@@ -60,18 +60,33 @@ for t in "$@"; do
   rm -rf "$work"
   if [ $rc -eq 0 ]; then
     echo "fuzz_$t: $runs runs, $rate/s, corpus $corpus inputs: no crash"
-    passed=$((passed + 1))
-  else
-    artifact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)
-    echo "fuzz_$t: CRASHED (exit $rc) after $runs runs; input: ${artifact:-none saved}; log: $log"
-    echo "  reproduce: $bin ${artifact:-<input>}"
-    # the finding, its explanation, and the stack frames in our code
-    why=$(grep -E 'ERROR: |runtime error:|fuzz invariant failed|^  [^ ]|#[0-9]+ .*/(src|fuzz)/|SUMMARY' "$log" |
-      head -n 16)
-    [ -n "$why" ] || why=$(tail -n 5 "$log")
-    printf '%s\n' "$why" | sed 's/^/  | /'
-    failed=$((failed + 1))
+    return 0
   fi
+  artifact=$(sed -n "s/.*Test unit written to \(.*\)$/\1/p" "$log" | tail -n 1)
+  echo "fuzz_$t: CRASHED (exit $rc) after $runs runs; input: ${artifact:-none saved}; log: $log"
+  echo "  reproduce: $bin ${artifact:-<input>}"
+  # the finding, its explanation, and the stack frames in our code
+  why=$(grep -E 'ERROR: |runtime error:|fuzz invariant failed|^  [^ ]|#[0-9]+ .*/(src|fuzz)/|SUMMARY' "$log" |
+    head -n 16)
+  [ -n "$why" ] || why=$(tail -n 5 "$log")
+  printf '%s\n' "$why" | sed 's/^/  | /'
+  return 1
+}
+
+# WGPT_FUZZ_JOBS targets at a time (default 1; make fuzz: 2), reports in the order given.
+jobs=${WGPT_FUZZ_JOBS:-1}
+case $jobs in '' | *[!0-9]* | 0) echo "fuzz: WGPT_FUZZ_JOBS=$jobs is not a count >= 1" >&2; exit 2 ;; esac
+out=$(mktemp -d) || exit 2
+trap 'rm -rf "$out"' EXIT
+for t in "$@"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+  { fuzz_one "$t" >"$out/$t.txt"; echo $? >"$out/$t.rc"; } &
+done
+wait
+passed=0; failed=0
+for t in "$@"; do
+  cat "$out/$t.txt"
+  if [ "$(cat "$out/$t.rc")" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 echo "fuzz: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

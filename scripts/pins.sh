@@ -21,10 +21,11 @@ WGPT_BPE_VOCAB_SHA256="1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7
 # PyTorch (CPU), for tests/test_torch_parity.c: wgpt beside PyTorch on the same weights.
 WGPT_DEBIAN_PACKAGES="$WGPT_DEBIAN_PACKAGES python3-torch"
 # Mesa source for the tuned lavapipe (scripts/build-lavapipe.sh, opt-in): the
-# orig tarball of bookworm-backports' 25.0.7 (the lavapipe above), sha256 from
-# Debian's Sources index, patched by scripts/patches/mesa-25.0.7-lavapipe.patch.
-WGPT_MESA_SRC_URL="https://deb.debian.org/debian/pool/main/m/mesa/mesa_25.0.7.orig.tar.xz"
-WGPT_MESA_SRC_SHA256="592272df3cf01e85e7db300c449df5061092574d099da275d19e97ef0510f8a6"
+# Debian source package of bookworm-backports' lavapipe above, fetched with
+# apt (apt-get source --print-uris: address and sha256 from the signed Sources
+# index; deb-src added by scripts/add-backports.sh --src), its orig
+# tarball patched by scripts/patches/mesa-25.0.7-lavapipe.patch.
+WGPT_MESA_SRC_VERSION="25.0.7-2~bpo12+1"
 WGPT_MESA_BUILD_PACKAGES="ninja-build python3-mako python3-yaml llvm-15-dev bison flex pkg-config zlib1g-dev libzstd-dev libexpat1-dev glslang-tools"
 # from bookworm-backports: meson >= 1.1 (bookworm has 1.0.1), libdrm-dev matching the backported libdrm2
 WGPT_MESA_BUILD_PACKAGES_BPO="meson libdrm-dev"

@@ -50,6 +50,8 @@ static int group_teardown(void **state) {
 
 static int have_mpi_(void) {
     if (strcmp(wgpt_comm_kind(), "mpi") != 0 || system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("skipped: needs MPI; this build has %s and mpirun is %sfound\n", wgpt_comm_kind(),
+               system("command -v mpirun >/dev/null 2>&1") == 0 ? "" : "not ");
         skip();
         return 0;
     }

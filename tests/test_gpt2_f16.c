@@ -138,7 +138,7 @@ static void emulated_tensor_cores_near_fp32(void **st) {
     if (wgpt_linear_f16_uses_sgm(G) || !i->has_f16) {
         printf("skipped: '%s' %s\n", i->name, i->has_f16 ? "has real subgroup matrices: the tests above ran on them"
                                                          : "has no f16, so no emulated subgroup matrices");
-        return;
+        skip();
     }
     wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU};
     wgpt_gpu *g0 = G;
@@ -183,8 +183,8 @@ static void epilogues_near_fp32(void **st) {
     (void)st;
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
     if (!i->has_f16) {
-        printf("skipped: '%s' has no f16\n", i->name);
-        return;
+        printf("skipped: needs f16; '%s' has none\n", i->name);
+        skip();
     }
     int real = wgpt_linear_f16_uses_sgm(G);
     wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = !real, .kernels = WGPT_KERNELS_GPU,

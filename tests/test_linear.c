@@ -514,7 +514,10 @@ static uint32_t up_(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 static void flat8_equals_flat(void **st) {
     (void)st;
-    if (KERNELS != WGPT_KERNELS_CPU || wgpt_gpu_get_info(G)->subgroup_min < 8) skip();
+    if (KERNELS != WGPT_KERNELS_CPU || wgpt_gpu_get_info(G)->subgroup_min < 8) {
+        printf("skipped: the flat8 twin is for CPU kernels on subgroups of 8 or more\n");
+        skip();
+    }
     static const int shapes[][5] = {{74, 48, 144, 1, 0}, {130, 200, 260, 0, 1}, {33, 12, 8, 1, 1}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         lcase c;

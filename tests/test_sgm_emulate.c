@@ -43,14 +43,14 @@ static void emulated_multiply_matches_reference(void **st) {
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) {
-        printf("skipped: %s\n", err);  // a device without f16 (or with real subgroup matrices' sizes only)
-        return;
+        printf("skipped: needs a device that can emulate subgroup matrices: %s\n", err);  // no f16, or real sizes only
+        skip();
     }
     const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
     if (!i->sgm_emulated) {
         printf("skipped: '%s' has real subgroup matrices (test_linear_f16 runs its kernels there)\n", i->name);
         wgpt_gpu_close(g);
-        return;
+        skip();
     }
     printf("'%s': emulated %ux%ux%u fragments in subgroups of %u\n", i->name, WGPT_SGM_EMU_M, WGPT_SGM_EMU_N,
            WGPT_SGM_EMU_K, i->subgroup_min);

@@ -202,7 +202,7 @@ static void sgm_files_compile_with_stubs(void **st) {
         // the engine writes SGM_* itself here, and test_linear_f16 and
         // test_attention compile and run the real files
         printf("skipped: '%s' compiles the subgroup-matrix files as they are\n", info->name);
-        return;
+        skip();
     }
     int kernels = 0;
     for (size_t f = 0; f < sizeof FILES / sizeof FILES[0]; f++) {

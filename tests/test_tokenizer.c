@@ -691,7 +691,10 @@ static void bad_vocab_bpe(void **state) {
 
 static void encode_speed(void **state) {
     (void)state;
-    if (getenv("WGPT_TEST_QUICK")) skip();  // under valgrind: 50x slower, and it measures nothing
+    if (getenv("WGPT_TEST_QUICK")) {  // under valgrind: 50x slower, and it measures nothing
+        printf("skipped: a speed measurement (WGPT_TEST_QUICK is set)\n");
+        skip();
+    }
     // 4 MB of the fixture texts, prose, code and scripts, over and over.
     char *fix = tu_read_source("tests/data/gpt2_fixtures.jsonl");
     size_t cap = 4u << 20, len = 0;

@@ -24,8 +24,8 @@ static void stats_follow_the_kernel_name(void **st) {
     wgpt_gpu *g = tu_gpu_open(&o);
     const wgpt_gpu_info *in = wgpt_gpu_get_info(g);
     if (strcmp(in->backend, "Vulkan") != 0) {
-        printf("skipped: '%s' is not a Vulkan adapter (the layer is Vulkan's)\n", in->name);
-        return;
+        printf("skipped: needs a Vulkan adapter (the layer is Vulkan's); '%s' is not one\n", in->name);
+        skip();
     }
     enum { N = 1024 };
     float a[N], b[N];

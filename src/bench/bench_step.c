@@ -110,7 +110,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
                 dims & WGPT_GPT2_DIM_NH ? "--heads " : "", dims & WGPT_GPT2_DIM_L ? "--layers " : "",
                 dims & WGPT_GPT2_DIM_V ? "--vocab" : "");
         wgpt_gpu_close(g);
-        return -2;
+        return WGPT_REFUSED;
     }
     if (!m) {
         fprintf(stderr, "wgpt bench: %s\n", err);
@@ -166,7 +166,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
                r.grad_norm, dt, r.skipped ? " (skipped)" : "");
     }
     // The median step: one slow step on a shared GPU (a first-step hiccup
-    // read 69.7 ms among 31-32 ms steps, RESULTS 21) moves a mean, not this.
+    // read 69.7 ms among 31-32 ms steps on an H100) moves a mean, not this.
     double mean = (wgpt_clock_s() - t0) * 1e3 / steps;
     qsort(times, steps, sizeof *times, cmp_double_);
     double ms = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;

@@ -10,6 +10,7 @@
 
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
+#include "util/err.h"  // WGPT_REFUSED
 
 typedef struct wgpt_bench_step_opts {
     wgpt_gpt2_config config;  // padded vocabulary and context set
@@ -20,8 +21,9 @@ typedef struct wgpt_bench_step_opts {
     int profile_calls;        // with .profile: and of each of its dispatches, in order
 } wgpt_bench_step_opts;
 
-// Runs and prints the benchmark. Returns 0, -1 after printing an error, or
-// -2 after printing that the shape does not fit the device (naming the options).
+// Runs and prints the benchmark. Returns 0, WGPT_FAILED after printing an
+// error, or WGPT_REFUSED (util/err.h) after printing that the shape does not
+// fit the device (naming the options).
 int wgpt_bench_step_run(const wgpt_bench_step_opts *o);
 
 #endif

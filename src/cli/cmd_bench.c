@@ -121,5 +121,5 @@ int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_bench_step_opts so = {.config = c, .B = B, .T = T, .steps = steps, .peak_tflops = peak,
                                .precision = precision, .gpu = opt, .profile_calls = profile_calls};
     int rc = wgpt_bench_step_run(&so);
-    return rc == -2 ? 2 : rc < 0 ? 1 : 0;
+    return rc == WGPT_REFUSED ? 2 : rc < 0 ? 1 : 0;
 }

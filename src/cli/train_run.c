@@ -30,8 +30,8 @@ int wgpt_cli_train_run(const wgpt_train_opts *o, int quiet) {
     char err[16384];
     int rc = wgpt_train_run(&run, err, sizeof err);
     if (rc == 0) return 0;
-    // Options refused (-2) come before any progress line; a failure may end a
+    // Options refused come before any progress line; a failure may end a
     // live one. The lines after the first say what followed (what is kept).
-    fprintf(stderr, "%swgpt train: %s\n", rc == -2 ? "" : "\n", err);
-    return rc == -2 ? 2 : 1;
+    fprintf(stderr, "%swgpt train: %s\n", rc == WGPT_REFUSED ? "" : "\n", err);
+    return rc == WGPT_REFUSED ? 2 : 1;
 }

@@ -269,7 +269,7 @@ int wgpt_bpe_finish(wgpt_bpe *b, int *missing_byte) {
     for (int c = 0; c < 256; c++)
         if (b->byte_id[c] == NONE) {
             *missing_byte = c;
-            return -2;
+            return WGPT_BPE_MISSING_BYTE;
         }
     // A token found whole in the text is that one id only if BPE would build it
     // from its bytes; record which do, so encoding skips BPE for them.
@@ -279,7 +279,7 @@ int wgpt_bpe_finish(wgpt_bpe *b, int *missing_byte) {
         if (len == 0) continue;
         if (merge_word_(b, &w, b->bytes + b->off[id], len) < 0) {
             wgpt_bpe_scratch_free(&w);
-            return -1;
+            return WGPT_BPE_OOM;
         }
         b->whole[id] = w.sym[0] == id && w.next[0] >= len;
     }

@@ -321,7 +321,12 @@ wgpt_tokenizer *wgpt_tokenizer_open_gpt2(const char *encoder_json, const char *v
     }
     if (read_merges_(t, vocab_bpe, map, err, errlen) < 0) goto fail;
     int missing = -1;
-    if (wgpt_bpe_finish(t->bpe, &missing) < 0) {
+    int fin = wgpt_bpe_finish(t->bpe, &missing);
+    if (fin == WGPT_BPE_MISSING_BYTE) {
+        wgpt_errf(err, errlen, "%s: has no token for the byte 0x%02X", encoder_json, missing);
+        goto fail;
+    }
+    if (fin < 0) {
         wgpt_errf(err, errlen, "out of memory for the GPT-2 tokenizer");
         goto fail;
     }

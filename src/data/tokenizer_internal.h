@@ -52,12 +52,14 @@ enum {
     WGPT_BPE_OOM = -1,
     WGPT_BPE_NO_RESULT = -2,  // the bytes of left+right are no token (or merges >= tokens)
     WGPT_BPE_REPEATED = -3,   // the pair was added before (*rank says when)
+    WGPT_BPE_MISSING_BYTE = -4,  // wgpt_bpe_finish: a byte has no token (*missing_byte)
 };
 // Adds the merge left+right with the next rank (0 for the first call). On
 // WGPT_BPE_REPEATED, *rank is the earlier rank of the pair.
 int wgpt_bpe_add_merge(wgpt_bpe *b, uint32_t left, uint32_t right, uint32_t *rank);
-// Call after the last merge: every byte must have a token (else -2 with
-// *missing_byte set); precomputes which tokens BPE yields whole. -1 on out of memory.
+// Call after the last merge: every byte must have a token (else
+// WGPT_BPE_MISSING_BYTE with *missing_byte set); precomputes which tokens BPE
+// yields whole. WGPT_BPE_OOM on out of memory.
 int wgpt_bpe_finish(wgpt_bpe *b, int *missing_byte);
 
 // Per-call working memory of wgpt_bpe_encode (zero-initialise; free with _free).

@@ -61,7 +61,7 @@ static int wait_instance_(WGPUInstance inst, volatile int *done) {
 // The longest sleep between two looks at Dawn's events while waiting. A GPU
 // training step ends with a wait for its results, and a sleep of up to 1 ms
 // overshoots it: GPT-2 124M f16 on the H200 took 35.1-38.4 ms a step with 1 ms,
-// 34.3-34.6 with 64 us (bench/RESULTS.md section 17b). On a CPU adapter the
+// 34.3-34.6 with 64 us. On a CPU adapter the
 // waiting thread shares the cores that run the kernels: the demo's model took
 // 172-177 ms a step with 1 ms there and 187-203 with 64 us (one slow period of
 // a 2-core machine, alternated), so it keeps 1 ms.

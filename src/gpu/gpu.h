@@ -42,8 +42,8 @@ typedef enum wgpt_streamk { WGPT_STREAMK_AUTO = 0, WGPT_STREAMK_OFF, WGPT_STREAM
 
 // Which results the f16 subgroup-matrix matmuls' callers may have the matmul
 // write in its epilogue instead of a pass after it (model/linear_f16.h): bits;
-// none by default (each was slower than its pass on an H100: bench/RESULTS.md
-// sections 22, 23), for benchmarks and tests. Also WGPT_MATMUL_EPILOGUE=
+// none by default (each was slower than its pass on an H100), for benchmarks
+// and tests. Also WGPT_MATMUL_EPILOGUE=
 // round,gelu,gelu_grad (or all, none).
 #define WGPT_EPI_ROUND 1u      // the output rounded to f16, no f32 output
 #define WGPT_EPI_GELU 2u       // the output in f32 and its GELU in f16

@@ -28,7 +28,7 @@ typedef struct sgm_params {
 #define SGM_32K_BK 32u
 // A wide block's time over a stage of k, in sixths of a 128 x 128 block's:
 // 11 (1.83x for twice the outputs), from 4096^3 (0.606 against 0.662 ms) and
-// the logits' forward (1.428 against 1.541) on the H200, RESULTS section 19.
+// the logits' forward (1.428 against 1.541) on the H200.
 #define SGM_WIDE_COST 11u
 #define SGM_BASE_COST 6u
 #define SGM_MIN_KS 2048u    // k a split keeps at least
@@ -36,9 +36,9 @@ typedef struct sgm_params {
 // Workgroups a compute unit runs at once, for the wave count: 1 for both
 // blocks (the H200's driver gives matmul_sgm 186 registers a thread, so one
 // workgroup of 256 fills most of a unit's 64 K; matmul_sgm_wide's 512 threads
-// get 128 each: RESULTS section 19). The split counts it gives are the
-// fastest of 1, 2 and 3 parts measured at every GPT-2 124M pass on the H200
-// (RESULTS section 17; with 2, the qkv weight pass split to its loss).
+// get 128 each). The split counts it gives are the fastest of 1, 2 and 3
+// parts measured at every GPT-2 124M pass on the H200 (with 2, the qkv
+// weight pass split to its loss).
 #define SGM_WGS_A_UNIT 1u
 
 // 03_linear_sgm.wgsl's flag bits of the f16 epilogue: an f16 copy to out16,
@@ -116,13 +116,13 @@ static sgm_plan streamk_(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_
 // splits k (so that it pays for partials and a reduce already) and whose
 // waves are at most SK_MAX_FILL_PCT full (the blocks times the parts over the
 // waves times the workgroups a wave), where each workgroup sums at least
-// SK_MIN_STAGES stages. On an H100 (RESULTS section 28) it was faster for
+// SK_MIN_STAGES stages. On an H100 it was faster for
 // GPT-2 124M's weight passes of fc and fcproj (split in 2, the waves 72-73%
 // full) and not for qkv's (82%) nor the logits' input pass (97%); and slower
 // than the unsplit passes it was tried for (a reduce more). Nor where more
 // than SK_MAX_SHARE workgroups share a block: attproj's weight pass (18 wide
-// blocks, 8 a block) took 0.075 ms streamed against 0.069 split (RESULTS
-// section 29), the partials' traffic outgrowing the idle units it fills.
+// blocks, 8 a block) took 0.075 ms streamed against 0.069 split, the
+// partials' traffic outgrowing the idle units it fills.
 #define SK_MAX_FILL_PCT 75u
 #define SK_MIN_STAGES 16u
 #define SK_MAX_SHARE 4u
@@ -137,7 +137,7 @@ static sgm_plan streamk_(const wgpt_gpu_info *i, uint32_t m, uint32_t n, uint32_
 // units (the logits, 4096^3) and loses where the outputs are few (the
 // weight passes of GPT-2's linears). Parts are at least SGM_MIN_KS long
 // (shorter ones lose more to writing and adding the partials than a fuller
-// last wave gains: measured on the H200, RESULTS sections 16, 17), at most
+// last wave gains: measured on the H200), at most
 // SGM_MAX_SPLITS, and all partials inside `room` bytes. Ties keep the 128 x
 // 128 block and the fewer parts. wgpt_gpu_options.sgm_block can force one
 // block (the wide one only where the device takes 16 subgroups a workgroup).
@@ -239,8 +239,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     // Where the blocks outnumber the workgroups the device runs at once (its
     // compute units known), one wave of those, each through its share of the
     // blocks, the next one's first loads overlapping the last stage: 4096^3
-    // 0.585 -> 0.551 ms, the logits' input pass 1.286 -> 1.175 on an H100
-    // (RESULTS section 27).
+    // 0.585 -> 0.551 ms, the logits' input pass 1.286 -> 1.175 on an H100.
     int persist = sgm && units && ((uint64_t)gx * gy * parts > units || pl.sk);
     static const char *const SK_KERNEL[2][2] = {  // [wide][32 KiB]: stream-K (never with the epilogue)
         {"matmul_sgm_sk", "matmul_sgm_32k_sk"}, {"matmul_sgm_wide_sk", "matmul_sgm_wide_32k_sk"}};

@@ -81,8 +81,7 @@ int wgpt_linear_f16_forward_t(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view
 // Rounded as wgpt_cast_f16 and wgpt_gelu_forward_f16 round (overflow: inf).
 // Its sum over k is never split. Refuses a shape that does not take inp_t16.
 // (GPT-2's model does not call it: on an H100 its store through workgroup
-// memory cost more than the cast, GELU and transpose passes it saves,
-// bench/RESULTS.md section 22.)
+// memory cost more than the cast, GELU and transpose passes it saves.)
 typedef enum wgpt_out16 { WGPT_OUT16_COPY, WGPT_OUT16_GELU_T } wgpt_out16;
 int wgpt_linear_f16_forward_t16(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view out16, wgpt_out16 kind,
                                 wgpt_view inp_t16, wgpt_view weight16, wgpt_view bias, uint32_t N, uint32_t C,

@@ -147,10 +147,10 @@ static int range_cmp(const void *a, const void *b) {
 }
 
 // Sorted copy of the non-empty ranges, adjacent ones with the same decay
-// merged; -1 if two overlap, -2 out of memory. Returns how many are left in *out (malloc'ed).
-static int ranges_normalise(const wgpt_adamw_range *in, int n, wgpt_adamw_range **out) {
+// merged: how many are left in *out (malloc'ed), or -1 (the message in g).
+static int ranges_normalise(wgpt_gpu *g, const wgpt_adamw_range *in, int n, wgpt_adamw_range **out) {
     wgpt_adamw_range *r = malloc((size_t)(n > 0 ? n : 1) * sizeof *r);
-    if (!r) return -2;
+    if (!r) return wgpt_gpu_fail(g, "adamw: out of host memory for %d ranges", n);
     int k = 0;
     for (int i = 0; i < n; i++)
         if (in[i].count) r[k++] = in[i];
@@ -162,7 +162,7 @@ static int ranges_normalise(const wgpt_adamw_range *in, int n, wgpt_adamw_range 
             uint64_t end = last->offset + last->count;
             if (r[i].offset < end) {
                 free(r);
-                return -1;
+                return wgpt_gpu_fail(g, "adamw: two parameter ranges overlap");
             }
             if (r[i].offset == end && r[i].weight_decay == last->weight_decay) {
                 last->count += r[i].count;
@@ -199,9 +199,8 @@ static int adamw_update_(wgpt_gpu *g, wgpt_op *op, wgpt_view params, wgpt_view p
         return wgpt_gpu_fail(g, "adamw: bad arguments (step >= 1, betas in [0, 1), a state view of %d bytes)",
                              WGPT_OPTIM_STATE_BYTES);
     wgpt_adamw_range *r = NULL;
-    int nr = ranges_normalise(ranges, nranges, &r);
-    if (nr == -2) return wgpt_gpu_fail(g, "adamw: out of host memory for %d ranges", nranges);
-    if (nr < 0) return wgpt_gpu_fail(g, "adamw: two parameter ranges overlap");
+    int nr = ranges_normalise(g, ranges, nranges, &r);
+    if (nr < 0) return -1;
     wgpt_adamw *h = calloc(1, sizeof *h);
     uint64_t total = 0;
     int rc = -1;

@@ -85,7 +85,7 @@ static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, 
     uint32_t p[2] = {rows, cols};
     // GPUs move 16 bytes a thread where whole vec4s fit (the CPU twin keeps
     // the u32 kernel, see variant.h): on an H100 the u32 kernels ran at about
-    // 1 TB/s (RESULTS section 21).
+    // 1 TB/s, a third of a copy's bandwidth.
     if (!wgpt_kernel_variant_cpu(g) && rows % 8 == 0 && cols % 8 == 0 && wgpt_views_vec4(v, 6))
         kernel = NAME[from][1];
     return wgpt_op_add(g, op, kernel, v, 6, p, sizeof p, gx, gy, 1) ? 0 : -1;

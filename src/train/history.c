@@ -117,7 +117,7 @@ int wgpt_history_trim_log(const char *path, uint32_t step, char *err, size_t err
         return -1;
     }
     // A line longer than the buffer is no record of ours: it is dropped whole.
-    int rc = 0, whole = 1;
+    int rc = 0, whole = 1, read_failed = 0;  // read_failed: the message is written already
     while (fgets(line, sizeof line, in)) {
         size_t n = strlen(line);
         int ends = n && line[n - 1] == '\n';
@@ -130,7 +130,7 @@ int wgpt_history_trim_log(const char *path, uint32_t step, char *err, size_t err
     int e = errno;
     if (ferror(in)) {
         snprintf(err, errlen, "%s: read error: %s", path, strerror(e));
-        rc = -2;
+        rc = -1, read_failed = 1;
     }
     fclose(in);
     if (rc == 0 && (fflush(out) != 0 || fsync(fileno(out)) != 0)) rc = -1;
@@ -139,7 +139,7 @@ int wgpt_history_trim_log(const char *path, uint32_t step, char *err, size_t err
     if (rc == 0 && rename(tmp, path) != 0) rc = -1, e = errno;
     if (rc < 0) {
         unlink(tmp);
-        if (rc == -1) snprintf(err, errlen, "%s: cannot rewrite it from step %u on: %s", path, step, strerror(e));
+        if (!read_failed) snprintf(err, errlen, "%s: cannot rewrite it from step %u on: %s", path, step, strerror(e));
         return -1;
     }
     return 0;

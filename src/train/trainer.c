@@ -17,12 +17,13 @@
 #include "util/err.h"
 
 // The validation loss: 0 with *out, 1 if there is no validation data, -1 on
-// a model error or a non-finite loss, -2 if a shard shrank (the error in r->err).
+// a model error or a non-finite loss, VAL_SHARD_SHRANK (the error in r->err).
+enum { VAL_SHARD_SHRANK = -2 };
 static int validate_(run_ *r, float *out) {
     wgpt_val_loss v;
     char err[2048];
     if (wgpt_val_run(r->model, r->loader, r->o->val_batches, r->inputs, r->targets, &v, err, sizeof err) < 0)
-        return wgpt_run_fail_(r, "validation: %s", err), v.data_failed ? -2 : -1;
+        return wgpt_run_fail_(r, "validation: %s", err), v.data_failed ? VAL_SHARD_SHRANK : -1;
     if (v.nonfinite)
         return -wgpt_run_fail_(r, "the validation loss at step %u is %s: the model has diverged", r->step,
                                isnan(v.bad_loss) ? "NaN" : "Inf");
@@ -127,11 +128,11 @@ static void say_memory_(const run_ *r) {
 }
 
 // The run's result as wgpt_train_run returns it: rc 0, 1 (failed) or 2
-// (options refused) to 0, -1 or -2, the message copied to err.
+// (options refused) to 0, WGPT_FAILED or WGPT_REFUSED, the message copied to err.
 static int result_(const run_ *r, int rc, char *err, size_t errlen) {
     if (rc == 0) return 0;
     wgpt_errf(err, errlen, "%s", r->err);
-    return rc == 2 ? -2 : -1;
+    return rc == 2 ? WGPT_REFUSED : WGPT_FAILED;
 }
 
 // The loop's state beside the run's.
@@ -146,7 +147,7 @@ typedef struct loop_ {
 } loop_;
 
 // The options checked and the ranks counted: r->accum is each rank's
-// micro-batches a step. Returns 0, or -2 with errbuf filled.
+// micro-batches a step. Returns 0, or WGPT_REFUSED with errbuf filled.
 static int begin_(run_ *r, const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     char err[2048];
     r->o = o;
@@ -154,7 +155,7 @@ static int begin_(run_ *r, const wgpt_train_opts *o, char *errbuf, size_t errlen
     r->lock = -1;
     if (wgpt_train_check(o, err, sizeof err) < 0) {
         wgpt_errf(errbuf, errlen, "%s", err);
-        return -2;
+        return WGPT_REFUSED;
     }
     r->comm = o->comm;
     r->rank = r->comm ? wgpt_comm_rank(r->comm) : 0;
@@ -168,7 +169,7 @@ static int begin_(run_ *r, const wgpt_train_opts *o, char *errbuf, size_t errlen
                   "evenly: make it a multiple of %llu",
                   o->total_batch, (unsigned long long)global, o->batch, o->seq, r->nranks,
                   (unsigned long long)(micro * (uint64_t)r->nranks));
-        return -2;
+        return WGPT_REFUSED;
     }
     r->accum = (uint32_t)(global / (uint64_t)r->nranks);
     return 0;
@@ -259,7 +260,7 @@ static int validate_at_(run_ *r, const loop_ *l, uint32_t t) {
     char kept[4608];
     float vl;
     int v = validate_(r, &vl);
-    if (v == -2)  // a shard shrank: step t itself is whole, save it
+    if (v == VAL_SHARD_SHRANK)  // a shard shrank: step t itself is whole, save it
         return wgpt_run_write_checkpoint_(r) == 0
                    ? wgpt_run_fail_(r, "a checkpoint of step %u was written to %s: run the same command again, once "
                                     "the data is whole, to resume from it",
@@ -318,7 +319,7 @@ static void say_end_(run_ *r, const loop_ *l) {
 int wgpt_train_run(const wgpt_train_opts *o, char *errbuf, size_t errlen) {
     run_ r;
     memset(&r, 0, sizeof r);
-    if (begin_(&r, o, errbuf, errlen) < 0) return -2;
+    if (begin_(&r, o, errbuf, errlen) < 0) return WGPT_REFUSED;
     int rc = wgpt_run_open_(&r);
     if (rc == 0) rc = wgpt_run_agree_(&r);
     if (rc) {
