@@ -14,7 +14,7 @@
 static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
             "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--profile-calls]\n"
-            "                  [--peak-tflops P]\n"
+            "                  [--peak-tflops P] [--binding-limit BYTES]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--micro-block auto|base|wide] [--micro-only matmul|f16|memory]\n"
             "                  [--adapter N|NAME]\n\n"
@@ -28,7 +28,9 @@ static const char USAGE_[] =
             "where the device has subgroup matrices; see model/gpt2.h); auto (the default): f16\n"
             "where the device has them, fp32 elsewhere. MFU is the achieved TFLOP/s over the\n"
             "chip's peak for what the matmuls ran on: P, or the peak wgpt knows for the adapter\n"
-            "(NVIDIA H200: 67 fp32, 989 dense f16 on tensor cores); without either, no MFU.\n\n"
+            "(NVIDIA H200: 67 fp32, 989 dense f16 on tensor cores); without either, no MFU.\n"
+            "--binding-limit (a test knob) binds at most BYTES at once, as a device with that\n"
+            "maxStorageBufferBindingSize would: every tensor larger is bound in pieces.\n\n"
             "--micro times single kernels instead (median of R runs, default 10, after 2 warm-up\n"
             "runs; GPU timestamps where the device has them): the matmuls at GPT-2 124M's shapes\n"
             "for 4 x 1024 tokens (ms, TFLOP/s per pass) and the memory-bound kernels (GB/s, as a\n"
@@ -46,6 +48,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, profile_calls = 0, micro = 0, micro_wall = 0;
+    uint64_t binding_limit = 0;
     float scale = 0, width = 0, peak = 0;
     const char *adapter = NULL, *precision_s = "auto", *only = NULL, *block = NULL;
     const wgpt_opt opts[] = {
@@ -69,6 +72,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"micro-block", WGPT_OPT_STR, &block, "--micro: the f16 subgroup-matrix block, auto, base or wide"},
         {"micro-only", WGPT_OPT_STR, &only, "--micro: one section, matmul, f16 or memory (implies --micro)"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
+        {"binding-limit", WGPT_OPT_COUNT, &binding_limit, "testing: bind at most this many bytes at once (0: the device's limit)"},
     };
     const wgpt_opt_range ranges[] = {
         {"batch", 1, 65536, 0},     {"seq", 1, 262144, 0},          {"steps", 1, 1000000, 0},
@@ -90,7 +94,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "wgpt bench: --precision must be auto, fp32 or f16, got '%s'\n", precision_s);
         return 2;
     }
-    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls};
+    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls, .max_binding = binding_limit};
     wgpt_gpu_args_apply(&opt, adapter);
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};

@@ -68,6 +68,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"inject-nan", WGPT_OPT_STR, &o.inject_nan, "testing: steps (e.g. 3,5) whose gradients get a NaN"},
         {"inject-device-loss", WGPT_OPT_U32, &o.inject_loss_at, "testing: lose the GPU device during this step"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name (see `wgpt info --list`)"},
+        {"binding-limit", WGPT_OPT_COUNT, &o.gpu.max_binding, "testing: bind at most this many bytes at once (0: the device's limit)"},
         {"grad-buckets", WGPT_OPT_U32, &o.grad_buckets, "under mpirun: 1 sums the gradients layer by layer while the backward runs, 0 in one piece after it (the same result)"},
         {"comm-timeout", WGPT_OPT_F32, &comm_timeout, "under mpirun: seconds a rank waits for the others in one exchange before it fails"},
         {"quiet", WGPT_OPT_FLAG, &quiet, "print errors only"},

@@ -108,6 +108,19 @@ static int alloc_params_(wgpt_gpt2 *m) {
     return 0;
 }
 
+// Rows of the classifier's chunk (training models, gpt2_internal.h):
+// WGPT_CLS_ROWS, fewer where the chunk's logits would not fit one binding,
+// all where the batch has fewer. A function of the shape and the binding
+// limit only, so that every run of a shape on a device splits the
+// classifier's sums alike (its weight gradient sums the chunks in order).
+// 0: not even 64 rows of logits fit one binding.
+#define WGPT_CLS_ROWS 1024u
+static uint32_t cls_rows_(const wgpt_gpt2 *m) {
+    uint64_t BT = (uint64_t)m->B * m->T, fit = wgpt_gpu_get_info(m->g)->max_storage_binding / 4 / m->c.padded_vocab_size;
+    uint64_t r = fit < WGPT_CLS_ROWS ? fit / 64 * 64 : WGPT_CLS_ROWS;
+    return (uint32_t)(r >= BT ? BT : r);
+}
+
 // The f16 mode's shape rules, checked before anything is allocated.
 static int check_f16_(wgpt_gpt2 *m) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(m->g);
@@ -118,11 +131,16 @@ static int check_f16_(wgpt_gpt2 *m) {
     if (i->storage_offset_align > 128)
         return wgpt_gpt2_fail_(m, "precision f16: the device aligns bindings to %u bytes; the f16 weights' slices "
                                "are 128-byte aligned", i->storage_offset_align);
-    uint64_t most = (uint64_t)BT * (Vp > 4 * C ? Vp : 4 * C) * 4;
-    if (m->padded_params * 4 > i->max_storage_binding || most > i->max_storage_binding)
-        return wgpt_gpt2_fail_(m, "precision f16 binds the parameters (%llu bytes) and the largest activation "
-                               "(%llu bytes) whole; the device binds at most %llu",
-                               (unsigned long long)(m->padded_params * 4), (unsigned long long)most,
+    // The parameters, gradients and moments are bound per tensor or in
+    // chunks; the f16 matmuls bind each activation of a layer whole, and an
+    // inference model the logits whole (a training model's classifier binds
+    // a chunk of rows, cls_rows_).
+    uint64_t rows = m->cls_chunked ? m->cls_rows : BT;
+    uint64_t mlp = (uint64_t)BT * 4 * C * 4, logits = rows * Vp * 4;
+    if (mlp > i->max_storage_binding || logits > i->max_storage_binding)
+        return wgpt_gpt2_fail_(m, "precision f16 binds a layer's MLP activation (%llu bytes) and %llu rows of the "
+                               "logits (%llu bytes) whole; the device binds at most %llu",
+                               (unsigned long long)mlp, (unsigned long long)rows, (unsigned long long)logits,
                                (unsigned long long)i->max_storage_binding);
     return 0;
 }
@@ -141,10 +159,11 @@ static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n) {
 
 // The matmuls' split partials: enough for the largest need of the model's linears.
 static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
-    uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
+    uint32_t C = m->c.channels, Vp = m->c.padded_vocab_size;
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
     uint64_t most = 0;
     for (int i = 0; i < 5; i++) {
+        uint32_t BT = i == 4 ? m->cls_rows : m->B * m->T;  // the classifier: a chunk of rows
         uint64_t b = wgpt_linear_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
         if (m->precision == WGPT_PRECISION_F16) {  // the f16 weight pass's split-k, then the bias partials
             uint64_t h = wgpt_linear_f16_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
@@ -157,11 +176,12 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
     return (most + 3) / 4;
 }
 
-// 1 if every linear of the model takes its input transposed (linear_f16.h).
+// 1 if every linear of the model takes its input transposed (linear_f16.h);
+// the chunked classifier reads lnf's f16 copy row-major (rows of it a chunk).
 static int linear_takes_transposed_(const wgpt_gpt2 *m) {
     uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < (m->cls_chunked ? 4 : 5); i++)
         if (!wgpt_linear_f16_takes_transposed(m->g, BT, shapes[i][0], shapes[i][1])) return 0;
     return 1;
 }
@@ -182,7 +202,7 @@ static uint64_t linear_transposed_floats_(const wgpt_gpt2 *m) {
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
     uint64_t most = 0;
     for (int i = 0; m->precision == WGPT_PRECISION_F16 && i < 5; i++) {
-        uint64_t b = wgpt_linear_f16_transposed_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
+        uint64_t b = wgpt_linear_f16_transposed_bytes(m->g, i == 4 ? m->cls_rows : BT, shapes[i][0], shapes[i][1]);
         if (b > most) most = b;
     }
     return (most + 3) / 4;
@@ -230,8 +250,8 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
         {&m->fch, "fch", L, BT * 4 * C},
         {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
-        {&m->lnf, "lnf", 1, ln_f},                {&m->lnf_mean, "lnf mean", 1, BT},
-        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
+        {&m->lnf, "lnf", 1, m->cls_chunked ? BT * C : ln_f},  {&m->lnf_mean, "lnf mean", 1, BT},
+        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, (uint64_t)m->cls_rows * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
         {&m->tokens, "tokens", 1, BT},            {&m->targets, "targets", 1, BT},
@@ -248,7 +268,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln_scratch, "layernorm partials", 1, wgpt_layernorm_scratch_bytes(BT, C) / 4},
     };
     // the f16 mode's copies: act sizes count floats, two halves each
-    uint64_t dmost = BT * (Vp > 4 * C ? Vp : 4 * C);
+    uint64_t dmost = BT * 4 * C > (uint64_t)m->cls_rows * Vp ? BT * 4 * C : (uint64_t)m->cls_rows * Vp;
     // The f16 attention's backward keeps its dS blocks in d16 (free then: the
     // attention projection's gradient copy is consumed) where they fit one
     // binding, so that its dq kernel does not recompute them (attention.h).
@@ -305,18 +325,21 @@ typedef struct ln_fwd {
     wgpt_view out, mean, rstd, in16;
     int w, b;
     uint32_t l;
+    int t16;  // in16_t and not the chunked classifier's lnf: only the transposed f16 copy is written
 } ln_fwd;
 
 static ln_fwd ln1_(wgpt_gpt2 *m, uint32_t l) {
-    return (ln_fwd){A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), WGPT_LN1W, WGPT_LN1B, l};
+    return (ln_fwd){A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), WGPT_LN1W, WGPT_LN1B, l, m->in16_t};
 }
 static ln_fwd ln2_(wgpt_gpt2 *m, uint32_t l) {
-    return (ln_fwd){A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), WGPT_LN2W, WGPT_LN2B, l};
+    return (ln_fwd){A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), WGPT_LN2W, WGPT_LN2B, l, m->in16_t};
 }
 // The LayerNorm that reads block l's output: the next block's ln1, or lnf.
 static ln_fwd ln_after_(wgpt_gpt2 *m, uint32_t l) {
     if (l + 1 < m->c.num_layers) return ln1_(m, l + 1);
-    return (ln_fwd){A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), WGPT_LNFW, WGPT_LNFB, 0};
+    // (the chunked classifier reads rows of lnf: its f32 values, cast then)
+    return (ln_fwd){A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), WGPT_LNFW, WGPT_LNFB, 0,
+                    m->in16_t && !m->cls_chunked};
 }
 
 // Where the linears take their inputs transposed (in16_t): the LayerNorm's
@@ -334,9 +357,9 @@ static int layernorm_f16_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_
 static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view inp) {
     uint32_t BT = m->B * m->T, C = m->c.channels;
     wgpt_view stats_only = {NULL, 0, 0};
-    GPU_OK(m, wgpt_layernorm_forward(m->g, op, m->in16_t ? stats_only : ln->out, ln->mean, ln->rstd, inp,
+    GPU_OK(m, wgpt_layernorm_forward(m->g, op, ln->t16 ? stats_only : ln->out, ln->mean, ln->rstd, inp,
                                      P(ln->w, ln->l), P(ln->b, ln->l), BT, C));
-    return m->in16_t ? layernorm_f16_fwd_(m, op, ln, inp) : 0;
+    return ln->t16 ? layernorm_f16_fwd_(m, op, ln, inp) : 0;
 }
 
 // res = a + b, then the LayerNorm that reads res (layernorm_fwd_). Where only
@@ -345,7 +368,7 @@ static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view
 static int residual_layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view res, wgpt_view a, wgpt_view b,
                                    const ln_fwd *ln) {
     uint32_t BT = m->B * m->T, C = m->c.channels;
-    if (!m->in16_t) {
+    if (!ln->t16) {
         GPU_OK(m, wgpt_residual_forward(m->g, op, res, a, b, (uint64_t)BT * C));
         return layernorm_fwd_(m, op, ln, res);
     }
@@ -449,6 +472,58 @@ static int mlp_bwd16_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
                               4 * C);
 }
 
+// Bytes [off, off + size) of a view.
+static wgpt_view sub_(wgpt_view v, uint64_t off, uint64_t size) { return (wgpt_view){v.buf, v.offset + off, size}; }
+
+// The chunked classifier (training models, cls_chunked): for the rows
+// [r0, r0 + n) of each chunk, logits = lnf @ wte^T into the logits buffer
+// (one chunk's), the cross-entropy's losses and lse of those rows, and with
+// backward their gradient (times the loss scale, over B*T positions): in
+// fp32 dlogits in place and the linear's backward (d lnf's rows; d wte
+// accumulated, chunk after chunk); in f16 the fused cross-entropy writes the
+// f16 dlogits into d16 and the two f16 matmuls read them (lnf's f16 copy
+// row-major). Then the mean loss over all rows. The losses are those of the
+// whole logits bit for bit: each row's logits and loss are its own.
+static int classifier_chunks_(wgpt_gpt2 *m, wgpt_op *op, int backward) {
+    wgpt_gpu *g = m->g;
+    uint32_t C = m->c.channels, BT = m->B * m->T, V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
+    int f16 = m->precision == WGPT_PRECISION_F16;
+    float dloss = m->loss_scale / (float)BT;
+    wgpt_view none = {NULL, 0, 0}, scratch = A(mm_scratch, 0);
+    for (uint32_t r0 = 0; r0 < BT; r0 += m->cls_rows) {  // (r0 a multiple of 64 rows: 256-byte offsets)
+        uint32_t n = BT - r0 < m->cls_rows ? BT - r0 : m->cls_rows;
+        wgpt_view lg = sub_(A(logits, 0), 0, (uint64_t)n * Vp * 4);
+        wgpt_view losses = sub_(A(losses, 0), (uint64_t)r0 * 4, (uint64_t)n * 4);
+        wgpt_view lse = sub_(A(ce_lse, 0), (uint64_t)r0 * 4, (uint64_t)n * 4);
+        wgpt_view tgt = sub_(A(targets, 0), (uint64_t)r0 * 4, (uint64_t)n * 4);
+        wgpt_view dln = backward ? sub_(A(dln, 0), (uint64_t)r0 * C * 4, (uint64_t)n * C * 4) : none;
+        if (f16) {
+            wgpt_view in16 = sub_(A(lnf16, 0), (uint64_t)r0 * C * 2, (uint64_t)n * C * 2);
+            GPU_OK(m, wgpt_linear_f16_forward(g, op, lg, in16, P16(WGPT_WTE, 0), none, n, C, Vp, A(inp_t16, 0),
+                                              scratch));
+            if (!backward) {
+                GPU_OK(m, wgpt_crossentropy_forward(g, op, losses, lse, A(status, 0), lg, tgt, n, V, Vp));
+                continue;
+            }
+            wgpt_view d16 = d16_view_(m, n, Vp);  // check_f16_: 8 | Vp
+            GPU_OK(m, wgpt_crossentropy_fused_f16(g, op, losses, lse, A(status, 0), d16, lg, tgt, n, V, Vp, dloss));
+            GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dln, d16, P16(WGPT_WTE, 0), n, C, Vp, 0, scratch));
+            GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(WGPT_WTE, 0), d16, in16, n, C, Vp, A(inp_t16, 0),
+                                                      scratch));
+        } else {
+            wgpt_view in = sub_(A(lnf, 0), (uint64_t)r0 * C * 4, (uint64_t)n * C * 4);
+            GPU_OK(m, wgpt_linear_forward(g, op, lg, in, P(WGPT_WTE, 0), none, n, C, Vp, scratch));
+            GPU_OK(m, wgpt_crossentropy_forward(g, op, losses, lse, A(status, 0), lg, tgt, n, V, Vp));
+            if (!backward) continue;
+            GPU_OK(m, wgpt_crossentropy_backward(g, op, lg, lse, tgt, n, V, Vp, dloss));
+            GPU_OK(m, wgpt_linear_backward(g, op, dln, D(WGPT_WTE, 0), none, lg, in, P(WGPT_WTE, 0), n, C, Vp, 0,
+                                           scratch));
+        }
+    }
+    GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
+    return 0;
+}
+
 static int build_forward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &m->fwd;
@@ -527,13 +602,17 @@ static int build_forward_(wgpt_gpt2 *m) {
         ln = ln_after_(m, l);
         if (residual_layernorm_fwd_(m, op, A(res3, l), A(res2, l), A(fcproj, l), &ln) < 0) return -1;
     }
+    if (m->cls_chunked) {
+        // a training step's forward ends here: its backward runs the classifier (build_backward_)
+        if (m->precision == WGPT_PRECISION_F16) GPU_OK(m, wgpt_cast_f16(g, op, A(lnf16, 0), A(lnf, 0), (uint64_t)BT * C));
+        m->fwd_train_n = op->n;
+        return classifier_chunks_(m, op, 0);
+    }
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
-    int ce = op->n;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
-    // f16 training: the backward's first kernel computes the loss too (build_backward_)
-    m->fwd_train_n = m->training && m->precision == WGPT_PRECISION_F16 ? ce : op->n;
+    m->fwd_train_n = op->n;
     return 0;
 }
 
@@ -541,25 +620,12 @@ static int build_backward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &m->bwd;
     uint32_t B = m->B, T = m->T, C = m->c.channels, NH = m->c.num_heads, BT = B * T;
-    uint32_t V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
+    uint32_t Vp = m->c.padded_vocab_size;
     wgpt_view none = {NULL, 0, 0};
     uint32_t last = m->c.num_layers - 1;
-    // dlogits in place of the logits; the loss is the mean over B*T positions
-    // (times the loss scale, 1 in fp32)
-    // (in f16, written as f16 straight into d16, which the logits matmuls read,
-    // by the kernel that computes the losses too: the training forward stops
-    // before the cross-entropy, fwd_train_n; the loss scale stays in this op)
-    if (m->precision == WGPT_PRECISION_F16) {  // check_f16_: 8 | Vp
-        GPU_OK(m, wgpt_crossentropy_fused_f16(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(d16, 0),
-                                              A(logits, 0), A(targets, 0), BT, V, Vp, m->loss_scale / (float)BT));
-        GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
-        if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, d16_view_(m, BT, Vp), A(lnf16, 0), BT, C, Vp) < 0) return -1;
-    } else {
-        GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
-                                             m->loss_scale / (float)BT));
-        if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
-            return -1;
-    }
+    // the classifier and the loss, chunk by chunk, with their gradient
+    // (times the loss scale, 1 in fp32) into d lnf and d wte
+    if (classifier_chunks_(m, op, 1) < 0) return -1;
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
@@ -679,6 +745,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
                           const wgpt_gpt2 *share, wgpt_precision precision, uint32_t shard, uint32_t nshards,
                           char *err, size_t errlen) {
     if (wgpt_gpt2_check_shape(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
+    if (!training && wgpt_gpt2_check_logits(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     wgpt_gpt2 *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of host memory");
@@ -702,6 +769,15 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     if (m->shard_n == 0) {  // more ranks than 64-float blocks: a rank would have nothing to update
         snprintf(err, errlen, "%llu parameters cannot be split into %u optimizer shards of 64-float blocks: use "
                  "fewer ranks or a larger model", (unsigned long long)m->padded_params, nshards);
+        free(m);
+        return NULL;
+    }
+    m->cls_chunked = training;
+    m->cls_rows = training ? cls_rows_(m) : B * T;
+    if (!m->cls_rows) {  // (a single tensor that cannot be split)
+        snprintf(err, errlen, "64 rows of the logits (%llu bytes) exceed the device's binding limit of %llu bytes",
+                 (unsigned long long)(64ull * c->padded_vocab_size * 4),
+                 (unsigned long long)wgpt_gpu_get_info(g)->max_storage_binding);
         free(m);
         return NULL;
     }
@@ -1139,8 +1215,25 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
     return after_update_(m, &st, out);
 }
 
+// A training model keeps one chunk of the logits (cls_chunked): an
+// inference instance on its parameters computes them all.
+static wgpt_gpt2 *logits_model_(wgpt_gpt2 *m) {
+    char err[1024];
+    wgpt_gpt2 *inf = wgpt_gpt2_create_inference(m, m->B, m->T, err, sizeof err);
+    if (!inf) wgpt_gpt2_fail_(m, "the logits of a training model: %s", err);
+    return inf;
+}
+
 int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, float *out) {
     if (b >= m->B || t >= m->T) return wgpt_gpt2_fail_(m, "logits row (%u, %u) outside the batch (%u, %u)", b, t, m->B, m->T);
+    if (m->cls_chunked) {
+        wgpt_gpt2 *inf = logits_model_(m);
+        if (!inf) return -1;
+        int rc = wgpt_gpt2_logits(inf, tokens, b, t, out);
+        if (rc < 0) wgpt_gpt2_fail_(m, "%s", wgpt_gpt2_error(inf));
+        wgpt_gpt2_free(inf);
+        return rc;
+    }
     int *zeros = calloc((size_t)m->B * m->T, sizeof *zeros);
     if (!zeros) return wgpt_gpt2_fail_(m, "out of host memory");
     float loss;
@@ -1153,7 +1246,27 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
     return 0;
 }
 
+// A training model's: the forward of the last batch again, on an inference instance.
+static int read_logits_chunked_(wgpt_gpt2 *m, float *out) {
+    uint64_t n = (uint64_t)m->B * m->T;
+    uint32_t *ids = malloc(n * 4);
+    int *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    int rc = ids && tok && tgt ? 0 : wgpt_gpt2_fail_(m, "out of host memory");
+    if (rc == 0 && wgpt_buf_download(m->g, m->tokens.buf, 0, ids, n * 4) < 0) rc = wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    if (rc == 0 && wgpt_buf_download(m->g, m->targets.buf, 0, tgt, n * 4) < 0) rc = wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    for (uint64_t i = 0; rc == 0 && i < n; i++) tok[i] = (int)ids[i];
+    wgpt_gpt2 *inf = rc == 0 ? logits_model_(m) : NULL;
+    if (rc == 0 && !inf) rc = -1;
+    float loss;
+    if (rc == 0 && (wgpt_gpt2_forward(inf, tok, tgt, &loss) < 0 || wgpt_gpt2_read_logits(inf, out) < 0))
+        rc = wgpt_gpt2_fail_(m, "%s", wgpt_gpt2_error(inf));
+    wgpt_gpt2_free(inf);
+    free(ids), free(tok), free(tgt);
+    return rc;
+}
+
 int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out) {
+    if (m->cls_chunked) return read_logits_chunked_(m, out);
     uint64_t rows = (uint64_t)m->B * m->T, Vp = m->c.padded_vocab_size, V = m->c.vocab_size;
     float *all = malloc(rows * Vp * sizeof *all);
     if (!all) return wgpt_gpt2_fail_(m, "out of host memory");

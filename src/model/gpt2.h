@@ -104,6 +104,10 @@ enum {
 // WGPT_GPT2_DIM_ bits of what to change (> 0) with err saying what is too large.
 int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
                           size_t errlen);
+// The same for the (B, T, Vp) logits that an inference model holds whole (a
+// training model's classifier holds a chunk of rows: no such limit).
+int wgpt_gpt2_check_logits(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
+                           size_t errlen);
 
 // Allocates everything for batches of B sequences of T tokens (T <= maxT) and
 // prepares every op. Returns NULL with err filled (names the limit that fails).

@@ -54,7 +54,12 @@ struct wgpt_gpt2 {
     wgpt_gpt2_act fch, fch_gelu;                  // (B,T,4C)
     wgpt_gpt2_act fcproj, res3;                   // (B,T,C)
     wgpt_gpt2_act lnf, lnf_mean, lnf_rstd;        // 1 slice
-    wgpt_gpt2_act logits;                         // (B,T,Vp), dlogits in place
+    wgpt_gpt2_act logits;                         // (B,T,Vp), dlogits in place; (cls_rows,Vp) if cls_chunked
+    // Training models run the classifier and the cross-entropy in chunks of
+    // cls_rows rows (forward, loss, dlogits and the backward matmuls of one
+    // chunk, then the next): the (B,T,Vp) logits never exist whole
+    int cls_chunked;
+    uint32_t cls_rows;
     wgpt_gpt2_act losses, ce_lse, loss;           // (B,T), (B,T), (1)
     wgpt_gpt2_act status;                         // u32 flags from the kernels
     wgpt_gpt2_act mm_scratch;                     // the matmuls' split partials (linear.h)

@@ -55,17 +55,24 @@ int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uin
         return fail_(err, errlen, WGPT_GPT2_DIM_L | WGPT_GPT2_DIM_C,
                      "the parameters (%zu floats, %.2f GB) exceed the largest buffer the device allows (%.2f GB)",
                      wgpt_gpt2_num_params(c), params / 1e9, max_buffer / 1e9);
-    uint64_t logits = aligned_(BT * Vp) * 4;
-    if (logits > max_buffer)
-        return fail_(err, errlen, WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_V,
-                     "the logits (B x T x Vp = %u x %u x %llu floats, %.2f GB) exceed the largest buffer the device "
-                     "allows (%.2f GB)",
-                     B, T, (unsigned long long)Vp, logits / 1e9, max_buffer / 1e9);
+    // (the logits: a training model holds a chunk of rows, an inference
+    // model all of them, checked where it is made: wgpt_gpt2_check_logits)
     uint64_t fch = L * aligned_(BT * 4 * C) * 4;
     if (fch > max_buffer)
         return fail_(err, errlen, WGPT_GPT2_DIM_L | WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_C,
                      "the MLP activations of all layers (L x B x T x 4C = %llu x %u x %u x %llu floats, %.2f GB) "
                      "exceed the largest buffer the device allows (%.2f GB)",
                      (unsigned long long)L, B, T, (unsigned long long)(4 * C), fch / 1e9, max_buffer / 1e9);
+    return 0;
+}
+
+int wgpt_gpt2_check_logits(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
+                           size_t errlen) {
+    uint64_t Vp = c->padded_vocab_size, logits = aligned_((uint64_t)B * T * Vp) * 4;
+    if (max_buffer && logits > max_buffer)
+        return fail_(err, errlen, WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_V,
+                     "the logits of an inference model (B x T x Vp = %u x %u x %llu floats, %.2f GB) exceed the "
+                     "largest buffer the device allows (%.2f GB)",
+                     B, T, (unsigned long long)Vp, logits / 1e9, max_buffer / 1e9);
     return 0;
 }
