@@ -13,6 +13,7 @@
 #include "test_util.h"
 
 #include "model/gpt2.h"
+#include "ref/gpt2_ref.h"
 
 static const wgpt_gpt2_config CFG = {.max_seq_len = 64, .vocab_size = 250, .padded_vocab_size = 256,
                                      .num_layers = 21, .num_heads = 2, .channels = 32};
@@ -96,6 +97,61 @@ static void f16_split_bindings_same_bits(void **st) {
     same_bits_(WGPT_PRECISION_F16);
 }
 
+// The chunked classifier against the C reference (tests/ref), on one layer
+// of the model above: 2048 positions, so two chunks of 1024 rows (the logits
+// of the second chunk overwrite the first's; d wte sums both). The loss and
+// every gradient tensor: fp32 with test_gpt2.c's bounds (the GPU sums in
+// other orders than the reference's doubles: loss within 2e-5 relative,
+// each tensor within 2e-4 relative L2 and 1e-3 of its largest element); f16
+// with test_gpt2_f16.c's (every matmul operand rounded to 11 bits: loss
+// within 5e-3 relative, each tensor within 3e-3 relative L2, after dividing
+// by the loss scale). A chunk that reads or writes the wrong rows moves a
+// tensor by O(1).
+static void chunked_classifier_matches_reference(void **st) {
+    (void)st;
+    wgpt_gpu *g = tu_gpu_open(NULL);
+    wgpt_gpt2_config c = CFG;
+    c.num_layers = 1;
+    const ref_gpt2_config rc = {c.max_seq_len, c.vocab_size, c.padded_vocab_size, 1, c.num_heads, c.channels};
+    ref_gpt2 ref;
+    assert_int_equal(ref_gpt2_init(&ref, &rc, B, T), 0);
+    ref_gpt2_init_params(&ref, 5);
+    float want = ref_gpt2_forward(&ref, tokens, targets);
+    ref_gpt2_zero_grad(&ref);
+    assert_int_equal(ref_gpt2_backward(&ref), 0);
+    size_t n = ref.num_params;
+    float *got = malloc(n * 4);
+    for (int p = 0; p < 2; p++) {
+        if (p == 1 && !wgpt_gpu_get_info(g)->has_f16) break;
+        char err[2048];
+        wgpt_gpt2 *m = wgpt_gpt2_create_precision(g, &c, B, T, 1, (wgpt_precision)p, err, sizeof err);
+        if (!m) fail_msg("%s", err);
+        float loss;
+        if (wgpt_gpt2_set_params(m, ref.params) < 0 || wgpt_gpt2_forward_backward(m, tokens, targets, &loss) < 0 ||
+            wgpt_gpt2_get_grads(m, got) < 0)
+            fail_msg("%s", wgpt_gpt2_error(m));
+        float s = wgpt_gpt2_loss_scale(m);
+        wgpt_gpt2_free(m);
+        printf("%s: loss %.7f, reference %.7f\n", p ? "f16" : "fp32", loss, want);
+        assert_true(fabsf(loss - want) <= (p ? 5e-3f : 2e-5f) * want);
+        for (int t = 0, off = 0; t < REF_NUM_PARAM_TENSORS; off += (int)ref.param_sizes[t], t++) {
+            double d2 = 0, r2 = 0, mx = 0, worst = 0;
+            for (size_t i = 0; i < ref.param_sizes[t]; i++) {
+                double w = ref.grads[off + i], d = got[off + i] / s - w;
+                d2 += d * d, r2 += w * w;
+                if (fabs(w) > mx) mx = fabs(w);
+                if (fabs(d) > worst) worst = fabs(d);
+            }
+            double rel = r2 > 0 ? sqrt(d2 / r2) : sqrt(d2);
+            if (rel > (p ? 3e-3 : 2e-4) || (!p && worst > 1e-3 * mx + 1e-7))
+                fail_msg("%s d%s: relative L2 %.3g, largest difference %.3g of max %.3g", p ? "f16" : "fp32",
+                         ref_gpt2_param_names[t], rel, worst, mx);
+        }
+    }
+    free(got);
+    ref_gpt2_free(&ref);
+}
+
 // A limit below 64 rows of logits cannot be met by splitting: refused, naming it.
 static void too_small_a_limit_is_refused(void **st) {
     (void)st;
@@ -112,6 +168,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fp32_split_bindings_same_bits),
         cmocka_unit_test(f16_split_bindings_same_bits),
+        cmocka_unit_test(chunked_classifier_matches_reference),
         cmocka_unit_test(too_small_a_limit_is_refused),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
