@@ -157,6 +157,10 @@ if [ $do_step = 1 ]; then
       print "over the fp32 rows, of wgpt f16 over bf16. Memory: wgpt, every storage buffer it allocated (peak);"
       print "PyTorch, torch.cuda.max_memory_allocated."
     }' "$rows"
+  # wgpt's peak by kind (wgpt bench's split of the memory column above)
+  for prec in fp32 f16; do
+    grep -h '^GPU memory at its peak' "$out/wgpt_bench_$prec.txt" 2>/dev/null | sed "s/^GPU memory at its peak:/wgpt $prec peak:/"
+  done
 fi
 
 # --- 2. micro-benchmarks -----------------------------------------------------------------

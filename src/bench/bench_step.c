@@ -186,6 +186,11 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     wgpt_gpu_memory(g, &live, &most);
     // every storage buffer the step's process made (the model's, the kernels' scratch)
     printf("GPU memory allocated: %.1f MiB at most (storage buffers)\n", most / 1048576.0);
+    uint64_t by[WGPT_MEM_TAGS];
+    wgpt_gpu_memory_tags(g, by);
+    printf("GPU memory at its peak: parameters+gradients %.1f MiB, optimizer state %.1f MiB, activations %.1f MiB, "
+           "scratch %.1f MiB\n", by[WGPT_MEM_PARAMS] / 1048576.0, by[WGPT_MEM_OPTIMIZER] / 1048576.0,
+           by[WGPT_MEM_ACTIVATIONS] / 1048576.0, by[WGPT_MEM_SCRATCH] / 1048576.0);
     printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u, precision %s; median of %u steps, "
            "mean %.1f ms)\n", ms, tps, tf, mfu, B, T, wgpt_precision_name(precision), steps, mean);
     rc = 0;

@@ -92,6 +92,7 @@ static int alloc_params_(wgpt_gpt2 *m) {
         // the masters: the whole array, or (f16 ZeRO-1) less the others' matmul
         // weights; the moments: this rank's shard only
         uint64_t floats = i >= 2 ? m->shard_n : i == 0 ? m->master_floats : m->padded_params;
+        wgpt_gpu_mem_tag(m->g, i >= 2 ? WGPT_MEM_OPTIMIZER : WGPT_MEM_PARAMS);
         *bufs[i] = wgpt_buf_create(m->g, floats * 4, names[i]);
         if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(*bufs[i]);
@@ -100,6 +101,7 @@ static int alloc_params_(wgpt_gpt2 *m) {
         if (i == 1) m->grad_bytes = wgpt_buf_size(*bufs[i]);
     }
     if (m->precision == WGPT_PRECISION_F16 && !m->shared) {
+        wgpt_gpu_mem_tag(m->g, WGPT_MEM_PARAMS);
         m->params16 = wgpt_buf_create(m->g, m->padded_params * 2, "params f16");
         if (!m->params16) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(m->params16);
@@ -151,9 +153,13 @@ typedef struct act_spec_ {
     uint64_t slices, floats;
 } act_spec_;
 
-static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n) {
-    for (size_t i = 0; i < n; i++)
+// The buffers of a list, counted under memory tag `tag` (gpt2.h WGPT_MEM_*;
+// the matmuls' split partials under scratch wherever they are listed).
+static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n, int tag) {
+    for (size_t i = 0; i < n; i++) {
+        wgpt_gpu_mem_tag(m->g, list[i].a == &m->mm_scratch ? WGPT_MEM_SCRATCH : tag);
         if (wgpt_gpt2_act_alloc_(m, list[i].a, list[i].name, (uint32_t)list[i].slices, list[i].floats) < 0) return -1;
+    }
     return 0;
 }
 
@@ -291,14 +297,15 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
     const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
-    if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
-    if (!f16 && alloc_list_(m, gelu_f32, 1) < 0) return -1;
-    if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
-    if (m->attn16 && alloc_list_(m, attn_half, m->in16_t ? 2 : 1) < 0) return -1;
-    if (inp_t[0].floats && alloc_list_(m, inp_t, 1) < 0) return -1;
+    const int act = WGPT_MEM_ACTIVATIONS, scratch = WGPT_MEM_SCRATCH;
+    if (alloc_list_(m, forward, sizeof forward / sizeof forward[0], act) < 0) return -1;
+    if (!f16 && alloc_list_(m, gelu_f32, 1, act) < 0) return -1;
+    if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0], act) < 0) return -1;
+    if (m->attn16 && alloc_list_(m, attn_half, m->in16_t ? 2 : 1, act) < 0) return -1;
+    if (inp_t[0].floats && alloc_list_(m, inp_t, 1, scratch) < 0) return -1;
     if (!m->training) return 0;
-    if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
-    return f16 ? alloc_list_(m, half_bwd, 1) : 0;
+    if (alloc_list_(m, backward, sizeof backward / sizeof backward[0], scratch) < 0) return -1;
+    return f16 ? alloc_list_(m, half_bwd, 1, scratch) : 0;
 }
 
 #define P(t, l) wgpt_gpt2_mview_(m, (t), (l))
@@ -814,8 +821,11 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     } else {
         wgpt_gpt2_layout_masters_(m, f16 && training && nshards > 1);
     }
-    if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
-        (m->training && build_backward_(m) < 0) || (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
+    int tag = wgpt_gpu_mem_tag(g, WGPT_MEM_SCRATCH);
+    int rc = (f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0;
+    wgpt_gpu_mem_tag(g, tag);
+    if (rc || build_forward_(m) < 0 || (m->training && build_backward_(m) < 0) ||
+        (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
         return NULL;

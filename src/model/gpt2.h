@@ -156,6 +156,13 @@ typedef struct wgpt_gpt2_memory_kinds {
     int split_masters;     // a ZeRO-1 model in f16 (wgpt_gpt2_create_sharded with nshards > 1)
 } wgpt_gpt2_memory_kinds;
 void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out);
+// The GPU layer's memory tags (wgpt_gpu_mem_tag) a model's buffers count
+// under, so that a caller can split wgpt_gpu_memory's peak by them: the
+// parameters with their f16 copy and the gradients; AdamW's moments; the
+// forward's activations (kept for the backward); and scratch, the rest (the
+// backward's passing gradients, the matmuls' partials and transposes, and
+// every buffer made outside the model, untagged).
+enum { WGPT_MEM_SCRATCH = 0, WGPT_MEM_PARAMS = 1, WGPT_MEM_OPTIMIZER = 2, WGPT_MEM_ACTIVATIONS = 3 };
 
 // ZeRO-1: a training model that keeps the AdamW moments of shard `shard` of
 // `nshards` contiguous pieces of the padded parameter array (64-float
