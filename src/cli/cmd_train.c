@@ -36,6 +36,7 @@ int wgpt_cmd_train(int argc, char **argv) {
         {"resume", WGPT_OPT_STR, &o.resume, "checkpoint to resume, or 'none' (default: OUT/latest.ckpt if present)"},
         {"tokenizer", WGPT_OPT_STR, &o.tokenizer, "gpt2 or bytes (default: what the shards record, else bytes)"},
         {"bpe-dir", WGPT_OPT_STR, &o.bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
+        {"recompute", WGPT_OPT_STR, &o.recompute, "none, gelu, all or auto: activations recomputed in the backward instead of kept (gelu: the GELU's output; all: and the LayerNorms'); auto: the fastest that fits"},
         {"precision", WGPT_OPT_STR, &o.precision, "auto, fp32, or f16: the matmuls on f16 copies with loss scaling; auto: f16 where the GPU has tensor cores (wgpt info)"},
         {"init-from", WGPT_OPT_STR, &o.init_from, "start from these weights (checkpoint, Hugging Face GPT-2, llm.c .bin)"},
         {"layers", WGPT_OPT_U32, &o.layers, "transformer blocks"},

@@ -56,6 +56,15 @@ wgpt_precision wgpt_precision_auto(const wgpt_gpu_info *i) {
 }
 
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m) { return m->precision; }
+wgpt_recompute wgpt_gpt2_recompute(const wgpt_gpt2 *m) { return m->recompute; }
+
+static const char *const RECOMPUTE_NAMES_[4] = {"none", "gelu", "all", "auto"};
+const char *wgpt_recompute_name(wgpt_recompute r) { return (unsigned)r < 4 ? RECOMPUTE_NAMES_[r] : "?"; }
+int wgpt_recompute_parse(const char *s, wgpt_recompute *out) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, RECOMPUTE_NAMES_[i]) == 0) return *out = (wgpt_recompute)i, 0;
+    return -1;
+}
 float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m) { return m->loss_scale; }
 
 void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint64_t *adam_bytes) {
@@ -222,7 +231,9 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // the f32 inputs of the matmuls, whose f16 copies are what the backward reads.
     // (In f16 the backward passes fch gelu to linear_bwd_, which reads in16 only.)
     int f16 = m->precision == WGPT_PRECISION_F16;
-    uint64_t Lf32 = f16 ? 1 : L;
+    // Recomputed in the backward (gpt2.h wgpt_recompute): one slice that every layer reuses
+    uint64_t Lgelu = m->recompute >= WGPT_RECOMPUTE_GELU ? 1 : L, Lln = m->recompute >= WGPT_RECOMPUTE_ALL ? 1 : L;
+    uint64_t Lf32 = f16 ? 1 : Lln;
     // With the f16 attention (attn16) it reads f16 copies of qkv and of its
     // own output, so their f32 versions are passing too.
     m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH) && m->T % 2 == 0;  // (its forward needs T even)
@@ -282,8 +293,8 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     m->attn_ds = m->attn16 && ds <= wgpt_gpu_get_info(m->g)->max_storage_binding;
     if (m->attn_ds && dmost < ds / 2) dmost = ds / 2;  // (dmost counts halves)
     const act_spec_ half_fwd[] = {
-        {&m->ln1_16, "ln1 f16", L, BT * C / 2},       {&m->atty16, "atty f16", L, BT * C / 2},
-        {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
+        {&m->ln1_16, "ln1 f16", Lln, BT * C / 2},     {&m->atty16, "atty f16", L, BT * C / 2},
+        {&m->ln2_16, "ln2 f16", Lln, BT * C / 2},     {&m->fchg16, "fch gelu f16", Lgelu, BT * 4 * C / 2},
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
     // the f16 attention's output transposed, a slice a layer where the
@@ -295,7 +306,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     if (m->attn16 && !m->in16_t && t_floats < BT * C / 2) t_floats = BT * C / 2;
     const act_spec_ inp_t[] = {{&m->inp_t16, "matmul input f16 transposed", 1, t_floats}};
     // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
-    const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
+    const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", Lgelu, BT * 4 * C}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
     const int act = WGPT_MEM_ACTIVATIONS, scratch = WGPT_MEM_SCRATCH;
     if (alloc_list_(m, forward, sizeof forward / sizeof forward[0], act) < 0) return -1;
@@ -479,6 +490,36 @@ static int mlp_bwd16_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
                               4 * C);
 }
 
+// Layer l's GELU output: what fcproj multiplies, from fch (the forward's, and
+// the backward's recomputation: the same kernel, the same values).
+static int gelu_fwd_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    if (m->precision == WGPT_PRECISION_F16 && m->in16_t) {
+        // the f16 copy the fcproj matmul reads, straight from the GELU, transposed in the same pass
+        // (as the fc matmul's GELU epilogue rounds it, WGPT_EPI_GELU)
+        GPU_OK(m, wgpt_gelu_f16_transpose(m->g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
+    } else if (m->precision == WGPT_PRECISION_F16) {
+        // the same row-major (check_f16_: 8 | C)
+        GPU_OK(m, wgpt_gelu_forward_f16(m->g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
+    } else {
+        GPU_OK(m, wgpt_gelu_forward(m->g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
+    }
+    return 0;
+}
+
+// A LayerNorm's output again in the backward (wgpt_recompute ALL) from its
+// input and the statistics of the forward: where only its transposed f16
+// copy is kept, the forward's own kernel on the saved mean and rstd; else
+// the forward's LayerNorm (which writes the same statistics again) and, in
+// f16, the cast the linear after it made.
+static int layernorm_again_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view inp) {
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    if (ln->t16) return layernorm_f16_fwd_(m, op, ln, inp);
+    if (layernorm_fwd_(m, op, ln, inp) < 0) return -1;
+    if (m->precision == WGPT_PRECISION_F16) GPU_OK(m, wgpt_cast_f16(m->g, op, ln->in16, ln->out, (uint64_t)BT * C));
+    return 0;
+}
+
 // Bytes [off, off + size) of a view.
 static wgpt_view sub_(wgpt_view v, uint64_t off, uint64_t size) { return (wgpt_view){v.buf, v.offset + off, size}; }
 
@@ -587,15 +628,7 @@ static int build_forward_(wgpt_gpt2 *m) {
         } else {
             if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
                 return -1;
-            if (f16 && m->in16_t) {
-                // the f16 copy the fcproj matmul reads, straight from the GELU, transposed in the same pass
-                GPU_OK(m, wgpt_gelu_f16_transpose(g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
-            } else if (f16) {
-                // the same row-major (check_f16_: 8 | C)
-                GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
-            } else {
-                GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
-            }
+            if (gelu_fwd_(m, op, l) < 0) return -1;
         }
         if (f16 && m->in16_t)
             GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
@@ -641,6 +674,13 @@ static int build_backward_(wgpt_gpt2 *m) {
     for (int li = (int)last; li >= 0; li--) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
+        // what the forward did not keep of this layer (wgpt_recompute), into
+        // the slices every layer shares: the GELU's output, the LayerNorms'
+        if (m->recompute >= WGPT_RECOMPUTE_GELU && gelu_fwd_(m, op, l) < 0) return -1;
+        if (m->recompute >= WGPT_RECOMPUTE_ALL) {
+            ln_fwd ln2 = ln2_(m, l), ln1 = ln1_(m, l);
+            if (layernorm_again_(m, op, &ln2, A(res2, l)) < 0 || layernorm_again_(m, op, &ln1, residual) < 0) return -1;
+        }
         // res3 = res2 + fcproj: d fcproj = dres
         if (epi_(m, WGPT_EPI_GELU_GRAD)) {
             if (mlp_bwd16_(m, op, l) < 0) return -1;
@@ -750,7 +790,7 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
 
 static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                           const wgpt_gpt2 *share, wgpt_precision precision, uint32_t shard, uint32_t nshards,
-                          char *err, size_t errlen) {
+                          wgpt_recompute recompute, char *err, size_t errlen) {
     if (wgpt_gpt2_check_shape(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     if (!training && wgpt_gpt2_check_logits(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     wgpt_gpt2 *m = calloc(1, sizeof *m);
@@ -763,6 +803,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     m->B = B;
     m->T = T;
     m->training = training;
+    m->recompute = training ? recompute : WGPT_RECOMPUTE_NONE;
     m->shared = share != NULL;
     if (share) m->params = share->params, m->params16 = share->params16;
     wgpt_op_init(&m->fwd);
@@ -835,12 +876,12 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
 
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen) {
-    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, 0, 1, err, errlen);
+    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                                       wgpt_precision precision, char *err, size_t errlen) {
-    return create_(g, c, B, T, training != 0, NULL, precision, 0, 1, err, errlen);
+    return create_(g, c, B, T, training != 0, NULL, precision, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
@@ -850,19 +891,43 @@ wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint
         snprintf(err, errlen, "optimizer shard %u of %u: the shard must be below the count (>= 1)", shard, nshards);
         return NULL;
     }
-    return create_(g, c, B, T, 1, NULL, precision, shard, nshards, err, errlen);
+    return create_(g, c, B, T, 1, NULL, precision, shard, nshards, WGPT_RECOMPUTE_NONE, err, errlen);
+}
+
+wgpt_gpt2 *wgpt_gpt2_create_opts(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
+                                 const wgpt_gpt2_opts *o, char *err, size_t errlen) {
+    uint32_t n = o->nshards ? o->nshards : 1;
+    if (o->shard >= n) {
+        snprintf(err, errlen, "optimizer shard %u of %u: the shard must be below the count (>= 1)", o->shard, n);
+        return NULL;
+    }
+    if ((unsigned)o->recompute > WGPT_RECOMPUTE_AUTO) {
+        snprintf(err, errlen, "recompute %d: none, gelu, all or auto", (int)o->recompute);
+        return NULL;
+    }
+    if (o->recompute != WGPT_RECOMPUTE_AUTO || !o->training)
+        return create_(g, c, B, T, o->training != 0, NULL, o->precision, o->shard, n,
+                       o->recompute == WGPT_RECOMPUTE_AUTO ? WGPT_RECOMPUTE_NONE : o->recompute, err, errlen);
+    // auto: the fastest that fits, trying again with less kept only where
+    // the GPU's memory ran out (WebGPU cannot say beforehand how much there is)
+    wgpt_gpt2 *m = NULL;
+    for (int r = WGPT_RECOMPUTE_NONE; !m && r <= WGPT_RECOMPUTE_ALL; r++) {
+        m = create_(g, c, B, T, 1, NULL, o->precision, o->shard, n, (wgpt_recompute)r, err, errlen);
+        if (!m && !strstr(err, "out of GPU memory")) break;
+    }
+    return m;
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                                          size_t errlen) {
-    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, 0, 1, err, errlen);
+    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
     wgpt_precision p = train->precision;
     // f16 takes rows in eights; the fp32 forward reads the same f32 parameters
     if (p == WGPT_PRECISION_F16 && ((uint64_t)B * T) % 8) p = WGPT_PRECISION_FP32;
-    return create_(train->g, &train->c, B, T, 0, train, p, 0, 1, err, errlen);
+    return create_(train->g, &train->c, B, T, 0, train, p, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {

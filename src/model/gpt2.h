@@ -119,6 +119,34 @@ wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, 
 wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                                       wgpt_precision precision, char *err, size_t errlen);
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m);
+
+// Activation recomputation (llm.c's -r 0/1/2) of a training model: NONE keeps
+// every layer's activations for the backward; GELU keeps no layer's GELU
+// output (f32 in fp32, its f16 copy in f16) and recomputes it from the GELU's
+// input in each layer's backward; ALL also recomputes the LayerNorms' outputs
+// (ln1, ln2 and their f16 copies) from the residual stream and the saved
+// statistics. The same kernels write the same values: the losses and
+// gradients are those of NONE bit for bit; each costs a pass over those
+// tensors a layer and saves (L - 1) of their slices. AUTO (the commands'
+// default) takes the fastest that fits: NONE, else GELU, else ALL (where
+// allocating the buffers fails); wgpt_gpt2_recompute says which.
+typedef enum wgpt_recompute {
+    WGPT_RECOMPUTE_NONE = 0, WGPT_RECOMPUTE_GELU = 1, WGPT_RECOMPUTE_ALL = 2, WGPT_RECOMPUTE_AUTO = 3
+} wgpt_recompute;
+// "none" / "gelu" / "all" / "auto"; wgpt_recompute_parse returns -1 for anything else.
+const char *wgpt_recompute_name(wgpt_recompute r);
+int wgpt_recompute_parse(const char *s, wgpt_recompute *out);
+wgpt_recompute wgpt_gpt2_recompute(const wgpt_gpt2 *m);
+
+// Everything a model is made with beyond its shape.
+typedef struct wgpt_gpt2_opts {
+    int training;               // gradients, optimizer state and the backward
+    wgpt_precision precision;
+    uint32_t shard, nshards;    // ZeRO-1 (wgpt_gpt2_create_sharded); nshards 0 is 1
+    wgpt_recompute recompute;   // training models only
+} wgpt_gpt2_opts;
+wgpt_gpt2 *wgpt_gpt2_create_opts(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
+                                 const wgpt_gpt2_opts *o, char *err, size_t errlen);
 // The loss scale the next backward runs with (1 in fp32).
 float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m);
 // Sets it (f16 training models: a test's), a power of two in [1, 2^24]; the

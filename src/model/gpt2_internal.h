@@ -88,6 +88,7 @@ struct wgpt_gpt2 {
     float grad_scale_c;  // 1/(k * loss scale): the last update's gradient factor (wgpt_grad_norm_set)
 
     int training;  // grads, AdamW state and the backward exist
+    wgpt_recompute recompute;  // NONE, GELU or ALL (gpt2.h)
     int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
     // the steps of fwd before its cross-entropy: a training step's forward

@@ -16,6 +16,7 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->out_dir = "runs/demo";
     o->tokenizer = NULL;  // what the shards record
     o->precision = "auto";
+    o->recompute = "auto";
     o->bpe_dir = "third_party/gpt2-bpe";
     o->layers = 4;
     o->heads = 4;
@@ -140,6 +141,9 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     wgpt_precision precision;
     if (!o->precision || wgpt_precision_parse(o->precision, &precision) < 0)
         return wgpt_errf(err, errlen, "--precision '%s': unknown (auto, fp32 or f16)", o->precision ? o->precision : "");
+    wgpt_recompute recompute;
+    if (!o->recompute || wgpt_recompute_parse(o->recompute, &recompute) < 0)
+        return wgpt_errf(err, errlen, "--recompute '%s': unknown (auto, none, gelu or all)", o->recompute ? o->recompute : "");
     if (o->tokenizer && !wgpt_tokenizer_known(o->tokenizer))
         return wgpt_errf(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))

@@ -427,10 +427,12 @@ static int open_model_(run_ *r) {
     }
     wgpt_precision precision = WGPT_PRECISION_FP32;
     wgpt_precision_parse(o->precision, &precision);  // checked by wgpt_train_check
+    wgpt_recompute recompute = WGPT_RECOMPUTE_AUTO;
+    wgpt_recompute_parse(o->recompute, &recompute);  // checked by wgpt_train_check
     // Several ranks: each keeps the AdamW moments of its 1/N of the parameters (ZeRO-1).
-    r->model = r->nranks > 1 ? wgpt_gpt2_create_sharded(r->g, &r->cfg, o->batch, o->seq, precision, (uint32_t)r->rank,
-                                                        (uint32_t)r->nranks, err, sizeof err)
-                             : wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
+    const wgpt_gpt2_opts mo = {.training = 1, .precision = precision, .shard = (uint32_t)r->rank,
+                               .nshards = (uint32_t)r->nranks, .recompute = recompute};
+    r->model = wgpt_gpt2_create_opts(r->g, &r->cfg, o->batch, o->seq, &mo, err, sizeof err);
     if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
         fail_(r, "%s on '%s': the model does not fit: change --batch, --seq, --layers, --channels", err,
               wgpt_gpu_get_info(r->g)->name);
