@@ -163,10 +163,10 @@ typedef struct act_spec_ {
 } act_spec_;
 
 // The buffers of a list, counted under memory tag `tag` (gpt2.h WGPT_MEM_*;
-// the matmuls' split partials under scratch wherever they are listed).
+// the matmuls' split partials and the logits under scratch wherever they are listed).
 static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n, int tag) {
     for (size_t i = 0; i < n; i++) {
-        wgpt_gpu_mem_tag(m->g, list[i].a == &m->mm_scratch ? WGPT_MEM_SCRATCH : tag);
+        wgpt_gpu_mem_tag(m->g, list[i].a == &m->mm_scratch || list[i].a == &m->logits ? WGPT_MEM_SCRATCH : tag);
         if (wgpt_gpt2_act_alloc_(m, list[i].a, list[i].name, (uint32_t)list[i].slices, list[i].floats) < 0) return -1;
     }
     return 0;

@@ -188,8 +188,8 @@ void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out);
 // under, so that a caller can split wgpt_gpu_memory's peak by them: the
 // parameters with their f16 copy and the gradients; AdamW's moments; the
 // forward's activations (kept for the backward); and scratch, the rest (the
-// backward's passing gradients, the matmuls' partials and transposes, and
-// every buffer made outside the model, untagged).
+// logits, the backward's passing gradients, the matmuls' partials and
+// transposes, and every buffer made outside the model, untagged).
 enum { WGPT_MEM_SCRATCH = 0, WGPT_MEM_PARAMS = 1, WGPT_MEM_OPTIMIZER = 2, WGPT_MEM_ACTIVATIONS = 3 };
 
 // ZeRO-1: a training model that keeps the AdamW moments of shard `shard` of
