@@ -264,8 +264,9 @@ int wgpt_gpt2_accumulate(wgpt_gpt2 *m, const int *tokens, const int *targets, in
 // segment (the gradients' size in all) is made on first use.
 uint32_t wgpt_gpt2_grad_segments(const wgpt_gpt2 *m);  // L + 2; 0 without a backward
 uint64_t wgpt_gpt2_segment_floats(const wgpt_gpt2 *m, uint32_t i);
-// The forward (submitted; in f16 up to the logits: segment 0 computes the
-// loss with its gradient) and, with first, the gradients cleared.
+// The forward (submitted; up to the final LayerNorm: segment 0 runs the
+// chunked classifier, the loss and its gradient) and, with first, the
+// gradients cleared.
 int wgpt_gpt2_accumulate_begin(wgpt_gpt2 *m, const int *tokens, const int *targets, int first);
 // Records and submits segment i (in order) and starts the read of its gradients.
 int wgpt_gpt2_backward_segment(wgpt_gpt2 *m, uint32_t i);
