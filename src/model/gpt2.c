@@ -119,19 +119,6 @@ static int alloc_params_(wgpt_gpt2 *m) {
     return 0;
 }
 
-// Rows of the classifier's chunk (training models, gpt2_internal.h):
-// WGPT_CLS_ROWS, fewer where the chunk's logits would not fit one binding,
-// all where the batch has fewer. A function of the shape and the binding
-// limit only, so that every run of a shape on a device splits the
-// classifier's sums alike (its weight gradient sums the chunks in order).
-// 0: not even 64 rows of logits fit one binding.
-#define WGPT_CLS_ROWS 1024u
-static uint32_t cls_rows_(const wgpt_gpt2 *m) {
-    uint64_t BT = (uint64_t)m->B * m->T, fit = wgpt_gpu_get_info(m->g)->max_storage_binding / 4 / m->c.padded_vocab_size;
-    uint64_t r = fit < WGPT_CLS_ROWS ? fit / 64 * 64 : WGPT_CLS_ROWS;
-    return (uint32_t)(r >= BT ? BT : r);
-}
-
 // The f16 mode's shape rules, checked before anything is allocated.
 static int check_f16_(wgpt_gpt2 *m) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(m->g);
@@ -145,7 +132,7 @@ static int check_f16_(wgpt_gpt2 *m) {
     // The parameters, gradients and moments are bound per tensor or in
     // chunks; the f16 matmuls bind each activation of a layer whole, and an
     // inference model the logits whole (a training model's classifier binds
-    // a chunk of rows, cls_rows_).
+    // a chunk of rows, wgpt_gpt2_cls_rows_).
     uint64_t rows = m->cls_chunked ? m->cls_rows : BT;
     uint64_t mlp = (uint64_t)BT * 4 * C * 4, logits = rows * Vp * 4;
     if (mlp > i->max_storage_binding || logits > i->max_storage_binding)
@@ -322,13 +309,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
 #define P(t, l) wgpt_gpt2_mview_(m, (t), (l))
 #define D(t, l) wgpt_gpt2_pview_(m, m->grads, (t), (l))
 #define A(act, l) wgpt_gpt2_aview_(&m->act, (l))
-#define P16(t, l) p16view_(m, (t), (l))
-
-// Slice l of tensor t of the f16 parameter copy.
-static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
-    const wgpt_gpt2_tensor *p = &m->pt[t];
-    return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
-}
+#define P16(t, l) wgpt_gpt2_p16view_(m, (t), (l))
 
 // The f16 forward on an input whose f16 copy is already in in16.
 static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in16, int w, uint32_t l, wgpt_view bias,
@@ -520,58 +501,6 @@ static int layernorm_again_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_vi
     return 0;
 }
 
-// Bytes [off, off + size) of a view.
-static wgpt_view sub_(wgpt_view v, uint64_t off, uint64_t size) { return (wgpt_view){v.buf, v.offset + off, size}; }
-
-// The chunked classifier (training models, cls_chunked): for the rows
-// [r0, r0 + n) of each chunk, logits = lnf @ wte^T into the logits buffer
-// (one chunk's), the cross-entropy's losses and lse of those rows, and with
-// backward their gradient (times the loss scale, over B*T positions): in
-// fp32 dlogits in place and the linear's backward (d lnf's rows; d wte
-// accumulated, chunk after chunk); in f16 the fused cross-entropy writes the
-// f16 dlogits into d16 and the two f16 matmuls read them (lnf's f16 copy
-// row-major). Then the mean loss over all rows. The losses are those of the
-// whole logits bit for bit: each row's logits and loss are its own.
-static int classifier_chunks_(wgpt_gpt2 *m, wgpt_op *op, int backward) {
-    wgpt_gpu *g = m->g;
-    uint32_t C = m->c.channels, BT = m->B * m->T, V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
-    int f16 = m->precision == WGPT_PRECISION_F16;
-    float dloss = m->loss_scale / (float)BT;
-    wgpt_view none = {NULL, 0, 0}, scratch = A(mm_scratch, 0);
-    for (uint32_t r0 = 0; r0 < BT; r0 += m->cls_rows) {  // (r0 a multiple of 64 rows: 256-byte offsets)
-        uint32_t n = BT - r0 < m->cls_rows ? BT - r0 : m->cls_rows;
-        wgpt_view lg = sub_(A(logits, 0), 0, (uint64_t)n * Vp * 4);
-        wgpt_view losses = sub_(A(losses, 0), (uint64_t)r0 * 4, (uint64_t)n * 4);
-        wgpt_view lse = sub_(A(ce_lse, 0), (uint64_t)r0 * 4, (uint64_t)n * 4);
-        wgpt_view tgt = sub_(A(targets, 0), (uint64_t)r0 * 4, (uint64_t)n * 4);
-        wgpt_view dln = backward ? sub_(A(dln, 0), (uint64_t)r0 * C * 4, (uint64_t)n * C * 4) : none;
-        if (f16) {
-            wgpt_view in16 = sub_(A(lnf16, 0), (uint64_t)r0 * C * 2, (uint64_t)n * C * 2);
-            GPU_OK(m, wgpt_linear_f16_forward(g, op, lg, in16, P16(WGPT_WTE, 0), none, n, C, Vp, A(inp_t16, 0),
-                                              scratch));
-            if (!backward) {
-                GPU_OK(m, wgpt_crossentropy_forward(g, op, losses, lse, A(status, 0), lg, tgt, n, V, Vp));
-                continue;
-            }
-            wgpt_view d16 = d16_view_(m, n, Vp);  // check_f16_: 8 | Vp
-            GPU_OK(m, wgpt_crossentropy_fused_f16(g, op, losses, lse, A(status, 0), d16, lg, tgt, n, V, Vp, dloss));
-            GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dln, d16, P16(WGPT_WTE, 0), n, C, Vp, 0, scratch));
-            GPU_OK(m, wgpt_linear_f16_backward_weight(g, op, D(WGPT_WTE, 0), d16, in16, n, C, Vp, A(inp_t16, 0),
-                                                      scratch));
-        } else {
-            wgpt_view in = sub_(A(lnf, 0), (uint64_t)r0 * C * 4, (uint64_t)n * C * 4);
-            GPU_OK(m, wgpt_linear_forward(g, op, lg, in, P(WGPT_WTE, 0), none, n, C, Vp, scratch));
-            GPU_OK(m, wgpt_crossentropy_forward(g, op, losses, lse, A(status, 0), lg, tgt, n, V, Vp));
-            if (!backward) continue;
-            GPU_OK(m, wgpt_crossentropy_backward(g, op, lg, lse, tgt, n, V, Vp, dloss));
-            GPU_OK(m, wgpt_linear_backward(g, op, dln, D(WGPT_WTE, 0), none, lg, in, P(WGPT_WTE, 0), n, C, Vp, 0,
-                                           scratch));
-        }
-    }
-    GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
-    return 0;
-}
-
 static int build_forward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &m->fwd;
@@ -646,7 +575,7 @@ static int build_forward_(wgpt_gpt2 *m) {
         // a training step's forward ends here: its backward runs the classifier (build_backward_)
         if (m->precision == WGPT_PRECISION_F16) GPU_OK(m, wgpt_cast_f16(g, op, A(lnf16, 0), A(lnf, 0), (uint64_t)BT * C));
         m->fwd_train_n = op->n;
-        return classifier_chunks_(m, op, 0);
+        return wgpt_gpt2_classifier_(m, op, 0);
     }
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
@@ -665,7 +594,7 @@ static int build_backward_(wgpt_gpt2 *m) {
     uint32_t last = m->c.num_layers - 1;
     // the classifier and the loss, chunk by chunk, with their gradient
     // (times the loss scale, 1 in fp32) into d lnf and d wte
-    if (classifier_chunks_(m, op, 1) < 0) return -1;
+    if (wgpt_gpt2_classifier_(m, op, 1) < 0) return -1;
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
@@ -821,7 +750,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
         return NULL;
     }
     m->cls_chunked = training;
-    m->cls_rows = training ? cls_rows_(m) : B * T;
+    m->cls_rows = training ? wgpt_gpt2_cls_rows_(m) : B * T;
     if (!m->cls_rows) {  // (a single tensor that cannot be split)
         snprintf(err, errlen, "64 rows of the logits (%llu bytes) exceed the device's binding limit of %llu bytes",
                  (unsigned long long)(64ull * c->padded_vocab_size * 4),

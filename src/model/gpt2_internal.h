@@ -115,6 +115,13 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m);
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void wgpt_gpt2_layout_params_(wgpt_gpt2 *m);
 wgpt_view wgpt_gpt2_pview_(const wgpt_gpt2 *m, wgpt_buf *buf, int tensor, uint32_t layer);
+// Slice `layer` of tensor t of the f16 parameter copy.
+wgpt_view wgpt_gpt2_p16view_(const wgpt_gpt2 *m, int tensor, uint32_t layer);
+// The chunked classifier (gpt2_classifier.c): the rows of a chunk for the
+// model's shape and device (0: not even 64 rows of logits fit one binding),
+// and the chunks' ops appended to op, their gradient with backward.
+uint32_t wgpt_gpt2_cls_rows_(const wgpt_gpt2 *m);
+int wgpt_gpt2_classifier_(wgpt_gpt2 *m, wgpt_op *op, int backward);
 // The fp32 masters (gpt2_masters.c): 1 for the tensors that a split model
 // keeps only its shard of; the master offset of float p of the padded array
 // (p in a kept piece, or its end); the layout from the shard (after
