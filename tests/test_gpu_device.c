@@ -381,6 +381,43 @@ static void kernel_folder_rules(void **st) {
     rmdir(dir);
 }
 
+// wgpt_gpu_memory_tags: the bytes of each tag when the total last peaked,
+// summing to the peak; a freed buffer leaves its tag's count.
+static void memory_counts_by_tag(void **st) {
+    (void)st;
+    wgpt_gpu_options o = {.adapter_index = -1};
+    char err[1024];
+    wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
+    if (!g) fail_msg("%s", err);
+    uint64_t live0, peak, by[WGPT_MEM_TAGS];
+    wgpt_gpu_memory(g, &live0, NULL);
+    assert_int_equal(wgpt_gpu_mem_tag(g, 1), 0);
+    wgpt_buf *a = wgpt_buf_create(g, 1000, "a");  // 1008 bytes (16s)
+    assert_int_equal(wgpt_gpu_mem_tag(g, 2), 1);
+    wgpt_buf *b = wgpt_buf_create(g, 4096, "b");
+    TU_NONNULL(g, a);
+    TU_NONNULL(g, b);
+    wgpt_buf_free(a);
+    wgpt_gpu_mem_tag(g, 3);
+    wgpt_buf *c = wgpt_buf_create(g, 100, "c");  // below the peak: it stays a + b
+    TU_NONNULL(g, c);
+    wgpt_gpu_memory_tags(g, by);
+    wgpt_gpu_memory(g, NULL, &peak);
+    assert_int_equal(by[1], 1008), assert_int_equal(by[2], 4096), assert_int_equal(by[3], 0);
+    assert_int_equal(by[0] + by[1] + by[2] + by[3], peak);
+    wgpt_buf *d = wgpt_buf_create(g, 6000, "d");  // a new peak: b, c and d
+    TU_NONNULL(g, d);
+    wgpt_gpu_memory_tags(g, by);
+    wgpt_gpu_memory(g, NULL, &peak);
+    assert_int_equal(by[1], 0), assert_int_equal(by[2], 4096), assert_int_equal(by[3], 112 + 6000);
+    assert_int_equal(by[0] + by[1] + by[2] + by[3], peak);
+    assert_int_equal(by[0], live0);
+    assert_int_equal(wgpt_gpu_mem_tag(g, 99), 3);  // out of range: 0
+    assert_int_equal(wgpt_gpu_mem_tag(g, 0), 0);
+    wgpt_buf_free(b), wgpt_buf_free(c), wgpt_buf_free(d);
+    wgpt_gpu_close(g);
+}
+
 static void buffer_and_binding_limits(void **st) {
     (void)st;
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
@@ -573,6 +610,7 @@ int main(void) {
         cmocka_unit_test(variants_set_override_constants),
         cmocka_unit_test(kernel_folder_rules),
         cmocka_unit_test(buffer_and_binding_limits),
+        cmocka_unit_test(memory_counts_by_tag),
         cmocka_unit_test(async_readback_packs_ranges),
         cmocka_unit_test(timestamps_per_dispatch),
         cmocka_unit_test(free_after_recording_keeps_the_work),

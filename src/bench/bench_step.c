@@ -103,7 +103,8 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     wgpt_gpu_describe(wgpt_gpu_get_info(g), line, sizeof line);
     printf("adapter: %s\n", line);
     int dims = wgpt_gpt2_check_shape(&c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, sizeof err);
-    wgpt_gpt2 *m = dims ? NULL : wgpt_gpt2_create_precision(g, &c, B, T, 1, precision, err, sizeof err);
+    const wgpt_gpt2_opts mo = {.training = 1, .precision = precision, .recompute = so->recompute};
+    wgpt_gpt2 *m = dims ? NULL : wgpt_gpt2_create_opts(g, &c, B, T, &mo, err, sizeof err);
     if (dims) {
         fprintf(stderr, "wgpt bench: %s: change %s%s%s%s%s%s\n", err, dims & WGPT_GPT2_DIM_B ? "--batch " : "",
                 dims & WGPT_GPT2_DIM_T ? "--seq " : "", dims & WGPT_GPT2_DIM_C ? "--channels " : "",
@@ -135,9 +136,9 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     precision = wgpt_gpt2_precision(m);  // what auto became
     uint64_t pb, ab;
     wgpt_gpt2_memory(m, &pb, &ab);
-    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens; precision %s\n",
-           c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T,
-           wgpt_precision_name(precision));
+    printf("model: L=%u H=%u C=%u V=%u (padded %u), %zu parameters; batch %u x %u tokens; precision %s; "
+           "recompute %s\n", c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, np, B, T,
+           wgpt_precision_name(precision), wgpt_recompute_name(wgpt_gpt2_recompute(m)));
     printf("GPU memory: %.1f MiB parameters+gradients+AdamW, %.1f MiB activations and scratch\n", pb / 1048576.0,
            ab / 1048576.0);
     wgpt_adamw_config o = {.lr = 6e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
@@ -186,6 +187,11 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     wgpt_gpu_memory(g, &live, &most);
     // every storage buffer the step's process made (the model's, the kernels' scratch)
     printf("GPU memory allocated: %.1f MiB at most (storage buffers)\n", most / 1048576.0);
+    uint64_t by[WGPT_MEM_TAGS];
+    wgpt_gpu_memory_tags(g, by);
+    printf("GPU memory at its peak: parameters+gradients %.1f MiB, optimizer state %.1f MiB, activations %.1f MiB, "
+           "scratch %.1f MiB\n", by[WGPT_MEM_PARAMS] / 1048576.0, by[WGPT_MEM_OPTIMIZER] / 1048576.0,
+           by[WGPT_MEM_ACTIVATIONS] / 1048576.0, by[WGPT_MEM_SCRATCH] / 1048576.0);
     printf("result: %.1f ms/step, %.0f tokens/s, %.2f TFLOP/s%s (batch %u, T %u, precision %s; median of %u steps, "
            "mean %.1f ms)\n", ms, tps, tf, mfu, B, T, wgpt_precision_name(precision), steps, mean);
     rc = 0;

@@ -17,6 +17,7 @@ typedef struct wgpt_bench_step_opts {
     uint32_t B, T, steps;     // batch, sequence, timed steps (after 2 warm-up steps)
     float peak_tflops;        // the chip's fp32 peak for MFU; 0: the one wgpt knows, if any
     wgpt_precision precision;
+    wgpt_recompute recompute;
     wgpt_gpu_options gpu;     // .profile: GPU time per kernel of the last step
     int profile_calls;        // with .profile: and of each of its dispatches, in order
 } wgpt_bench_step_opts;

@@ -14,8 +14,9 @@
 
 static const char USAGE_[] =
             "usage: wgpt bench [--batch B] [--seq T] [--steps N] [--layers L] [--heads H] [--channels C]\n"
-            "                  [--vocab V] [--precision auto|fp32|f16] [--adapter N|NAME] [--profile] [--profile-calls]\n"
-            "                  [--peak-tflops P]\n"
+            "                  [--vocab V] [--precision auto|fp32|f16] [--recompute auto|none|gelu|all]\n"
+            "                  [--adapter N|NAME] [--profile] [--profile-calls]\n"
+            "                  [--peak-tflops P] [--binding-limit BYTES]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--micro-block auto|base|wide] [--micro-only matmul|f16|memory]\n"
             "                  [--adapter N|NAME]\n\n"
@@ -29,7 +30,12 @@ static const char USAGE_[] =
             "where the device has subgroup matrices; see model/gpt2.h); auto (the default): f16\n"
             "where the device has them, fp32 elsewhere. MFU is the achieved TFLOP/s over the\n"
             "chip's peak for what the matmuls ran on: P, or the peak wgpt knows for the adapter\n"
-            "(NVIDIA H200: 67 fp32, 989 dense f16 on tensor cores); without either, no MFU.\n\n"
+            "(NVIDIA H200: 67 fp32, 989 dense f16 on tensor cores); without either, no MFU.\n"
+            "--recompute recomputes activations in the backward instead of keeping them\n"
+            "(llm.c's -r: gelu the GELU's output, all the LayerNorms' too; auto, the default:\n"
+            "none where it fits, else gelu, else all); the losses are the same bit for bit.\n"
+            "--binding-limit (a test knob) binds at most BYTES at once, as a device with that\n"
+            "maxStorageBufferBindingSize would: every tensor larger is bound in pieces.\n\n"
             "--micro times single kernels instead (median of R runs, default 10, after 2 warm-up\n"
             "runs; GPU timestamps where the device has them): the matmuls at GPT-2 124M's shapes\n"
             "for 4 x 1024 tokens (ms, TFLOP/s per pass) and the memory-bound kernels (GB/s, as a\n"
@@ -47,10 +53,12 @@ int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
     int profile = 0, profile_calls = 0, micro = 0, micro_wall = 0;
+    uint64_t binding_limit = 0;
     float scale = 0, width = 0, peak = 0;
-    const char *adapter = NULL, *precision_s = "auto", *only = NULL, *block = NULL;
+    const char *adapter = NULL, *precision_s = "auto", *only = NULL, *block = NULL, *recompute_s = "auto";
     const wgpt_opt opts[] = {
         {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32 or f16: what the matmuls multiply"},
+        {"recompute", WGPT_OPT_STR, &recompute_s, "none, gelu, all or auto: activations recomputed in the backward"},
         {"batch", WGPT_OPT_U32, &B, "sequences a step"},
         {"seq", WGPT_OPT_U32, &T, "tokens a sequence"},
         {"steps", WGPT_OPT_U32, &steps, "timed steps"},
@@ -70,6 +78,7 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"micro-block", WGPT_OPT_STR, &block, "--micro: the f16 subgroup-matrix block, auto, base or wide"},
         {"micro-only", WGPT_OPT_STR, &only, "--micro: one section, matmul, f16 or memory (implies --micro)"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
+        {"binding-limit", WGPT_OPT_COUNT, &binding_limit, "testing: bind at most this many bytes at once (0: the device's limit)"},
     };
     const wgpt_opt_range ranges[] = {
         {"batch", 1, 65536, 0},     {"seq", 1, 262144, 0},          {"steps", 1, 1000000, 0},
@@ -88,7 +97,12 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     wgpt_precision precision;
     if (wgpt_precision_arg("bench", precision_s, &precision) < 0) return 2;
-    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls};
+    wgpt_recompute recompute;
+    if (wgpt_recompute_parse(recompute_s, &recompute) < 0) {
+        fprintf(stderr, "wgpt bench: --recompute must be none, gelu, all or auto, got '%s'\n", recompute_s);
+        return 2;
+    }
+    wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls, .max_binding = binding_limit};
     wgpt_gpu_args_apply(&opt, adapter);
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
@@ -119,7 +133,8 @@ int wgpt_cmd_bench(int argc, char **argv) {
     c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
     if (T > c.max_seq_len) c.max_seq_len = T;
     wgpt_bench_step_opts so = {.config = c, .B = B, .T = T, .steps = steps, .peak_tflops = peak,
-                               .precision = precision, .gpu = opt, .profile_calls = profile_calls};
+                               .precision = precision, .recompute = recompute, .gpu = opt,
+                               .profile_calls = profile_calls};
     int rc = wgpt_bench_step_run(&so);
     return rc == WGPT_REFUSED ? 2 : rc < 0 ? 1 : 0;
 }

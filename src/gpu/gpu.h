@@ -217,6 +217,14 @@ uint64_t wgpt_buf_size(const wgpt_buf *buf);
 // Bytes of the device's storage buffers now and at most so far (the sizes as
 // created, rounded up to 16): what the process allocated through this layer.
 void wgpt_gpu_memory(const wgpt_gpu *gpu, uint64_t *live, uint64_t *peak);
+// A caller's categories of memory (what they mean is the caller's business):
+// buffers created after wgpt_gpu_mem_tag(g, tag) count under tag (0 until
+// then, and for anything created untagged); it returns the tag before, to be
+// put back. wgpt_gpu_memory_tags fills at_peak[t] with the bytes of tag t
+// live when the total was last at its peak (they sum to that peak).
+#define WGPT_MEM_TAGS 4
+int wgpt_gpu_mem_tag(wgpt_gpu *gpu, int tag);
+void wgpt_gpu_memory_tags(const wgpt_gpu *gpu, uint64_t at_peak[WGPT_MEM_TAGS]);
 // Copies host memory into the buffer after all work recorded so far.
 // offset and bytes must be multiples of 4.
 int wgpt_buf_upload(wgpt_gpu *gpu, wgpt_buf *buf, uint64_t offset, const void *src, uint64_t bytes);

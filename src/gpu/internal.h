@@ -20,6 +20,7 @@ struct wgpt_buf {
     WGPUBuffer buffer;
     uint64_t size;
     int counted;  // its size is in gpu->mem_live
+    int tag;      // the memory tag it counts under (wgpt_gpu_mem_tag)
     char label[64];
 };
 
@@ -48,6 +49,8 @@ struct wgpt_gpu {
     int hung;
     volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
     uint64_t mem_live, mem_peak;       // bytes of storage buffers (wgpt_gpu_memory)
+    int mem_tag;                       // the tag new buffers count under (wgpt_gpu_mem_tag)
+    uint64_t tag_live[WGPT_MEM_TAGS], tag_at_peak[WGPT_MEM_TAGS];  // by tag: now, and at mem_peak's time
     struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
 
     // kernel files: the shared preamble, then every other file split at markers

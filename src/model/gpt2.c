@@ -56,6 +56,15 @@ wgpt_precision wgpt_precision_auto(const wgpt_gpu_info *i) {
 }
 
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m) { return m->precision; }
+wgpt_recompute wgpt_gpt2_recompute(const wgpt_gpt2 *m) { return m->recompute; }
+
+static const char *const RECOMPUTE_NAMES_[4] = {"none", "gelu", "all", "auto"};
+const char *wgpt_recompute_name(wgpt_recompute r) { return (unsigned)r < 4 ? RECOMPUTE_NAMES_[r] : "?"; }
+int wgpt_recompute_parse(const char *s, wgpt_recompute *out) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(s, RECOMPUTE_NAMES_[i]) == 0) return *out = (wgpt_recompute)i, 0;
+    return -1;
+}
 float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m) { return m->loss_scale; }
 
 void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint64_t *adam_bytes) {
@@ -92,6 +101,7 @@ static int alloc_params_(wgpt_gpt2 *m) {
         // the masters: the whole array, or (f16 ZeRO-1) less the others' matmul
         // weights; the moments: this rank's shard only
         uint64_t floats = i >= 2 ? m->shard_n : i == 0 ? m->master_floats : m->padded_params;
+        wgpt_gpu_mem_tag(m->g, i >= 2 ? WGPT_MEM_OPTIMIZER : WGPT_MEM_PARAMS);
         *bufs[i] = wgpt_buf_create(m->g, floats * 4, names[i]);
         if (!*bufs[i]) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(*bufs[i]);
@@ -100,6 +110,7 @@ static int alloc_params_(wgpt_gpt2 *m) {
         if (i == 1) m->grad_bytes = wgpt_buf_size(*bufs[i]);
     }
     if (m->precision == WGPT_PRECISION_F16 && !m->shared) {
+        wgpt_gpu_mem_tag(m->g, WGPT_MEM_PARAMS);
         m->params16 = wgpt_buf_create(m->g, m->padded_params * 2, "params f16");
         if (!m->params16) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
         m->param_bytes += wgpt_buf_size(m->params16);
@@ -118,11 +129,16 @@ static int check_f16_(wgpt_gpt2 *m) {
     if (i->storage_offset_align > 128)
         return wgpt_gpt2_fail_(m, "precision f16: the device aligns bindings to %u bytes; the f16 weights' slices "
                                "are 128-byte aligned", i->storage_offset_align);
-    uint64_t most = (uint64_t)BT * (Vp > 4 * C ? Vp : 4 * C) * 4;
-    if (m->padded_params * 4 > i->max_storage_binding || most > i->max_storage_binding)
-        return wgpt_gpt2_fail_(m, "precision f16 binds the parameters (%llu bytes) and the largest activation "
-                               "(%llu bytes) whole; the device binds at most %llu",
-                               (unsigned long long)(m->padded_params * 4), (unsigned long long)most,
+    // The parameters, gradients and moments are bound per tensor or in
+    // chunks; the f16 matmuls bind each activation of a layer whole, and an
+    // inference model the logits whole (a training model's classifier binds
+    // a chunk of rows, wgpt_gpt2_cls_rows_).
+    uint64_t rows = m->cls_chunked ? m->cls_rows : BT;
+    uint64_t mlp = (uint64_t)BT * 4 * C * 4, logits = rows * Vp * 4;
+    if (mlp > i->max_storage_binding || logits > i->max_storage_binding)
+        return wgpt_gpt2_fail_(m, "precision f16 binds a layer's MLP activation (%llu bytes) and %llu rows of the "
+                               "logits (%llu bytes) whole; the device binds at most %llu",
+                               (unsigned long long)mlp, (unsigned long long)rows, (unsigned long long)logits,
                                (unsigned long long)i->max_storage_binding);
     return 0;
 }
@@ -133,18 +149,23 @@ typedef struct act_spec_ {
     uint64_t slices, floats;
 } act_spec_;
 
-static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n) {
-    for (size_t i = 0; i < n; i++)
+// The buffers of a list, counted under memory tag `tag` (gpt2.h WGPT_MEM_*;
+// the matmuls' split partials and the logits under scratch wherever they are listed).
+static int alloc_list_(wgpt_gpt2 *m, const act_spec_ *list, size_t n, int tag) {
+    for (size_t i = 0; i < n; i++) {
+        wgpt_gpu_mem_tag(m->g, list[i].a == &m->mm_scratch || list[i].a == &m->logits ? WGPT_MEM_SCRATCH : tag);
         if (wgpt_gpt2_act_alloc_(m, list[i].a, list[i].name, (uint32_t)list[i].slices, list[i].floats) < 0) return -1;
+    }
     return 0;
 }
 
 // The matmuls' split partials: enough for the largest need of the model's linears.
 static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
-    uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
+    uint32_t C = m->c.channels, Vp = m->c.padded_vocab_size;
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
     uint64_t most = 0;
     for (int i = 0; i < 5; i++) {
+        uint32_t BT = i == 4 ? m->cls_rows : m->B * m->T;  // the classifier: a chunk of rows
         uint64_t b = wgpt_linear_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
         if (m->precision == WGPT_PRECISION_F16) {  // the f16 weight pass's split-k, then the bias partials
             uint64_t h = wgpt_linear_f16_scratch_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
@@ -157,11 +178,12 @@ static uint64_t linear_scratch_floats_(const wgpt_gpt2 *m) {
     return (most + 3) / 4;
 }
 
-// 1 if every linear of the model takes its input transposed (linear_f16.h).
+// 1 if every linear of the model takes its input transposed (linear_f16.h);
+// the chunked classifier reads lnf's f16 copy row-major (rows of it a chunk).
 static int linear_takes_transposed_(const wgpt_gpt2 *m) {
     uint32_t C = m->c.channels, BT = m->B * m->T, Vp = m->c.padded_vocab_size;
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < (m->cls_chunked ? 4 : 5); i++)
         if (!wgpt_linear_f16_takes_transposed(m->g, BT, shapes[i][0], shapes[i][1])) return 0;
     return 1;
 }
@@ -182,7 +204,7 @@ static uint64_t linear_transposed_floats_(const wgpt_gpt2 *m) {
     uint32_t shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
     uint64_t most = 0;
     for (int i = 0; m->precision == WGPT_PRECISION_F16 && i < 5; i++) {
-        uint64_t b = wgpt_linear_f16_transposed_bytes(m->g, BT, shapes[i][0], shapes[i][1]);
+        uint64_t b = wgpt_linear_f16_transposed_bytes(m->g, i == 4 ? m->cls_rows : BT, shapes[i][0], shapes[i][1]);
         if (b > most) most = b;
     }
     return (most + 3) / 4;
@@ -196,7 +218,9 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     // the f32 inputs of the matmuls, whose f16 copies are what the backward reads.
     // (In f16 the backward passes fch gelu to linear_bwd_, which reads in16 only.)
     int f16 = m->precision == WGPT_PRECISION_F16;
-    uint64_t Lf32 = f16 ? 1 : L;
+    // Recomputed in the backward (gpt2.h wgpt_recompute): one slice that every layer reuses
+    uint64_t Lgelu = m->recompute >= WGPT_RECOMPUTE_GELU ? 1 : L, Lln = m->recompute >= WGPT_RECOMPUTE_ALL ? 1 : L;
+    uint64_t Lf32 = f16 ? 1 : Lln;
     // With the f16 attention (attn16) it reads f16 copies of qkv and of its
     // own output, so their f32 versions are passing too.
     m->attn16 = f16 && wgpt_attention_uses_sgm(m->g, C / NH) && m->T % 2 == 0;  // (its forward needs T even)
@@ -230,8 +254,8 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln2_mean, "ln2 mean", L, BT},        {&m->ln2_rstd, "ln2 rstd", L, BT},
         {&m->fch, "fch", L, BT * 4 * C},
         {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
-        {&m->lnf, "lnf", 1, ln_f},                {&m->lnf_mean, "lnf mean", 1, BT},
-        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, BT * Vp},
+        {&m->lnf, "lnf", 1, m->cls_chunked ? BT * C : ln_f},  {&m->lnf_mean, "lnf mean", 1, BT},
+        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, (uint64_t)m->cls_rows * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
         {&m->tokens, "tokens", 1, BT},            {&m->targets, "targets", 1, BT},
@@ -248,7 +272,7 @@ static int alloc_acts_(wgpt_gpt2 *m) {
         {&m->ln_scratch, "layernorm partials", 1, wgpt_layernorm_scratch_bytes(BT, C) / 4},
     };
     // the f16 mode's copies: act sizes count floats, two halves each
-    uint64_t dmost = BT * (Vp > 4 * C ? Vp : 4 * C);
+    uint64_t dmost = BT * 4 * C > (uint64_t)m->cls_rows * Vp ? BT * 4 * C : (uint64_t)m->cls_rows * Vp;
     // The f16 attention's backward keeps its dS blocks in d16 (free then: the
     // attention projection's gradient copy is consumed) where they fit one
     // binding, so that its dq kernel does not recompute them (attention.h).
@@ -256,8 +280,8 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     m->attn_ds = m->attn16 && ds <= wgpt_gpu_get_info(m->g)->max_storage_binding;
     if (m->attn_ds && dmost < ds / 2) dmost = ds / 2;  // (dmost counts halves)
     const act_spec_ half_fwd[] = {
-        {&m->ln1_16, "ln1 f16", L, BT * C / 2},       {&m->atty16, "atty f16", L, BT * C / 2},
-        {&m->ln2_16, "ln2 f16", L, BT * C / 2},       {&m->fchg16, "fch gelu f16", L, BT * 4 * C / 2},
+        {&m->ln1_16, "ln1 f16", Lln, BT * C / 2},     {&m->atty16, "atty f16", L, BT * C / 2},
+        {&m->ln2_16, "ln2 f16", Lln, BT * C / 2},     {&m->fchg16, "fch gelu f16", Lgelu, BT * 4 * C / 2},
         {&m->lnf16, "lnf f16", 1, BT * C / 2},
     };
     // the f16 attention's output transposed, a slice a layer where the
@@ -269,28 +293,23 @@ static int alloc_acts_(wgpt_gpt2 *m) {
     if (m->attn16 && !m->in16_t && t_floats < BT * C / 2) t_floats = BT * C / 2;
     const act_spec_ inp_t[] = {{&m->inp_t16, "matmul input f16 transposed", 1, t_floats}};
     // the f32 GELU output: fp32 only (f16 writes the fcproj input's f16 copy directly)
-    const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", L, BT * 4 * C}};
+    const act_spec_ gelu_f32[] = {{&m->fch_gelu, "fch gelu", Lgelu, BT * 4 * C}};
     const act_spec_ half_bwd[] = {{&m->d16, "gradient f16", 1, dmost / 2}};
-    if (alloc_list_(m, forward, sizeof forward / sizeof forward[0]) < 0) return -1;
-    if (!f16 && alloc_list_(m, gelu_f32, 1) < 0) return -1;
-    if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0]) < 0) return -1;
-    if (m->attn16 && alloc_list_(m, attn_half, m->in16_t ? 2 : 1) < 0) return -1;
-    if (inp_t[0].floats && alloc_list_(m, inp_t, 1) < 0) return -1;
+    const int act = WGPT_MEM_ACTIVATIONS, scratch = WGPT_MEM_SCRATCH;
+    if (alloc_list_(m, forward, sizeof forward / sizeof forward[0], act) < 0) return -1;
+    if (!f16 && alloc_list_(m, gelu_f32, 1, act) < 0) return -1;
+    if (f16 && alloc_list_(m, half_fwd, sizeof half_fwd / sizeof half_fwd[0], act) < 0) return -1;
+    if (m->attn16 && alloc_list_(m, attn_half, m->in16_t ? 2 : 1, act) < 0) return -1;
+    if (inp_t[0].floats && alloc_list_(m, inp_t, 1, scratch) < 0) return -1;
     if (!m->training) return 0;
-    if (alloc_list_(m, backward, sizeof backward / sizeof backward[0]) < 0) return -1;
-    return f16 ? alloc_list_(m, half_bwd, 1) : 0;
+    if (alloc_list_(m, backward, sizeof backward / sizeof backward[0], scratch) < 0) return -1;
+    return f16 ? alloc_list_(m, half_bwd, 1, scratch) : 0;
 }
 
 #define P(t, l) wgpt_gpt2_mview_(m, (t), (l))
 #define D(t, l) wgpt_gpt2_pview_(m, m->grads, (t), (l))
 #define A(act, l) wgpt_gpt2_aview_(&m->act, (l))
-#define P16(t, l) p16view_(m, (t), (l))
-
-// Slice l of tensor t of the f16 parameter copy.
-static wgpt_view p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
-    const wgpt_gpt2_tensor *p = &m->pt[t];
-    return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
-}
+#define P16(t, l) wgpt_gpt2_p16view_(m, (t), (l))
 
 // The f16 forward on an input whose f16 copy is already in in16.
 static int linear_fwd16_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view in16, int w, uint32_t l, wgpt_view bias,
@@ -305,18 +324,21 @@ typedef struct ln_fwd {
     wgpt_view out, mean, rstd, in16;
     int w, b;
     uint32_t l;
+    int t16;  // in16_t and not the chunked classifier's lnf: only the transposed f16 copy is written
 } ln_fwd;
 
 static ln_fwd ln1_(wgpt_gpt2 *m, uint32_t l) {
-    return (ln_fwd){A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), WGPT_LN1W, WGPT_LN1B, l};
+    return (ln_fwd){A(ln1, l), A(ln1_mean, l), A(ln1_rstd, l), A(ln1_16, l), WGPT_LN1W, WGPT_LN1B, l, m->in16_t};
 }
 static ln_fwd ln2_(wgpt_gpt2 *m, uint32_t l) {
-    return (ln_fwd){A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), WGPT_LN2W, WGPT_LN2B, l};
+    return (ln_fwd){A(ln2, l), A(ln2_mean, l), A(ln2_rstd, l), A(ln2_16, l), WGPT_LN2W, WGPT_LN2B, l, m->in16_t};
 }
 // The LayerNorm that reads block l's output: the next block's ln1, or lnf.
 static ln_fwd ln_after_(wgpt_gpt2 *m, uint32_t l) {
     if (l + 1 < m->c.num_layers) return ln1_(m, l + 1);
-    return (ln_fwd){A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), WGPT_LNFW, WGPT_LNFB, 0};
+    // (the chunked classifier reads rows of lnf: its f32 values, cast then)
+    return (ln_fwd){A(lnf, 0), A(lnf_mean, 0), A(lnf_rstd, 0), A(lnf16, 0), WGPT_LNFW, WGPT_LNFB, 0,
+                    m->in16_t && !m->cls_chunked};
 }
 
 // Where the linears take their inputs transposed (in16_t): the LayerNorm's
@@ -334,9 +356,9 @@ static int layernorm_f16_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_
 static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view inp) {
     uint32_t BT = m->B * m->T, C = m->c.channels;
     wgpt_view stats_only = {NULL, 0, 0};
-    GPU_OK(m, wgpt_layernorm_forward(m->g, op, m->in16_t ? stats_only : ln->out, ln->mean, ln->rstd, inp,
+    GPU_OK(m, wgpt_layernorm_forward(m->g, op, ln->t16 ? stats_only : ln->out, ln->mean, ln->rstd, inp,
                                      P(ln->w, ln->l), P(ln->b, ln->l), BT, C));
-    return m->in16_t ? layernorm_f16_fwd_(m, op, ln, inp) : 0;
+    return ln->t16 ? layernorm_f16_fwd_(m, op, ln, inp) : 0;
 }
 
 // res = a + b, then the LayerNorm that reads res (layernorm_fwd_). Where only
@@ -345,7 +367,7 @@ static int layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view
 static int residual_layernorm_fwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view res, wgpt_view a, wgpt_view b,
                                    const ln_fwd *ln) {
     uint32_t BT = m->B * m->T, C = m->c.channels;
-    if (!m->in16_t) {
+    if (!ln->t16) {
         GPU_OK(m, wgpt_residual_forward(m->g, op, res, a, b, (uint64_t)BT * C));
         return layernorm_fwd_(m, op, ln, res);
     }
@@ -449,6 +471,36 @@ static int mlp_bwd16_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
                               4 * C);
 }
 
+// Layer l's GELU output: what fcproj multiplies, from fch (the forward's, and
+// the backward's recomputation: the same kernel, the same values).
+static int gelu_fwd_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    if (m->precision == WGPT_PRECISION_F16 && m->in16_t) {
+        // the f16 copy the fcproj matmul reads, straight from the GELU, transposed in the same pass
+        // (as the fc matmul's GELU epilogue rounds it, WGPT_EPI_GELU)
+        GPU_OK(m, wgpt_gelu_f16_transpose(m->g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
+    } else if (m->precision == WGPT_PRECISION_F16) {
+        // the same row-major (check_f16_: 8 | C)
+        GPU_OK(m, wgpt_gelu_forward_f16(m->g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
+    } else {
+        GPU_OK(m, wgpt_gelu_forward(m->g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
+    }
+    return 0;
+}
+
+// A LayerNorm's output again in the backward (wgpt_recompute ALL) from its
+// input and the statistics of the forward: where only its transposed f16
+// copy is kept, the forward's own kernel on the saved mean and rstd; else
+// the forward's LayerNorm (which writes the same statistics again) and, in
+// f16, the cast the linear after it made.
+static int layernorm_again_(wgpt_gpt2 *m, wgpt_op *op, const ln_fwd *ln, wgpt_view inp) {
+    uint32_t BT = m->B * m->T, C = m->c.channels;
+    if (ln->t16) return layernorm_f16_fwd_(m, op, ln, inp);
+    if (layernorm_fwd_(m, op, ln, inp) < 0) return -1;
+    if (m->precision == WGPT_PRECISION_F16) GPU_OK(m, wgpt_cast_f16(m->g, op, ln->in16, ln->out, (uint64_t)BT * C));
+    return 0;
+}
+
 static int build_forward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &m->fwd;
@@ -505,15 +557,7 @@ static int build_forward_(wgpt_gpt2 *m) {
         } else {
             if (linear_fwd_(m, op, A(fch, l), A(ln2, l), A(ln2_16, l), WGPT_FCW, l, P(WGPT_FCB, l), BT, C, 4 * C) < 0)
                 return -1;
-            if (f16 && m->in16_t) {
-                // the f16 copy the fcproj matmul reads, straight from the GELU, transposed in the same pass
-                GPU_OK(m, wgpt_gelu_f16_transpose(g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
-            } else if (f16) {
-                // the same row-major (check_f16_: 8 | C)
-                GPU_OK(m, wgpt_gelu_forward_f16(g, op, A(fchg16, l), A(fch, l), (uint64_t)BT * 4 * C));
-            } else {
-                GPU_OK(m, wgpt_gelu_forward(g, op, A(fch_gelu, l), A(fch, l), (uint64_t)BT * 4 * C));
-            }
+            if (gelu_fwd_(m, op, l) < 0) return -1;
         }
         if (f16 && m->in16_t)
             GPU_OK(m, wgpt_linear_f16_forward_t(g, op, A(fcproj, l), A(fchg16, l), P16(WGPT_FCPROJW, l),
@@ -527,13 +571,17 @@ static int build_forward_(wgpt_gpt2 *m) {
         ln = ln_after_(m, l);
         if (residual_layernorm_fwd_(m, op, A(res3, l), A(res2, l), A(fcproj, l), &ln) < 0) return -1;
     }
+    if (m->cls_chunked) {
+        // a training step's forward ends here: its backward runs the classifier (build_backward_)
+        if (m->precision == WGPT_PRECISION_F16) GPU_OK(m, wgpt_cast_f16(g, op, A(lnf16, 0), A(lnf, 0), (uint64_t)BT * C));
+        m->fwd_train_n = op->n;
+        return wgpt_gpt2_classifier_(m, op, 0);
+    }
     if (linear_fwd_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
-    int ce = op->n;
     GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
                                         BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
-    // f16 training: the backward's first kernel computes the loss too (build_backward_)
-    m->fwd_train_n = m->training && m->precision == WGPT_PRECISION_F16 ? ce : op->n;
+    m->fwd_train_n = op->n;
     return 0;
 }
 
@@ -541,25 +589,12 @@ static int build_backward_(wgpt_gpt2 *m) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &m->bwd;
     uint32_t B = m->B, T = m->T, C = m->c.channels, NH = m->c.num_heads, BT = B * T;
-    uint32_t V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
+    uint32_t Vp = m->c.padded_vocab_size;
     wgpt_view none = {NULL, 0, 0};
     uint32_t last = m->c.num_layers - 1;
-    // dlogits in place of the logits; the loss is the mean over B*T positions
-    // (times the loss scale, 1 in fp32)
-    // (in f16, written as f16 straight into d16, which the logits matmuls read,
-    // by the kernel that computes the losses too: the training forward stops
-    // before the cross-entropy, fwd_train_n; the loss scale stays in this op)
-    if (m->precision == WGPT_PRECISION_F16) {  // check_f16_: 8 | Vp
-        GPU_OK(m, wgpt_crossentropy_fused_f16(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(d16, 0),
-                                              A(logits, 0), A(targets, 0), BT, V, Vp, m->loss_scale / (float)BT));
-        GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
-        if (linear_bwd16_(m, op, A(dln, 0), WGPT_WTE, 0, d16_view_(m, BT, Vp), A(lnf16, 0), BT, C, Vp) < 0) return -1;
-    } else {
-        GPU_OK(m, wgpt_crossentropy_backward(g, op, A(logits, 0), A(ce_lse, 0), A(targets, 0), BT, V, Vp,
-                                             m->loss_scale / (float)BT));
-        if (linear_bwd_(m, op, A(dln, 0), WGPT_WTE, 0, none, A(logits, 0), A(lnf, 0), A(lnf16, 0), BT, C, Vp) < 0)
-            return -1;
-    }
+    // the classifier and the loss, chunk by chunk, with their gradient
+    // (times the loss scale, 1 in fp32) into d lnf and d wte
+    if (wgpt_gpt2_classifier_(m, op, 1) < 0) return -1;
     // dres accumulates the residual stream's gradient from here down
     GPU_OK(m, wgpt_layernorm_backward(g, op, A(dres, 0), D(WGPT_LNFW, 0), D(WGPT_LNFB, 0), A(dln, 0), A(res3, last),
                                       P(WGPT_LNFW, 0), A(lnf_mean, 0), A(lnf_rstd, 0), BT, C,
@@ -568,6 +603,13 @@ static int build_backward_(wgpt_gpt2 *m) {
     for (int li = (int)last; li >= 0; li--) {
         uint32_t l = (uint32_t)li;
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
+        // what the forward did not keep of this layer (wgpt_recompute), into
+        // the slices every layer shares: the GELU's output, the LayerNorms'
+        if (m->recompute >= WGPT_RECOMPUTE_GELU && gelu_fwd_(m, op, l) < 0) return -1;
+        if (m->recompute >= WGPT_RECOMPUTE_ALL) {
+            ln_fwd ln2 = ln2_(m, l), ln1 = ln1_(m, l);
+            if (layernorm_again_(m, op, &ln2, A(res2, l)) < 0 || layernorm_again_(m, op, &ln1, residual) < 0) return -1;
+        }
         // res3 = res2 + fcproj: d fcproj = dres
         if (epi_(m, WGPT_EPI_GELU_GRAD)) {
             if (mlp_bwd16_(m, op, l) < 0) return -1;
@@ -677,8 +719,9 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
 
 static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                           const wgpt_gpt2 *share, wgpt_precision precision, uint32_t shard, uint32_t nshards,
-                          char *err, size_t errlen) {
+                          wgpt_recompute recompute, char *err, size_t errlen) {
     if (wgpt_gpt2_check_shape(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
+    if (!training && wgpt_gpt2_check_logits(c, B, T, wgpt_gpu_get_info(g)->max_buffer, err, errlen)) return NULL;
     wgpt_gpt2 *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of host memory");
@@ -689,6 +732,7 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     m->B = B;
     m->T = T;
     m->training = training;
+    m->recompute = training ? recompute : WGPT_RECOMPUTE_NONE;
     m->shared = share != NULL;
     if (share) m->params = share->params, m->params16 = share->params16;
     wgpt_op_init(&m->fwd);
@@ -702,6 +746,15 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     if (m->shard_n == 0) {  // more ranks than 64-float blocks: a rank would have nothing to update
         snprintf(err, errlen, "%llu parameters cannot be split into %u optimizer shards of 64-float blocks: use "
                  "fewer ranks or a larger model", (unsigned long long)m->padded_params, nshards);
+        free(m);
+        return NULL;
+    }
+    m->cls_chunked = training;
+    m->cls_rows = training ? wgpt_gpt2_cls_rows_(m) : B * T;
+    if (!m->cls_rows) {  // (a single tensor that cannot be split)
+        snprintf(err, errlen, "64 rows of the logits (%llu bytes) exceed the device's binding limit of %llu bytes",
+                 (unsigned long long)(64ull * c->padded_vocab_size * 4),
+                 (unsigned long long)wgpt_gpu_get_info(g)->max_storage_binding);
         free(m);
         return NULL;
     }
@@ -738,8 +791,11 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     } else {
         wgpt_gpt2_layout_masters_(m, f16 && training && nshards > 1);
     }
-    if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
-        (m->training && build_backward_(m) < 0) || (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
+    int tag = wgpt_gpu_mem_tag(g, WGPT_MEM_SCRATCH);
+    int rc = (f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0;
+    wgpt_gpu_mem_tag(g, tag);
+    if (rc || build_forward_(m) < 0 || (m->training && build_backward_(m) < 0) ||
+        (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
         return NULL;
@@ -749,12 +805,12 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
 
 wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                             size_t errlen) {
-    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, 0, 1, err, errlen);
+    return create_(g, c, B, T, 1, NULL, WGPT_PRECISION_FP32, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                                       wgpt_precision precision, char *err, size_t errlen) {
-    return create_(g, c, B, T, training != 0, NULL, precision, 0, 1, err, errlen);
+    return create_(g, c, B, T, training != 0, NULL, precision, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
@@ -764,19 +820,43 @@ wgpt_gpt2 *wgpt_gpt2_create_sharded(wgpt_gpu *g, const wgpt_gpt2_config *c, uint
         snprintf(err, errlen, "optimizer shard %u of %u: the shard must be below the count (>= 1)", shard, nshards);
         return NULL;
     }
-    return create_(g, c, B, T, 1, NULL, precision, shard, nshards, err, errlen);
+    return create_(g, c, B, T, 1, NULL, precision, shard, nshards, WGPT_RECOMPUTE_NONE, err, errlen);
+}
+
+wgpt_gpt2 *wgpt_gpt2_create_opts(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
+                                 const wgpt_gpt2_opts *o, char *err, size_t errlen) {
+    uint32_t n = o->nshards ? o->nshards : 1;
+    if (o->shard >= n) {
+        snprintf(err, errlen, "optimizer shard %u of %u: the shard must be below the count (>= 1)", o->shard, n);
+        return NULL;
+    }
+    if ((unsigned)o->recompute > WGPT_RECOMPUTE_AUTO) {
+        snprintf(err, errlen, "recompute %d: none, gelu, all or auto", (int)o->recompute);
+        return NULL;
+    }
+    if (o->recompute != WGPT_RECOMPUTE_AUTO || !o->training)
+        return create_(g, c, B, T, o->training != 0, NULL, o->precision, o->shard, n,
+                       o->recompute == WGPT_RECOMPUTE_AUTO ? WGPT_RECOMPUTE_NONE : o->recompute, err, errlen);
+    // auto: the fastest that fits, trying again with less kept only where
+    // the GPU's memory ran out (WebGPU cannot say beforehand how much there is)
+    wgpt_gpt2 *m = NULL;
+    for (int r = WGPT_RECOMPUTE_NONE; !m && r <= WGPT_RECOMPUTE_ALL; r++) {
+        m = create_(g, c, B, T, 1, NULL, o->precision, o->shard, n, (wgpt_recompute)r, err, errlen);
+        if (!m && !strstr(err, "out of GPU memory")) break;
+    }
+    return m;
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                                          size_t errlen) {
-    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, 0, 1, err, errlen);
+    return create_(g, c, B, T, 0, NULL, WGPT_PRECISION_FP32, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 wgpt_gpt2 *wgpt_gpt2_create_inference(wgpt_gpt2 *train, uint32_t B, uint32_t T, char *err, size_t errlen) {
     wgpt_precision p = train->precision;
     // f16 takes rows in eights; the fp32 forward reads the same f32 parameters
     if (p == WGPT_PRECISION_F16 && ((uint64_t)B * T) % 8) p = WGPT_PRECISION_FP32;
-    return create_(train->g, &train->c, B, T, 0, train, p, 0, 1, err, errlen);
+    return create_(train->g, &train->c, B, T, 0, train, p, 0, 1, WGPT_RECOMPUTE_NONE, err, errlen);
 }
 
 void wgpt_gpt2_free(wgpt_gpt2 *m) {
@@ -1139,8 +1219,25 @@ int wgpt_gpt2_train_step(wgpt_gpt2 *m, const int *tokens, const int *targets, co
     return after_update_(m, &st, out);
 }
 
+// A training model keeps one chunk of the logits (cls_chunked): an
+// inference instance on its parameters computes them all.
+static wgpt_gpt2 *logits_model_(wgpt_gpt2 *m) {
+    char err[1024];
+    wgpt_gpt2 *inf = wgpt_gpt2_create_inference(m, m->B, m->T, err, sizeof err);
+    if (!inf) wgpt_gpt2_fail_(m, "the logits of a training model: %s", err);
+    return inf;
+}
+
 int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, float *out) {
     if (b >= m->B || t >= m->T) return wgpt_gpt2_fail_(m, "logits row (%u, %u) outside the batch (%u, %u)", b, t, m->B, m->T);
+    if (m->cls_chunked) {
+        wgpt_gpt2 *inf = logits_model_(m);
+        if (!inf) return -1;
+        int rc = wgpt_gpt2_logits(inf, tokens, b, t, out);
+        if (rc < 0) wgpt_gpt2_fail_(m, "%s", wgpt_gpt2_error(inf));
+        wgpt_gpt2_free(inf);
+        return rc;
+    }
     int *zeros = calloc((size_t)m->B * m->T, sizeof *zeros);
     if (!zeros) return wgpt_gpt2_fail_(m, "out of host memory");
     float loss;
@@ -1153,7 +1250,27 @@ int wgpt_gpt2_logits(wgpt_gpt2 *m, const int *tokens, uint32_t b, uint32_t t, fl
     return 0;
 }
 
+// A training model's: the forward of the last batch again, on an inference instance.
+static int read_logits_chunked_(wgpt_gpt2 *m, float *out) {
+    uint64_t n = (uint64_t)m->B * m->T;
+    uint32_t *ids = malloc(n * 4);
+    int *tok = malloc(n * sizeof *tok), *tgt = malloc(n * sizeof *tgt);
+    int rc = ids && tok && tgt ? 0 : wgpt_gpt2_fail_(m, "out of host memory");
+    if (rc == 0 && wgpt_buf_download(m->g, m->tokens.buf, 0, ids, n * 4) < 0) rc = wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    if (rc == 0 && wgpt_buf_download(m->g, m->targets.buf, 0, tgt, n * 4) < 0) rc = wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+    for (uint64_t i = 0; rc == 0 && i < n; i++) tok[i] = (int)ids[i];
+    wgpt_gpt2 *inf = rc == 0 ? logits_model_(m) : NULL;
+    if (rc == 0 && !inf) rc = -1;
+    float loss;
+    if (rc == 0 && (wgpt_gpt2_forward(inf, tok, tgt, &loss) < 0 || wgpt_gpt2_read_logits(inf, out) < 0))
+        rc = wgpt_gpt2_fail_(m, "%s", wgpt_gpt2_error(inf));
+    wgpt_gpt2_free(inf);
+    free(ids), free(tok), free(tgt);
+    return rc;
+}
+
 int wgpt_gpt2_read_logits(wgpt_gpt2 *m, float *out) {
+    if (m->cls_chunked) return read_logits_chunked_(m, out);
     uint64_t rows = (uint64_t)m->B * m->T, Vp = m->c.padded_vocab_size, V = m->c.vocab_size;
     float *all = malloc(rows * Vp * sizeof *all);
     if (!all) return wgpt_gpt2_fail_(m, "out of host memory");

@@ -104,6 +104,10 @@ enum {
 // WGPT_GPT2_DIM_ bits of what to change (> 0) with err saying what is too large.
 int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
                           size_t errlen);
+// The same for the (B, T, Vp) logits that an inference model holds whole (a
+// training model's classifier holds a chunk of rows: no such limit).
+int wgpt_gpt2_check_logits(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
+                           size_t errlen);
 
 // Allocates everything for batches of B sequences of T tokens (T <= maxT) and
 // prepares every op. Returns NULL with err filled (names the limit that fails).
@@ -115,6 +119,34 @@ wgpt_gpt2 *wgpt_gpt2_create(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, 
 wgpt_gpt2 *wgpt_gpt2_create_precision(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, int training,
                                       wgpt_precision precision, char *err, size_t errlen);
 wgpt_precision wgpt_gpt2_precision(const wgpt_gpt2 *m);
+
+// Activation recomputation (llm.c's -r 0/1/2) of a training model: NONE keeps
+// every layer's activations for the backward; GELU keeps no layer's GELU
+// output (f32 in fp32, its f16 copy in f16) and recomputes it from the GELU's
+// input in each layer's backward; ALL also recomputes the LayerNorms' outputs
+// (ln1, ln2 and their f16 copies) from the residual stream and the saved
+// statistics. The same kernels write the same values: the losses and
+// gradients are those of NONE bit for bit; each costs a pass over those
+// tensors a layer and saves (L - 1) of their slices. AUTO (the commands'
+// default) takes the fastest that fits: NONE, else GELU, else ALL (where
+// allocating the buffers fails); wgpt_gpt2_recompute says which.
+typedef enum wgpt_recompute {
+    WGPT_RECOMPUTE_NONE = 0, WGPT_RECOMPUTE_GELU = 1, WGPT_RECOMPUTE_ALL = 2, WGPT_RECOMPUTE_AUTO = 3
+} wgpt_recompute;
+// "none" / "gelu" / "all" / "auto"; wgpt_recompute_parse returns -1 for anything else.
+const char *wgpt_recompute_name(wgpt_recompute r);
+int wgpt_recompute_parse(const char *s, wgpt_recompute *out);
+wgpt_recompute wgpt_gpt2_recompute(const wgpt_gpt2 *m);
+
+// Everything a model is made with beyond its shape.
+typedef struct wgpt_gpt2_opts {
+    int training;               // gradients, optimizer state and the backward
+    wgpt_precision precision;
+    uint32_t shard, nshards;    // ZeRO-1 (wgpt_gpt2_create_sharded); nshards 0 is 1
+    wgpt_recompute recompute;   // training models only
+} wgpt_gpt2_opts;
+wgpt_gpt2 *wgpt_gpt2_create_opts(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T,
+                                 const wgpt_gpt2_opts *o, char *err, size_t errlen);
 // The loss scale the next backward runs with (1 in fp32).
 float wgpt_gpt2_loss_scale(const wgpt_gpt2 *m);
 // Sets it (f16 training models: a test's), a power of two in [1, 2^24]; the
@@ -152,6 +184,13 @@ typedef struct wgpt_gpt2_memory_kinds {
     int split_masters;     // a ZeRO-1 model in f16 (wgpt_gpt2_create_sharded with nshards > 1)
 } wgpt_gpt2_memory_kinds;
 void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out);
+// The GPU layer's memory tags (wgpt_gpu_mem_tag) a model's buffers count
+// under, so that a caller can split wgpt_gpu_memory's peak by them: the
+// parameters with their f16 copy and the gradients; AdamW's moments; the
+// forward's activations (kept for the backward); and scratch, the rest (the
+// logits, the backward's passing gradients, the matmuls' partials and
+// transposes, and every buffer made outside the model, untagged).
+enum { WGPT_MEM_SCRATCH = 0, WGPT_MEM_PARAMS = 1, WGPT_MEM_OPTIMIZER = 2, WGPT_MEM_ACTIVATIONS = 3 };
 
 // ZeRO-1: a training model that keeps the AdamW moments of shard `shard` of
 // `nshards` contiguous pieces of the padded parameter array (64-float
@@ -225,8 +264,9 @@ int wgpt_gpt2_accumulate(wgpt_gpt2 *m, const int *tokens, const int *targets, in
 // segment (the gradients' size in all) is made on first use.
 uint32_t wgpt_gpt2_grad_segments(const wgpt_gpt2 *m);  // L + 2; 0 without a backward
 uint64_t wgpt_gpt2_segment_floats(const wgpt_gpt2 *m, uint32_t i);
-// The forward (submitted; in f16 up to the logits: segment 0 computes the
-// loss with its gradient) and, with first, the gradients cleared.
+// The forward (submitted; up to the final LayerNorm: segment 0 runs the
+// chunked classifier, the loss and its gradient) and, with first, the
+// gradients cleared.
 int wgpt_gpt2_accumulate_begin(wgpt_gpt2 *m, const int *tokens, const int *targets, int first);
 // Records and submits segment i (in order) and starts the read of its gradients.
 int wgpt_gpt2_backward_segment(wgpt_gpt2 *m, uint32_t i);

@@ -54,7 +54,12 @@ struct wgpt_gpt2 {
     wgpt_gpt2_act fch, fch_gelu;                  // (B,T,4C)
     wgpt_gpt2_act fcproj, res3;                   // (B,T,C)
     wgpt_gpt2_act lnf, lnf_mean, lnf_rstd;        // 1 slice
-    wgpt_gpt2_act logits;                         // (B,T,Vp), dlogits in place
+    wgpt_gpt2_act logits;                         // (B,T,Vp), dlogits in place; (cls_rows,Vp) if cls_chunked
+    // Training models run the classifier and the cross-entropy in chunks of
+    // cls_rows rows (forward, loss, dlogits and the backward matmuls of one
+    // chunk, then the next): the (B,T,Vp) logits never exist whole
+    int cls_chunked;
+    uint32_t cls_rows;
     wgpt_gpt2_act losses, ce_lse, loss;           // (B,T), (B,T), (1)
     wgpt_gpt2_act status;                         // u32 flags from the kernels
     wgpt_gpt2_act mm_scratch;                     // the matmuls' split partials (linear.h)
@@ -83,6 +88,7 @@ struct wgpt_gpt2 {
     float grad_scale_c;  // 1/(k * loss scale): the last update's gradient factor (wgpt_grad_norm_set)
 
     int training;  // grads, AdamW state and the backward exist
+    wgpt_recompute recompute;  // NONE, GELU or ALL (gpt2.h)
     int shared;    // params belong to another model (an inference instance)
     wgpt_op fwd, bwd, opt;
     // the steps of fwd before its cross-entropy: a training step's forward
@@ -109,6 +115,13 @@ int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m);
 int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void wgpt_gpt2_layout_params_(wgpt_gpt2 *m);
 wgpt_view wgpt_gpt2_pview_(const wgpt_gpt2 *m, wgpt_buf *buf, int tensor, uint32_t layer);
+// Slice `layer` of tensor t of the f16 parameter copy.
+wgpt_view wgpt_gpt2_p16view_(const wgpt_gpt2 *m, int tensor, uint32_t layer);
+// The chunked classifier (gpt2_classifier.c): the rows of a chunk for the
+// model's shape and device (0: not even 64 rows of logits fit one binding),
+// and the chunks' ops appended to op, their gradient with backward.
+uint32_t wgpt_gpt2_cls_rows_(const wgpt_gpt2 *m);
+int wgpt_gpt2_classifier_(wgpt_gpt2 *m, wgpt_op *op, int backward);
 // The fp32 masters (gpt2_masters.c): 1 for the tensors that a split model
 // keeps only its shard of; the master offset of float p of the padded array
 // (p in a kept piece, or its end); the layout from the shard (after

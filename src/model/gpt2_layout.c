@@ -58,6 +58,11 @@ wgpt_view wgpt_gpt2_pview_(const wgpt_gpt2 *m, wgpt_buf *buf, int t, uint32_t la
     return (wgpt_view){buf, (p->base + (uint64_t)layer * p->stride) * 4, p->slice_floats * 4};
 }
 
+wgpt_view wgpt_gpt2_p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
+    const wgpt_gpt2_tensor *p = &m->pt[t];
+    return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
+}
+
 // Reference layout <-> padded layout (host copies).
 static void convert_(const wgpt_gpt2 *m, float *padded, float *ref, int to_padded) {
     size_t src = 0;

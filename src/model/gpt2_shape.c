@@ -57,12 +57,8 @@ int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uin
                      "the parameters (%zu floats, %llu bytes padded) exceed the largest buffer the device allows "
                      "(%llu bytes)",
                      wgpt_gpt2_num_params(c), (unsigned long long)params, (unsigned long long)max_buffer);
-    uint64_t logits = aligned_(BT * Vp) * 4;
-    if (logits > max_buffer)
-        return fail_(err, errlen, WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_V,
-                     "the logits (B x T x Vp = %u x %u x %llu floats, %llu bytes) exceed the largest buffer the "
-                     "device allows (%llu bytes)",
-                     B, T, (unsigned long long)Vp, (unsigned long long)logits, (unsigned long long)max_buffer);
+    // (the logits: a training model holds a chunk of rows, an inference
+    // model all of them, checked where it is made: wgpt_gpt2_check_logits)
     uint64_t fch = L * aligned_(BT * 4 * C) * 4;
     if (fch > max_buffer)
         return fail_(err, errlen, WGPT_GPT2_DIM_L | WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_C,
@@ -70,5 +66,16 @@ int wgpt_gpt2_check_shape(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uin
                      "bytes) exceed the largest buffer the device allows (%llu bytes)",
                      (unsigned long long)L, B, T, (unsigned long long)(4 * C), (unsigned long long)fch,
                      (unsigned long long)max_buffer);
+    return 0;
+}
+
+int wgpt_gpt2_check_logits(const wgpt_gpt2_config *c, uint32_t B, uint32_t T, uint64_t max_buffer, char *err,
+                           size_t errlen) {
+    uint64_t Vp = c->padded_vocab_size, logits = aligned_((uint64_t)B * T * Vp) * 4;
+    if (max_buffer && logits > max_buffer)
+        return fail_(err, errlen, WGPT_GPT2_DIM_B | WGPT_GPT2_DIM_T | WGPT_GPT2_DIM_V,
+                     "the logits of an inference model (B x T x Vp = %u x %u x %llu floats, %llu bytes) exceed the "
+                     "largest buffer the device allows (%llu bytes)",
+                     B, T, (unsigned long long)Vp, (unsigned long long)logits, (unsigned long long)max_buffer);
     return 0;
 }

@@ -41,28 +41,40 @@ typedef struct opt_chunk {
     uint32_t start, n;
 } opt_chunk;
 
-// Floats one binding may hold: the device's limit, rounded down to 256 bytes
-// when splitting, and never so many that a u32 index could wrap.
-static uint64_t opt_chunk_floats(wgpt_gpu *g, uint64_t total) {
+// Floats one binding may hold: the device's limit, rounded down to `align`
+// floats (a multiple of 256 bytes) when splitting, and never so many that a
+// u32 index could wrap.
+static uint64_t opt_chunk_floats(wgpt_gpu *g, uint64_t total, uint64_t align) {
     uint64_t max = wgpt_gpu_get_info(g)->max_storage_binding / 4;
     if (max > (1ull << 30)) max = 1ull << 30;
     if (total <= max) return total;
-    uint64_t c = max / OPT_ALIGN_FLOATS * OPT_ALIGN_FLOATS;
-    return c ? c : OPT_ALIGN_FLOATS;  // too small a limit: the bind fails and says why
+    uint64_t c = max / align * align;
+    return c ? c : align;  // too small a limit: the bind fails and says why
 }
 
-// Splits floats [off, off + n) into chunks; returns how many (0 if n is 0),
-// writing at most max of them to out (out may be NULL to count).
-static uint64_t opt_chunks(wgpt_gpu *g, uint64_t off, uint64_t n, opt_chunk *out, uint64_t max) {
+// Splits floats [off, off + n) into chunks of a multiple of `align` floats
+// (OPT_ALIGN_FLOATS, or the norm's WGPT_NORM_SLICE: then the norm's slices,
+// and so its partial sums, are the same however the array is split); returns
+// how many (0 if n is 0), writing at most max of them to out (out may be NULL
+// to count).
+static uint64_t opt_chunks_(wgpt_gpu *g, uint64_t off, uint64_t n, opt_chunk *out, uint64_t max, uint64_t align) {
     if (n == 0) return 0;
     uint64_t pad = off % OPT_ALIGN_FLOATS, first = off - pad, total = pad + n;
-    uint64_t per = opt_chunk_floats(g, total), count = 0;
+    uint64_t per = opt_chunk_floats(g, total, align), count = 0;
     for (uint64_t lo = 0; lo < total; lo += per, count++) {
         uint64_t hi = total - lo < per ? total : lo + per;
         uint64_t start = lo == 0 ? pad : 0;
         if (out && count < max) out[count] = (opt_chunk){first + lo, hi - lo, (uint32_t)start, (uint32_t)(hi - lo - start)};
     }
     return count;
+}
+
+static uint64_t opt_chunks(wgpt_gpu *g, uint64_t off, uint64_t n, opt_chunk *out, uint64_t max) {
+    return opt_chunks_(g, off, n, out, max, OPT_ALIGN_FLOATS);
+}
+// The norm's: whole slices a chunk (its arrays start at offset 0).
+static uint64_t norm_chunks(wgpt_gpu *g, uint64_t n, opt_chunk *out, uint64_t max) {
+    return opt_chunks_(g, 0, n, out, max, WGPT_NORM_SLICE);
 }
 
 // The binding of chunk c of a flat array that starts at base.
@@ -86,10 +98,10 @@ static uint64_t norm_parts(const opt_chunk *chunks, uint64_t nchunks) {
 }
 
 uint64_t wgpt_grad_norm_scratch_bytes(wgpt_gpu *g, uint64_t n) {
-    uint64_t nchunks = opt_chunks(g, 0, n, NULL, 0);
+    uint64_t nchunks = norm_chunks(g, n, NULL, 0);
     opt_chunk *chunks = nchunks ? malloc(nchunks * sizeof *chunks) : NULL;
     if (!chunks) return 0;
-    opt_chunks(g, 0, n, chunks, nchunks);
+    norm_chunks(g, n, chunks, nchunks);
     uint64_t parts = norm_parts(chunks, nchunks);
     free(chunks);
     return parts * 8;  // (sum of squares, non-finite count) per workgroup
@@ -99,10 +111,10 @@ int wgpt_grad_norm(wgpt_gpu *g, wgpt_op *op, wgpt_view grads, uint64_t n, wgpt_v
                    float max_norm, wgpt_grad_norm_handle *h) {
     if (n == 0 || !opt_covers(grads, n) || !opt_covers(state, WGPT_OPTIM_STATE_BYTES / 4))
         return wgpt_gpu_fail(g, "grad_norm: %s", n == 0 ? "no gradients" : "grads or state is missing or too small");
-    uint64_t nchunks = opt_chunks(g, 0, n, NULL, 0);
+    uint64_t nchunks = norm_chunks(g, n, NULL, 0);
     opt_chunk *chunks = malloc(nchunks * sizeof *chunks);
     if (!chunks) return wgpt_gpu_fail(g, "grad_norm: out of host memory for %llu chunks", (unsigned long long)nchunks);
-    opt_chunks(g, 0, n, chunks, nchunks);
+    norm_chunks(g, n, chunks, nchunks);
     uint64_t parts = norm_parts(chunks, nchunks);
     int rc = -1;
     if (parts > UINT32_MAX / 2) {

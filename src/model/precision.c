@@ -6,17 +6,8 @@
 // 8-element steps a thread of cast_f16_vec4: CAST_V8 in 08_precision.wgsl.
 #define CAST_V8 2u
 
-int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n) {
-    if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "cast_f16: a view has no buffer");
-    if (n % 2 || n > UINT32_MAX) return wgpt_gpu_fail(g, "cast_f16: n=%llu must be even and below 2^32",
-                                                      (unsigned long long)n);
-    uint64_t lim = wgpt_gpu_get_info(g)->max_storage_binding;
-    if (wgpt_view_bytes(dst16) < n * 2 || wgpt_view_bytes(src) < n * 4 || n * 4 > lim)
-        return wgpt_gpu_fail(g, "cast_f16: %llu elements need %llu bytes of dst and %llu of src in one binding each "
-                             "(have %llu and %llu; the device binds at most %llu)", (unsigned long long)n,
-                             (unsigned long long)(n * 2), (unsigned long long)(n * 4),
-                             (unsigned long long)wgpt_view_bytes(dst16), (unsigned long long)wgpt_view_bytes(src),
-                             (unsigned long long)lim);
+// One cast dispatch over n elements that fit one binding each.
+static int cast_f16_one_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n) {
     wgpt_view v[2] = {{dst16.buf, dst16.offset, n * 2}, {src.buf, src.offset, n * 4}};
     uint32_t p = (uint32_t)n;
     // GPUs take whole vec4s where the sizes and offsets allow (the CPU twin
@@ -26,6 +17,30 @@ int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint
                    ? 0
                    : -1;
     return wgpt_op_add1d(g, op, "cast_f16", v, 2, &p, sizeof p, wgpt_groups(n / 2)) ? 0 : -1;
+}
+
+int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n) {
+    if (!dst16.buf || !src.buf) return wgpt_gpu_fail(g, "cast_f16: a view has no buffer");
+    if (n % 2 || n > UINT32_MAX) return wgpt_gpu_fail(g, "cast_f16: n=%llu must be even and below 2^32",
+                                                      (unsigned long long)n);
+    if (wgpt_view_bytes(dst16) < n * 2 || wgpt_view_bytes(src) < n * 4)
+        return wgpt_gpu_fail(g, "cast_f16: %llu elements need %llu bytes of dst and %llu of src (have %llu and %llu)",
+                             (unsigned long long)n, (unsigned long long)(n * 2), (unsigned long long)(n * 4),
+                             (unsigned long long)wgpt_view_bytes(dst16), (unsigned long long)wgpt_view_bytes(src));
+    // Past one binding, chunks of a multiple of 128 elements (256 bytes of
+    // dst: every offset stays aligned); each element is cast on its own, so
+    // the halves are the same however it splits.
+    uint64_t lim = wgpt_gpu_get_info(g)->max_storage_binding / 4 / 128 * 128;
+    if (n * 4 > wgpt_gpu_get_info(g)->max_storage_binding && !lim)
+        return wgpt_gpu_fail(g, "cast_f16: 128 elements exceed the device's binding limit of %llu bytes",
+                             (unsigned long long)wgpt_gpu_get_info(g)->max_storage_binding);
+    uint64_t chunk = n * 4 <= wgpt_gpu_get_info(g)->max_storage_binding ? n : lim;
+    for (uint64_t i = 0; i < n; i += chunk) {
+        uint64_t k = n - i < chunk ? n - i : chunk;
+        wgpt_view d = {dst16.buf, dst16.offset + i * 2, k * 2}, s = {src.buf, src.offset + i * 4, k * 4};
+        if (cast_f16_one_(g, op, d, s, k) < 0) return -1;
+    }
+    return 0;
 }
 
 // TR of 08_precision.wgsl: the halves a side of transpose_f16's tile.

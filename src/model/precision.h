@@ -8,8 +8,9 @@
 #include "model/op.h"
 
 // dst16 (n halves, 2 bytes each) = f16(src (n floats)), round to nearest even,
-// +-inf past f16's range. n even; each tensor in one binding. Returns 0, or -1
-// with the message in wgpt_gpu_error(g).
+// +-inf past f16's range. n even; tensors past the device's binding limit are
+// cast in chunks (their views' offsets multiples of 256 bytes then). Returns
+// 0, or -1 with the message in wgpt_gpu_error(g).
 int wgpt_cast_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n);
 
 // dst16 (cols x rows halves) = src16 (rows x cols halves) transposed, bit for

@@ -141,12 +141,12 @@ static int open_model_(run_ *r) {
             wgpt_run_fail_(r, "%s on '%s': change %s", err, wgpt_gpu_get_info(r->g)->name, opts);
         return 2;
     }
-    wgpt_precision precision = o->precision;
+    wgpt_recompute recompute = WGPT_RECOMPUTE_AUTO;
+    wgpt_recompute_parse(o->recompute, &recompute);  // checked by wgpt_train_check
     // Several ranks: each keeps the AdamW moments of its 1/N of the parameters (ZeRO-1).
-    r->model = r->nranks > 1
-                   ? wgpt_gpt2_create_sharded(r->g, &r->cfg, o->batch, o->seq, precision, (uint32_t)r->rank,
-                                              (uint32_t)r->nranks, err, sizeof err)
-                   : wgpt_gpt2_create_precision(r->g, &r->cfg, o->batch, o->seq, 1, precision, err, sizeof err);
+    const wgpt_gpt2_opts mo = {.training = 1, .precision = o->precision, .shard = (uint32_t)r->rank,
+                               .nshards = (uint32_t)r->nranks, .recompute = recompute};
+    r->model = wgpt_gpt2_create_opts(r->g, &r->cfg, o->batch, o->seq, &mo, err, sizeof err);
     if (!r->model && strstr(err, "out of GPU memory")) {  // WebGPU cannot say how much memory there is beforehand
         wgpt_run_fail_(r, "%s on '%s': the model does not fit: change --batch, --seq%s", err,
                        wgpt_gpu_get_info(r->g)->name,

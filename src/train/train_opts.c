@@ -16,6 +16,7 @@ void wgpt_train_defaults(wgpt_train_opts *o) {
     o->out_dir = "runs/demo";
     o->tokenizer = NULL;  // what the shards record
     o->precision = WGPT_PRECISION_AUTO;
+    o->recompute = "auto";
     o->bpe_dir = "third_party/gpt2-bpe";
     o->layers = 4;
     o->heads = 4;
@@ -139,6 +140,9 @@ int wgpt_train_check(const wgpt_train_opts *o, char *err, size_t errlen) {
     if (!o->out_dir || !*o->out_dir) return wgpt_errf(err, errlen, "--out: no output folder given");
     if (o->precision != WGPT_PRECISION_FP32 && o->precision != WGPT_PRECISION_F16 && o->precision != WGPT_PRECISION_AUTO)
         return wgpt_errf(err, errlen, "precision %d: not a wgpt_precision", (int)o->precision);
+    wgpt_recompute recompute;
+    if (!o->recompute || wgpt_recompute_parse(o->recompute, &recompute) < 0)
+        return wgpt_errf(err, errlen, "--recompute '%s': unknown (auto, none, gelu or all)", o->recompute ? o->recompute : "");
     if (o->tokenizer && !wgpt_tokenizer_known(o->tokenizer))
         return wgpt_errf(err, errlen, "--tokenizer '%s': unknown (gpt2 or bytes)", o->tokenizer);
     if (o->tokenizer && strcmp(o->tokenizer, "gpt2") == 0 && (!o->bpe_dir || !*o->bpe_dir))

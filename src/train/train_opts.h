@@ -26,6 +26,7 @@ typedef struct wgpt_train_opts {
     const char *tokenizer;  // "gpt2" or "bytes"; NULL: the one the shards record (bytes if they record none)
     const char *bpe_dir;    // encoder.json and vocab.bpe for "gpt2"
     wgpt_precision precision;  // what the matmuls multiply (model/gpt2.h; the CLI parses --precision)
+    const char *recompute;  // "auto", "none", "gelu" or "all": activations recomputed in the backward (model/gpt2.h)
     const char *init_from;  // NULL: random init; else a model file (model_file.h) whose weights and sizes
                             // a fresh run starts from (fresh optimizer and schedule; layers/heads/channels unused)
     uint32_t layers, heads, channels;
