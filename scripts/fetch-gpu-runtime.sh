@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=third_party/gpu-runtime
 mkdir -p "$dir"
-pkgs="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 libcmocka0 libcjson1 libpcre2-8-0 libssl3"
+pkgs="libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 libcmocka0 libcjson1 libpcre2-8-0 libssl3 libmicrohttpd12"
 missing=()
 for p in $pkgs; do ls "$dir/${p}_"*.deb >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

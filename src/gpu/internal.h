@@ -5,6 +5,7 @@
 #include "dawn_api.h"
 #include "gpu.h"
 #include "kernel_source.h"
+#include "pipeline_cache.h"
 
 struct wgpt_kernel {
     wgpt_gpu *gpu;
@@ -49,6 +50,7 @@ struct wgpt_gpu {
     volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
     uint64_t mem_live, mem_peak;       // bytes of storage buffers (wgpt_gpu_memory)
     struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
+    wgpt_pcache *pcache;               // Dawn's blob cache on disk (options.cache_dir), or NULL
 
     // kernel files: the shared preamble, then every other file split at markers
     char *shared_label, *shared_text;
