@@ -11,12 +11,14 @@ DAWN_DIR = third_party/dawn
 # Dawn is not linked: src/gpu/dawn_loader.c loads $(DAWN_DIR)/dawn.node (found
 # relative to the executable) at run time. The addon's napi_* imports are bound
 # to do-nothing functions every executable exports (src/gpu/napi_imports.c); libcrypto hashes the file against its pin.
-LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm $(MPI_LIBS)
+LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lmicrohttpd -lpthread -lz -lm $(MPI_LIBS)
 DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 
 LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) \
           $(wildcard src/util/*.c)
 LIB_SRC += $(wildcard src/weights/*.c)
+# `wgpt serve` (libmicrohttpd).
+LIB_SRC += $(wildcard src/serve/*.c)
 # The communication layer (src/dist/comm.h): Open MPI where mpicc is found
 # (WGPT_MPI=1), else one process (WGPT_MPI=0: make BUILD=build-nompi WGPT_MPI=0 all).
 WGPT_MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
