@@ -738,8 +738,11 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     } else {
         wgpt_gpt2_layout_masters_(m, f16 && training && nshards > 1);
     }
-    if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 || build_forward_(m) < 0 ||
-        (m->training && build_backward_(m) < 0) || (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
+    // A forward-only model prepares its forward (and compiles its kernels) at
+    // its first forward: a command that decodes with the KV cache
+    // (model/gpt2_decode.h) never runs it. Training builds the backward on it.
+    if ((f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0 ||
+        (m->training && build_forward_(m) < 0) || (m->training && build_backward_(m) < 0) || (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
         return NULL;
@@ -841,6 +844,7 @@ static int read_loss_(wgpt_gpt2 *m, float *loss) {
 }
 
 int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss) {
+    if (m->fwd.n == 0 && build_forward_(m) < 0) return -1;  // (forward-only models: see create_)
     if (upload_batch_(m, tokens, targets) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
     return read_loss_(m, loss);
