@@ -5,7 +5,8 @@
 // The checkpoint: 2 layers, 2 heads, C = 32, context 64, the bytes
 // vocabulary (256), weights uniform with std 0.1 (large enough that the top
 // two logits are seldom closer than what f32 sums in another order than
-// PyTorch's move them, ~1e-6).
+// PyTorch's move them, ~1e-6), wpe std 0.6 so that the text does not loop
+// on one token (at least 8 distinct ones are required).
 #include "test_util.h"
 
 #include "model/gpt2.h"
@@ -44,7 +45,10 @@ static void test_greedy_matches_torch(void **state) {
     for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
         int lnw = t == 2 || t == 8 || t == 14, lnb = t == 3 || t == 9 || t == 15;
         for (size_t i = 0; i < sizes[t]; i++)
-            ck.params[off + i] = lnw ? 1 + tu_randf(-0.1f, 0.1f) : lnb ? tu_randf(-0.05f, 0.05f) : tu_randf(-0.17f, 0.17f);
+            ck.params[off + i] = lnw ? 1 + tu_randf(-0.1f, 0.1f)
+                                 : lnb ? tu_randf(-0.05f, 0.05f)
+                                 : t == 1 ? tu_randf(-1, 1)  // wpe: each position moves the logits, no loop on one token
+                                          : tu_randf(-0.17f, 0.17f);
         off += sizes[t];
     }
     char path[800], hf[800], err[1024];
@@ -94,7 +98,14 @@ static void test_greedy_matches_torch(void **state) {
         if (want != got[i]) fail_msg("token %d: wgpt %d, PyTorch %ld (PyTorch: %s)", i, got[i], want, line);
         p = end;
     }
-    printf("greedy: the first %d tokens of wgpt (KV cache) and PyTorch agree\n", N);
+    int distinct = 0;  // a model stuck on one token would prove little
+    for (int i = 0; i < N; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= got[j] == got[i];
+        distinct += !seen;
+    }
+    assert_true(distinct >= 8);
+    printf("greedy: the first %d tokens of wgpt (KV cache) and PyTorch agree: %s", N, line);
 }
 
 int main(void) {
