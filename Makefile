@@ -86,7 +86,7 @@ sanitize:
 
 # The programs that need no GPU, under valgrind's memcheck (WGPT_TEST_QUICK
 # skips the speed measurements, which valgrind slows 50x).
-VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source ref shard loader checkpoint tokenizer train_host weights serve_host)
+VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source ref shard loader checkpoint tokenizer train_host weights generate_host serve_host)
 valgrind: all
 	@WGPT_TEST_QUICK=1 TEST_LABEL=valgrind \
 	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \

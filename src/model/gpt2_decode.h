@@ -16,7 +16,15 @@ typedef struct wgpt_decoder wgpt_decoder;
 // the model's max_seq_len positions per slot) with max_slots slots. Returns
 // NULL with err (too little device memory: say how much it wanted).
 wgpt_decoder *wgpt_decoder_create(wgpt_gpt2 *model, uint32_t max_slots, char *err, size_t errlen);
+// The reference decoder: the same API with no cache; every prefill and step
+// runs the model's full forward over the slot's whole context (batch row 0
+// of a model of any B; the context is min(T, max_seq_len)) and reads the logits
+// of its last position. Slow (the cost grows with the context); the tests
+// compare the KV cache against it.
+wgpt_decoder *wgpt_decoder_create_recompute(wgpt_gpt2 *model, uint32_t max_slots, char *err, size_t errlen);
 void wgpt_decoder_free(wgpt_decoder *d);
+// Bytes of GPU memory the decoder holds (its caches and activations; 0 for the reference).
+uint64_t wgpt_decoder_memory(const wgpt_decoder *d);
 
 uint32_t wgpt_decoder_max_slots(const wgpt_decoder *d);
 uint32_t wgpt_decoder_context(const wgpt_decoder *d);   // positions a slot can hold (max_seq_len)
