@@ -25,6 +25,7 @@ wgpt_serve_job *wgpt_serve_job_new(wgpt_completion_req *req, const wgpt_tokenize
     if (j->req.seed_given) seed = j->req.seed;
     for (uint32_t c = 0; c < j->req.n; c++) {
         wgpt_sampler_init(&j->choice[c].sampler, j->req.temperature, j->req.top_k, seed + c);
+        wgpt_sampler_set_top_p(&j->choice[c].sampler, j->req.top_p);
         j->choice[c].slot = -1;
     }
     j->refs = 1;
