@@ -239,7 +239,10 @@ def run_checks(prompts, want):
 
 
 def sigterm(server):
-    # a streamed request in flight when SIGTERM comes: it finishes; the process exits 0
+    # requests in flight when SIGTERM comes (a plain one, a stream): they finish; the process exits 0
+    res = {}
+    t = threading.Thread(target=lambda: res.update(r=post({"prompt": "b", "max_tokens": 100, "temperature": 0})))
+    t.start()
     c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
     c.request("POST", "/v1/completions", body=json.dumps({"prompt": "a", "max_tokens": 40, "temperature": 0,
                                                           "stream": True}))
@@ -251,6 +254,9 @@ def sigterm(server):
     last = json.loads(ev[-2]) if len(ev) >= 2 else {}
     check(ev[-1] == "[DONE]" and last.get("choices", [{}])[0].get("finish_reason") == "length",
           "a stream in flight at SIGTERM finishes (%d events)" % len(ev))
+    t.join(60)
+    st, r = res.get("r", (0, None))
+    check(st == 200 and r["usage"]["completion_tokens"] == 100, "a request in flight at SIGTERM finishes: %d" % st)
     try:
         code = server.wait(60)
     except subprocess.TimeoutExpired:

@@ -23,8 +23,9 @@ struct wgpt_http {
     const wgpt_tokenizer *tok;
     uint16_t port;
     long long started;
-    pthread_mutex_t mu;  // the id counter
+    pthread_mutex_t mu;  // the id counter and the count of requests in flight
     unsigned long long next_id;
+    int inflight;        // requests whose headers came and whose response is not all sent
 };
 
 typedef struct {
@@ -238,6 +239,9 @@ static enum MHD_Result on_request_(void *cls, struct MHD_Connection *c, const ch
     if (!cc) {  // the headers: refuse a body announced too large before it comes
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *ctx = cc;
+        pthread_mutex_lock(&h->mu);
+        h->inflight++;
+        pthread_mutex_unlock(&h->mu);
         const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (len && strtoull(len, NULL, 10) > h->o.max_body) {
             cc->too_big = 1;
@@ -261,9 +265,13 @@ static enum MHD_Result on_request_(void *cls, struct MHD_Connection *c, const ch
 }
 
 static void on_done_(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_RequestTerminationCode why) {
-    (void)cls, (void)c, (void)why;
+    (void)c, (void)why;
+    wgpt_http *h = cls;
     conn_ *cc = *ctx;
     if (!cc) return;
+    pthread_mutex_lock(&h->mu);
+    h->inflight--;
+    pthread_mutex_unlock(&h->mu);
     wgpt_sbuf_free(&cc->body);
     free(cc);
     *ctx = NULL;
@@ -308,6 +316,13 @@ wgpt_http *wgpt_http_start(const wgpt_http_opts *o, wgpt_batcher *b, const wgpt_
 }
 
 uint16_t wgpt_http_port(const wgpt_http *h) { return h->port; }
+
+int wgpt_http_inflight(wgpt_http *h) {
+    pthread_mutex_lock(&h->mu);
+    int n = h->inflight;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
 
 void wgpt_http_quiesce(wgpt_http *h) {
     MHD_socket s = MHD_quiesce_daemon(h->d);

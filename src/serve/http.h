@@ -29,6 +29,8 @@ wgpt_http *wgpt_http_start(const wgpt_http_opts *o, wgpt_batcher *b, const wgpt_
 uint16_t wgpt_http_port(const wgpt_http *h);
 // Stops accepting connections; those open go on.
 void wgpt_http_quiesce(wgpt_http *h);
+// Requests begun whose response is not yet all sent.
+int wgpt_http_inflight(wgpt_http *h);
 // Closes every connection and waits for their threads (the batcher must have
 // finished or cancelled their jobs first: wgpt_batcher_stop), then frees h.
 void wgpt_http_stop(wgpt_http *h);

@@ -11,6 +11,8 @@
 #include "serve/batcher.h"
 #include "serve/http.h"
 
+#define SHUTDOWN_GRACE_S 10.0
+
 static void say_(const wgpt_serve_opts *o, const char *line) {
     if (o->say) o->say(o->say_user, line);
 }
@@ -57,6 +59,10 @@ int wgpt_serve_run(const wgpt_serve_opts *o, wgpt_gpt2 *model, const wgpt_tokeni
         nap_();
     }
     wgpt_batcher_stop(b, cancelled);
+    // Let the connections send what their finished jobs hold (a client that
+    // does not read it gets SHUTDOWN_GRACE_S seconds), then close them all.
+    double grace = SHUTDOWN_GRACE_S;
+    while (wgpt_http_inflight(h) > 0 && grace > 0 && !*o->stop_now) nap_(), grace -= 0.05;
     wgpt_http_stop(h);
     wgpt_batcher_free(b);
     wgpt_decoder_free(d);
