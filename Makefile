@@ -178,7 +178,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -g -O1 $(FUZZ_SAN) \
 	-Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections -fdata-sections
-FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safetensors
+FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safetensors serve_request
 # The host sources each target links. --gc-sections drops what the fuzzed code
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
@@ -189,6 +189,7 @@ FUZZ_SRC_options = src/cli/options.c
 FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c src/util/err.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
 FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/model/gpt2_layout.c src/util/err.c
+FUZZ_SRC_serve_request = src/serve/request.c src/serve/text.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))
