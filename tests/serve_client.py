@@ -161,6 +161,21 @@ def run_checks(prompts, want):
           and all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1]),
           "streamed (curl): %d events, text equals `wgpt sample`'s" % len(ev))
 
+    # a stream of two choices (Python's http.client): each one's chunks make its text
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=60)
+    c.request("POST", "/v1/completions", body=json.dumps({"prompt": p, "max_tokens": 12, "temperature": 0,
+                                                          "stream": True, "n": 2}))
+    r = c.getresponse()
+    ev = sse_events(r.read().decode("utf-8"))
+    c.close()
+    texts, ends = ["", ""], [None, None]
+    for e in ev[:-1]:
+        ch = json.loads(e)["choices"][0]
+        texts[ch["index"]] += ch["text"]
+        ends[ch["index"]] = ch["finish_reason"] or ends[ch["index"]]
+    check(r.status == 200 and r.getheader("Content-Type") == "text/event-stream" and ev[-1] == "[DONE]"
+          and texts == [as_json_text(raw)] * 2 and ends == ["length"] * 2, "streamed n=2 (http.client)")
+
     # 4 at once: each equals its own greedy text (batching changes nothing)
     res = {}
 
