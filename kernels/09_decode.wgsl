@@ -153,12 +153,14 @@ fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let lane = tid % MV_LANES;
     let o = wid.x * MV_OUTS + ol;
     let k4 = p.k / 4u;
+    let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
     var acc: array<f32, MV_ROWS_MAX>;
     if (o < p.n) {
         for (var i = lane; i < k4; i += MV_LANES) {
             let wv = w[o * k4 + i];
             for (var r = 0u; r < MV_ROWS; r++) {
-                acc[r] += dot(wv, inp[min(r0 + r, nrows - 1u) * k4 + i]);
+                if (r >= nr) { break; }
+                acc[r] += dot(wv, inp[(r0 + r) * k4 + i]);
             }
         }
     }
@@ -211,13 +213,15 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let lane = tid % MV_LANES;
     let o = wid.x * MV_OUTS + ol;
     let k4 = p.k / 4u;
+    let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
     var acc: array<f32, MV_ROWS_MAX>;
     if (o < p.n) {
         for (var i = lane; i < k4; i += MV_LANES) {
             let w2 = w[o * k4 + i];
             let wv = vec4<f32>(unpack2x16float(w2.x), unpack2x16float(w2.y));
             for (var r = 0u; r < MV_ROWS; r++) {
-                acc[r] += dot(wv, round16(inp[min(r0 + r, nrows - 1u) * k4 + i]));
+                if (r >= nr) { break; }
+                acc[r] += dot(wv, round16(inp[(r0 + r) * k4 + i]));
             }
         }
     }
