@@ -20,8 +20,9 @@
 # 4. with --generate (alone: no step, no micro): `wgpt bench --generate` in fp32 and f16
 #    beside bench/hf_generate.py (transformers' generate where it is installed, else a
 #    plain-PyTorch KV-cache loop: its output says which) in fp32 and f16 at batch 1 and 8:
-#    decode tokens/s and wgpt over the peer. --gen-args goes to both (e.g. "--prompt 128
-#    --tokens 128"; the model options come from --model).
+#    decode tokens/s and wgpt over the peer. --gen-args goes to the peer (e.g. "--prompt 128
+#    --tokens 128 --runs 3"), its --prompt and --tokens to wgpt too; the model options
+#    come from --model.
 # --model passes the same model options to both (e.g. "--layers 2 --channels 128
 # --heads 4 --vocab 1000 --seq 64" for a quick try); --micro-args goes to
 # `wgpt bench --micro` (e.g. "--micro-scale 0.5"). Without python3, torch or a CUDA
@@ -113,8 +114,9 @@ status=0
 if [ $do_generate = 1 ]; then
   echo
   echo "== generation: $wgpt bench --generate and bench/hf_generate.py (decode tokens/s)"
-  # the peer's options: --prompt/--tokens as wgpt's --gen-prompt/--gen-tokens
-  wgen=$(echo "$gen_args" | sed 's/--prompt/--gen-prompt/; s/--tokens/--gen-tokens/')
+  # wgpt takes the peer's --prompt N and --tokens N as --gen-prompt N, --gen-tokens N (the rest is the peer's)
+  wgen=$(echo "$gen_args" | awk '{for (i = 1; i < NF; i++) if ($i == "--prompt" || $i == "--tokens")
+                                     printf "--gen-%s %s ", substr($i, 3), $(i + 1)}')
   grows="$out/gen_rows.txt"
   : >"$grows"
   for prec in fp32 f16; do
