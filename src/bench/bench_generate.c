@@ -59,6 +59,7 @@ static int bench_(wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t
     }
     printf("decoder: %u slots of %u positions, %.1f MiB of caches and rows\n", maxb, wgpt_decoder_context(d),
            wgpt_decoder_memory(d) / 1048576.0);
+    fflush(stdout);  // a slow device (lavapipe) shows how far it got
     float *logits = malloc((size_t)maxb * wgpt_decoder_vocab(d) * sizeof *logits);
     int rc = logits ? 0 : -1;
     if (!logits) fprintf(stderr, "wgpt bench: out of host memory\n");
@@ -138,6 +139,7 @@ int wgpt_bench_generate_run(const wgpt_bench_generate_opts *o) {
         printf("batch %u: prefill %.0f tokens/s (%.2f ms for %u x %u); decode %.0f tokens/s (%.3f ms a step of "
                "%u tokens, %u steps)\n", batches[i], ptoks / res[i].prefill_s, 1e3 * res[i].prefill_s, batches[i],
                o->prompt, dtoks / res[i].decode_s, 1e3 * res[i].decode_s / res[i].steps, batches[i], res[i].steps);
+        fflush(stdout);
     }
     if (o->recompute) {
         if (bench_recompute_(m, o, prompt, &ref) < 0) goto done;
