@@ -5,6 +5,7 @@
 #                    [--batch 4] [--steps 10] [--python python3]
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
 #                    [--compile] [--no-step] [--no-micro] [--profile]
+#                    [--generate] [--gen-args "ARGS"]
 # 1. `wgpt bench` (GPT-2 124M, batch 4 x 1024; the median step, both sides) in fp32 and f16 and bench/pytorch_gpt2.py
 #    in its three modes (fp32 TF32 off, fp32 TF32 on, bf16 autocast): a table of
 #    tokens/s, ms/step, TFLOP/s, MFU against the peak of each row's arithmetic (the
@@ -16,6 +17,12 @@
 # 3. with --profile: where the step's GPU time goes, wgpt f16 (`wgpt bench --profile`)
 #    beside PyTorch bf16 (pytorch_gpt2.py --profile, torch.profiler): the matmuls, the
 #    attention and the rest, summed from each kernel's GPU time.
+# 4. with --generate (alone: no step, no micro): `wgpt bench --generate` in fp32 and f16
+#    beside bench/hf_generate.py (transformers' generate where it is installed, else a
+#    plain-PyTorch KV-cache loop: its output says which) in fp32 and f16 at batch 1 and 8:
+#    decode tokens/s and wgpt over the peer. --gen-args goes to the peer (e.g. "--prompt 128
+#    --tokens 128 --runs 3"), its --prompt and --tokens to wgpt too; the model options
+#    come from --model.
 # --model passes the same model options to both (e.g. "--layers 2 --channels 128
 # --heads 4 --vocab 1000 --seq 64" for a quick try); --micro-args goes to
 # `wgpt bench --micro` (e.g. "--micro-scale 0.5"). Without python3, torch or a CUDA
@@ -25,7 +32,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 peak=67 tf32_peak=494.7 f16_peak=989.4 batch=4 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args="" compile=""
-do_step=1 do_micro=1 do_profile=0
+do_step=1 do_micro=1 do_profile=0 do_generate=0 gen_args=""
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
@@ -44,6 +51,8 @@ while [ $# -gt 0 ]; do
     --no-step) do_step=0; shift ;;
     --no-micro) do_micro=0; shift ;;
     --profile) do_profile=1; shift ;;
+    --generate) do_generate=1; do_step=0; do_micro=0; shift ;;
+    --gen-args) need "$@"; gen_args=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -101,6 +110,49 @@ run() {
 }
 
 status=0
+# --- 4. generation (--generate) -------------------------------------------------------------
+if [ $do_generate = 1 ]; then
+  echo
+  echo "== generation: $wgpt bench --generate and bench/hf_generate.py (decode tokens/s)"
+  # wgpt takes the peer's --prompt N and --tokens N as --gen-prompt N, --gen-tokens N (the rest is the peer's)
+  wgen=$(echo "$gen_args" | awk '{for (i = 1; i < NF; i++) if ($i == "--prompt" || $i == "--tokens")
+                                     printf "--gen-%s %s ", substr($i, 3), $(i + 1)}')
+  grows="$out/gen_rows.txt"
+  : >"$grows"
+  for prec in fp32 f16; do
+    # shellcheck disable=SC2086
+    run "$out/wgpt_generate_$prec.txt" "$wgpt" bench --generate --precision "$prec" $model $wgen || status=1
+    grep -E '^(adapter|model|batch)' "$out/wgpt_generate_$prec.txt" | sed 's/^/  /'
+    awk -v p="$prec" '/^batch 1:/ {b1 = $13} /^batch 8:/ {b8 = $13}
+         END {print "wgpt_" p, (b1 != "" ? b1 : "-"), (b8 != "" ? b8 : "-")}' "$out/wgpt_generate_$prec.txt" >>"$grows"
+    if [ -z "$torch_why" ]; then
+      for b in 1 8; do
+        # shellcheck disable=SC2086
+        run "$out/peer_generate_${prec}_b$b.txt" "$py" bench/hf_generate.py --dtype "$prec" --batch "$b" $model $gen_args
+        grep -E '^(torch|result)' "$out/peer_generate_${prec}_b$b.txt" | sed 's/^/  /'
+      done
+      awk -v p="$prec" 'FNR == 1 {f++} /^result:/ {v[f] = $3}
+           END {print "peer_" p, (v[1] != "" ? v[1] : "-"), (v[2] != "" ? v[2] : "-")}' \
+        "$out/peer_generate_${prec}_b1.txt" "$out/peer_generate_${prec}_b8.txt" >>"$grows"
+    fi
+  done
+  echo
+  awk '{r[$1] = $0; b1[$1] = $2; b8[$1] = $3}
+       END {
+         printf "%-12s %14s %14s\n", "decode", "batch 1 tok/s", "batch 8 tok/s"
+         for (i = 1; i <= 4; i++) {
+           k = (i <= 2 ? "wgpt_" : "peer_") (i % 2 ? "fp32" : "f16")
+           if (k in r) printf "%-12s %14s %14s\n", k, b1[k], b8[k]
+         }
+         for (i = 1; i <= 2; i++) {
+           p = (i == 1 ? "fp32" : "f16")
+           if (("peer_" p) in r && b1["peer_" p] > 0 && b1["wgpt_" p] > 0)
+             printf "wgpt/peer %s: %.2fx at batch 1, %s at batch 8\n", p, b1["wgpt_" p] / b1["peer_" p],
+                    (b8["peer_" p] > 0 && b8["wgpt_" p] > 0 ? sprintf("%.2fx", b8["wgpt_" p] / b8["peer_" p]) : "-")
+         }
+       }' "$grows"
+fi
+
 # --- 1. the training step -------------------------------------------------------------
 if [ $do_step = 1 ]; then
   echo

@@ -15,20 +15,30 @@
 //   *_r1               the same compiled for one row
 // Shapes: k a multiple of 4; views on 16-byte boundaries. Every kernel takes
 // its rows as a count (MatvecParams.rows, capped by rows_meta[0] when flag
-// bit 1 is set). See docs/kernels/09_decode.md.
+// bit 1 is set). A weight larger than one binding (wte in fp32 on lavapipe)
+// is taken in pieces of rows, a dispatch each: decode_embed's [v0, v0 + nv),
+// decode_matvec's output columns [o0, o0 + n). See docs/kernels/09_decode.md.
 
 struct RowParams {
     rows: u32,  // R: rows of the activations bound
     c: u32,     // C: floats a row (the channels)
     t: u32,     // T: positions a slot of the caches holds
     v: u32,     // V: vocabulary (decode_embed refuses nothing: the host checks ids)
+    v0: u32,    // decode_embed: wte holds rows [v0, v0 + nv) (a binding's worth);
+    nv: u32,    // rows of other tokens are left to another dispatch
+    pad0: u32,
+    pad1: u32,
 }
 
 struct MatvecParams {
     rows: u32,   // rows of inp and out bound
     k: u32,      // inner size (floats a row of inp and of w)
-    n: u32,      // outputs a row (rows of w)
+    n: u32,      // outputs a row in this dispatch (rows of w bound)
     flag: u32,   // bit 0: add bias (n); bit 1: only min(rows, rows_meta[0]) rows
+    ldo: u32,    // floats from one row of out to the next (the whole output's n)
+    o0: u32,     // this dispatch's first output column (w and bias are bound from it)
+    pad0: u32,
+    pad1: u32,
 }
 
 // decode_matvec: a workgroup takes MV_OUTS outputs of MV_ROWS rows; MV_LANES
@@ -42,7 +52,7 @@ override MV_ROWS: u32 = 8u;  // rows a workgroup: 8, or 1 for the _r1 variants
 
 // --- KERNEL: decode_embed ---
 @group(0) @binding(0) var<storage, read_write> x: array<f32>;     // (R, C)
-@group(0) @binding(1) var<storage, read> wte: array<f32>;         // (Vp, C)
+@group(0) @binding(1) var<storage, read> wte: array<f32>;         // (nv, C): rows v0.. of wte
 @group(0) @binding(2) var<storage, read> wpe: array<f32>;         // (maxT, C)
 @group(0) @binding(3) var<storage, read> rows_meta: array<u32>;
 @group(0) @binding(4) var<uniform> p: RowParams;
@@ -54,12 +64,13 @@ fn decode_embed(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
     let r = i / p.c;
     let ch = i - r * p.c;
     if (r >= rows_meta[0]) {
-        x[i] = 0.0;
+        if (p.v0 == 0u) { x[i] = 0.0; }
         return;
     }
     let tok = min(rows_meta[4u + 4u * r], p.v - 1u);
+    if (tok < p.v0 || tok - p.v0 >= p.nv) { return; }
     let pos = min(rows_meta[4u + 4u * r + 2u], p.t - 1u);
-    x[i] = wte[tok * p.c + ch] + wpe[pos * p.c + ch];
+    x[i] = wte[(tok - p.v0) * p.c + ch] + wpe[pos * p.c + ch];
 }
 
 // --- KERNEL: decode_take_row ---
@@ -119,7 +130,7 @@ fn decode_kv_write_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
 @group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;   // (rows, k / 4)
 @group(0) @binding(1) var<storage, read> w: array<vec4<f32>>;     // (n, k / 4)
 @group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n); a stand-in without bit 0
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (rows, n)
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (rows, ldo): columns [o0, o0 + n)
 @group(0) @binding(4) var<storage, read> rows_meta: array<u32>;
 @group(0) @binding(5) var<uniform> p: MatvecParams;
 
@@ -142,12 +153,14 @@ fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let lane = tid % MV_LANES;
     let o = wid.x * MV_OUTS + ol;
     let k4 = p.k / 4u;
+    let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
     var acc: array<f32, MV_ROWS_MAX>;
     if (o < p.n) {
         for (var i = lane; i < k4; i += MV_LANES) {
             let wv = w[o * k4 + i];
             for (var r = 0u; r < MV_ROWS; r++) {
-                acc[r] += dot(wv, inp[min(r0 + r, nrows - 1u) * k4 + i]);
+                if (r >= nr) { break; }
+                acc[r] += dot(wv, inp[(r0 + r) * k4 + i]);
             }
         }
     }
@@ -161,7 +174,7 @@ fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
             var s = 0.0;
             for (var l = 0u; l < MV_LANES; l++) { s += mv_part[(ol2 * MV_ROWS + r) * MV_LANES + l]; }
             if ((p.flag & 1u) != 0u) { s += bias[o2]; }
-            out[(r0 + r) * p.n + o2] = s;
+            out[(r0 + r) * p.ldo + p.o0 + o2] = s;
         }
     }
 }
@@ -172,7 +185,7 @@ fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
 @group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;   // (rows, k / 4)
 @group(0) @binding(1) var<storage, read> w: array<vec2<u32>>;     // (n, k / 4): 4 halves each
 @group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n); a stand-in without bit 0
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (rows, n)
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (rows, ldo): columns [o0, o0 + n)
 @group(0) @binding(4) var<storage, read> rows_meta: array<u32>;
 @group(0) @binding(5) var<uniform> p: MatvecParams;
 
@@ -200,13 +213,15 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let lane = tid % MV_LANES;
     let o = wid.x * MV_OUTS + ol;
     let k4 = p.k / 4u;
+    let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
     var acc: array<f32, MV_ROWS_MAX>;
     if (o < p.n) {
         for (var i = lane; i < k4; i += MV_LANES) {
             let w2 = w[o * k4 + i];
             let wv = vec4<f32>(unpack2x16float(w2.x), unpack2x16float(w2.y));
             for (var r = 0u; r < MV_ROWS; r++) {
-                acc[r] += dot(wv, round16(inp[min(r0 + r, nrows - 1u) * k4 + i]));
+                if (r >= nr) { break; }
+                acc[r] += dot(wv, round16(inp[(r0 + r) * k4 + i]));
             }
         }
     }
@@ -220,7 +235,7 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             var s = 0.0;
             for (var l = 0u; l < MV_LANES; l++) { s += mv_part[(ol2 * MV_ROWS + r) * MV_LANES + l]; }
             if ((p.flag & 1u) != 0u) { s += bias[o2]; }
-            out[(r0 + r) * p.n + o2] = s;
+            out[(r0 + r) * p.ldo + p.o0 + o2] = s;
         }
     }
 }

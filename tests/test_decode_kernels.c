@@ -26,11 +26,14 @@
 #include "model/decode_kernels.h"
 #include "ref/gpt2_ref.h"
 
-static wgpt_gpu *G;
+static wgpt_gpu *G, *G_, *SMALL;  // G_: the device a case runs on (G, or SMALL)
 
 static int group_setup(void **state) {
     (void)state;
-    G = tu_gpu_open(NULL);
+    G = G_ = tu_gpu_open(NULL);
+    // bindings of at most 16 KiB: weights larger than that are taken in pieces of rows
+    wgpt_gpu_options o = {.adapter_index = -1, .max_binding = 16384};
+    SMALL = tu_gpu_open(&o);
     return 0;
 }
 
@@ -63,14 +66,14 @@ static wgpt_buf *meta_(uint32_t n, const uint32_t *tok, const uint32_t *slot, co
         m[5 + 4 * r] = slot ? slot[r] : 0;
         m[6 + 4 * r] = pos ? pos[r] : 0;
     }
-    wgpt_buf *b = tu_upload(G, m, (WGPT_DECODE_META_U32 + 4 * R) * 4, "meta");
+    wgpt_buf *b = tu_upload(G_, m, (WGPT_DECODE_META_U32 + 4 * R) * 4, "meta");
     free(m);
     return b;
 }
 
 static void run_(wgpt_op *op) {
-    TU_OK(G, wgpt_op_record(G, op));
-    TU_OK(G, wgpt_gpu_finish(G));
+    TU_OK(G_, wgpt_op_record(G_, op));
+    TU_OK(G_, wgpt_gpu_finish(G_));
     wgpt_op_free(op);
 }
 
@@ -84,16 +87,16 @@ static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, i
     ref_decode_matvec(want, x, w, with_bias ? b : NULL, (int)nlive, (int)k, (int)n, f16);
     for (uint32_t i = nlive * n; i < rows * n; i++) want[i] = 12345.0f;  // untouched
     for (uint32_t i = 0; i < rows * n; i++) got[i] = 12345.0f;
-    wgpt_buf *bx = tu_upload(G, x, rows * k * 4, "x"), *bb = tu_upload(G, b, n * 4, "b");
-    wgpt_buf *bw = f16 ? tu_upload(G, w16, (n * k / 2 + 1) * 4, "w16") : tu_upload(G, w, n * k * 4, "w");
-    wgpt_buf *bo = tu_upload(G, got, rows * n * 4, "out"), *bm = meta_(nlive, NULL, NULL, NULL, rows);
+    wgpt_buf *bx = tu_upload(G_, x, rows * k * 4, "x"), *bb = tu_upload(G_, b, n * 4, "b");
+    wgpt_buf *bw = f16 ? tu_upload(G_, w16, (n * k / 2 + 1) * 4, "w16") : tu_upload(G_, w, n * k * 4, "w");
+    wgpt_buf *bo = tu_upload(G_, got, rows * n * 4, "out"), *bm = meta_(nlive, NULL, NULL, NULL, rows);
     wgpt_op op;
     wgpt_op_init(&op);
     wgpt_view none = {NULL, 0, 0}, vb = {bb, 0, 0};
-    TU_OK(G, wgpt_decode_matvec(G, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bx, 0, 0}, (wgpt_view){bw, 0, 0},
+    TU_OK(G_, wgpt_decode_matvec(G_, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bx, 0, 0}, (wgpt_view){bw, 0, 0},
                                 with_bias ? vb : none, (wgpt_view){bm, 0, 0}, rows, k, n, live, f16));
     run_(&op);
-    TU_OK(G, wgpt_buf_download(G, bo, 0, got, rows * n * 4));
+    TU_OK(G_, wgpt_buf_download(G_, bo, 0, got, rows * n * 4));
     char what[96];
     snprintf(what, sizeof what, "matvec rows %u k %u n %u bias %d f16 %d live %d", rows, k, n, with_bias, f16, live);
     close_(what, got, want, (size_t)rows * n);
@@ -111,6 +114,13 @@ static void test_matvec(void **state) {
             matvec_case_(rows[i], 136, 37, 0, f16, 0);
             if (rows[i] > 1) matvec_case_(rows[i], 40, 37, 1, f16, 1);
         }
+    // 200 outputs of 160 bytes (f32; 80 in f16) a row past a binding of 16 KiB: pieces of 64 rows
+    G_ = SMALL;
+    for (int f16 = 0; f16 < 2; f16++) {
+        matvec_case_(3, 40, 200, 1, f16, 0);
+        matvec_case_(1, 40, 200, 0, f16, 0);
+    }
+    G_ = G;
 }
 
 // Caches of S slots x T positions, rows attending at (slot, pos); row R-1 idle.
@@ -191,30 +201,39 @@ static void test_kv_write(void **state) {
     }
 }
 
-// embed: wte[token] + wpe[pos] on live rows, 0 on idle ones; take_row: the last live row.
-static void test_embed_take_row(void **state) {
-    (void)state;
-    enum { R = 4, C = 8, V = 5, T = 6 };
-    const uint32_t tok[R] = {4, 0, 2, 3}, pos[R] = {5, 1, 0, 2};
-    float wte[V * C], wpe[T * C], want[R * C], got[R * C], last[C];
+// embed: wte[token] + wpe[pos] on live rows, 0 on idle ones; take_row: the last live row;
+// on SMALL wte comes in pieces of 64 rows, one dispatch each.
+static void embed_case_(wgpt_gpu *g) {
+    G_ = g;
+    enum { R = 4, C = 64, V = 200, T = 6 };  // wte: 51 KiB, past SMALL's bindings (pieces of 64 rows)
+    const uint32_t tok[R] = {199, 0, 70, 3}, pos[R] = {5, 1, 0, 2};
+    static float wte[V * C], wpe[T * C], want[R * C], got[R * C], last[C];
     tu_fill(wte, V * C, -1, 1), tu_fill(wpe, T * C, -1, 1);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) want[r * C + c] = r < R - 1 ? wte[tok[r] * C + c] + wpe[pos[r] * C + c] : 0.0f;
-    wgpt_buf *bx = tu_upload(G, NULL, sizeof got, "x"), *be = tu_upload(G, wte, sizeof wte, "wte");
-    wgpt_buf *bp = tu_upload(G, wpe, sizeof wpe, "wpe"), *bl = tu_upload(G, NULL, sizeof last, "last");
+    for (int i = 0; i < R * C; i++) got[i] = 9.0f;  // the idle row must become 0
+    wgpt_buf *bx = tu_upload(G_, got, sizeof got, "x"), *be = tu_upload(G_, wte, sizeof wte, "wte");
+    wgpt_buf *bp = tu_upload(G_, wpe, sizeof wpe, "wpe"), *bl = tu_upload(G_, NULL, sizeof last, "last");
     wgpt_buf *bm = meta_(R - 1, tok, NULL, pos, R);
     wgpt_op op;
     wgpt_op_init(&op);
-    TU_OK(G, wgpt_decode_embed(G, &op, (wgpt_view){bx, 0, 0}, (wgpt_view){be, 0, 0}, (wgpt_view){bp, 0, 0},
+    TU_OK(G_, wgpt_decode_embed(G_, &op, (wgpt_view){bx, 0, 0}, (wgpt_view){be, 0, 0}, (wgpt_view){bp, 0, 0},
                                (wgpt_view){bm, 0, 0}, R, C, T, V));
-    TU_OK(G, wgpt_decode_take_row(G, &op, (wgpt_view){bl, 0, 0}, (wgpt_view){bx, 0, 0}, (wgpt_view){bm, 0, 0}, R, C));
+    TU_OK(G_, wgpt_decode_take_row(G_, &op, (wgpt_view){bl, 0, 0}, (wgpt_view){bx, 0, 0}, (wgpt_view){bm, 0, 0}, R, C));
     run_(&op);
-    TU_OK(G, wgpt_buf_download(G, bx, 0, got, sizeof got));
-    TU_OK(G, wgpt_buf_download(G, bl, 0, last, sizeof last));
+    TU_OK(G_, wgpt_buf_download(G_, bx, 0, got, sizeof got));
+    TU_OK(G_, wgpt_buf_download(G_, bl, 0, last, sizeof last));
     tu_assert_close("decode_embed", got, want, R * C, 0, 0);
     tu_assert_close("decode_take_row", last, want + (R - 2) * C, C, 0, 0);
     wgpt_buf *bufs[] = {bx, be, bp, bl, bm};
     for (int i = 0; i < 5; i++) wgpt_buf_free(bufs[i]);
+    G_ = G;
+}
+
+static void test_embed_take_row(void **state) {
+    (void)state;
+    embed_case_(G);
+    embed_case_(SMALL);
 }
 
 int main(void) {
