@@ -122,6 +122,10 @@ def main():
 
 
 def run_checks(prompts, want):
+    second = subprocess.run([ARGS.wgpt, "serve", "--checkpoint", ARGS.checkpoint, "--port", str(PORT)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    check(second.returncode == 1 and b"cannot listen on 127.0.0.1 port %d" % PORT in second.stderr,
+          "a second server on the same port: exit %d, %r" % (second.returncode, second.stderr.strip()[-200:]))
     st, h = get("/health")
     check(st == 200 and h["status"] == "ok" and h["slots"] == 4, "GET /health: %s" % h)
     st, m = get("/v1/models")
