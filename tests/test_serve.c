@@ -28,6 +28,8 @@ static int setup_(void **state) {
     if (mkdir(dir_, 0755) != 0 || tu_build_dir(wgpt_, sizeof wgpt_ - 8) < 0) return -1;
     strcat(wgpt_, "/wgpt");
     char path[600];
+    snprintf(path, sizeof path, "%s/cache", dir_);  // the pipeline cache: the test's own, not the user's
+    setenv("WGPT_CACHE_DIR", path, 1);
     snprintf(path, sizeof path, "%s/text.txt", dir_);
     FILE *f = fopen(path, "w");
     if (!f) return -1;
