@@ -221,6 +221,9 @@ int wgpt_gpu_add_kernel_file(wgpt_gpu *gpu, const char *label, const char *text)
 // kernel file and its line.
 wgpt_kernel *wgpt_kernel_get(wgpt_gpu *gpu, const char *name);
 const char *wgpt_kernel_name(const wgpt_kernel *k);
+// How many kernels have been compiled on this device so far (each once, at
+// its first wgpt_kernel_get): what a command's start-up paid for.
+int wgpt_gpu_kernels_compiled(const wgpt_gpu *gpu);
 
 // --- buffers ---------------------------------------------------------------
 // A storage buffer of at least `bytes` (rounded up to 16), zero-filled.
