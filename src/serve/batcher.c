@@ -136,10 +136,12 @@ static void admit_(wgpt_batcher *b) {
         int rc = wgpt_decoder_prefill(b->d, s, j->ids, j->nids, b->logits, b->err, sizeof b->err);
         int finite = rc == 0 && pick_(b, &j->choice[c], 0, &id) == 0;
         pthread_mutex_lock(&b->mu);
-        if (rc < 0) fail_job_(j, 500, b->err);
-        else if (!finite) fail_job_(j, 500, "the model's logits are not finite: its weights overflow");
-        else deliver_(b, j, c, id);
-        if (j->choice[c].finish && j->choice[c].slot >= 0) free_slot_(b, s);
+        if (rc == 0 && finite) {
+            deliver_(b, j, c, id);  // (frees the slot if that ended the choice, and j with it if it was the last reference)
+        } else {
+            fail_job_(j, 500, rc < 0 ? b->err : "the model's logits are not finite: its weights overflow");
+            free_slot_(b, s);
+        }
         pthread_cond_broadcast(&b->progress);
     }
 }
