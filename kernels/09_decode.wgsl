@@ -8,8 +8,9 @@
 //   decode_take_row    dst (C) = src[n - 1] (the last live row, for a prefill's logits)
 //   decode_kv_write    kc, vc (slots, T, C) at (slot, position) = row's k, v from qkv (R, 3C)
 //   decode_kv_write_f16   the same into f16 caches (halves in pairs, as array<u32>)
-//   decode_matvec      out (rows, n) = inp (rows, k) @ w (n, k)^T (+ bias): a matmul
-//                      shaped for a few rows (a GEMV per row), f32 weights
+//   decode_residual_layernorm  res = a + b (or a alone), out = LayerNorm(res) row by row
+//   decode_matvec      out (rows, n) = inp (rows, k) @ w (n, k)^T (+ bias) (then GELU): a
+//                      matmul shaped for a few rows (a GEMV per row), f32 weights
 //   decode_matvec_f16  the same with f16 weights (pairs as array<u32>) and the input
 //                      rounded to f16, as the f16 mode's matmuls multiply
 //   *_r1               the same compiled for one row
@@ -34,12 +35,21 @@ struct MatvecParams {
     rows: u32,   // rows of inp and out bound
     k: u32,      // inner size (floats a row of inp and of w)
     n: u32,      // outputs a row in this dispatch (rows of w bound)
-    flag: u32,   // bit 0: add bias (n); bit 1: only min(rows, rows_meta[0]) rows
+    flag: u32,   // bit 0: add bias (n); bit 1: only min(rows, rows_meta[0]) rows; bit 2: GELU after
     ldo: u32,    // floats from one row of out to the next (the whole output's n)
     o0: u32,     // this dispatch's first output column (w and bias are bound from it)
     pad0: u32,
     pad1: u32,
 }
+
+struct LnParams {
+    rows: u32,  // R
+    c: u32,     // C
+    flag: u32,  // bit 0: res = a + b (else the rows of a are normalised, res not written)
+    pad0: u32,
+}
+
+const LN_EPS: f32 = 1e-5;
 
 // decode_matvec: a workgroup takes MV_OUTS outputs of MV_ROWS rows; MV_LANES
 // threads share one output, each summing k/4 vec4s at a stride of MV_LANES
@@ -126,6 +136,50 @@ fn decode_kv_write_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(n
     vc[dst] = f16_pair(qkv[k0 + p.c], qkv[k0 + p.c + 1u]);
 }
 
+// --- KERNEL: decode_residual_layernorm ---
+// One workgroup a row (rows past rows_meta[0] idle): the residual add, then
+// mean and biased variance over C (eps 1e-5), as 02_layernorm.wgsl.
+@group(0) @binding(0) var<storage, read_write> res: array<f32>;   // (R, C): a + b (a stand-in without flag bit 0)
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;   // (R, C)
+@group(0) @binding(2) var<storage, read> a: array<f32>;           // (R, C)
+@group(0) @binding(3) var<storage, read> b: array<f32>;           // (R, C) (a stand-in without flag bit 0)
+@group(0) @binding(4) var<storage, read> weight: array<f32>;      // (C)
+@group(0) @binding(5) var<storage, read> bias: array<f32>;        // (C)
+@group(0) @binding(6) var<storage, read> rows_meta: array<u32>;
+@group(0) @binding(7) var<uniform> p: LnParams;
+
+var<workgroup> ln_live: u32;
+
+fn ln_in(i: u32) -> f32 {
+    if ((p.flag & 1u) != 0u) { return a[i] + b[i]; }
+    return a[i];
+}
+
+@compute @workgroup_size(WG)
+fn decode_residual_layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+                             @builtin(subgroup_size) sg_size: u32) {
+    if (tid == 0u) { ln_live = min(p.rows, rows_meta[0]); }
+    let r = wid.x;
+    if (r >= workgroupUniformLoad(&ln_live)) { return; }
+    let base = r * p.c;
+    var s = 0.0;
+    for (var ch = tid; ch < p.c; ch += WG) {
+        let v = ln_in(base + ch);
+        if ((p.flag & 1u) != 0u) { res[base + ch] = v; }
+        s += v;
+    }
+    let m = wg_reduce_sum(tid, sg_size, s) / f32(p.c);
+    var q = 0.0;
+    for (var ch = tid; ch < p.c; ch += WG) {
+        let d = ln_in(base + ch) - m;
+        q += d * d;
+    }
+    let rs = 1.0 / sqrt(wg_reduce_sum(tid, sg_size, q) / f32(p.c) + LN_EPS);
+    for (var ch = tid; ch < p.c; ch += WG) {
+        out[base + ch] = (ln_in(base + ch) - m) * rs * weight[ch] + bias[ch];
+    }
+}
+
 // --- KERNEL: decode_matvec ---
 @group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;   // (rows, k / 4)
 @group(0) @binding(1) var<storage, read> w: array<vec4<f32>>;     // (n, k / 4)
@@ -174,6 +228,7 @@ fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
             var s = 0.0;
             for (var l = 0u; l < MV_LANES; l++) { s += mv_part[(ol2 * MV_ROWS + r) * MV_LANES + l]; }
             if ((p.flag & 1u) != 0u) { s += bias[o2]; }
+            if ((p.flag & 4u) != 0u) { s = gelu_value(s); }
             out[(r0 + r) * p.ldo + p.o0 + o2] = s;
         }
     }
@@ -235,6 +290,7 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             var s = 0.0;
             for (var l = 0u; l < MV_LANES; l++) { s += mv_part[(ol2 * MV_ROWS + r) * MV_LANES + l]; }
             if ((p.flag & 1u) != 0u) { s += bias[o2]; }
+            if ((p.flag & 4u) != 0u) { s = gelu_value(s); }
             out[(r0 + r) * p.ldo + p.o0 + o2] = s;
         }
     }

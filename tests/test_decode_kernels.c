@@ -5,8 +5,10 @@
 // Shapes: decode_matvec with rows 1 (the _r1 variant), 3, 8 and 11 (two row
 // blocks, the second partial), k = 40 and 136 (a lane's last vec4 ragged
 // across the 32 lanes), n = 37 (a partial block of 8 outputs), with and
-// without bias, f32 and f16 weights, and the live-rows flag (rows past
-// meta[0] must keep what they held). decode_attention: head sizes 16 and 128
+// without bias, f32 and f16 weights, the GELU epilogue, the live-rows flag
+// (rows past meta[0] must keep what they held), and weights past a 16 KiB
+// binding (pieces of rows). decode_residual_layernorm: C = 768 and 20, with
+// and without the residual, an idle row. decode_attention: head sizes 16 and 128
 // (2 output channels a thread), positions 0, 100, 256 and 299 of a cache of
 // T = 300 (one and two chunks of 256 scores), rows of several slots, f32 and
 // f16 caches, an idle row that must stay untouched. decode_kv_write: only the
@@ -77,7 +79,7 @@ static void run_(wgpt_op *op) {
     wgpt_op_free(op);
 }
 
-static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, int f16, int live) {
+static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, int f16, int live, int gelu) {
     float *x = malloc(rows * k * 4), *w = malloc(n * k * 4), *b = malloc(n * 4);
     float *got = malloc(rows * n * 4), *want = malloc(rows * n * 4);
     tu_fill(x, rows * k, -1, 1), tu_fill(w, n * k, -1, 1), tu_fill(b, n, -1, 1);
@@ -85,6 +87,7 @@ static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, i
     uint32_t nlive = live ? rows - 1 : rows;
     if (nlive == 0) nlive = rows;
     ref_decode_matvec(want, x, w, with_bias ? b : NULL, (int)nlive, (int)k, (int)n, f16);
+    if (gelu) ref_gelu_forward(want, want, (size_t)nlive * n);
     for (uint32_t i = nlive * n; i < rows * n; i++) want[i] = 12345.0f;  // untouched
     for (uint32_t i = 0; i < rows * n; i++) got[i] = 12345.0f;
     wgpt_buf *bx = tu_upload(G_, x, rows * k * 4, "x"), *bb = tu_upload(G_, b, n * 4, "b");
@@ -94,11 +97,12 @@ static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, i
     wgpt_op_init(&op);
     wgpt_view none = {NULL, 0, 0}, vb = {bb, 0, 0};
     TU_OK(G_, wgpt_decode_matvec(G_, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bx, 0, 0}, (wgpt_view){bw, 0, 0},
-                                with_bias ? vb : none, (wgpt_view){bm, 0, 0}, rows, k, n, live, f16));
+                                with_bias ? vb : none, (wgpt_view){bm, 0, 0}, rows, k, n, live, f16, gelu));
     run_(&op);
     TU_OK(G_, wgpt_buf_download(G_, bo, 0, got, rows * n * 4));
     char what[96];
-    snprintf(what, sizeof what, "matvec rows %u k %u n %u bias %d f16 %d live %d", rows, k, n, with_bias, f16, live);
+    snprintf(what, sizeof what, "matvec rows %u k %u n %u bias %d f16 %d live %d gelu %d", rows, k, n, with_bias, f16,
+             live, gelu);
     close_(what, got, want, (size_t)rows * n);
     wgpt_buf *bufs[] = {bx, bb, bw, bo, bm};
     for (int i = 0; i < 5; i++) wgpt_buf_free(bufs[i]);
@@ -110,15 +114,15 @@ static void test_matvec(void **state) {
     const uint32_t rows[] = {1, 3, 8, 11};
     for (int f16 = 0; f16 < 2; f16++)
         for (int i = 0; i < 4; i++) {
-            matvec_case_(rows[i], 40, 37, 1, f16, 0);
-            matvec_case_(rows[i], 136, 37, 0, f16, 0);
-            if (rows[i] > 1) matvec_case_(rows[i], 40, 37, 1, f16, 1);
+            matvec_case_(rows[i], 40, 37, 1, f16, 0, 0);
+            matvec_case_(rows[i], 136, 37, 0, f16, 0, i == 2);
+            if (rows[i] > 1) matvec_case_(rows[i], 40, 37, 1, f16, 1, i == 1);
         }
     // 200 outputs of 160 bytes (f32; 80 in f16) a row past a binding of 16 KiB: pieces of 64 rows
     G_ = SMALL;
     for (int f16 = 0; f16 < 2; f16++) {
-        matvec_case_(3, 40, 200, 1, f16, 0);
-        matvec_case_(1, 40, 200, 0, f16, 0);
+        matvec_case_(3, 40, 200, 1, f16, 0, 0);
+        matvec_case_(1, 40, 200, 0, f16, 0, 1);
     }
     G_ = G;
 }
@@ -236,11 +240,56 @@ static void test_embed_take_row(void **state) {
     embed_case_(SMALL);
 }
 
+// residual_layernorm: res = a + b and LayerNorm(res) on live rows (C 768: 3 channels
+// a thread; C 20: most threads idle); without b LayerNorm(a), res untouched.
+static void ln_case_(uint32_t C, int with_b) {
+    enum { R = 3 };
+    size_t n = (size_t)R * C;
+    float *a = malloc(n * 4), *b = malloc(n * 4), *w = malloc(C * 4), *bias = malloc(C * 4);
+    float *res = malloc(n * 4), *out = malloc(n * 4), *want_res = malloc(n * 4), *want = malloc(n * 4);
+    float mean[R], rstd[R];
+    tu_fill(a, n, -2, 2), tu_fill(b, n, -1, 1), tu_fill(w, C, 0.5f, 1.5f), tu_fill(bias, C, -0.5f, 0.5f);
+    if (with_b) ref_residual_forward(want_res, a, b, n);
+    else memcpy(want_res, a, n * 4);
+    ref_layernorm_forward(want, mean, rstd, want_res, w, bias, R - 1, (int)C);
+    for (size_t i = (size_t)(R - 1) * C; i < n; i++) want[i] = 5.0f;  // row R-1 idle
+    for (size_t i = 0; i < n; i++) out[i] = res[i] = 5.0f;
+    if (!with_b)
+        for (size_t i = 0; i < n; i++) want_res[i] = 5.0f;
+    else
+        for (size_t i = (size_t)(R - 1) * C; i < n; i++) want_res[i] = 5.0f;
+    wgpt_buf *ba = tu_upload(G, a, n * 4, "a"), *bb = tu_upload(G, b, n * 4, "b"), *bw = tu_upload(G, w, C * 4, "w");
+    wgpt_buf *bbi = tu_upload(G, bias, C * 4, "bias"), *br = tu_upload(G, res, n * 4, "res");
+    wgpt_buf *bo = tu_upload(G, out, n * 4, "out"), *bm = meta_(R - 1, NULL, NULL, NULL, R);
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_view none = {NULL, 0, 0};
+    TU_OK(G, wgpt_decode_residual_layernorm(G, &op, (wgpt_view){br, 0, 0}, (wgpt_view){bo, 0, 0}, (wgpt_view){ba, 0, 0},
+                                            with_b ? (wgpt_view){bb, 0, 0} : none, (wgpt_view){bw, 0, 0},
+                                            (wgpt_view){bbi, 0, 0}, (wgpt_view){bm, 0, 0}, R, C));
+    run_(&op);
+    TU_OK(G, wgpt_buf_download(G, bo, 0, out, n * 4));
+    TU_OK(G, wgpt_buf_download(G, br, 0, res, n * 4));
+    tu_assert_close("residual_layernorm res", res, want_res, n, 0, 0);
+    close_("residual_layernorm out", out, want, n);
+    wgpt_buf *bufs[] = {ba, bb, bw, bbi, br, bo, bm};
+    for (int i = 0; i < 7; i++) wgpt_buf_free(bufs[i]);
+    free(a), free(b), free(w), free(bias), free(res), free(out), free(want_res), free(want);
+}
+
+static void test_residual_layernorm(void **state) {
+    (void)state;
+    ln_case_(768, 1);
+    ln_case_(20, 1);
+    ln_case_(768, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matvec),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_kv_write),
+        cmocka_unit_test(test_residual_layernorm),
         cmocka_unit_test(test_embed_take_row),
     };
     return cmocka_run_group_tests_name("decode_kernels", tests, group_setup, tu_group_teardown);

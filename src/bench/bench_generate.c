@@ -7,6 +7,12 @@
 #include "model/gpt2_decode.h"
 #include "util/clock.h"
 
+// tokens/s with 3 or more significant digits: lavapipe decodes GPT-2 124M at about one a second
+static const char *rate_(double x, char *buf, size_t n) {
+    snprintf(buf, n, x < 10 ? "%.2f" : x < 100 ? "%.1f" : "%.0f", x);
+    return buf;
+}
+
 typedef struct timing_ {
     double prefill_s, decode_s;
     uint32_t steps;
@@ -136,21 +142,27 @@ int wgpt_bench_generate_run(const wgpt_bench_generate_opts *o) {
     if (bench_(m, o, prompt, res, batches, &nb) < 0) goto done;
     for (int i = 0; i < nb; i++) {
         double ptoks = (double)batches[i] * o->prompt, dtoks = (double)batches[i] * res[i].steps;
-        printf("batch %u: prefill %.0f tokens/s (%.2f ms for %u x %u); decode %.0f tokens/s (%.3f ms a step of "
-               "%u tokens, %u steps)\n", batches[i], ptoks / res[i].prefill_s, 1e3 * res[i].prefill_s, batches[i],
-               o->prompt, dtoks / res[i].decode_s, 1e3 * res[i].decode_s / res[i].steps, batches[i], res[i].steps);
+        char a[32], b[32];
+        printf("batch %u: prefill %s tokens/s (%.2f ms for %u x %u); decode %s tokens/s (%.3f ms a step of "
+               "%u tokens, %u steps)\n", batches[i], rate_(ptoks / res[i].prefill_s, a, sizeof a),
+               1e3 * res[i].prefill_s, batches[i], o->prompt, rate_(dtoks / res[i].decode_s, b, sizeof b),
+               1e3 * res[i].decode_s / res[i].steps, batches[i], res[i].steps);
         fflush(stdout);
     }
     if (o->recompute) {
         if (bench_recompute_(m, o, prompt, &ref) < 0) goto done;
         double ms = 1e3 * ref.decode_s / ref.steps, kv = 1e3 * res[0].decode_s / res[0].steps;
-        printf("full recompute (the reference), batch 1: %.0f tokens/s (%.2f ms a token over a context of %u, %u "
-               "steps): the KV cache is %.1fx faster\n", 1e3 / ms, ms, c.max_seq_len, ref.steps, ms / kv);
+        char a[32];
+        printf("full recompute (the reference), batch 1: %s tokens/s (%.2f ms a token over a context of %u, %u "
+               "steps): the KV cache is %.1fx faster\n", rate_(1e3 / ms, a, sizeof a), ms, c.max_seq_len, ref.steps,
+               ms / kv);
     }
-    printf("result: decode %.0f tokens/s at batch 1 (%.3f ms/token)", res[0].steps / res[0].decode_s,
+    char a[32], b[32], p[32];
+    printf("result: decode %s tokens/s at batch 1 (%.3f ms/token)", rate_(res[0].steps / res[0].decode_s, a, sizeof a),
            1e3 * res[0].decode_s / res[0].steps);
-    if (nb > 1) printf(", %.0f tokens/s at batch %u", batches[1] * res[1].steps / res[1].decode_s, batches[1]);
-    printf("; prefill %.0f tokens/s at batch 1 (%s, %s)\n", o->prompt / res[0].prefill_s, prec,
+    if (nb > 1)
+        printf(", %s tokens/s at batch %u", rate_(batches[1] * res[1].steps / res[1].decode_s, b, sizeof b), batches[1]);
+    printf("; prefill %s tokens/s at batch 1 (%s, %s)\n", rate_(o->prompt / res[0].prefill_s, p, sizeof p), prec,
            wgpt_gpu_get_info(g)->name);
     rc = 0;
 done:

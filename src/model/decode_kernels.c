@@ -65,8 +65,20 @@ int wgpt_decode_attention(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view qkv
     return added_(wgpt_op_add(g, op, f16 ? "decode_attention_f16" : "decode_attention", v, 5, &p, sizeof p, R, NH, 1));
 }
 
+int wgpt_decode_residual_layernorm(wgpt_gpu *g, wgpt_op *op, wgpt_view res, wgpt_view out, wgpt_view a, wgpt_view b,
+                                   wgpt_view weight, wgpt_view bias, wgpt_view meta, uint32_t R, uint32_t C) {
+    uint32_t p[4] = {R, C, b.buf ? 1u : 0u, 0};  // LnParams
+    if (!b.buf) {
+        res = wgpt_gpu_unused_binding(g);
+        b = a;
+    }
+    if (!res.buf) return -1;
+    wgpt_view v[7] = {res, out, a, b, weight, bias, meta};
+    return added_(wgpt_op_add(g, op, "decode_residual_layernorm", v, 7, p, sizeof p, R, 1, 1));
+}
+
 int wgpt_decode_matvec(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view w, wgpt_view bias,
-                       wgpt_view meta, uint32_t rows, uint32_t k, uint32_t n, int live, int f16) {
+                       wgpt_view meta, uint32_t rows, uint32_t k, uint32_t n, int live, int f16, int gelu) {
     if (k % 4) return wgpt_gpu_fail(g, "decode_matvec: k = %u is not a multiple of 4", k);
     int has_bias = bias.buf != NULL;
     if (!has_bias) bias = wgpt_gpu_unused_binding(g);
@@ -79,7 +91,8 @@ int wgpt_decode_matvec(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, w
     if (!chunk) return -1;
     for (uint64_t o0 = 0; o0 < n; o0 += chunk) {
         uint32_t cn = (uint32_t)(n - o0 < chunk ? n - o0 : chunk);
-        matvec_params p = {rows, k, cn, (has_bias ? 1u : 0u) | (live ? 2u : 0u), n, (uint32_t)o0, 0, 0};
+        matvec_params p = {rows, k, cn, (has_bias ? 1u : 0u) | (live ? 2u : 0u) | (gelu ? 4u : 0u), n, (uint32_t)o0,
+                           0, 0};
         wgpt_view wv = {w.buf, w.offset + o0 * wrow, cn * wrow}, bv = bias;
         if (has_bias) bv = (wgpt_view){bias.buf, bias.offset + o0 * 4, cn * 4ull};
         wgpt_view v[5] = {inp, wv, bv, out, meta};

@@ -24,10 +24,16 @@ int wgpt_decode_kv_write(wgpt_gpu *g, wgpt_op *op, wgpt_view kc, wgpt_view vc, w
 // out (R, C) = each live row's attention over its slot's cached positions 0..pos.
 int wgpt_decode_attention(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view qkv, wgpt_view kc, wgpt_view vc,
                           wgpt_view meta, uint32_t R, uint32_t C, uint32_t NH, uint32_t T, int f16);
-// out (rows, n) = inp (rows, k) @ w (n, k)^T (+ bias (n) if it has a buffer);
-// w f32, or f16 (halves) where f16, which also rounds the input to f16.
-// live: only the first min(rows, meta[0]) rows. k a multiple of 4.
+// res = a + b, out = LayerNorm(res) (weight, bias; eps 1e-5) on the live
+// rows; without b (no buffer) out = LayerNorm(a) and res is not written.
+// res, out, a, b (R, C); res overlapping nothing else.
+int wgpt_decode_residual_layernorm(wgpt_gpu *g, wgpt_op *op, wgpt_view res, wgpt_view out, wgpt_view a, wgpt_view b,
+                                   wgpt_view weight, wgpt_view bias, wgpt_view meta, uint32_t R, uint32_t C);
+// out (rows, n) = inp (rows, k) @ w (n, k)^T (+ bias (n) if it has a buffer),
+// then GELU (tanh form) where gelu; w f32, or f16 (halves) where f16, which
+// also rounds the input to f16. live: only the first min(rows, meta[0]) rows.
+// k a multiple of 4.
 int wgpt_decode_matvec(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view inp, wgpt_view w, wgpt_view bias,
-                       wgpt_view meta, uint32_t rows, uint32_t k, uint32_t n, int live, int f16);
+                       wgpt_view meta, uint32_t rows, uint32_t k, uint32_t n, int live, int f16, int gelu);
 
 #endif

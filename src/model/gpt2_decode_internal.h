@@ -31,7 +31,7 @@ struct wgpt_decoder {
     wgpt_buf *meta;           // u32 rows table (decode_kernels.h)
     uint32_t *meta_host;
     uint32_t rows_max;        // rows the activations hold
-    wgpt_buf *x, *res2, *ln, *mean, *rstd, *qkv, *atty, *attproj, *fch, *fchg, *fcproj, *last, *logits;
+    wgpt_buf *x, *res2, *ln, *qkv, *atty, *attproj, *fch, *fcproj, *last, *logits;
     float *logits_host;       // (rows, Vp)
     wgpt_decode_pass step, prefill;
     uint64_t bytes;           // GPU memory it holds

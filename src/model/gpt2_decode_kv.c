@@ -5,15 +5,14 @@
 // prompt, logits of its last row). Each layer of a pass: LayerNorm, the qkv
 // matmul, the rows' keys and values into the caches, attention of each row
 // against its slot's cache (kernels/09_decode_attention.wgsl), the
-// projection, the residual, the MLP; matmuls shaped for a few rows
-// (decode_matvec, kernels/09_decode.wgsl) on the model's own weights.
+// projection, the residual add with the next LayerNorm, the MLP (GELU in its
+// first matmul); matmuls shaped for a few rows (decode_matvec,
+// kernels/09_decode.wgsl) on the model's own weights.
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/decode_kernels.h"
-#include "model/elementwise.h"
 #include "model/gpt2_decode_internal.h"
-#include "model/layernorm.h"
 #include "util/err.h"
 
 #define PREFILL_ROWS 128u  // rows of one prefill pass
@@ -46,7 +45,7 @@ int wgpt_decoder_kv_init_(wgpt_decoder *d, char *err, size_t errlen) {
     d->prefill.last_only = 1;
     d->rows_max = d->step.rows > d->prefill.rows ? d->step.rows : d->prefill.rows;
     uint64_t R = d->rows_max, cache = (uint64_t)d->slots * d->ctx * C * (d->f16 ? 2 : 4);
-    uint64_t acts = (R * (4 * C + 3 * C + 2 * 4 * C + 2) + C + (uint64_t)d->step.rows * Vp) * 4;
+    uint64_t acts = (R * 13 * C + C + (uint64_t)d->step.rows * Vp) * 4;
     uint64_t want = 2 * L * cache + acts;
     if (cache > info->max_storage_binding || cache > info->max_buffer)
         return wgpt_errf(err, errlen,
@@ -67,9 +66,9 @@ int wgpt_decoder_kv_init_(wgpt_decoder *d, char *err, size_t errlen) {
     }
     struct { wgpt_buf **b; uint64_t floats; const char *name; } acts_[] = {
         {&d->x, R * C, "dec_x"}, {&d->res2, R * C, "dec_res2"}, {&d->ln, R * C, "dec_ln"},
-        {&d->mean, R, "dec_mean"}, {&d->rstd, R, "dec_rstd"}, {&d->qkv, R * 3 * C, "dec_qkv"},
+        {&d->qkv, R * 3 * C, "dec_qkv"},
         {&d->atty, R * C, "dec_atty"}, {&d->attproj, R * C, "dec_attproj"}, {&d->fch, R * 4 * C, "dec_fch"},
-        {&d->fchg, R * 4 * C, "dec_fchg"}, {&d->fcproj, R * C, "dec_fcproj"}, {&d->last, C, "dec_last"},
+        {&d->fcproj, R * C, "dec_fcproj"}, {&d->last, C, "dec_last"},
         {&d->logits, (uint64_t)d->step.rows * Vp, "dec_logits"},
         {&d->meta, WGPT_DECODE_META_U32 + 4 * R, "dec_meta"},
     };
@@ -90,40 +89,40 @@ void wgpt_decoder_kv_free_(wgpt_decoder *d) {
     wgpt_op_free(&d->prefill.op);
     for (uint32_t l = 0; d->kc && l < d->m->c.num_layers; l++) wgpt_buf_free(d->kc[l]);
     for (uint32_t l = 0; d->vc && l < d->m->c.num_layers; l++) wgpt_buf_free(d->vc[l]);
-    wgpt_buf *acts[] = {d->x, d->res2, d->ln, d->mean, d->rstd, d->qkv, d->atty, d->attproj, d->fch,
-                        d->fchg, d->fcproj, d->last, d->logits, d->meta};
+    wgpt_buf *acts[] = {d->x, d->res2, d->ln, d->qkv, d->atty, d->attproj, d->fch, d->fcproj, d->last, d->logits,
+                        d->meta};
     for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++) wgpt_buf_free(acts[i]);
     free(d->kc), free(d->vc), free(d->meta_host), free(d->logits_host);
 }
 
-// One transformer block over R rows: x -> x.
+// One transformer block over R rows: x (the residual stream) and ln (its
+// LayerNorm by this block's ln_1) -> x and ln by the next LayerNorm (the
+// next block's ln_1, or ln_f after the last block). Eight dispatches.
 static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l) {
     wgpt_gpu *g = d->m->g;
-    uint32_t C = d->m->c.channels, NH = d->m->c.num_heads, T = d->ctx;
+    uint32_t C = d->m->c.channels, NH = d->m->c.num_heads, T = d->ctx, L = d->m->c.num_layers;
     int h = d->f16;
     uint64_t rc = (uint64_t)R * C * 4;
-    wgpt_view x = whole_(d->x, rc), ln = whole_(d->ln, rc), mean = whole_(d->mean, R * 4ull),
-              rstd = whole_(d->rstd, R * 4ull), qkv = whole_(d->qkv, 3 * rc), atty = whole_(d->atty, rc),
+    wgpt_view x = whole_(d->x, rc), ln = whole_(d->ln, rc), qkv = whole_(d->qkv, 3 * rc), atty = whole_(d->atty, rc),
               attproj = whole_(d->attproj, rc), res2 = whole_(d->res2, rc), fch = whole_(d->fch, 4 * rc),
-              fchg = whole_(d->fchg, 4 * rc), fcproj = whole_(d->fcproj, rc), meta = whole_(d->meta, 0),
-              kc = whole_(d->kc[l], 0), vc = whole_(d->vc[l], 0);
-    if (wgpt_layernorm_forward(g, op, ln, mean, rstd, x, param_(d, WGPT_LN1W, l, 0), param_(d, WGPT_LN1B, l, 0), R,
-                               C) < 0 ||
-        wgpt_decode_matvec(g, op, qkv, ln, param_(d, WGPT_QKVW, l, h), param_(d, WGPT_QKVB, l, 0), meta, R, C, 3 * C,
-                           1, h) < 0 ||
+              fcproj = whole_(d->fcproj, rc), meta = whole_(d->meta, 0), kc = whole_(d->kc[l], 0),
+              vc = whole_(d->vc[l], 0);
+    int nw = l + 1 < L ? WGPT_LN1W : WGPT_LNFW, nb = l + 1 < L ? WGPT_LN1B : WGPT_LNFB;
+    uint32_t nl = l + 1 < L ? l + 1 : 0;
+    if (wgpt_decode_matvec(g, op, qkv, ln, param_(d, WGPT_QKVW, l, h), param_(d, WGPT_QKVB, l, 0), meta, R, C, 3 * C,
+                           1, h, 0) < 0 ||
         wgpt_decode_kv_write(g, op, kc, vc, qkv, meta, R, C, T, h) < 0 ||
         wgpt_decode_attention(g, op, atty, qkv, kc, vc, meta, R, C, NH, T, h) < 0 ||
         wgpt_decode_matvec(g, op, attproj, atty, param_(d, WGPT_ATTPROJW, l, h), param_(d, WGPT_ATTPROJB, l, 0), meta,
-                           R, C, C, 1, h) < 0 ||
-        wgpt_residual_forward(g, op, res2, x, attproj, (uint64_t)R * C) < 0 ||
-        wgpt_layernorm_forward(g, op, ln, mean, rstd, res2, param_(d, WGPT_LN2W, l, 0), param_(d, WGPT_LN2B, l, 0),
-                               R, C) < 0 ||
+                           R, C, C, 1, h, 0) < 0 ||
+        wgpt_decode_residual_layernorm(g, op, res2, ln, x, attproj, param_(d, WGPT_LN2W, l, 0),
+                                       param_(d, WGPT_LN2B, l, 0), meta, R, C) < 0 ||
         wgpt_decode_matvec(g, op, fch, ln, param_(d, WGPT_FCW, l, h), param_(d, WGPT_FCB, l, 0), meta, R, C, 4 * C, 1,
-                           h) < 0 ||
-        wgpt_gelu_forward(g, op, fchg, fch, (uint64_t)R * 4 * C) < 0 ||
-        wgpt_decode_matvec(g, op, fcproj, fchg, param_(d, WGPT_FCPROJW, l, h), param_(d, WGPT_FCPROJB, l, 0), meta, R,
-                           4 * C, C, 1, h) < 0 ||
-        wgpt_residual_forward(g, op, x, res2, fcproj, (uint64_t)R * C) < 0)
+                           h, 1) < 0 ||
+        wgpt_decode_matvec(g, op, fcproj, fch, param_(d, WGPT_FCPROJW, l, h), param_(d, WGPT_FCPROJB, l, 0), meta, R,
+                           4 * C, C, 1, h, 0) < 0 ||
+        wgpt_decode_residual_layernorm(g, op, x, ln, res2, fcproj, param_(d, nw, nl, 0), param_(d, nb, nl, 0), meta, R,
+                                       C) < 0)
         return -1;
     return 0;
 }
@@ -133,24 +132,23 @@ static int build_(wgpt_decoder *d, wgpt_decode_pass *pass) {
     wgpt_gpu *g = m->g;
     wgpt_op *op = &pass->op;
     uint32_t R = pass->rows, C = m->c.channels, Vp = m->c.padded_vocab_size;
-    wgpt_view meta = whole_(d->meta, 0), none = {NULL, 0, 0};
+    uint64_t rc = (uint64_t)R * C * 4;
+    wgpt_view meta = whole_(d->meta, 0), none = {NULL, 0, 0}, x = whole_(d->x, rc), ln = whole_(d->ln, rc);
     wgpt_op_init(op);
-    if (wgpt_decode_embed(g, op, whole_(d->x, (uint64_t)R * C * 4), param_(d, WGPT_WTE, 0, 0),
-                          param_(d, WGPT_WPE, 0, 0), meta, R, C, d->ctx, d->V) < 0)
+    if (wgpt_decode_embed(g, op, x, param_(d, WGPT_WTE, 0, 0), param_(d, WGPT_WPE, 0, 0), meta, R, C, d->ctx, d->V) < 0 ||
+        wgpt_decode_residual_layernorm(g, op, none, ln, x, none, param_(d, WGPT_LN1W, 0, 0), param_(d, WGPT_LN1B, 0, 0),
+                                       meta, R, C) < 0)
         return -1;
     for (uint32_t l = 0; l < m->c.num_layers; l++)
         if (block_(d, op, R, l) < 0) return -1;
-    // the final LayerNorm and the logits: of every row, or of the last live one
+    // ln holds ln_f's output: the logits of every row, or of the last live one
     uint32_t rows = pass->last_only ? 1 : R;
-    wgpt_view inp = whole_(d->x, (uint64_t)R * C * 4), ln = whole_(d->ln, (uint64_t)rows * C * 4);
     if (pass->last_only) {
-        if (wgpt_decode_take_row(g, op, whole_(d->last, C * 4ull), inp, meta, R, C) < 0) return -1;
-        inp = whole_(d->last, C * 4ull);
+        if (wgpt_decode_take_row(g, op, whole_(d->last, C * 4ull), ln, meta, R, C) < 0) return -1;
+        ln = whole_(d->last, C * 4ull);
     }
-    if (wgpt_layernorm_forward(g, op, ln, whole_(d->mean, rows * 4ull), whole_(d->rstd, rows * 4ull), inp,
-                               param_(d, WGPT_LNFW, 0, 0), param_(d, WGPT_LNFB, 0, 0), rows, C) < 0 ||
-        wgpt_decode_matvec(g, op, whole_(d->logits, (uint64_t)rows * Vp * 4), ln, param_(d, WGPT_WTE, 0, d->f16),
-                           none, meta, rows, C, Vp, !pass->last_only, d->f16) < 0)
+    if (wgpt_decode_matvec(g, op, whole_(d->logits, (uint64_t)rows * Vp * 4), ln, param_(d, WGPT_WTE, 0, d->f16), none,
+                           meta, rows, C, Vp, !pass->last_only, d->f16, 0) < 0)
         return -1;
     pass->built = 1;
     return 0;
