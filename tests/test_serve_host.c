@@ -1,7 +1,7 @@
 // test_serve_host.c: the host side of `wgpt serve` without a GPU or a socket:
 // request parsing and its refusals (serve/request.c), JSON strings of any
 // bytes and safe cut points of growing text (serve/text.c), a job's text
-// with stop strings across tokens (serve/job.c).
+// with stop strings across tokens (serve/job.c over train/stop_text.h).
 #include "test_util.h"
 
 #include "serve/job.h"
@@ -103,14 +103,6 @@ static void cut_points(void **st) {
     assert_int_equal(wgpt_utf8_safe_len("a\xc3", 2), 1);
     assert_int_equal(wgpt_utf8_safe_len("a\x80", 2), 2);      // invalid, not unfinished
     assert_int_equal(wgpt_utf8_safe_len("a\xe2\x28", 3), 3);  // can no longer become a character
-    char *stops[] = {"world", "lo!"};
-    size_t lens[] = {5, 3};
-    assert_int_equal(wgpt_stop_holdback("hello wo", 8, stops, lens, 2), 2);
-    assert_int_equal(wgpt_stop_holdback("hello", 5, stops, lens, 2), 2);
-    assert_int_equal(wgpt_stop_holdback("hello!", 6, stops, lens, 2), 0);
-    assert_int_equal(wgpt_stop_find("hello world", 11, 0, stops, lens, 2), 6);
-    assert_int_equal(wgpt_stop_find("hello world", 11, 7, stops, lens, 2), 11);
-    assert_int_equal(wgpt_stop_find("lo! world", 9, 0, stops, lens, 2), 0);
 }
 
 // A stop string across tokens: the text ends before it; what may still turn

@@ -26,6 +26,7 @@ wgpt_serve_job *wgpt_serve_job_new(wgpt_completion_req *req, const wgpt_tokenize
     for (uint32_t c = 0; c < j->req.n; c++) {
         wgpt_sampler_init(&j->choice[c].sampler, j->req.temperature, j->req.top_k, seed + c);
         wgpt_sampler_set_top_p(&j->choice[c].sampler, j->req.top_p);
+        wgpt_stop_text_init(&j->choice[c].stopper, (const char *const *)j->req.stops, (size_t)j->req.nstops);
         j->choice[c].slot = -1;
     }
     j->refs = 1;
@@ -34,15 +35,31 @@ wgpt_serve_job *wgpt_serve_job_new(wgpt_completion_req *req, const wgpt_tokenize
 
 void wgpt_serve_job_free(wgpt_serve_job *j) {
     if (!j) return;
-    for (uint32_t c = 0; c < WGPT_SERVE_MAX_N; c++) wgpt_sbuf_free(&j->choice[c].text);
+    for (uint32_t c = 0; c < WGPT_SERVE_MAX_N; c++) {
+        wgpt_sbuf_free(&j->choice[c].text);
+        wgpt_stop_text_free(&j->choice[c].stopper);
+    }
     wgpt_completion_req_free(&j->req);
     free(j->ids);
     free(j);
 }
 
+// Where the stopper lets bytes out: the choice's text.
+typedef struct {
+    wgpt_sbuf *text;
+    int failed;  // out of host memory
+} sink_;
+
+static void emit_(void *user, const char *bytes, size_t len) {
+    sink_ *k = user;
+    if (wgpt_sbuf_add(k->text, bytes, len) < 0) k->failed = 1;
+}
+
 void wgpt_serve_job_finish(wgpt_serve_job *j, uint32_t c, const char *reason) {
     wgpt_serve_choice *ch = &j->choice[c];
     if (ch->finish) return;
+    sink_ k = {&ch->text, 0};
+    wgpt_stop_text_flush(&ch->stopper, emit_, &k);
     ch->finish = reason;
     ch->ready = ch->text.len;
     j->finished++;
@@ -50,36 +67,24 @@ void wgpt_serve_job_finish(wgpt_serve_job *j, uint32_t c, const char *reason) {
 
 int wgpt_serve_job_add_token(wgpt_serve_job *j, uint32_t c, const wgpt_tokenizer *tok, uint32_t id) {
     wgpt_serve_choice *ch = &j->choice[c];
-    const wgpt_completion_req *r = &j->req;
     if (ch->finish) return 1;
     ch->tokens++;
     if (j->eot >= 0 && id == (uint64_t)j->eot) {
         wgpt_serve_job_finish(j, c, "stop");
         return 1;
     }
-    size_t len = 0, before = ch->text.len;
+    size_t len = 0;
     const char *bytes = wgpt_tokenizer_decode(tok, id, &len);
-    if (bytes && wgpt_sbuf_add(&ch->text, bytes, len) < 0) {
-        wgpt_serve_job_finish(j, c, "length");  // (out of host memory: end it where it is)
-        return 1;
-    }
-    size_t longest = 0;
-    for (int k = 0; k < r->nstops; k++)
-        if (r->stop_lens[k] > longest) longest = r->stop_lens[k];
-    size_t from = before + 1 > longest ? before + 1 - longest : 0;  // a new match ends in the new bytes
-    size_t at = wgpt_stop_find(ch->text.p, ch->text.len, from, r->stops, r->stop_lens, r->nstops);
-    if (at < ch->text.len) {
-        ch->text.len = at;
-        ch->text.p[at] = 0;
-        wgpt_serve_job_finish(j, c, "stop");
-        return 1;
-    }
-    if (ch->tokens >= r->max_tokens) {
+    sink_ k = {&ch->text, 0};
+    int st = bytes ? wgpt_stop_text_feed(&ch->stopper, bytes, len, emit_, &k) : 0;
+    if (st < 0 || k.failed) {  // out of host memory: end it where it is
         wgpt_serve_job_finish(j, c, "length");
         return 1;
     }
-    size_t hold = wgpt_stop_holdback(ch->text.p, ch->text.len, r->stops, r->stop_lens, r->nstops);
-    size_t ready = wgpt_utf8_safe_len(ch->text.p, ch->text.len - hold);
-    if (ready > ch->ready) ch->ready = ready;
+    if (st == 1 || ch->tokens >= j->req.max_tokens) {
+        wgpt_serve_job_finish(j, c, st == 1 ? "stop" : "length");
+        return 1;
+    }
+    ch->ready = wgpt_utf8_safe_len(ch->text.p, ch->text.len);
     return 0;
 }

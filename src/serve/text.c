@@ -101,25 +101,3 @@ size_t wgpt_utf8_safe_len(const char *s, size_t n) {
     }
     return n;
 }
-
-size_t wgpt_stop_find(const char *s, size_t n, size_t from, char *const *stops, const size_t *lens, int nstops) {
-    size_t best = n;
-    for (int k = 0; k < nstops; k++)
-        for (size_t i = from; i + lens[k] <= n && i < best; i++)
-            if (memcmp(s + i, stops[k], lens[k]) == 0) {
-                best = i;
-                break;
-            }
-    return best;
-}
-
-size_t wgpt_stop_holdback(const char *s, size_t n, char *const *stops, const size_t *lens, int nstops) {
-    size_t best = 0;
-    for (int k = 0; k < nstops; k++)
-        for (size_t t = lens[k] - 1; t > best; t--)
-            if (t <= n && memcmp(s + n - t, stops[k], t) == 0) {
-                best = t;
-                break;
-            }
-    return best;
-}

@@ -1,7 +1,7 @@
 // text.h: model text on its way to a client: a growable byte buffer, JSON
 // string literals of arbitrary bytes (a model may emit NUL bytes or half a
 // UTF-8 character), and where a stream may cut text that is still growing
-// (not inside a UTF-8 character, not inside what may become a stop string).
+// (not inside a UTF-8 character; stop strings are train/stop_text.h's).
 #ifndef WGPT_SERVE_TEXT_H
 #define WGPT_SERVE_TEXT_H
 
@@ -25,12 +25,5 @@ int wgpt_json_string(wgpt_sbuf *b, const char *s, size_t n);
 // The length of the longest prefix of s[0, n) that does not end inside a
 // UTF-8 sequence that the next bytes could still complete.
 size_t wgpt_utf8_safe_len(const char *s, size_t n);
-
-// The earliest position >= from where one of the stop strings starts in
-// s[0, n) (whole), or n if none does.
-size_t wgpt_stop_find(const char *s, size_t n, size_t from, char *const *stops, const size_t *lens, int nstops);
-// The length of the longest tail of s[0, n) that is a proper prefix of a stop
-// string: bytes a stream must hold back until the next ones decide.
-size_t wgpt_stop_holdback(const char *s, size_t n, char *const *stops, const size_t *lens, int nstops);
 
 #endif
