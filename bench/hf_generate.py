@@ -54,7 +54,12 @@ def hf_model(a, dev, dtype):
     import transformers
     cfg = transformers.GPT2Config(n_layer=a.layers, n_head=a.heads, n_embd=a.channels, vocab_size=a.vocab,
                                   n_positions=a.seq)
-    m = transformers.GPT2LMHeadModel(cfg).to(dev, dtype).eval()
+    try:  # initialised on the GPU where torch can (a 774M model's init on the CPU takes long)
+        with torch.device(dev):
+            m = transformers.GPT2LMHeadModel(cfg)
+    except (AttributeError, TypeError):
+        m = transformers.GPT2LMHeadModel(cfg)
+    m = m.to(dev, dtype).eval()
 
     def gen(ids, k):
         return m.generate(ids, max_new_tokens=k, min_new_tokens=k, do_sample=False, use_cache=True, pad_token_id=0,

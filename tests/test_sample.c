@@ -8,7 +8,8 @@
 //   matches changes nothing;
 // - --count 3: three samples, each complete;
 // - Ctrl-C (SIGINT) mid-stream: exit 0, the text printed so far kept, the
-//   interruption said on stderr.
+//   interruption said on stderr (sent once 10 bytes are out: the text streams);
+// - `wgpt bench --generate` on a tiny model: both batches, the reference, a result line.
 #include "test_util.h"
 
 #include <fcntl.h>
@@ -72,9 +73,9 @@ static void run_(result_ *r, int sigint, const char *const *args) {
     char out[700], errp[700];
     snprintf(out, sizeof out, "%s/.out", dir_);
     snprintf(errp, sizeof errp, "%s/.err", dir_);
-    const char *argv[32] = {wgpt_, "sample"};
-    int n = 2;
-    while (args[n - 2] && n < 31) argv[n] = args[n - 2], n++;
+    const char *argv[32] = {wgpt_};
+    int n = 1;
+    while (args[n - 1] && n < 31) argv[n] = args[n - 1], n++;
     argv[n] = NULL;
     fflush(stdout);
     pid_t pid = fork();
@@ -105,7 +106,7 @@ static void run_(result_ *r, int sigint, const char *const *args) {
     r->errs[k] = 0;
     if (f) fclose(f);
 }
-#define SAMPLE(r, ...) run_((r), 0, (const char *const[]){__VA_ARGS__, NULL})
+#define SAMPLE(r, ...) run_((r), 0, (const char *const[]){"sample", __VA_ARGS__, NULL})
 
 static void expect_bytes_(const result_ *r, const char *want, size_t n) {
     if (r->code != 0) fail_msg("exit %d: %s", r->code, r->errs);
@@ -167,7 +168,7 @@ static void test_interrupt_keeps_text(void **state) {
     snprintf(ck, sizeof ck, "%s/int.ckpt", dir_);
     write_ckpt_(ck, 'x', 64);
     result_ r;
-    run_(&r, 1, (const char *const[]){"--checkpoint", ck, "--prompt", "ab", "--tokens", "1000000",
+    run_(&r, 1, (const char *const[]){"sample", "--checkpoint", ck, "--prompt", "ab", "--tokens", "1000000",
                                         "--temperature", "0", NULL});
     if (r.code != 0) fail_msg("exit %d after SIGINT: %s", r.code, r.errs);
     assert_non_null(strstr(r.errs, "interrupted after"));
@@ -177,11 +178,29 @@ static void test_interrupt_keeps_text(void **state) {
     for (size_t i = 2; i + 1 < r.nout; i++) assert_int_equal(r.out[i], 'x');
 }
 
+static void test_bench_generate(void **state) {
+    (void)state;
+    result_ r;
+    run_(&r, 0, (const char *const[]){"bench", "--generate", "--layers", "1", "--heads", "2", "--channels", "32",
+                                      "--vocab", "64", "--seq", "32", "--gen-prompt", "4", "--gen-tokens", "8",
+                                      "--gen-batch", "3", "--gen-recompute", NULL});
+    if (r.code != 0) fail_msg("exit %d: %s%s", r.code, r.out, r.errs);
+    assert_non_null(strstr(r.out, "batch 1: prefill"));
+    assert_non_null(strstr(r.out, "batch 3: prefill"));
+    assert_non_null(strstr(r.out, "the KV cache is"));
+    assert_non_null(strstr(r.out, "result: decode"));
+    run_(&r, 0, (const char *const[]){"bench", "--generate", "--seq", "32", "--gen-prompt", "30", "--gen-tokens", "8",
+                                      "--layers", "1", "--heads", "2", "--channels", "32", NULL});
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.errs, "exceed the context of 32"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nul_bytes),
         cmocka_unit_test(test_stop_and_count),
         cmocka_unit_test(test_interrupt_keeps_text),
+        cmocka_unit_test(test_bench_generate),
     };
     return cmocka_run_group_tests_name("sample", tests, group_setup, group_teardown);
 }
