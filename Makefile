@@ -12,12 +12,14 @@ DAWN_DIR = third_party/dawn
 # Dawn is not linked: src/gpu/dawn_loader.c loads $(DAWN_DIR)/dawn.node (found
 # relative to the executable) at run time. The addon's napi_* imports are bound
 # to do-nothing functions every executable exports (src/gpu/napi_imports.c); libcrypto hashes the file against its pin.
-LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lz -lm $(MPI_LIBS)
+LDLIBS_DAWN = -ldl -Wl,--export-dynamic-symbol='napi_*' -lcrypto -lpcre2-8 -lcjson -lmicrohttpd -lpthread -lz -lm $(MPI_LIBS)
 DAWN_NODE_SHA256 := $(shell . scripts/pins.sh && echo $$WGPT_DAWN_NODE_SHA256)
 
 LIB_SRC = $(wildcard src/gpu/*.c) $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) \
           $(wildcard src/util/*.c)
 LIB_SRC += $(wildcard src/weights/*.c)
+# `wgpt serve` (libmicrohttpd).
+LIB_SRC += $(wildcard src/serve/*.c)
 # The communication layer (src/dist/comm.h): Open MPI where mpicc is found
 # (WGPT_MPI=1), else one process (WGPT_MPI=0: make BUILD=build-nompi WGPT_MPI=0 all).
 WGPT_MPI ?= $(shell command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
@@ -96,7 +98,7 @@ sanitize-build:
 
 # The programs that need no GPU, under valgrind's memcheck (WGPT_TEST_QUICK
 # skips the speed measurements, which valgrind slows 50x).
-VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source kernel_docs ref shard loader checkpoint tokenizer train_host weights)
+VALGRIND_TESTS = $(addprefix $(BUILD)/test_,kernel_source kernel_docs ref shard loader checkpoint tokenizer train_host weights generate_host serve_host)
 valgrind: all
 	@WGPT_TEST_QUICK=1 TEST_LABEL=valgrind \
 	  TEST_RUNNER="valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite" \
@@ -178,8 +180,8 @@ install: $(BUILD)/wgpt $(VK_LAYER)
 	install -m 644 third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe/
 
 # Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).
-$(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/libwgpt.a
-	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $^ $(LDLIBS_DAWN) -o $@
+$(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/obj/cli/cache_dir.o $(BUILD)/libwgpt.a
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(filter %.c %.o %.a,$^) $(LDLIBS_DAWN) -o $@
 
 clean:
 	rm -rf $(BUILD) build-asan $(FUZZ_BUILD) build-web
@@ -192,7 +194,7 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SAN = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS = -std=c11 -g -O1 $(FUZZ_SAN) \
 	-Wall -Wextra -Wshadow -D_POSIX_C_SOURCE=200809L -Isrc -ffunction-sections -fdata-sections
-FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safetensors
+FUZZ_TARGETS = shard checkpoint options tokenizer_encode tokenizer_files safetensors serve_request
 # The host sources each target links. --gc-sections drops what the fuzzed code
 # never calls, so model/gpt2_layout.c's GPU half needs no Dawn; it only lends
 # the checkpoint its parameter count, and is built without coverage tables
@@ -203,6 +205,7 @@ FUZZ_SRC_options = src/cli/options.c
 FUZZ_SRC_tokenizer_encode = $(wildcard src/data/tokenizer*.c) src/util/fs.c src/util/err.c
 FUZZ_SRC_tokenizer_files = $(FUZZ_SRC_tokenizer_encode)
 FUZZ_SRC_safetensors = $(wildcard src/weights/*.c) src/util/bus_guard.c src/model/gpt2_layout.c src/util/err.c
+FUZZ_SRC_serve_request = src/serve/request.c src/serve/text.c
 FUZZ_LDLIBS = -Wl,--gc-sections -lpcre2-8 -lcjson -lz -lm
 # (a function: a literal % in a pattern rule's prerequisites would become the stem)
 fuzz_objs = $(patsubst src/%.c,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_SRC_$(1)))

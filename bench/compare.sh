@@ -6,7 +6,7 @@
 #                    [--wgpt build/wgpt] [--out DIR] [--model "ARGS"] [--micro-args "ARGS"]
 #                    [--rows LIST] [--no-compile] [--no-124m] [--no-350m] [--350m-batch 4]
 #                    [--llmc DIR] [--llmc-bin PATH] [--llmc-args "ARGS"]
-#                    [--no-step] [--no-micro] [--profile]
+#                    [--no-step] [--no-micro] [--profile] [--generate] [--gen-args "ARGS"]
 # 1. the training step, GPT-2 124M at each --batch (x 1024 tokens; default 8 and 16) and
 #    GPT-2 350M (24 layers, 16 heads, 1024 channels) at --350m-batch (default 4): `wgpt bench`
 #    in fp32 and f16, bench/pytorch_gpt2.py in fp32 (TF32 off), fp32 with TF32, bf16 autocast
@@ -25,6 +25,12 @@
 # 3. with --profile: where the step's GPU time goes, wgpt f16 (`wgpt bench --profile`)
 #    beside PyTorch bf16 eager (pytorch_gpt2.py --profile, torch.profiler) at the first
 #    --batch: the matmuls, the attention and the rest, summed from each kernel's GPU time.
+# 4. with --generate (alone: no step, no micro): `wgpt bench --generate` in fp32 and f16
+#    beside bench/hf_generate.py (transformers' generate where it is installed, else a
+#    plain-PyTorch KV-cache loop: its output says which) in fp32 and f16 at batch 1 and 8:
+#    decode tokens/s and wgpt over the peer. --gen-args goes to the peer (e.g. "--prompt 128
+#    --tokens 128 --runs 3"), its --prompt and --tokens to wgpt too; the model options
+#    come from --model.
 # --llmc DIR: llm.c (https://github.com/karpathy/llm.c, your clone; not part of wgpt):
 # its train_gpt2cu is built from a patched copy in OUT/llmc-build with this machine's nvcc
 # (bench/llmc_gpt2.sh build: bf16, no cuDNN, no NCCL/MPI, no managed-memory fallback) and
@@ -41,10 +47,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 peak=67 tf32_peak=494.7 f16_peak=989.4 batch=8,16 steps=10 py=python3 wgpt=build/wgpt out="" model="" micro_args=""
-do_step=1 do_micro=1 do_profile=0
+do_step=1 do_micro=1 do_profile=0 do_generate=0 gen_args=""
 all_rows=wgpt_fp32,wgpt_f16,pytorch_fp32,pytorch_tf32,pytorch_bf16,compile_bf16,llmc_bf16
 rows_sel=$all_rows no_compile=0 do_124m=1 do_350m=1 batch_350m=4 llmc="" llmc_bin="" llmc_args=""
-usage() { sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,45p' "$0" | sed 's/^# \{0,1\}//'; }
 need() { [ $# -ge 2 ] || { echo "compare.sh: $1 needs a value" >&2; exit 2; }; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -69,6 +75,8 @@ while [ $# -gt 0 ]; do
     --no-step) do_step=0; shift ;;
     --no-micro) do_micro=0; shift ;;
     --profile) do_profile=1; shift ;;
+    --generate) do_generate=1; do_step=0; do_micro=0; shift ;;
+    --gen-args) need "$@"; gen_args=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -140,6 +148,49 @@ run() {
 }
 
 status=0
+# --- 4. generation (--generate) -------------------------------------------------------------
+if [ $do_generate = 1 ]; then
+  echo
+  echo "== generation: $wgpt bench --generate and bench/hf_generate.py (decode tokens/s)"
+  # wgpt takes the peer's --prompt N and --tokens N as --gen-prompt N, --gen-tokens N (the rest is the peer's)
+  wgen=$(echo "$gen_args" | awk '{for (i = 1; i < NF; i++) if ($i == "--prompt" || $i == "--tokens")
+                                     printf "--gen-%s %s ", substr($i, 3), $(i + 1)}')
+  grows="$out/gen_rows.txt"
+  : >"$grows"
+  for prec in fp32 f16; do
+    # shellcheck disable=SC2086
+    run "$out/wgpt_generate_$prec.txt" "$wgpt" bench --generate --precision "$prec" $model $wgen || status=1
+    grep -E '^(adapter|model|batch)' "$out/wgpt_generate_$prec.txt" | sed 's/^/  /'
+    awk -v p="$prec" '/^batch 1:/ {b1 = $13} /^batch 8:/ {b8 = $13}
+         END {print "wgpt_" p, (b1 != "" ? b1 : "-"), (b8 != "" ? b8 : "-")}' "$out/wgpt_generate_$prec.txt" >>"$grows"
+    if [ -z "$torch_why" ]; then
+      for b in 1 8; do
+        # shellcheck disable=SC2086
+        run "$out/peer_generate_${prec}_b$b.txt" "$py" bench/hf_generate.py --dtype "$prec" --batch "$b" $model $gen_args
+        grep -E '^(torch|result)' "$out/peer_generate_${prec}_b$b.txt" | sed 's/^/  /'
+      done
+      awk -v p="$prec" 'FNR == 1 {f++} /^result:/ {v[f] = $3}
+           END {print "peer_" p, (v[1] != "" ? v[1] : "-"), (v[2] != "" ? v[2] : "-")}' \
+        "$out/peer_generate_${prec}_b1.txt" "$out/peer_generate_${prec}_b8.txt" >>"$grows"
+    fi
+  done
+  echo
+  awk '{r[$1] = $0; b1[$1] = $2; b8[$1] = $3}
+       END {
+         printf "%-12s %14s %14s\n", "decode", "batch 1 tok/s", "batch 8 tok/s"
+         for (i = 1; i <= 4; i++) {
+           k = (i <= 2 ? "wgpt_" : "peer_") (i % 2 ? "fp32" : "f16")
+           if (k in r) printf "%-12s %14s %14s\n", k, b1[k], b8[k]
+         }
+         for (i = 1; i <= 2; i++) {
+           p = (i == 1 ? "fp32" : "f16")
+           if (("peer_" p) in r && b1["peer_" p] > 0 && b1["wgpt_" p] > 0)
+             printf "wgpt/peer %s: %.2fx at batch 1, %s at batch 8\n", p, b1["wgpt_" p] / b1["peer_" p],
+                    (b8["peer_" p] > 0 && b8["wgpt_" p] > 0 ? sprintf("%.2fx", b8["wgpt_" p] / b8["peer_" p]) : "-")
+         }
+       }' "$grows"
+fi
+
 # --- 1. the training step -------------------------------------------------------------
 # The GPU's memory in use (MiB, nvidia-smi, GPU 0) every 100 ms while a row runs: its peak
 # over the figure just before it started.

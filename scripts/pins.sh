@@ -9,7 +9,7 @@ WGPT_DAWN_NODE_FILE="dist/linux-x64/dawn.node"
 WGPT_DAWN_NODE_SHA256="ab18a659f8325e874ea45c80347b64336d7f748601102753d2bc669fdecfd710"
 WGPT_DAWN_COMMIT="77f9a9aa5f7180958480de17680c61a84c006842"
 # Build and test tools from Debian (clang-14 and its runtimes build the fuzz targets: make fuzz).
-WGPT_DEBIAN_PACKAGES="gcc make libcmocka-dev libpcre2-dev libcjson-dev zlib1g-dev libssl-dev openssl ca-certificates clang-14 libclang-rt-14-dev valgrind libopenmpi-dev openmpi-bin libvulkan-dev"
+WGPT_DEBIAN_PACKAGES="gcc make libcmocka-dev libpcre2-dev libcjson-dev zlib1g-dev libssl-dev openssl ca-certificates clang-14 libclang-rt-14-dev valgrind libopenmpi-dev openmpi-bin libvulkan-dev libmicrohttpd-dev curl"
 # Mesa lavapipe that Dawn accepts (Debian 12's own 22.3 is rejected).
 WGPT_MESA_SUITE="bookworm-backports"
 WGPT_MESA_MIN_MAJOR=25

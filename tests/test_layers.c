@@ -11,7 +11,7 @@
 // Each layer and the folders of src/ it may include ("gpu/gpu.h" is the only
 // GPU header above src/gpu: checked apart).
 static const struct {
-    const char *layer, *may[10];
+    const char *layer, *may[12];
 } RULES[] = {
     {"util", {"util"}},
     {"gpu", {"util", "gpu"}},
@@ -21,11 +21,12 @@ static const struct {
     {"weights", {"util", "model", "weights"}},
     {"train", {"util", "gpu", "model", "data", "weights", "dist", "train"}},
     {"bench", {"util", "gpu", "model", "bench"}},
-    {"cli", {"util", "gpu", "model", "data", "weights", "dist", "train", "bench", "cli"}},
+    {"serve", {"util", "model", "data", "train", "serve"}},
+    {"cli", {"util", "gpu", "model", "data", "weights", "dist", "train", "bench", "serve", "cli"}},
 };
 
 static int allowed_(size_t r, const char *inc) {
-    for (size_t i = 0; i < 10 && RULES[r].may[i]; i++) {
+    for (size_t i = 0; i < 12 && RULES[r].may[i]; i++) {
         size_t n = strlen(RULES[r].may[i]);
         if (!strncmp(inc, RULES[r].may[i], n) && inc[n] == '/') return 1;
     }

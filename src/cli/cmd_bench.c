@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench/bench_generate.h"  // wgpt_bench_generate_run
 #include "bench/bench_micro.h"  // wgpt_bench_micro_run
 #include "bench/bench_step.h"   // wgpt_bench_step_run
 #include "cli/commands.h"
@@ -19,7 +20,9 @@ static const char USAGE_[] =
             "                  [--peak-tflops P] [--binding-limit BYTES]\n"
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--micro-block auto|base|wide] [--micro-only matmul|f16|memory]\n"
-            "                  [--adapter N|NAME]\n\n"
+            "                  [--adapter N|NAME]\n"
+            "       wgpt bench --generate [--gen-prompt P] [--gen-tokens N] [--gen-batch B] [--gen-recompute]\n"
+            "                  [--seq T] [--layers L] [--heads H] [--channels C] [--vocab V] [--precision ...]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
             "50304, T=1024), batch 4, 10 timed steps after 2 warm-up steps; it reports the median\n"
@@ -47,12 +50,18 @@ static const char USAGE_[] =
             "--micro-block base|wide runs every f16 subgroup-matrix matmul on the 128 x 128 or\n"
             "the 128 x 256 block instead of the one wgpt picks for the shape (auto).\n"
             "--micro-only runs one section: the matmuls, the f16 matmuls alone (no fp32 rows, no\n"
-            "wave count), or the memory-bound kernels.\n";
+            "wave count), or the memory-bound kernels.\n\n"
+            "--generate times text generation with the KV cache instead: a prefill of P prompt\n"
+            "tokens (default 128) and N decoding steps (default 128, after 4 warm-up steps) at\n"
+            "batch 1 and B (default 8), greedy, on random weights; prefill and decode tokens/s.\n"
+            "--gen-recompute also times the full-recompute reference (a forward over the whole\n"
+            "context T for each token) at batch 1.\n";
 
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();
     uint32_t B = 4, T = 1024, steps = 10, micro_runs = 10, micro_splits = 0;
-    int profile = 0, profile_calls = 0, micro = 0, micro_wall = 0;
+    int profile = 0, profile_calls = 0, micro = 0, micro_wall = 0, generate = 0, gen_recompute = 0;
+    uint32_t gen_prompt = 128, gen_tokens = 128, gen_batch = 8;
     uint64_t binding_limit = 0;
     float scale = 0, width = 0, peak = 0;
     const char *adapter = NULL, *precision_s = "auto", *only = NULL, *block = NULL, *recompute_s = "auto";
@@ -77,6 +86,11 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"micro-splits", WGPT_OPT_U32, &micro_splits, "--micro: split every matmul's k in S parts (0: the default)"},
         {"micro-block", WGPT_OPT_STR, &block, "--micro: the f16 subgroup-matrix block, auto, base or wide"},
         {"micro-only", WGPT_OPT_STR, &only, "--micro: one section, matmul, f16 or memory (implies --micro)"},
+        {"generate", WGPT_OPT_FLAG, &generate, "time text generation (KV cache) instead"},
+        {"gen-prompt", WGPT_OPT_U32, &gen_prompt, "--generate: prompt tokens a sequence"},
+        {"gen-tokens", WGPT_OPT_U32, &gen_tokens, "--generate: tokens decoded a sequence"},
+        {"gen-batch", WGPT_OPT_U32, &gen_batch, "--generate: the batch beside batch 1"},
+        {"gen-recompute", WGPT_OPT_FLAG, &gen_recompute, "--generate: also the full-recompute reference"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
         {"binding-limit", WGPT_OPT_COUNT, &binding_limit, "testing: bind at most this many bytes at once (0: the device's limit)"},
     };
@@ -85,7 +99,8 @@ int wgpt_cmd_bench(int argc, char **argv) {
         {"layers", 1, 1024, 0},     {"heads", 1, 1024, 0},          {"channels", 1, 65536, 0},
         {"vocab", 1, 1u << 24, 0},  {"peak-tflops", 0, 1e6, WGPT_OPT_LT_MAX},
         {"micro-scale", 0, 16, 0},  {"micro-width", 0, 16, 0},      {"micro-runs", 1, 100000, 0},
-        {"micro-splits", 0, 64, 0},
+        {"micro-splits", 0, 64, 0}, {"gen-prompt", 1, 65536, 0},   {"gen-tokens", 1, 65536, 0},
+        {"gen-batch", 1, 256, 0},
     };
     int npos = 0;
     int prc = wgpt_opts_parse_ranged(argc, argv, opts, (int)(sizeof opts / sizeof opts[0]), ranges,
@@ -132,6 +147,12 @@ int wgpt_cmd_bench(int argc, char **argv) {
     }
     c.padded_vocab_size = (c.vocab_size + 127) / 128 * 128;
     if (T > c.max_seq_len) c.max_seq_len = T;
+    if (generate) {
+        c.max_seq_len = T;
+        wgpt_bench_generate_opts go = {.config = c, .prompt = gen_prompt, .tokens = gen_tokens, .max_batch = gen_batch,
+                                       .recompute = gen_recompute, .precision = precision, .gpu = opt};
+        return wgpt_bench_generate_run(&go) < 0 ? 1 : 0;
+    }
     wgpt_bench_step_opts so = {.config = c, .B = B, .T = T, .steps = steps, .peak_tflops = peak,
                                .precision = precision, .recompute = recompute, .gpu = opt,
                                .profile_calls = profile_calls};

@@ -9,5 +9,6 @@ int wgpt_cmd_sample(int argc, char **argv);
 int wgpt_cmd_eval(int argc, char **argv);
 int wgpt_cmd_tokenize(int argc, char **argv);
 int wgpt_cmd_export(int argc, char **argv);
+int wgpt_cmd_serve(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ static void usage_(FILE *f) {
             "  tokenize  text files -> token shards for training\n"
             "  train     train a GPT-2 model on token shards (resumes where it stopped)\n"
             "  sample    generate text from a checkpoint\n"
+            "  serve     a checkpoint behind an OpenAI-compatible HTTP API\n"
             "  eval      validation loss of a checkpoint\n"
             "  info      the GPU adapters Dawn offers, the chosen device and its limits\n"
             "  bench     time GPT-2 training steps (default: 124M, batch 4 x 1024)\n"
@@ -43,6 +44,7 @@ static int run_(int argc, char **argv) {
     if (strcmp(argv[1], "bench") == 0) return wgpt_cmd_bench(argc - 1, argv + 1);
     if (strcmp(argv[1], "train") == 0) return wgpt_cmd_train(argc - 1, argv + 1);
     if (strcmp(argv[1], "sample") == 0) return wgpt_cmd_sample(argc - 1, argv + 1);
+    if (strcmp(argv[1], "serve") == 0) return wgpt_cmd_serve(argc - 1, argv + 1);
     if (strcmp(argv[1], "eval") == 0) return wgpt_cmd_eval(argc - 1, argv + 1);
     if (strcmp(argv[1], "tokenize") == 0) return wgpt_cmd_tokenize(argc - 1, argv + 1);
     if (strcmp(argv[1], "export") == 0) return wgpt_cmd_export(argc - 1, argv + 1);

@@ -47,6 +47,7 @@ typedef struct WGPUFuture {
 
 typedef enum WGPUSType {
     WGPUSType_ShaderSourceWGSL = 0x00000002,
+    WGPUSType_DawnCacheDeviceDescriptor = 0x00050007,
     WGPUSType_DawnTogglesDescriptor = 0x0005000A,
     WGPUSType_AdapterPropertiesSubgroupMatrixConfigs = 0x0005003B,
     WGPUSType_Force32 = 0x7FFFFFFF
@@ -341,6 +342,37 @@ typedef struct WGPUDawnTogglesDescriptor {
     size_t disabledToggleCount;
     const char *const *disabledToggles;
 } WGPUDawnTogglesDescriptor;
+
+// Dawn's blob cache (compiled shaders, VkPipelineCache data), chained on the
+// device descriptor. The callback-info form (not the older loadDataFunction /
+// storeDataFunction pointers): this build's symbols name
+// CallbackHelper<WGPUDawnLoadCacheDataCallbackInfo, ..., size_t (*)(size_t,
+// const uint8_t *, size_t, uint8_t *, void *, void *)> and the store twin
+// returning void; tests/test_gpu_cache.c sees Dawn call both through this layout.
+// load: called with value NULL / valueSize 0 for the size (0: a miss), then
+// with a buffer of that size; returns the bytes written.
+typedef size_t (*WGPUDawnLoadCacheDataCallback)(size_t keySize, const uint8_t *key, size_t valueSize, uint8_t *value,
+                                                void *userdata1, void *userdata2);
+typedef void (*WGPUDawnStoreCacheDataCallback)(size_t keySize, const uint8_t *key, size_t valueSize,
+                                               const uint8_t *value, void *userdata1, void *userdata2);
+typedef struct WGPUDawnLoadCacheDataCallbackInfo {
+    WGPUChainedStruct *nextInChain;
+    WGPUDawnLoadCacheDataCallback callback;
+    void *userdata1;
+    void *userdata2;
+} WGPUDawnLoadCacheDataCallbackInfo;
+typedef struct WGPUDawnStoreCacheDataCallbackInfo {
+    WGPUChainedStruct *nextInChain;
+    WGPUDawnStoreCacheDataCallback callback;
+    void *userdata1;
+    void *userdata2;
+} WGPUDawnStoreCacheDataCallbackInfo;
+typedef struct WGPUDawnCacheDeviceDescriptor {
+    WGPUChainedStruct chain;
+    WGPUStringView isolationKey;
+    WGPUDawnLoadCacheDataCallbackInfo loadDataCallbackInfo;
+    WGPUDawnStoreCacheDataCallbackInfo storeDataCallbackInfo;
+} WGPUDawnCacheDeviceDescriptor;
 
 typedef struct WGPUQueueDescriptor {
     WGPUChainedStruct *nextInChain;

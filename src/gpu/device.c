@@ -789,6 +789,12 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
         on[non++] = "disable_robustness";
     }
     WGPUDawnTogglesDescriptor toggles = {{NULL, WGPUSType_DawnTogglesDescriptor}, (size_t)non, on, (size_t)noff, off};
+    WGPUDawnCacheDeviceDescriptor cache;
+    g->pcache = wgpt_pcache_open_(opt->cache_dir);
+    if (g->pcache) {
+        wgpt_pcache_describe_(g->pcache, &cache);
+        toggles.chain.next = &cache.chain;
+    }
 
     WGPUDeviceDescriptor dd;
     memset(&dd, 0, sizeof dd);
@@ -886,6 +892,7 @@ void wgpt_gpu_close(wgpt_gpu *g) {
     if (g->fence_src) wgpuBufferRelease(g->fence_src);
     if (g->queue) wgpuQueueRelease(g->queue);
     if (g->hung) {  // see gpu.h: the device, adapter and instance are left to the process's exit
+        // (and g->pcache, whose callbacks that device may still call)
         left_hung_++;
         free(g);
         return;
@@ -894,6 +901,7 @@ void wgpt_gpu_close(wgpt_gpu *g) {
         wgpuDeviceDestroy(g->device);
         wgpuDeviceRelease(g->device);
     }
+    wgpt_pcache_free_(g->pcache);  // (after the device: Dawn may store while it goes)
     if (g->adapter) wgpuAdapterRelease(g->adapter);
     if (g->instance) {
         wgpuInstanceProcessEvents(g->instance);
@@ -901,6 +909,8 @@ void wgpt_gpu_close(wgpt_gpu *g) {
     }
     free(g);
 }
+
+void wgpt_gpu_cache_stats_get(const wgpt_gpu *g, wgpt_gpu_cache_stats *out) { wgpt_pcache_stats_(g->pcache, out); }
 
 void wgpt_gpu_force_loss(wgpt_gpu *g) {
     wgpuDeviceForceLoss(g->device, WGPUDeviceLostReason_Unknown, wgpt_sv_("forced by wgpt_gpu_force_loss"));

@@ -76,6 +76,12 @@ typedef struct wgpt_gpu_options {
     // for the GPU at once: the call fails with "interrupted" and the device
     // is left hung (see wgpt_gpu_close).
     volatile sig_atomic_t *interrupt;
+    // NULL: no pipeline cache. Else a folder (made if missing) where Dawn keeps
+    // what it compiled (shaders, the driver's pipeline data) between runs, so
+    // that a later process skips compiling; one file an entry, checksummed: a
+    // damaged or foreign file is a miss, and the folder may be deleted at any
+    // time. The layer reads no variable for it: the caller picks the folder.
+    const char *cache_dir;
 } wgpt_gpu_options;
 
 // Element types of a subgroup-matrix configuration (the values are Dawn's).
@@ -198,6 +204,13 @@ const char *wgpt_gpu_dawn(void);
 // error paths. Every later call fails with a "device lost" message.
 void wgpt_gpu_force_loss(wgpt_gpu *gpu);
 
+// What the pipeline cache (wgpt_gpu_options.cache_dir) did on this device:
+// entries Dawn asked for, found intact, rejected as damaged, written.
+typedef struct wgpt_gpu_cache_stats {
+    uint64_t lookups, hits, rejected, stores;
+} wgpt_gpu_cache_stats;
+void wgpt_gpu_cache_stats_get(const wgpt_gpu *gpu, wgpt_gpu_cache_stats *out);
+
 // --- kernels ---------------------------------------------------------------
 // Adds a kernel file after open (tests, experiments): split at its markers like
 // the built-in files. label names it in errors. Returns 0, or -1 on a malformed
@@ -208,6 +221,9 @@ int wgpt_gpu_add_kernel_file(wgpt_gpu *gpu, const char *label, const char *text)
 // kernel file and its line.
 wgpt_kernel *wgpt_kernel_get(wgpt_gpu *gpu, const char *name);
 const char *wgpt_kernel_name(const wgpt_kernel *k);
+// How many kernels have been compiled on this device so far (each once, at
+// its first wgpt_kernel_get): what a command's start-up paid for.
+int wgpt_gpu_kernels_compiled(const wgpt_gpu *gpu);
 
 // --- buffers ---------------------------------------------------------------
 // A storage buffer of at least `bytes` (rounded up to 16), zero-filled.

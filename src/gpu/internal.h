@@ -5,6 +5,7 @@
 #include "dawn_api.h"
 #include "gpu.h"
 #include "kernel_source.h"
+#include "pipeline_cache.h"
 
 struct wgpt_kernel {
     wgpt_gpu *gpu;
@@ -52,6 +53,7 @@ struct wgpt_gpu {
     int mem_tag;                       // the tag new buffers count under (wgpt_gpu_mem_tag)
     uint64_t tag_live[WGPT_MEM_TAGS], tag_at_peak[WGPT_MEM_TAGS];  // by tag: now, and at mem_peak's time
     struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
+    wgpt_pcache *pcache;               // Dawn's blob cache on disk (options.cache_dir), or NULL
 
     // kernel files: the shared preamble, then every other file split at markers
     char *shared_label, *shared_text;

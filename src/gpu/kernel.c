@@ -162,6 +162,12 @@ int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
 
 const char *wgpt_kernel_name(const wgpt_kernel *k) { return k->name; }
 
+int wgpt_gpu_kernels_compiled(const wgpt_gpu *g) {
+    int n = 0;
+    for (int i = 0; i < g->nkernels; i++) n += g->kernels[i]->pipeline != NULL;
+    return n;
+}
+
 // --- compilation ------------------------------------------------------------
 typedef struct {
     int done;

@@ -791,10 +791,13 @@ static wgpt_gpt2 *create_(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, ui
     } else {
         wgpt_gpt2_layout_masters_(m, f16 && training && nshards > 1);
     }
+    // A forward-only model prepares its forward (and compiles its kernels) at
+    // its first forward: a command that decodes with the KV cache
+    // (model/gpt2_decode.h) never runs it. Training builds the backward on it.
     int tag = wgpt_gpu_mem_tag(g, WGPT_MEM_SCRATCH);
     int rc = (f16 && check_f16_(m) < 0) || alloc_params_(m) < 0 || alloc_acts_(m) < 0;
     wgpt_gpu_mem_tag(g, tag);
-    if (rc || build_forward_(m) < 0 || (m->training && build_backward_(m) < 0) ||
+    if (rc || (m->training && build_forward_(m) < 0) || (m->training && build_backward_(m) < 0) ||
         (f16 && !m->shared && !m->split_masters && build_cast_(m) < 0)) {
         snprintf(err, errlen, "%s", m->err);
         wgpt_gpt2_free(m);
@@ -921,6 +924,7 @@ static int read_loss_(wgpt_gpt2 *m, float *loss) {
 }
 
 int wgpt_gpt2_forward(wgpt_gpt2 *m, const int *tokens, const int *targets, float *loss) {
+    if (m->fwd.n == 0 && build_forward_(m) < 0) return -1;  // (forward-only models: see create_)
     if (upload_batch_(m, tokens, targets) < 0) return -1;
     GPU_OK(m, wgpt_op_record(m->g, &m->fwd));
     return read_loss_(m, loss);

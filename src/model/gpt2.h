@@ -160,7 +160,9 @@ uint32_t wgpt_gpt2_loss_scale_clean_steps(const wgpt_gpt2 *m);
 int wgpt_gpt2_restore_loss_scale(wgpt_gpt2 *m, float scale, uint32_t clean_steps);
 // A model with parameters but no gradients, optimizer state or backward:
 // for sampling and evaluation from a checkpoint (fp32; for another precision
-// wgpt_gpt2_create_precision with training 0).
+// wgpt_gpt2_create_precision with training 0). A forward-only model prepares
+// its forward pass (and compiles its kernels) at its first forward, so that
+// one used only through a decoder (model/gpt2_decode.h) compiles none of them.
 wgpt_gpt2 *wgpt_gpt2_create_forward_only(wgpt_gpu *g, const wgpt_gpt2_config *c, uint32_t B, uint32_t T, char *err,
                                          size_t errlen);
 // A forward-only instance for batches (B, T) that uses train's parameters

@@ -22,7 +22,7 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
         return wgpt_errf(err, errlen, "%s has a vocabulary of %u but the %s tokenizer has %u", path,
                          ck->config.vocab_size, ck->tokenizer, wgpt_tokenizer_vocab_size(l->tok));
     if (!(l->g = wgpt_gpu_open(gpu, err, errlen))) return -1;
-    uint32_t t = T ? T : ck->config.max_seq_len;
+    uint32_t t = T && T < ck->config.max_seq_len ? T : ck->config.max_seq_len;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(l->g);
     if ((wgpt_gpt2_check_shape(&ck->config, B, t, in->max_buffer, err, errlen) & WGPT_GPT2_DIM_B) && B > 1) {
         size_t n = strlen(err);  // the shape is the checkpoint's but for the batch

@@ -16,7 +16,8 @@ typedef struct wgpt_loaded {
 } wgpt_loaded;
 
 // Opens the checkpoint's tokenizer (GPT-2's files from bpe_dir), a device and
-// a forward-only model of batch B and context T (0: the checkpoint's) in the
+// a forward-only model of batch B and context T (0 or more than the
+// checkpoint's context: the checkpoint's) in the
 // given precision (auto: model/gpt2.h), with the checkpoint's weights.
 // Returns 0, or -1 with err (l is then empty).
 int wgpt_load_for_inference(wgpt_loaded *l, const char *checkpoint, const char *bpe_dir,

@@ -45,6 +45,15 @@ void ref_matmul_forward(float *out, const float *inp, const float *weight, const
 void ref_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                          const float *weight, int N, int C, int OC);
 
+// The KV-cache decoder (decode.c). out (rows, n) = inp (rows, k) @ w (n, k)^T
+// (+ bias), inp rounded to f16 first where round16.
+void ref_decode_matvec(float *out, const float *inp, const float *w, const float *bias, int rows, int k, int n,
+                       int round16);
+// out (rows, C): row r (q in qkv (rows, 3C) at [0, C)) attends to positions
+// 0..pos[r] of slot slot[r] of the caches kc, vc (slots, T, C); pos < 4096.
+void ref_decode_attention(float *out, const float *qkv, const float *kc, const float *vc, const int *slot,
+                          const int *pos, int rows, int C, int NH, int T);
+
 // Causal multi-head self-attention, scale 1/sqrt(hs), hs = C/NH.
 // qkv (B,T,3C) holds [q | k | v] along the last axis; head h uses columns
 // h*hs..(h+1)*hs of each of the three. out (B,T,C) has head h at h*hs..(h+1)*hs.
