@@ -40,34 +40,24 @@ wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
         return NULL;
     }
     b->counted = 1;
-    b->tag = g->mem_tag;
-    g->mem_live += size;
-    g->tag_live[b->tag] += size;
-    if (g->mem_live > g->mem_peak) {
-        g->mem_peak = g->mem_live;
-        memcpy(g->tag_at_peak, g->tag_live, sizeof g->tag_at_peak);
-    }
+    b->tag = wgpt_mem_account_add(&g->mem, size);
     return b;
 }
 
-int wgpt_gpu_mem_tag(wgpt_gpu *g, int tag) {
-    int was = g->mem_tag;
-    g->mem_tag = tag >= 0 && tag < WGPT_MEM_TAGS ? tag : 0;
-    return was;
-}
+int wgpt_gpu_mem_tag(wgpt_gpu *g, int tag) { return wgpt_mem_account_set_tag(&g->mem, tag); }
 
 void wgpt_gpu_memory_tags(const wgpt_gpu *g, uint64_t at_peak[WGPT_MEM_TAGS]) {
-    memcpy(at_peak, g->tag_at_peak, sizeof g->tag_at_peak);
+    memcpy(at_peak, g->mem.tag_at_peak, sizeof g->mem.tag_at_peak);
 }
 
 void wgpt_gpu_memory(const wgpt_gpu *g, uint64_t *live, uint64_t *peak) {
-    if (live) *live = g->mem_live;
-    if (peak) *peak = g->mem_peak;
+    if (live) *live = g->mem.live;
+    if (peak) *peak = g->mem.peak;
 }
 
 void wgpt_buf_free(wgpt_buf *b) {
     if (!b) return;
-    if (b->counted) b->gpu->mem_live -= b->size, b->gpu->tag_live[b->tag] -= b->size;
+    if (b->counted) wgpt_mem_account_remove(&b->gpu->mem, b->size, b->tag);
     if (b->buffer) {
         wgpt_gpu_submit_pending_(b->gpu);
         wgpuBufferDestroy(b->buffer);

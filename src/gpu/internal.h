@@ -4,6 +4,7 @@
 
 #include "dawn_api.h"
 #include "gpu.h"
+#include "mem_account.h"
 #include "kernel_source.h"
 #include "pipeline_cache.h"
 
@@ -20,7 +21,7 @@ struct wgpt_buf {
     wgpt_gpu *gpu;
     WGPUBuffer buffer;
     uint64_t size;
-    int counted;  // its size is in gpu->mem_live
+    int counted;  // its size is in gpu->mem
     int tag;      // the memory tag it counts under (wgpt_gpu_mem_tag)
     char label[64];
 };
@@ -49,9 +50,7 @@ struct wgpt_gpu {
     // tearing the device down would wait for that work, so close skips it
     int hung;
     volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
-    uint64_t mem_live, mem_peak;       // bytes of storage buffers (wgpt_gpu_memory)
-    int mem_tag;                       // the tag new buffers count under (wgpt_gpu_mem_tag)
-    uint64_t tag_live[WGPT_MEM_TAGS], tag_at_peak[WGPT_MEM_TAGS];  // by tag: now, and at mem_peak's time
+    wgpt_mem_account mem;              // bytes of storage buffers, by tag (wgpt_gpu_memory, wgpt_gpu_mem_tag)
     struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
     wgpt_pcache *pcache;               // Dawn's blob cache on disk (options.cache_dir), or NULL
 

@@ -26,14 +26,13 @@ wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
         if (wgpt_web_check_(g) == 0) wgpt_gpu_fail(g, "creating buffer '%s' of %llu bytes failed", label, (unsigned long long)size);
         return NULL;
     }
-    g->mem_live += size;
-    if (g->mem_live > g->mem_peak) g->mem_peak = g->mem_live;
+    b->tag = wgpt_mem_account_add(&g->mem, size);
     return b;
 }
 
 void wgpt_buf_free(wgpt_buf *b) {
     if (!b) return;
-    b->gpu->mem_live -= b->size;
+    wgpt_mem_account_remove(&b->gpu->mem, b->size, b->tag);
     js_buf_free(b->id);
     free(b);
 }
@@ -42,8 +41,14 @@ uint64_t wgpt_buf_size(const wgpt_buf *b) { return b->size; }
 uint64_t wgpt_view_bytes(wgpt_view v) { return v.size ? v.size : v.buf->size - v.offset; }
 
 void wgpt_gpu_memory(const wgpt_gpu *g, uint64_t *live, uint64_t *peak) {
-    if (live) *live = g->mem_live;
-    if (peak) *peak = g->mem_peak;
+    if (live) *live = g->mem.live;
+    if (peak) *peak = g->mem.peak;
+}
+
+int wgpt_gpu_mem_tag(wgpt_gpu *g, int tag) { return wgpt_mem_account_set_tag(&g->mem, tag); }
+
+void wgpt_gpu_memory_tags(const wgpt_gpu *g, uint64_t at_peak[WGPT_MEM_TAGS]) {
+    memcpy(at_peak, g->mem.tag_at_peak, sizeof g->mem.tag_at_peak);
 }
 
 wgpt_view wgpt_gpu_unused_binding(wgpt_gpu *g) {

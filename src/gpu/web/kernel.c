@@ -152,3 +152,9 @@ wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
     wgpt_gpu_fail(g, "no kernel named '%s' in the kernel files", name);
     return NULL;
 }
+
+int wgpt_gpu_kernels_compiled(const wgpt_gpu *g) {
+    int n = 0;
+    for (int i = 0; i < g->nkernels; i++) n += g->kernels[i]->pipeline != 0;
+    return n;
+}

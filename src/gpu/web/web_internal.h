@@ -18,6 +18,7 @@
 
 #include "gpu/gpu.h"
 #include "gpu/kernel_source.h"
+#include "gpu/mem_account.h"
 
 #define IMPORT(name) __attribute__((import_module("wgpt_gpu"), import_name(#name)))
 
@@ -72,6 +73,7 @@ struct wgpt_buf {
     wgpt_gpu *gpu;
     int id;
     uint64_t size;
+    int tag;  // the memory tag it counts under (wgpt_gpu_mem_tag)
     char label[64];
 };
 
@@ -93,7 +95,7 @@ struct wgpt_gpu {
     wgpt_gpu_info info;
     char err[4096];
     int failed;
-    uint64_t mem_live, mem_peak;
+    wgpt_mem_account mem;  // bytes of storage buffers, by tag
     wgpt_buf *unused;
     char *shared_label, *shared_text;
     wgpt_ksrc_file *files;
