@@ -26,7 +26,10 @@
 // each is its 32 KiB kernel's section compiled with ATTN_48K = true (a variant
 // marker under the section's), one body for both.
 // attention_backward_preprocess serves all three: ceil(B*NH*T / WG) through
-// dispatch1d. See docs/kernels/04_attention.md.
+// dispatch1d. Kernels with the same bindings share a section (entry markers,
+// `// --- KERNEL: name in section ---`): each set's dkdv is an entry of its dq
+// section (generic, flat; flat4 and flath together), the flath forward one
+// of the flat4 forward's section. See docs/kernels/04_attention.md.
 
 // The fast kernels' variants: true gives each a third 16 KiB tile of
 // workgroup memory (one of its workgroup arrays doubles: 49,152 bytes in all)
@@ -940,16 +943,16 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
 // One workgroup per (query block, head, batch), thread (row, lane) as in the
 // forward. Writes (overwrites) the q part of dqkv:
 // dq = scale * sum_j dS_j k_j, dS = P * (dP - D), P = exp(s - lse), dP = dout . v.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), q columns written
+@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-var<workgroup> tq: array<f32, TILE>;  // Q chunk, then dout chunk (BQ x DC)
-var<workgroup> tk: array<f32, TILE>;  // K chunk, V chunk, K chunk again (BK x DC)
-var<workgroup> ts: array<f32, TILE>;  // dS (BQ x BK)
+var<workgroup> tq: array<f32, TILE>;  // dq: Q chunk, then dout chunk (BQ x DC); dkdv: Q, dout, dout, Q chunks
+var<workgroup> tk: array<f32, TILE>;  // dq: K, V, K chunks (BK x DC); dkdv: K chunk, then V chunk
+var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T (BK x BQ)
 
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -1052,23 +1055,12 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_generic ---
+// --- KERNEL: attention_backward_dkdv_generic in attention_backward_dq_generic ---
 // One workgroup per (key block, head, batch). Thread (row, lane) owns key
 // k0 + row: its scores against queries lane + j*TPR of each query block, and
 // its dk, dv columns attn_col(ch, lane, u). Only query blocks >= the key block
 // see these keys. Writes (overwrites) the k and v parts of dqkv:
 // dv = sum_i P_i dout_i, dk = scale * sum_i dS_i q_i.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-var<workgroup> tk: array<f32, TILE>;  // K chunk, then V chunk (BK x DC)
-var<workgroup> tq: array<f32, TILE>;  // Q chunk, dout chunk, dout chunk, Q chunk (BQ x DC)
-var<workgroup> ts: array<f32, TILE>;  // P^T, then dS^T (BK x BQ)
-
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;
@@ -1291,7 +1283,7 @@ fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
 // scores and dP = dout . v (one pass over the head), dS = P * (dP - D) *
 // scale, then dq += dS @ K into the q columns of dqkv (the first block
 // writes: dqkv is overwritten).
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), q columns written
+@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
@@ -1350,20 +1342,13 @@ fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_flat ---
+// --- KERNEL: attention_backward_dkdv_flat in attention_backward_dq_flat ---
 // The CPU twin of attention_backward_dkdv: invocation lid owns key j =
 // k0 + lid; queries come in shuffled blocks of AF_K (lane gl of a group loads
 // queries i0 + gl and i0 + AF_G + gl) from the key's own block on (earlier
 // queries do not see it). Per block: scores and dP^T, then dv += P^T @ dout
 // and dk += dS^T @ Q into the k and v columns of dqkv; the block holding j
 // itself writes first (dqkv is overwritten).
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                 @builtin(subgroup_invocation_id) sid: u32) {
@@ -1520,11 +1505,82 @@ fn attention_forward_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
 }
 
+// --- KERNEL: attention_forward_flath in attention_forward_flat4 ---
+// --- KERNEL: attention_forward_flath_hs16 = attention_forward_flath with AF_HS4=4 ---
+// --- KERNEL: attention_forward_flath_hs24 = attention_forward_flath with AF_HS4=6 ---
+// --- KERNEL: attention_forward_flath_hs32 = attention_forward_flath with AF_HS4=8 ---
+// --- KERNEL: attention_forward_flath_hs48 = attention_forward_flath with AF_HS4=12 ---
+// --- KERNEL: attention_forward_flath_hs64 = attention_forward_flath with AF_HS4=16 ---
+// attention_forward_flat4 with the head size fixed (AF_HS4) and one pass over
+// the keys with an online softmax, as the GPU kernels: the query (scaled) and
+// the running output are private arrays, rescaled by exp(m - m_new) a block;
+// each block reads its 16 keys' k and v rows once. The output is written
+// once, divided by the sum.
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                           @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
+    let qrow = base + min(t, p.T - 1u) * C34;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let kend = min(q0 + AF_WG, p.T);
+    var q: array<vec4<f32>, AF_MAX_HS4>;
+    var o: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        q[c] = qkv[qrow + c] * p.scale;
+        o[c] = vec4<f32>();
+    }
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let qv = q[c];
+            let kv0 = qkv[kr0 + c];
+            let kv1 = qkv[kr1 + c];
+            s = af_dot16(s, qv, kv0, kv1, g0);
+        }
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        let alpha = exp(m - m_new);
+        var pr = array<f32, AF_K>();
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            pr[jj] = select(0.0, exp(s[jj] - m_new), j0 + jj <= t);
+            bsum += pr[jj];
+        }
+        l = l * alpha + bsum;
+        m = m_new;
+        for (var c = 0u; c < AF_HS4; c++) {
+            let vv0 = qkv[kr0 + C4 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            o[c] = af_mix16(o[c] * alpha, pr, vv0, vv1, g0);
+        }
+    }
+    if (t < p.T) {
+        let orow = (b * p.T + t) * C4 + h * AF_HS4;
+        let inv = 1.0 / l;
+        for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
+        lse[(b * p.NH + h) * p.T + t] = m + log(l);
+    }
+}
+
 // --- KERNEL: attention_backward_dq_flat4 ---
 // attention_backward_dq_flat for head sizes that are multiples of 4, the
 // head read 4 columns a step as vec4s (as attention_forward_flat4): the same
 // sums in the same order.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), q columns written
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4): dq writes the q columns, dkdv the k and v ones
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
@@ -1579,17 +1635,10 @@ fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_flat4 ---
+// --- KERNEL: attention_backward_dkdv_flat4 in attention_backward_dq_flat4 ---
 // attention_backward_dkdv_flat for head sizes that are multiples of 4, the
 // head read 4 columns a step as vec4s (as attention_forward_flat4): the same
 // sums in the same order.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                  @builtin(subgroup_invocation_id) sid: u32) {
@@ -1657,83 +1706,7 @@ fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     }
 }
 
-// --- KERNEL: attention_forward_flath ---
-// --- KERNEL: attention_forward_flath_hs16 = attention_forward_flath with AF_HS4=4 ---
-// --- KERNEL: attention_forward_flath_hs24 = attention_forward_flath with AF_HS4=6 ---
-// --- KERNEL: attention_forward_flath_hs32 = attention_forward_flath with AF_HS4=8 ---
-// --- KERNEL: attention_forward_flath_hs48 = attention_forward_flath with AF_HS4=12 ---
-// --- KERNEL: attention_forward_flath_hs64 = attention_forward_flath with AF_HS4=16 ---
-// attention_forward_flat4 with the head size fixed (AF_HS4) and one pass over
-// the keys with an online softmax, as the GPU kernels: the query (scaled) and
-// the running output are private arrays, rescaled by exp(m - m_new) a block;
-// each block reads its 16 keys' k and v rows once. The output is written
-// once, divided by the sum.
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C / 4)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C / 4)
-@group(0) @binding(3) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(AF_WG)
-fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
-    let qrow = base + min(t, p.T - 1u) * C34;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let kend = min(q0 + AF_WG, p.T);
-    var q: array<vec4<f32>, AF_MAX_HS4>;
-    var o: array<vec4<f32>, AF_MAX_HS4>;
-    for (var c = 0u; c < AF_HS4; c++) {
-        q[c] = qkv[qrow + c] * p.scale;
-        o[c] = vec4<f32>();
-    }
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        var s = array<f32, AF_K>();
-        for (var c = 0u; c < AF_HS4; c++) {
-            let qv = q[c];
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
-            s = af_dot16(s, qv, kv0, kv1, g0);
-        }
-        var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
-        }
-        let m_new = max(m, bmax);
-        let alpha = exp(m - m_new);
-        var pr = array<f32, AF_K>();
-        var bsum = 0.0;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            pr[jj] = select(0.0, exp(s[jj] - m_new), j0 + jj <= t);
-            bsum += pr[jj];
-        }
-        l = l * alpha + bsum;
-        m = m_new;
-        for (var c = 0u; c < AF_HS4; c++) {
-            let vv0 = qkv[kr0 + C4 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            o[c] = af_mix16(o[c] * alpha, pr, vv0, vv1, g0);
-        }
-    }
-    if (t < p.T) {
-        let orow = (b * p.T + t) * C4 + h * AF_HS4;
-        let inv = 1.0 / l;
-        for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
-        lse[(b * p.NH + h) * p.T + t] = m + log(l);
-    }
-}
-
-// --- KERNEL: attention_backward_dq_flath ---
+// --- KERNEL: attention_backward_dq_flath in attention_backward_dq_flat4 ---
 // --- KERNEL: attention_backward_dq_flath_hs16 = attention_backward_dq_flath with AF_HS4=4 ---
 // --- KERNEL: attention_backward_dq_flath_hs24 = attention_backward_dq_flath with AF_HS4=6 ---
 // --- KERNEL: attention_backward_dq_flath_hs32 = attention_backward_dq_flath with AF_HS4=8 ---
@@ -1742,13 +1715,6 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
 // attention_backward_dq_flat4 with the head size fixed (AF_HS4): the query,
 // its dout row and its dq sums are private arrays, each block's k rows are
 // kept from the score pass for the dq pass, and dq is written once.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), q columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                @builtin(subgroup_invocation_id) sid: u32) {
@@ -1806,7 +1772,7 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_flath ---
+// --- KERNEL: attention_backward_dkdv_flath in attention_backward_dq_flat4 ---
 // --- KERNEL: attention_backward_dkdv_flath_hs16 = attention_backward_dkdv_flath with AF_HS4=4 ---
 // --- KERNEL: attention_backward_dkdv_flath_hs24 = attention_backward_dkdv_flath with AF_HS4=6 ---
 // --- KERNEL: attention_backward_dkdv_flath_hs32 = attention_backward_dkdv_flath with AF_HS4=8 ---
@@ -1816,13 +1782,6 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 // k and v rows and its dk, dv sums are private arrays, each block's q and
 // dout rows are kept from the score pass for the sums, and dk, dv are
 // written once.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                  @builtin(subgroup_invocation_id) sid: u32) {
