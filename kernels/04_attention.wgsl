@@ -439,7 +439,7 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 // Q^T stays in a third tile, tk[TQ ..], for the whole workgroup (stored once,
 // as in the forward), so S = Q K^T reads it instead of Q rows from global
 // memory; only dout rows still come from global (64 loads a block, not 192).
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
@@ -614,7 +614,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     }
 }
 
-// --- KERNEL: attention_backward_dkdv ---
+// --- KERNEL: attention_backward_dkdv in attention_backward_dq ---
 // --- KERNEL: attention_backward_dkdv_48k = attention_backward_dkdv with ATTN_48K=1 ---
 // The fast dk, dv (hs <= FHS, hs % 4 == 0). One workgroup per (key block,
 // head, batch); thread (ty, tx) owns keys k0 + 4ty + i, queries q0 + 4tx + j
@@ -635,13 +635,6 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // dout^T, dk += dS^T Q reads it from workgroup memory as dv's product reads
 // dout (the dv and dk products read only workgroup memory), and P needs no
 // barrier before it is stored.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 // Q^T [d][query], then P, then dS [query][key] (swizzled); ATTN_48K: Q^T
 // swizzled like dout^T, and P, then dS, in a second tile at TP
 var<workgroup> tq: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
