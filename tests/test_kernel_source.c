@@ -256,11 +256,11 @@ static void real_kernel_files_follow_the_rules(void **state) {
     char *infra = tu_read_source("kernels/00_infrastructure.wgsl");
     wgpt_ksrc_file f;
     assert_int_equal(wgpt_ksrc_parse(&f, "00_infrastructure.wgsl", infra, err, sizeof err), 0);
-    const char *names[] = {"fill_zero",      "fill_const",      "scale",      "axpy",      "copy",
-                           "clamp_inplace",  "fill_zero_vec4",  "fill_const_vec4", "scale_vec4", "axpy_vec4",
-                           "copy_vec4"};
-    assert_int_equal(f.nkernels, 11);
-    for (int i = 0; i < 11; i++) assert_string_equal(f.kernels[i].name, names[i]);
+    const char *names[] = {"ew_dst",         "fill_zero",      "fill_const",      "scale",      "clamp_inplace",
+                           "ew_src",         "axpy",           "copy",            "ew_dst_vec4", "fill_zero_vec4",
+                           "fill_const_vec4", "scale_vec4",    "ew_src_vec4",     "axpy_vec4",  "copy_vec4"};
+    assert_int_equal(f.nkernels, 15);
+    for (int i = 0; i < 15; i++) assert_string_equal(f.kernels[i].name, names[i]);
     wgpt_ksrc_free(&f);
     free(infra);
 }
