@@ -26,18 +26,17 @@ fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
     return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
 }
 
-// The kernels come in two sections a binding list (dst; dst and src), scalar
-// and vec4, and each kernel is its section compiled with EW_OP set (a variant
-// marker): the operation, a number a pipeline fixes, so that each compiles to
-// its own straight code, the one it was when the kernels were separate
-// sections.
+// One section a binding list and width (dst or dst and src; f32 or vec4), and
+// each kernel is its section compiled with EW_OP set (a variant marker): the
+// operation, a number the pipeline fixes, so that each compiles to its own
+// straight code, the one it was when the kernels were separate sections.
 override EW_OP: u32 = 0u;
-const EW_FILL_ZERO: u32 = 0u;  // dst = 0
+const EW_FILL_ZERO: u32 = 0u;   // dst = 0
 const EW_FILL_CONST: u32 = 1u;  // dst = c
-const EW_SCALE: u32 = 2u;      // dst = c * dst
-const EW_CLAMP: u32 = 3u;      // dst = max(-c, min(c, dst))
-const EW_AXPY: u32 = 4u;       // dst = dst + c * src
-const EW_COPY: u32 = 5u;       // dst = src
+const EW_SCALE: u32 = 2u;       // dst = c * dst
+const EW_CLAMP: u32 = 3u;       // dst = max(-c, min(c, dst))
+const EW_AXPY: u32 = 4u;        // dst = dst + c * src
+const EW_COPY: u32 = 5u;        // dst = src
 
 // --- KERNEL: ew_dst ---
 // --- KERNEL: fill_zero = ew_dst with EW_OP=0 ---
