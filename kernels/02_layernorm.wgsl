@@ -202,6 +202,35 @@ fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgro
 
 // --- KERNEL: layernorm_stats = layernorm_forward with STATS_ONLY=1 ---
 
+// --- KERNEL: layernorm_forward_flat in layernorm_forward ---
+// The CPU twin of layernorm_forward: invocation lid of workgroup w owns row
+// w * LN_FLAT_WG + lid and walks it alone, three passes in column order
+// (mean, centred variance, output). Adjacent invocations read adjacent rows.
+@compute @workgroup_size(LN_FLAT_WG)
+fn layernorm_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                          @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
+    if (row >= p.N) { return; }
+    let base = row * p.C;
+    let inv_c = 1.0 / f32(p.C);
+    var s = 0.0;
+    for (var c = 0u; c < p.C; c++) { s += inp[base + c]; }
+    let m = s * inv_c;
+    var v = 0.0;
+    for (var c = 0u; c < p.C; c++) {
+        let d = inp[base + c] - m;
+        v += d * d;
+    }
+    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
+    for (var c = 0u; c < p.C && !STATS_ONLY; c++) {
+        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
+    }
+    mean[row] = m;
+    rstd[row] = r;
+}
+
+// --- KERNEL: layernorm_stats_flat = layernorm_forward_flat with STATS_ONLY=1 ---
+
 // --- KERNEL: layernorm_forward_vec4 ---
 // layernorm_forward reading each row once: lane l of the row's 64 threads
 // loads vec4s l, l + 64, ... into registers; the mean and then the centred
@@ -267,6 +296,47 @@ fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(wo
 // floats of residual_forward_vec4 then layernorm_stats_vec4, with the sum
 // kept in registers instead of read back.
 
+// --- KERNEL: layernorm_forward_flat4 in layernorm_forward_vec4 ---
+// layernorm_forward_flat for C % 4 == 0 (the host picks it then): the same
+// sums in the same order, the row read and written 4 columns a step as
+// vec4s (on llvmpipe a lane's vec4 access costs about 3x a scalar one, and
+// each loop-carried sum is blended with the loop's lane mask once per 4
+// columns instead of once per column).
+@compute @workgroup_size(LN_FLAT_WG)
+fn layernorm_forward_flat4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                           @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
+    if (row >= p.N) { return; }
+    let c4 = p.C / 4u;
+    let base = row * c4;
+    let inv_c = 1.0 / f32(p.C);
+    var s = 0.0;
+    for (var c = 0u; c < c4; c++) {
+        let x = inp[base + c];
+        s += x.x;
+        s += x.y;
+        s += x.z;
+        s += x.w;
+    }
+    let m = s * inv_c;
+    var v = 0.0;
+    for (var c = 0u; c < c4; c++) {
+        let d = inp[base + c] - m;
+        v += d.x * d.x;
+        v += d.y * d.y;
+        v += d.z * d.z;
+        v += d.w * d.w;
+    }
+    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
+    for (var c = 0u; c < c4 && !STATS_ONLY; c++) {
+        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
+    }
+    mean[row] = m;
+    rstd[row] = r;
+}
+
+// --- KERNEL: layernorm_stats_flat4 = layernorm_forward_flat4 with STATS_ONLY=1 ---
+
 // --- KERNEL: layernorm_backward_input ---
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * weight,
 // xhat = (inp - mean) * rstd, means over the row.
@@ -297,6 +367,34 @@ fn layernorm_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(
     let mean_g = wg_reduce_sum(tid, sg, sg_acc) * inv_c;
     let mean_gx = wg_reduce_sum(tid, sg, sgx_acc) * inv_c;
     for (var c = tid; c < p.C; c += WG) {
+        let g = dout[base + c] * weight[c];
+        let xhat = (inp[base + c] - m) * r;
+        dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
+    }
+}
+
+// --- KERNEL: layernorm_backward_input_flat in layernorm_backward_input ---
+// The CPU twin of layernorm_backward_input: one invocation per row, two
+// passes in column order (the two means, then dinp +=).
+@compute @workgroup_size(LN_FLAT_WG)
+fn layernorm_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                                 @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
+    if (row >= p.N) { return; }
+    let base = row * p.C;
+    let m = mean[row];
+    let r = rstd[row];
+    var sg_acc = 0.0;
+    var sgx_acc = 0.0;
+    for (var c = 0u; c < p.C; c++) {
+        let g = dout[base + c] * weight[c];
+        sg_acc += g;
+        sgx_acc += g * (inp[base + c] - m) * r;
+    }
+    let inv_c = 1.0 / f32(p.C);
+    let mean_g = sg_acc * inv_c;
+    let mean_gx = sgx_acc * inv_c;
+    for (var c = 0u; c < p.C; c++) {
         let g = dout[base + c] * weight[c];
         let xhat = (inp[base + c] - m) * r;
         dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
@@ -563,128 +661,6 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
         dbias[c] += t.y;
     }
 }
-
-// --- KERNEL: layernorm_forward_flat ---
-// The CPU twin of layernorm_forward: invocation lid of workgroup w owns row
-// w * LN_FLAT_WG + lid and walks it alone, three passes in column order
-// (mean, centred variance, output). Adjacent invocations read adjacent rows.
-@group(0) @binding(0) var<storage, read_write> out: array<f32>;   // (N, C)
-@group(0) @binding(1) var<storage, read_write> mean: array<f32>;  // (N)
-@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;  // (N)
-@group(0) @binding(3) var<storage, read> inp: array<f32>;         // (N, C)
-@group(0) @binding(4) var<storage, read> weight: array<f32>;      // (C)
-@group(0) @binding(5) var<storage, read> bias: array<f32>;        // (C)
-@group(0) @binding(6) var<uniform> p: LnParams;
-
-@compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                          @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
-    if (row >= p.N) { return; }
-    let base = row * p.C;
-    let inv_c = 1.0 / f32(p.C);
-    var s = 0.0;
-    for (var c = 0u; c < p.C; c++) { s += inp[base + c]; }
-    let m = s * inv_c;
-    var v = 0.0;
-    for (var c = 0u; c < p.C; c++) {
-        let d = inp[base + c] - m;
-        v += d * d;
-    }
-    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
-    for (var c = 0u; c < p.C && !STATS_ONLY; c++) {
-        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
-    }
-    mean[row] = m;
-    rstd[row] = r;
-}
-
-// --- KERNEL: layernorm_stats_flat = layernorm_forward_flat with STATS_ONLY=1 ---
-
-// --- KERNEL: layernorm_backward_input_flat ---
-// The CPU twin of layernorm_backward_input: one invocation per row, two
-// passes in column order (the two means, then dinp +=).
-@group(0) @binding(0) var<storage, read_write> dinp: array<f32>;  // (N, C)
-@group(0) @binding(1) var<storage, read> dout: array<f32>;        // (N, C)
-@group(0) @binding(2) var<storage, read> inp: array<f32>;         // (N, C)
-@group(0) @binding(3) var<storage, read> weight: array<f32>;      // (C)
-@group(0) @binding(4) var<storage, read> mean: array<f32>;        // (N)
-@group(0) @binding(5) var<storage, read> rstd: array<f32>;        // (N)
-@group(0) @binding(6) var<uniform> p: LnParams;
-
-@compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                                 @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
-    if (row >= p.N) { return; }
-    let base = row * p.C;
-    let m = mean[row];
-    let r = rstd[row];
-    var sg_acc = 0.0;
-    var sgx_acc = 0.0;
-    for (var c = 0u; c < p.C; c++) {
-        let g = dout[base + c] * weight[c];
-        sg_acc += g;
-        sgx_acc += g * (inp[base + c] - m) * r;
-    }
-    let inv_c = 1.0 / f32(p.C);
-    let mean_g = sg_acc * inv_c;
-    let mean_gx = sgx_acc * inv_c;
-    for (var c = 0u; c < p.C; c++) {
-        let g = dout[base + c] * weight[c];
-        let xhat = (inp[base + c] - m) * r;
-        dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
-    }
-}
-
-// --- KERNEL: layernorm_forward_flat4 ---
-// layernorm_forward_flat for C % 4 == 0 (the host picks it then): the same
-// sums in the same order, the row read and written 4 columns a step as
-// vec4s (on llvmpipe a lane's vec4 access costs about 3x a scalar one, and
-// each loop-carried sum is blended with the loop's lane mask once per 4
-// columns instead of once per column).
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (N, C / 4)
-@group(0) @binding(1) var<storage, read_write> mean: array<f32>;       // (N)
-@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;       // (N)
-@group(0) @binding(3) var<storage, read> inp: array<vec4<f32>>;        // (N, C / 4)
-@group(0) @binding(4) var<storage, read> weight: array<vec4<f32>>;     // (C / 4)
-@group(0) @binding(5) var<storage, read> bias: array<vec4<f32>>;       // (C / 4)
-@group(0) @binding(6) var<uniform> p: LnParams;
-
-@compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_forward_flat4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                           @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
-    if (row >= p.N) { return; }
-    let c4 = p.C / 4u;
-    let base = row * c4;
-    let inv_c = 1.0 / f32(p.C);
-    var s = 0.0;
-    for (var c = 0u; c < c4; c++) {
-        let x = inp[base + c];
-        s += x.x;
-        s += x.y;
-        s += x.z;
-        s += x.w;
-    }
-    let m = s * inv_c;
-    var v = 0.0;
-    for (var c = 0u; c < c4; c++) {
-        let d = inp[base + c] - m;
-        v += d.x * d.x;
-        v += d.y * d.y;
-        v += d.z * d.z;
-        v += d.w * d.w;
-    }
-    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
-    for (var c = 0u; c < c4 && !STATS_ONLY; c++) {
-        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
-    }
-    mean[row] = m;
-    rstd[row] = r;
-}
-
-// --- KERNEL: layernorm_stats_flat4 = layernorm_forward_flat4 with STATS_ONLY=1 ---
 
 // --- KERNEL: layernorm_backward_input_flat4 ---
 // layernorm_backward_input_flat for C % 4 == 0, 4 columns a step as vec4s

@@ -153,6 +153,52 @@ fn matmul_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_
     }
 }
 
+// --- KERNEL: matmul_forward_flat in matmul_forward ---
+// The CPU twin of matmul_forward: the same out, from straight global loads.
+// Invocation lid of workgroup (x, y) owns rows y * FLAT_ROWS + i (i < 32)
+// and columns x * 32 + lid + 8 j (j < 4). Each weight value it loads
+// serves 32 rows. The inp rows are the same for the whole workgroup: each subgroup
+// reads S values of k per row at once (one per lane) and hands them round
+// with subgroupShuffle, so a row value costs one load per S uses. Sums run
+// over k in order: deterministic, whatever the subgroup size.
+@compute @workgroup_size(FLAT_WG)
+fn matmul_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                       @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let S = min(sg, FLAT_WG);
+    // Rows and columns past the matrix are clamped into it (their sums are
+    // never written): every lane takes part in every shuffle.
+    var arow: array<u32, FLAT_ROWS>;
+    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.k; }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u) * p.k; }
+    var sum = array<f32, FLAT_OUT>();
+    for (var k0 = 0u; k0 < p.k; k0 += S) {
+        let ks = min(k0 + sid, p.k - 1u);
+        var a = array<f32, FLAT_ROWS>();  // lane sid: inp[row i, k0 + sid]
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = inp[arow[i] + ks]; }
+        let kn = min(S, p.k - k0);
+        for (var kk = 0u; kk < kn; kk++) {
+            var b = array<f32, FLAT_COLS>();
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[bcol[j] + k0 + kk]; }
+            for (var i = 0u; i < FLAT_ROWS; i++) {
+                let x = subgroupShuffle(a[i], kk);
+                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
+            }
+        }
+    }
+    for (var j = 0u; j < FLAT_COLS; j++) {
+        let c = c0 + FLAT_WG * j;
+        var bj = 0.0;
+        if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
+        for (var i = 0u; i < FLAT_ROWS; i++) {
+            let r = r0 + i;
+            if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i * FLAT_COLS + j] + bj; }
+        }
+    }
+}
+
 // --- KERNEL: matmul_backward_input ---
 // dinp[r, c] = (p.flag ? dinp[r, c] : 0) + sum_k dout[r, off + k] * weight[k, c].
 // dout has k contiguous (loaded transposed like inp above); weight has c
@@ -197,6 +243,50 @@ fn matmul_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(wor
             if (r < p.m && c < p.n) {
                 let idx = r * p.n + c;
                 var v = acc[i * 4u + j];
+                if (p.flag != 0u) { v += dinp[idx]; }
+                dinp[idx] = v;
+            }
+        }
+    }
+}
+
+// --- KERNEL: matmul_backward_input_flat in matmul_backward_input ---
+// The CPU twin of matmul_backward_input, laid out as matmul_forward_flat:
+// rows of dout shared through subgroupShuffle, columns of weight (c
+// contiguous: adjacent lanes read adjacent floats) loaded per lane.
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                              @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let S = min(sg, FLAT_WG);
+    var arow: array<u32, FLAT_ROWS>;
+    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.ld + p.off; }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
+    var sum = array<f32, FLAT_OUT>();
+    for (var k0 = 0u; k0 < p.k; k0 += S) {
+        let ks = min(k0 + sid, p.k - 1u);
+        var a = array<f32, FLAT_ROWS>();  // lane sid: dout[row i, off + k0 + sid]
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow[i] + ks]; }
+        let kn = min(S, p.k - k0);
+        for (var kk = 0u; kk < kn; kk++) {
+            let wrow = (k0 + kk) * p.n;
+            var b = array<f32, FLAT_COLS>();
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[wrow + bcol[j]]; }
+            for (var i = 0u; i < FLAT_ROWS; i++) {
+                let x = subgroupShuffle(a[i], kk);
+                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
+            }
+        }
+    }
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        let r = r0 + i;
+        for (var j = 0u; j < FLAT_COLS; j++) {
+            let c = c0 + FLAT_WG * j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                var v = sum[i * FLAT_COLS + j];
                 if (p.flag != 0u) { v += dinp[idx]; }
                 dinp[idx] = v;
             }
@@ -249,185 +339,10 @@ fn matmul_backward_weight(@builtin(local_invocation_index) tid: u32, @builtin(wo
     }
 }
 
-// --- KERNEL: matmul_backward_bias ---
-// dbias[c] += sum over k rows of dout[row, off + c]. A workgroup owns 32
-// columns; its 8 row phases each sum every 8th row (a warp reads 32 adjacent
-// floats of one row), then one thread per column adds the 8 partials in a
-// fixed order: deterministic, no atomics. p.m is unused.
-const BB_COLS: u32 = 32u;
-const BB_PHASES: u32 = 8u;  // WG / BB_COLS
-var<workgroup> bb_part: array<f32, 256>;
-
-@group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
-@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
-@group(0) @binding(2) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(WG)
-fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let lc = tid % BB_COLS;
-    let phase = tid / BB_COLS;
-    let c = wg.x * BB_COLS + lc;
-    var s = 0.0;
-    if (c < p.n) {
-        for (var r = phase; r < p.k; r += BB_PHASES) { s += dout[r * p.ld + p.off + c]; }
-    }
-    bb_part[tid] = s;
-    workgroupBarrier();
-    if (phase == 0u && c < p.n) {
-        var t = 0.0;
-        for (var q = 0u; q < BB_PHASES; q++) { t += bb_part[q * BB_COLS + lc]; }
-        dbias[c] = dbias[c] + t;
-    }
-}
-
-// --- KERNEL: matmul_backward_bias_flat ---
-// The CPU twin of matmul_backward_bias: one invocation per column, summing
-// its k rows in order; BB_FLAT_WG columns a workgroup, grid
-// (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
-// the 256-thread workgroup's barrier costs more than the sums).
-@group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
-@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
-@group(0) @binding(2) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(BB_FLAT_WG)
-fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let c = gid.x;
-    if (c >= p.n) { return; }
-    var s = 0.0;
-    for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
-    dbias[c] = dbias[c] + s;
-}
-
-// --- KERNEL: matmul_backward_bias_flat4 ---
-// matmul_backward_bias_flat for n, ld and off multiples of 4: one invocation
-// per 4 adjacent columns (a vec4 a row: on llvmpipe a lane's vec4 read costs
-// about 3x a scalar one), its rows summed in order; BB_FLAT_WG x 4 columns a
-// workgroup, grid (ceil(n / (4 BB_FLAT_WG)), 1, 1). The same sums.
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;         // (k, ld / 4)
-@group(0) @binding(1) var<storage, read_write> dbias: array<vec4<f32>>;  // (n / 4)
-@group(0) @binding(2) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(BB_FLAT_WG)
-fn matmul_backward_bias_flat4(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let c = gid.x;
-    if (c >= p.n / 4u) { return; }
-    let row = p.ld / 4u;
-    let col = p.off / 4u + c;
-    var s = vec4<f32>();
-    for (var r = 0u; r < p.k; r++) { s += dout[r * row + col]; }
-    dbias[c] = dbias[c] + s;
-}
-
-// --- KERNEL: matmul_forward_flat ---
-// The CPU twin of matmul_forward: the same out, from straight global loads.
-// Invocation lid of workgroup (x, y) owns rows y * FLAT_ROWS + i (i < 32)
-// and columns x * 32 + lid + 8 j (j < 4). Each weight value it loads
-// serves 32 rows. The inp rows are the same for the whole workgroup: each subgroup
-// reads S values of k per row at once (one per lane) and hands them round
-// with subgroupShuffle, so a row value costs one load per S uses. Sums run
-// over k in order: deterministic, whatever the subgroup size.
-@group(0) @binding(0) var<storage, read> inp: array<f32>;         // (m, k)
-@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (n, k)
-@group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n), read only if p.flag != 0
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (m, ld)
-@group(0) @binding(4) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(FLAT_WG)
-fn matmul_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
-                       @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
-    let r0 = wg.y * FLAT_ROWS;
-    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
-    let S = min(sg, FLAT_WG);
-    // Rows and columns past the matrix are clamped into it (their sums are
-    // never written): every lane takes part in every shuffle.
-    var arow: array<u32, FLAT_ROWS>;
-    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.k; }
-    var bcol: array<u32, FLAT_COLS>;
-    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u) * p.k; }
-    var sum = array<f32, FLAT_OUT>();
-    for (var k0 = 0u; k0 < p.k; k0 += S) {
-        let ks = min(k0 + sid, p.k - 1u);
-        var a = array<f32, FLAT_ROWS>();  // lane sid: inp[row i, k0 + sid]
-        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = inp[arow[i] + ks]; }
-        let kn = min(S, p.k - k0);
-        for (var kk = 0u; kk < kn; kk++) {
-            var b = array<f32, FLAT_COLS>();
-            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[bcol[j] + k0 + kk]; }
-            for (var i = 0u; i < FLAT_ROWS; i++) {
-                let x = subgroupShuffle(a[i], kk);
-                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
-            }
-        }
-    }
-    for (var j = 0u; j < FLAT_COLS; j++) {
-        let c = c0 + FLAT_WG * j;
-        var bj = 0.0;
-        if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
-        for (var i = 0u; i < FLAT_ROWS; i++) {
-            let r = r0 + i;
-            if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i * FLAT_COLS + j] + bj; }
-        }
-    }
-}
-
-// --- KERNEL: matmul_backward_input_flat ---
-// The CPU twin of matmul_backward_input, laid out as matmul_forward_flat:
-// rows of dout shared through subgroupShuffle, columns of weight (c
-// contiguous: adjacent lanes read adjacent floats) loaded per lane.
-@group(0) @binding(0) var<storage, read> dout: array<f32>;        // (m, ld)
-@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (k, n)
-@group(0) @binding(2) var<storage, read_write> dinp: array<f32>;  // (m, n)
-@group(0) @binding(3) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(FLAT_WG)
-fn matmul_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
-                              @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
-    let r0 = wg.y * FLAT_ROWS;
-    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
-    let S = min(sg, FLAT_WG);
-    var arow: array<u32, FLAT_ROWS>;
-    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.ld + p.off; }
-    var bcol: array<u32, FLAT_COLS>;
-    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
-    var sum = array<f32, FLAT_OUT>();
-    for (var k0 = 0u; k0 < p.k; k0 += S) {
-        let ks = min(k0 + sid, p.k - 1u);
-        var a = array<f32, FLAT_ROWS>();  // lane sid: dout[row i, off + k0 + sid]
-        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow[i] + ks]; }
-        let kn = min(S, p.k - k0);
-        for (var kk = 0u; kk < kn; kk++) {
-            let wrow = (k0 + kk) * p.n;
-            var b = array<f32, FLAT_COLS>();
-            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[wrow + bcol[j]]; }
-            for (var i = 0u; i < FLAT_ROWS; i++) {
-                let x = subgroupShuffle(a[i], kk);
-                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
-            }
-        }
-    }
-    for (var i = 0u; i < FLAT_ROWS; i++) {
-        let r = r0 + i;
-        for (var j = 0u; j < FLAT_COLS; j++) {
-            let c = c0 + FLAT_WG * j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                var v = sum[i * FLAT_COLS + j];
-                if (p.flag != 0u) { v += dinp[idx]; }
-                dinp[idx] = v;
-            }
-        }
-    }
-}
-
-// --- KERNEL: matmul_backward_weight_flat ---
+// --- KERNEL: matmul_backward_weight_flat in matmul_backward_weight ---
 // The CPU twin of matmul_backward_weight: dweight rows r (output channels)
 // are the shared operand: lane sid reads dout[k0 + sid, off + r] and hands it
 // round; inp[k, c] (c contiguous) is loaded per lane.
-@group(0) @binding(0) var<storage, read> dout: array<f32>;           // (k, ld)
-@group(0) @binding(1) var<storage, read> inp: array<f32>;            // (k, n)
-@group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
-@group(0) @binding(3) var<uniform> p: LinearParams;
-
 @compute @workgroup_size(FLAT_WG)
 fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
                                @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
@@ -464,6 +379,71 @@ fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @built
             }
         }
     }
+}
+
+// --- KERNEL: matmul_backward_bias ---
+// dbias[c] += sum over k rows of dout[row, off + c]. A workgroup owns 32
+// columns; its 8 row phases each sum every 8th row (a warp reads 32 adjacent
+// floats of one row), then one thread per column adds the 8 partials in a
+// fixed order: deterministic, no atomics. p.m is unused.
+const BB_COLS: u32 = 32u;
+const BB_PHASES: u32 = 8u;  // WG / BB_COLS
+var<workgroup> bb_part: array<f32, 256>;
+
+@group(0) @binding(0) var<storage, read> dout: array<f32>;         // (k, ld)
+@group(0) @binding(1) var<storage, read_write> dbias: array<f32>;  // (n)
+@group(0) @binding(2) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(WG)
+fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+    let lc = tid % BB_COLS;
+    let phase = tid / BB_COLS;
+    let c = wg.x * BB_COLS + lc;
+    var s = 0.0;
+    if (c < p.n) {
+        for (var r = phase; r < p.k; r += BB_PHASES) { s += dout[r * p.ld + p.off + c]; }
+    }
+    bb_part[tid] = s;
+    workgroupBarrier();
+    if (phase == 0u && c < p.n) {
+        var t = 0.0;
+        for (var q = 0u; q < BB_PHASES; q++) { t += bb_part[q * BB_COLS + lc]; }
+        dbias[c] = dbias[c] + t;
+    }
+}
+
+// --- KERNEL: matmul_backward_bias_flat in matmul_backward_bias ---
+// The CPU twin of matmul_backward_bias: one invocation per column, summing
+// its k rows in order; BB_FLAT_WG columns a workgroup, grid
+// (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
+// the 256-thread workgroup's barrier costs more than the sums).
+@compute @workgroup_size(BB_FLAT_WG)
+fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    if (c >= p.n) { return; }
+    var s = 0.0;
+    for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
+    dbias[c] = dbias[c] + s;
+}
+
+// --- KERNEL: matmul_backward_bias_flat4 ---
+// matmul_backward_bias_flat for n, ld and off multiples of 4: one invocation
+// per 4 adjacent columns (a vec4 a row: on llvmpipe a lane's vec4 read costs
+// about 3x a scalar one), its rows summed in order; BB_FLAT_WG x 4 columns a
+// workgroup, grid (ceil(n / (4 BB_FLAT_WG)), 1, 1). The same sums.
+@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;         // (k, ld / 4)
+@group(0) @binding(1) var<storage, read_write> dbias: array<vec4<f32>>;  // (n / 4)
+@group(0) @binding(2) var<uniform> p: LinearParams;
+
+@compute @workgroup_size(BB_FLAT_WG)
+fn matmul_backward_bias_flat4(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let c = gid.x;
+    if (c >= p.n / 4u) { return; }
+    let row = p.ld / 4u;
+    let col = p.off / 4u + c;
+    var s = vec4<f32>();
+    for (var r = 0u; r < p.k; r++) { s += dout[r * row + col]; }
+    dbias[c] = dbias[c] + s;
 }
 
 // --- KERNEL: matmul_forward_flat8 ---

@@ -26,7 +26,12 @@
 // each is its 32 KiB kernel's section compiled with ATTN_48K = true (a variant
 // marker under the section's), one body for both.
 // attention_backward_preprocess serves all three: ceil(B*NH*T / WG) through
-// dispatch1d. See docs/kernels/04_attention.md.
+// dispatch1d. Kernels with the same bindings share a section (entry markers,
+// `// --- KERNEL: name in section ---`), so that each binding list is written
+// once: four sections, fast forward (with the flat4 and flath forwards),
+// fast backward (dq, dkdv, and the flat4 and flath ones), generic forward
+// (with the flat forward) and generic backward (with the flat ones). See
+// docs/kernels/04_attention.md.
 
 // The fast kernels' variants: true gives each a third 16 KiB tile of
 // workgroup memory (one of its workgroup arrays doubles: 49,152 bytes in all)
@@ -392,6 +397,150 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
 }
 
+// --- KERNEL: attention_forward_flat4 in attention_forward ---
+// attention_forward_flat for head sizes that are multiples of 4 (the host
+// picks it then): the same sums in the same order, but the head is read 4
+// columns a step as vec4s and each score, and the running out, is read and
+// written once per 4 columns. On llvmpipe a lane's vec4 read costs about
+// 3x a scalar one (not 4x), and a value carried round a loop is blended with
+// the loop's lane mask at every write (03_linear.md, "Flat8").
+// af_scores of attention_forward_flat, rows in vec4s.
+fn af4_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
+    var s = array<f32, AF_K>();
+    for (var c = 0u; c < p.hs / 4u; c++) {
+        let qv = qkv[qrow + c];
+        let kv0 = qkv[krow0 + c];
+        let kv1 = qkv[krow1 + c];
+        s = af_dot16(s, qv, kv0, kv1, g0);
+    }
+    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
+    return s;
+}
+
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                           @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let hs4 = p.hs / 4u;
+    let base = b * p.T * C34 + h * hs4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
+    let qrow = base + min(t, p.T - 1u) * C34;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let kend = min(q0 + AF_WG, p.T);
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let s = af4_scores(qrow, kr0, kr1, g0);
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
+        l = l * exp(m - m_new) + bsum;
+        m = m_new;
+    }
+    let lse_t = m + log(l);
+    let orow = (b * p.T + t) * C4 + h * hs4;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let s = af4_scores(qrow, kr0, kr1, g0);
+        var pr = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
+        let add = live && j0 <= t;
+        for (var c = 0u; c < hs4; c++) {
+            let vv0 = qkv[kr0 + C4 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            let o = af_mix16(vec4<f32>(), pr, vv0, vv1, g0);
+            if (add) {
+                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
+            }
+        }
+    }
+    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+}
+
+// --- KERNEL: attention_forward_flath in attention_forward ---
+// --- KERNEL: attention_forward_flath_hs16 = attention_forward_flath with AF_HS4=4 ---
+// --- KERNEL: attention_forward_flath_hs24 = attention_forward_flath with AF_HS4=6 ---
+// --- KERNEL: attention_forward_flath_hs32 = attention_forward_flath with AF_HS4=8 ---
+// --- KERNEL: attention_forward_flath_hs48 = attention_forward_flath with AF_HS4=12 ---
+// --- KERNEL: attention_forward_flath_hs64 = attention_forward_flath with AF_HS4=16 ---
+// attention_forward_flat4 with the head size fixed (AF_HS4) and one pass over
+// the keys with an online softmax, as the GPU kernels: the query (scaled) and
+// the running output are private arrays, rescaled by exp(m - m_new) a block;
+// each block reads its 16 keys' k and v rows once. The output is written
+// once, divided by the sum.
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                           @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
+    let qrow = base + min(t, p.T - 1u) * C34;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let kend = min(q0 + AF_WG, p.T);
+    var q: array<vec4<f32>, AF_MAX_HS4>;
+    var o: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        q[c] = qkv[qrow + c] * p.scale;
+        o[c] = vec4<f32>();
+    }
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let qv = q[c];
+            let kv0 = qkv[kr0 + c];
+            let kv1 = qkv[kr1 + c];
+            s = af_dot16(s, qv, kv0, kv1, g0);
+        }
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        let alpha = exp(m - m_new);
+        var pr = array<f32, AF_K>();
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            pr[jj] = select(0.0, exp(s[jj] - m_new), j0 + jj <= t);
+            bsum += pr[jj];
+        }
+        l = l * alpha + bsum;
+        m = m_new;
+        for (var c = 0u; c < AF_HS4; c++) {
+            let vv0 = qkv[kr0 + C4 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            o[c] = af_mix16(o[c] * alpha, pr, vv0, vv1, g0);
+        }
+    }
+    if (t < p.T) {
+        let orow = (b * p.T + t) * C4 + h * AF_HS4;
+        let inv = 1.0 / l;
+        for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
+        lse[(b * p.NH + h) * p.T + t] = m + log(l);
+    }
+}
+
 // --- KERNEL: attention_backward_preprocess ---
 // D[b, h, t] = dout[b, t, head h] . out[b, t, head h]: one thread per row,
 // heads fastest (thread i reads floats i*hs .. (i+1)*hs - 1 of dout and
@@ -436,7 +585,7 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 // Q^T stays in a third tile, tk[TQ ..], for the whole workgroup (stored once,
 // as in the forward), so S = Q K^T reads it instead of Q rows from global
 // memory; only dout rows still come from global (64 loads a block, not 192).
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), q columns written
+@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
 @group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
@@ -611,7 +760,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     }
 }
 
-// --- KERNEL: attention_backward_dkdv ---
+// --- KERNEL: attention_backward_dkdv in attention_backward_dq ---
 // --- KERNEL: attention_backward_dkdv_48k = attention_backward_dkdv with ATTN_48K=1 ---
 // The fast dk, dv (hs <= FHS, hs % 4 == 0). One workgroup per (key block,
 // head, batch); thread (ty, tx) owns keys k0 + 4ty + i, queries q0 + 4tx + j
@@ -632,13 +781,6 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // dout^T, dk += dS^T Q reads it from workgroup memory as dv's product reads
 // dout (the dv and dk products read only workgroup memory), and P needs no
 // barrier before it is stored.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 // Q^T [d][query], then P, then dS [query][key] (swizzled); ATTN_48K: Q^T
 // swizzled like dout^T, and P, then dS, in a second tile at TP
 var<workgroup> tq: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
@@ -831,6 +973,281 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     }
 }
 
+// --- KERNEL: attention_backward_dq_flat4 in attention_backward_dq ---
+// attention_backward_dq_flat for head sizes that are multiples of 4, the
+// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
+// sums in the same order.
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                               @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let tc = min(t, p.T - 1u);
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let hs4 = p.hs / 4u;
+    let base = b * p.T * C34 + h * hs4;
+    let qrow = base + tc * C34;
+    let orow = (b * p.T + tc) * C4 + h * hs4;  // this query's dout
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lse_t = lse[(b * p.NH + h) * p.T + tc];
+    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let kend = min(q0 + AF_WG, p.T);
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < hs4; c++) {
+            let qv = qkv[qrow + c];
+            let ov = dout[orow + c];
+            let kv0 = qkv[kr0 + c];
+            let vv0 = qkv[kr0 + C4 + c];
+            let kv1 = qkv[kr1 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            s = af_dot16(s, qv, kv0, kv1, g0);
+            dp = af_dot16(dp, ov, vv0, vv1, g0);
+        }
+        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
+        let add = live && j0 <= t;
+        for (var c = 0u; c < hs4; c++) {
+            let kv0 = qkv[kr0 + c];
+            let kv1 = qkv[kr1 + c];
+            let a = af_mix16(vec4<f32>(), ds, kv0, kv1, g0);
+            if (add) {
+                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_backward_dkdv_flat4 in attention_backward_dq ---
+// attention_backward_dkdv_flat for head sizes that are multiples of 4, the
+// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
+// sums in the same order.
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                                 @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let k0 = wid.x * AF_WG;
+    let j = k0 + lid;
+    let live = j < p.T;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let hs4 = p.hs / 4u;
+    let base = b * p.T * C34 + h * hs4;
+    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
+    let jb = j & ~(AF_K - 1u);
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lbase = (b * p.NH + h) * p.T;
+    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
+        let il0 = min(i0 + gl, p.T - 1u);
+        let il1 = min(i0 + AF_G + gl, p.T - 1u);
+        let qrow0 = base + il0 * C34;
+        let qrow1 = base + il1 * C34;
+        let orow0 = (b * p.T + il0) * C4 + h * hs4;
+        let orow1 = (b * p.T + il1) * C4 + h * hs4;
+        let lse_l0 = lse[lbase + il0];
+        let lse_l1 = lse[lbase + il1];
+        let d_l0 = delta[lbase + il0];
+        let d_l1 = delta[lbase + il1];
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < hs4; c++) {
+            let kv = qkv[krow + c];
+            let vv = qkv[krow + C4 + c];
+            let qv0 = qkv[qrow0 + c];
+            let ov0 = dout[orow0 + c];
+            let qv1 = qkv[qrow1 + c];
+            let ov1 = dout[orow1 + c];
+            s = af_dot16(s, kv, qv0, qv1, g0);
+            dp = af_dot16(dp, vv, ov0, ov1, g0);
+        }
+        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pr = pd.pr;
+        let ds = pd.ds;
+        let add = live && i0 >= jb;
+        let first = i0 == jb;
+        for (var c = 0u; c < hs4; c++) {
+            let ov0 = dout[orow0 + c];
+            let qv0 = qkv[qrow0 + c];
+            let ov1 = dout[orow1 + c];
+            let qv1 = qkv[qrow1 + c];
+            let dv = af_mix16(vec4<f32>(), pr, ov0, ov1, g0);
+            let dk = af_mix16(vec4<f32>(), ds, qv0, qv1, g0);
+            if (add) {
+                let ki = krow + c;
+                let vi = krow + C4 + c;
+                if (first) {
+                    dqkv[ki] = dk;
+                    dqkv[vi] = dv;
+                } else {
+                    dqkv[ki] = dqkv[ki] + dk;
+                    dqkv[vi] = dqkv[vi] + dv;
+                }
+            }
+        }
+    }
+}
+
+// --- KERNEL: attention_backward_dq_flath in attention_backward_dq ---
+// --- KERNEL: attention_backward_dq_flath_hs16 = attention_backward_dq_flath with AF_HS4=4 ---
+// --- KERNEL: attention_backward_dq_flath_hs24 = attention_backward_dq_flath with AF_HS4=6 ---
+// --- KERNEL: attention_backward_dq_flath_hs32 = attention_backward_dq_flath with AF_HS4=8 ---
+// --- KERNEL: attention_backward_dq_flath_hs48 = attention_backward_dq_flath with AF_HS4=12 ---
+// --- KERNEL: attention_backward_dq_flath_hs64 = attention_backward_dq_flath with AF_HS4=16 ---
+// attention_backward_dq_flat4 with the head size fixed (AF_HS4): the query,
+// its dout row and its dq sums are private arrays, each block's k rows are
+// kept from the score pass for the dq pass, and dq is written once.
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                               @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let tc = min(t, p.T - 1u);
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;
+    let qrow = base + tc * C34;
+    let orow = (b * p.T + tc) * C4 + h * AF_HS4;  // this query's dout
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lse_t = lse[(b * p.NH + h) * p.T + tc];
+    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let kend = min(q0 + AF_WG, p.T);
+    var q: array<vec4<f32>, AF_MAX_HS4>;
+    var o: array<vec4<f32>, AF_MAX_HS4>;
+    var dq: array<vec4<f32>, AF_MAX_HS4>;
+    var k0: array<vec4<f32>, AF_MAX_HS4>;  // the block's k rows, lane gl's and 8 + gl's
+    var k1: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        q[c] = qkv[qrow + c];
+        o[c] = dout[orow + c];
+        dq[c] = vec4<f32>();
+    }
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let qv = q[c];
+            let ov = o[c];
+            let kv0 = qkv[kr0 + c];
+            let vv0 = qkv[kr0 + C4 + c];
+            let kv1 = qkv[kr1 + c];
+            let vv1 = qkv[kr1 + C4 + c];
+            k0[c] = kv0;
+            k1[c] = kv1;
+            s = af_dot16(s, qv, kv0, kv1, g0);
+            dp = af_dot16(dp, ov, vv0, vv1, g0);
+        }
+        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
+        for (var c = 0u; c < AF_HS4; c++) {
+            let kv0 = k0[c];
+            let kv1 = k1[c];
+            dq[c] = af_mix16(dq[c], ds, kv0, kv1, g0);
+        }
+    }
+    if (t < p.T) {
+        for (var c = 0u; c < AF_HS4; c++) { dqkv[qrow + c] = dq[c]; }
+    }
+}
+
+// --- KERNEL: attention_backward_dkdv_flath in attention_backward_dq ---
+// --- KERNEL: attention_backward_dkdv_flath_hs16 = attention_backward_dkdv_flath with AF_HS4=4 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs24 = attention_backward_dkdv_flath with AF_HS4=6 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs32 = attention_backward_dkdv_flath with AF_HS4=8 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs48 = attention_backward_dkdv_flath with AF_HS4=12 ---
+// --- KERNEL: attention_backward_dkdv_flath_hs64 = attention_backward_dkdv_flath with AF_HS4=16 ---
+// attention_backward_dkdv_flat4 with the head size fixed (AF_HS4): the key's
+// k and v rows and its dk, dv sums are private arrays, each block's q and
+// dout rows are kept from the score pass for the sums, and dk, dv are
+// written once.
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                                 @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let k0 = wid.x * AF_WG;
+    let j = k0 + lid;
+    let C4 = p.C / 4u;
+    let C34 = 3u * C4;
+    let base = b * p.T * C34 + h * AF_HS4;
+    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    let lbase = (b * p.NH + h) * p.T;
+    var kk: array<vec4<f32>, AF_MAX_HS4>;
+    var vk: array<vec4<f32>, AF_MAX_HS4>;
+    var dk: array<vec4<f32>, AF_MAX_HS4>;
+    var dv: array<vec4<f32>, AF_MAX_HS4>;
+    var qa0: array<vec4<f32>, AF_MAX_HS4>;  // the block's q and dout rows, lane gl's and 8 + gl's
+    var qa1: array<vec4<f32>, AF_MAX_HS4>;
+    var oa0: array<vec4<f32>, AF_MAX_HS4>;
+    var oa1: array<vec4<f32>, AF_MAX_HS4>;
+    for (var c = 0u; c < AF_HS4; c++) {
+        kk[c] = qkv[krow + c];
+        vk[c] = qkv[krow + C4 + c];
+        dk[c] = vec4<f32>();
+        dv[c] = vec4<f32>();
+    }
+    // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
+    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
+        let il0 = min(i0 + gl, p.T - 1u);
+        let il1 = min(i0 + AF_G + gl, p.T - 1u);
+        let qrow0 = base + il0 * C34;
+        let qrow1 = base + il1 * C34;
+        let orow0 = (b * p.T + il0) * C4 + h * AF_HS4;
+        let orow1 = (b * p.T + il1) * C4 + h * AF_HS4;
+        let lse_l0 = lse[lbase + il0];
+        let lse_l1 = lse[lbase + il1];
+        let d_l0 = delta[lbase + il0];
+        let d_l1 = delta[lbase + il1];
+        var s = array<f32, AF_K>();
+        var dp = array<f32, AF_K>();
+        for (var c = 0u; c < AF_HS4; c++) {
+            let kv = kk[c];
+            let vv = vk[c];
+            let qv0 = qkv[qrow0 + c];
+            let ov0 = dout[orow0 + c];
+            let qv1 = qkv[qrow1 + c];
+            let ov1 = dout[orow1 + c];
+            qa0[c] = qv0;
+            oa0[c] = ov0;
+            qa1[c] = qv1;
+            oa1[c] = ov1;
+            s = af_dot16(s, kv, qv0, qv1, g0);
+            dp = af_dot16(dp, vv, ov0, ov1, g0);
+        }
+        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pr = pd.pr;
+        let ds = pd.ds;
+        for (var c = 0u; c < AF_HS4; c++) {
+            let ov0 = oa0[c];
+            let qv0 = qa0[c];
+            let ov1 = oa1[c];
+            let qv1 = qa1[c];
+            dv[c] = af_mix16(dv[c], pr, ov0, ov1, g0);
+            dk[c] = af_mix16(dk[c], ds, qv0, qv1, g0);
+        }
+    }
+    if (j < p.T) {
+        for (var c = 0u; c < AF_HS4; c++) {
+            dqkv[krow + c] = dk[c];
+            dqkv[krow + C4 + c] = dv[c];
+        }
+    }
+}
+
 // --- KERNEL: attention_forward_generic ---
 // One workgroup per (query block, head, batch). Thread (row, lane) owns query
 // q0 + row: its scores against keys lane + j*TPR of each key block and its
@@ -936,20 +1353,102 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     }
 }
 
+// --- KERNEL: attention_forward_flat in attention_forward_generic ---
+// The CPU twin of attention_forward: invocation lid owns query t = q0 + lid.
+// Keys come in blocks of AF_K = 2 AF_G: lane gl of a group loads keys j0 + gl
+// and j0 + AF_G + gl, and the group's 16 rows reach every lane by
+// subgroupShuffle. Pass 1 finds the row's max m and sum l (online over
+// blocks); pass 2 recomputes each block's scores, P = exp(score - lse), and
+// adds P @ V of the block into out (the first block writes): out is this
+// invocation's own row, so the running sum lives in global memory instead of
+// registers, whatever the head size.
+// Scaled scores of query row qrow against the keys that lanes g0 .. g0 + 7
+// load from krow0 (keys 0..7 of the block) and krow1 (keys 8..15).
+fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
+    var s = array<f32, AF_K>();
+    for (var c = 0u; c < p.hs; c++) {
+        let qv = qkv[qrow + c];
+        let kv0 = qkv[krow0 + c];
+        let kv1 = qkv[krow1 + c];
+        for (var jj = 0u; jj < AF_G; jj++) {
+            s[jj] = fma(qv, subgroupShuffle(kv0, g0 + jj), s[jj]);
+            s[AF_G + jj] = fma(qv, subgroupShuffle(kv1, g0 + jj), s[AF_G + jj]);
+        }
+    }
+    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
+    return s;
+}
+
+@compute @workgroup_size(AF_WG)
+fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                          @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let C3 = 3u * p.C;
+    let base = b * p.T * C3 + h * p.hs;  // q of (b, t = 0, head h); k at + C, v at + 2C
+    let qrow = base + min(t, p.T - 1u) * C3;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    // Keys that some query of the workgroup sees: a uniform loop bound, so
+    // every lane takes part in every shuffle; rows past T are clamped.
+    let kend = min(q0 + AF_WG, p.T);
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
+        let s = af_scores(qrow, kr0, kr1, g0);
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
+        l = l * exp(m - m_new) + bsum;
+        m = m_new;
+    }
+    // Key 0 is in every row: l >= 1.
+    let lse_t = m + log(l);
+    let orow = (b * p.T + t) * p.C + h * p.hs;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
+        let s = af_scores(qrow, kr0, kr1, g0);
+        var pr = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
+        let add = live && j0 <= t;  // the block holds a key of this query
+        for (var c = 0u; c < p.hs; c++) {
+            let vv0 = qkv[kr0 + p.C + c];
+            let vv1 = qkv[kr1 + p.C + c];
+            var o = 0.0;
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[jj], subgroupShuffle(vv0, g0 + jj), o); }
+            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[AF_G + jj], subgroupShuffle(vv1, g0 + jj), o); }
+            if (add) {
+                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
+            }
+        }
+    }
+    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+}
+
 // --- KERNEL: attention_backward_dq_generic ---
 // One workgroup per (query block, head, batch), thread (row, lane) as in the
 // forward. Writes (overwrites) the q part of dqkv:
 // dq = scale * sum_j dS_j k_j, dS = P * (dP - D), P = exp(s - lse), dP = dout . v.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), q columns written
+@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
 @group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
 @group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
 @group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
 @group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-var<workgroup> tq: array<f32, TILE>;  // Q chunk, then dout chunk (BQ x DC)
-var<workgroup> tk: array<f32, TILE>;  // K chunk, V chunk, K chunk again (BK x DC)
-var<workgroup> ts: array<f32, TILE>;  // dS (BQ x BK)
+var<workgroup> tq: array<f32, TILE>;  // dq: Q chunk, then dout chunk (BQ x DC); dkdv: Q, dout, dout, Q chunks
+var<workgroup> tk: array<f32, TILE>;  // dq: K, V, K chunks (BK x DC); dkdv: K chunk, then V chunk
+var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T (BK x BQ)
 
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -1052,23 +1551,12 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_generic ---
+// --- KERNEL: attention_backward_dkdv_generic in attention_backward_dq_generic ---
 // One workgroup per (key block, head, batch). Thread (row, lane) owns key
 // k0 + row: its scores against queries lane + j*TPR of each query block, and
 // its dk, dv columns attn_col(ch, lane, u). Only query blocks >= the key block
 // see these keys. Writes (overwrites) the k and v parts of dqkv:
 // dv = sum_i P_i dout_i, dk = scale * sum_i dS_i q_i.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-var<workgroup> tk: array<f32, TILE>;  // K chunk, then V chunk (BK x DC)
-var<workgroup> tq: array<f32, TILE>;  // Q chunk, dout chunk, dout chunk, Q chunk (BQ x DC)
-var<workgroup> ts: array<f32, TILE>;  // P^T, then dS^T (BK x BQ)
-
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;
@@ -1198,106 +1686,12 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     }
 }
 
-// --- KERNEL: attention_forward_flat ---
-// The CPU twin of attention_forward: invocation lid owns query t = q0 + lid.
-// Keys come in blocks of AF_K = 2 AF_G: lane gl of a group loads keys j0 + gl
-// and j0 + AF_G + gl, and the group's 16 rows reach every lane by
-// subgroupShuffle. Pass 1 finds the row's max m and sum l (online over
-// blocks); pass 2 recomputes each block's scores, P = exp(score - lse), and
-// adds P @ V of the block into out (the first block writes): out is this
-// invocation's own row, so the running sum lives in global memory instead of
-// registers, whatever the head size.
-@group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (B, T, C)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;  // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<f32>;        // (B, T, 3C)
-@group(0) @binding(3) var<uniform> p: AttnParams;
-
-// Scaled scores of query row qrow against the keys that lanes g0 .. g0 + 7
-// load from krow0 (keys 0..7 of the block) and krow1 (keys 8..15).
-fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
-    var s = array<f32, AF_K>();
-    for (var c = 0u; c < p.hs; c++) {
-        let qv = qkv[qrow + c];
-        let kv0 = qkv[krow0 + c];
-        let kv1 = qkv[krow1 + c];
-        for (var jj = 0u; jj < AF_G; jj++) {
-            s[jj] = fma(qv, subgroupShuffle(kv0, g0 + jj), s[jj]);
-            s[AF_G + jj] = fma(qv, subgroupShuffle(kv1, g0 + jj), s[AF_G + jj]);
-        }
-    }
-    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
-    return s;
-}
-
-@compute @workgroup_size(AF_WG)
-fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                          @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;  // q of (b, t = 0, head h); k at + C, v at + 2C
-    let qrow = base + min(t, p.T - 1u) * C3;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    // Keys that some query of the workgroup sees: a uniform loop bound, so
-    // every lane takes part in every shuffle; rows past T are clamped.
-    let kend = min(q0 + AF_WG, p.T);
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
-        let s = af_scores(qrow, kr0, kr1, g0);
-        var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
-        }
-        let m_new = max(m, bmax);
-        var bsum = 0.0;
-        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
-        l = l * exp(m - m_new) + bsum;
-        m = m_new;
-    }
-    // Key 0 is in every row: l >= 1.
-    let lse_t = m + log(l);
-    let orow = (b * p.T + t) * p.C + h * p.hs;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
-        let s = af_scores(qrow, kr0, kr1, g0);
-        var pr = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
-        let add = live && j0 <= t;  // the block holds a key of this query
-        for (var c = 0u; c < p.hs; c++) {
-            let vv0 = qkv[kr0 + p.C + c];
-            let vv1 = qkv[kr1 + p.C + c];
-            var o = 0.0;
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[jj], subgroupShuffle(vv0, g0 + jj), o); }
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[AF_G + jj], subgroupShuffle(vv1, g0 + jj), o); }
-            if (add) {
-                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
-            }
-        }
-    }
-    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
-}
-
-// --- KERNEL: attention_backward_dq_flat ---
+// --- KERNEL: attention_backward_dq_flat in attention_backward_dq_generic ---
 // The CPU twin of attention_backward_dq: invocation lid owns query t, keys
 // come in shuffled blocks of AF_K as in attention_forward_flat. Per block:
 // scores and dP = dout . v (one pass over the head), dS = P * (dP - D) *
 // scale, then dq += dS @ K into the q columns of dqkv (the first block
 // writes: dqkv is overwritten).
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), q columns written
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                               @builtin(subgroup_invocation_id) sid: u32) {
@@ -1350,20 +1744,13 @@ fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_flat ---
+// --- KERNEL: attention_backward_dkdv_flat in attention_backward_dq_generic ---
 // The CPU twin of attention_backward_dkdv: invocation lid owns key j =
 // k0 + lid; queries come in shuffled blocks of AF_K (lane gl of a group loads
 // queries i0 + gl and i0 + AF_G + gl) from the key's own block on (earlier
 // queries do not see it). Per block: scores and dP^T, then dv += P^T @ dout
 // and dk += dS^T @ Q into the k and v columns of dqkv; the block holding j
 // itself writes first (dqkv is overwritten).
-@group(0) @binding(0) var<storage, read_write> dqkv: array<f32>;  // (B, T, 3C), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<f32>;         // (B, T, 3C)
-@group(0) @binding(2) var<storage, read> dout: array<f32>;        // (B, T, C)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;         // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;       // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                 @builtin(subgroup_invocation_id) sid: u32) {
@@ -1438,463 +1825,6 @@ fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
                     dqkv[vi] = dqkv[vi] + dv;
                 }
             }
-        }
-    }
-}
-
-// --- KERNEL: attention_forward_flat4 ---
-// attention_forward_flat for head sizes that are multiples of 4 (the host
-// picks it then): the same sums in the same order, but the head is read 4
-// columns a step as vec4s and each score, and the running out, is read and
-// written once per 4 columns. On llvmpipe a lane's vec4 read costs about
-// 3x a scalar one (not 4x), and a value carried round a loop is blended with
-// the loop's lane mask at every write (03_linear.md, "Flat8").
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C / 4)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C / 4)
-@group(0) @binding(3) var<uniform> p: AttnParams;
-
-// af_scores of attention_forward_flat, rows in vec4s.
-fn af4_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
-    var s = array<f32, AF_K>();
-    for (var c = 0u; c < p.hs / 4u; c++) {
-        let qv = qkv[qrow + c];
-        let kv0 = qkv[krow0 + c];
-        let kv1 = qkv[krow1 + c];
-        s = af_dot16(s, qv, kv0, kv1, g0);
-    }
-    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
-    return s;
-}
-
-@compute @workgroup_size(AF_WG)
-fn attention_forward_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let hs4 = p.hs / 4u;
-    let base = b * p.T * C34 + h * hs4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
-    let qrow = base + min(t, p.T - 1u) * C34;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let kend = min(q0 + AF_WG, p.T);
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        let s = af4_scores(qrow, kr0, kr1, g0);
-        var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
-        }
-        let m_new = max(m, bmax);
-        var bsum = 0.0;
-        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
-        l = l * exp(m - m_new) + bsum;
-        m = m_new;
-    }
-    let lse_t = m + log(l);
-    let orow = (b * p.T + t) * C4 + h * hs4;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        let s = af4_scores(qrow, kr0, kr1, g0);
-        var pr = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
-        let add = live && j0 <= t;
-        for (var c = 0u; c < hs4; c++) {
-            let vv0 = qkv[kr0 + C4 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            let o = af_mix16(vec4<f32>(), pr, vv0, vv1, g0);
-            if (add) {
-                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
-            }
-        }
-    }
-    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
-}
-
-// --- KERNEL: attention_backward_dq_flat4 ---
-// attention_backward_dq_flat for head sizes that are multiples of 4, the
-// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
-// sums in the same order.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), q columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let tc = min(t, p.T - 1u);
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let hs4 = p.hs / 4u;
-    let base = b * p.T * C34 + h * hs4;
-    let qrow = base + tc * C34;
-    let orow = (b * p.T + tc) * C4 + h * hs4;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
-    let kend = min(q0 + AF_WG, p.T);
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        var s = array<f32, AF_K>();
-        var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hs4; c++) {
-            let qv = qkv[qrow + c];
-            let ov = dout[orow + c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + C4 + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            s = af_dot16(s, qv, kv0, kv1, g0);
-            dp = af_dot16(dp, ov, vv0, vv1, g0);
-        }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
-        let add = live && j0 <= t;
-        for (var c = 0u; c < hs4; c++) {
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
-            let a = af_mix16(vec4<f32>(), ds, kv0, kv1, g0);
-            if (add) {
-                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
-            }
-        }
-    }
-}
-
-// --- KERNEL: attention_backward_dkdv_flat4 ---
-// attention_backward_dkdv_flat for head sizes that are multiples of 4, the
-// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
-// sums in the same order.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
-    let live = j < p.T;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let hs4 = p.hs / 4u;
-    let base = b * p.T * C34 + h * hs4;
-    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
-    let jb = j & ~(AF_K - 1u);
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
-    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C34;
-        let qrow1 = base + il1 * C34;
-        let orow0 = (b * p.T + il0) * C4 + h * hs4;
-        let orow1 = (b * p.T + il1) * C4 + h * hs4;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
-        var s = array<f32, AF_K>();
-        var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hs4; c++) {
-            let kv = qkv[krow + c];
-            let vv = qkv[krow + C4 + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
-            s = af_dot16(s, kv, qv0, qv1, g0);
-            dp = af_dot16(dp, vv, ov0, ov1, g0);
-        }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
-        let pr = pd.pr;
-        let ds = pd.ds;
-        let add = live && i0 >= jb;
-        let first = i0 == jb;
-        for (var c = 0u; c < hs4; c++) {
-            let ov0 = dout[orow0 + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov1 = dout[orow1 + c];
-            let qv1 = qkv[qrow1 + c];
-            let dv = af_mix16(vec4<f32>(), pr, ov0, ov1, g0);
-            let dk = af_mix16(vec4<f32>(), ds, qv0, qv1, g0);
-            if (add) {
-                let ki = krow + c;
-                let vi = krow + C4 + c;
-                if (first) {
-                    dqkv[ki] = dk;
-                    dqkv[vi] = dv;
-                } else {
-                    dqkv[ki] = dqkv[ki] + dk;
-                    dqkv[vi] = dqkv[vi] + dv;
-                }
-            }
-        }
-    }
-}
-
-// --- KERNEL: attention_forward_flath ---
-// --- KERNEL: attention_forward_flath_hs16 = attention_forward_flath with AF_HS4=4 ---
-// --- KERNEL: attention_forward_flath_hs24 = attention_forward_flath with AF_HS4=6 ---
-// --- KERNEL: attention_forward_flath_hs32 = attention_forward_flath with AF_HS4=8 ---
-// --- KERNEL: attention_forward_flath_hs48 = attention_forward_flath with AF_HS4=12 ---
-// --- KERNEL: attention_forward_flath_hs64 = attention_forward_flath with AF_HS4=16 ---
-// attention_forward_flat4 with the head size fixed (AF_HS4) and one pass over
-// the keys with an online softmax, as the GPU kernels: the query (scaled) and
-// the running output are private arrays, rescaled by exp(m - m_new) a block;
-// each block reads its 16 keys' k and v rows once. The output is written
-// once, divided by the sum.
-@group(0) @binding(0) var<storage, read_write> out: array<vec4<f32>>;  // (B, T, C / 4)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;        // (B, NH, T)
-@group(0) @binding(2) var<storage, read> qkv: array<vec4<f32>>;        // (B, T, 3C / 4)
-@group(0) @binding(3) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(AF_WG)
-fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
-    let qrow = base + min(t, p.T - 1u) * C34;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let kend = min(q0 + AF_WG, p.T);
-    var q: array<vec4<f32>, AF_MAX_HS4>;
-    var o: array<vec4<f32>, AF_MAX_HS4>;
-    for (var c = 0u; c < AF_HS4; c++) {
-        q[c] = qkv[qrow + c] * p.scale;
-        o[c] = vec4<f32>();
-    }
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        var s = array<f32, AF_K>();
-        for (var c = 0u; c < AF_HS4; c++) {
-            let qv = q[c];
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
-            s = af_dot16(s, qv, kv0, kv1, g0);
-        }
-        var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
-        }
-        let m_new = max(m, bmax);
-        let alpha = exp(m - m_new);
-        var pr = array<f32, AF_K>();
-        var bsum = 0.0;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            pr[jj] = select(0.0, exp(s[jj] - m_new), j0 + jj <= t);
-            bsum += pr[jj];
-        }
-        l = l * alpha + bsum;
-        m = m_new;
-        for (var c = 0u; c < AF_HS4; c++) {
-            let vv0 = qkv[kr0 + C4 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            o[c] = af_mix16(o[c] * alpha, pr, vv0, vv1, g0);
-        }
-    }
-    if (t < p.T) {
-        let orow = (b * p.T + t) * C4 + h * AF_HS4;
-        let inv = 1.0 / l;
-        for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
-        lse[(b * p.NH + h) * p.T + t] = m + log(l);
-    }
-}
-
-// --- KERNEL: attention_backward_dq_flath ---
-// --- KERNEL: attention_backward_dq_flath_hs16 = attention_backward_dq_flath with AF_HS4=4 ---
-// --- KERNEL: attention_backward_dq_flath_hs24 = attention_backward_dq_flath with AF_HS4=6 ---
-// --- KERNEL: attention_backward_dq_flath_hs32 = attention_backward_dq_flath with AF_HS4=8 ---
-// --- KERNEL: attention_backward_dq_flath_hs48 = attention_backward_dq_flath with AF_HS4=12 ---
-// --- KERNEL: attention_backward_dq_flath_hs64 = attention_backward_dq_flath with AF_HS4=16 ---
-// attention_backward_dq_flat4 with the head size fixed (AF_HS4): the query,
-// its dout row and its dq sums are private arrays, each block's k rows are
-// kept from the score pass for the dq pass, and dq is written once.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), q columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let tc = min(t, p.T - 1u);
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;
-    let qrow = base + tc * C34;
-    let orow = (b * p.T + tc) * C4 + h * AF_HS4;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
-    let kend = min(q0 + AF_WG, p.T);
-    var q: array<vec4<f32>, AF_MAX_HS4>;
-    var o: array<vec4<f32>, AF_MAX_HS4>;
-    var dq: array<vec4<f32>, AF_MAX_HS4>;
-    var k0: array<vec4<f32>, AF_MAX_HS4>;  // the block's k rows, lane gl's and 8 + gl's
-    var k1: array<vec4<f32>, AF_MAX_HS4>;
-    for (var c = 0u; c < AF_HS4; c++) {
-        q[c] = qkv[qrow + c];
-        o[c] = dout[orow + c];
-        dq[c] = vec4<f32>();
-    }
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        var s = array<f32, AF_K>();
-        var dp = array<f32, AF_K>();
-        for (var c = 0u; c < AF_HS4; c++) {
-            let qv = q[c];
-            let ov = o[c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + C4 + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            k0[c] = kv0;
-            k1[c] = kv1;
-            s = af_dot16(s, qv, kv0, kv1, g0);
-            dp = af_dot16(dp, ov, vv0, vv1, g0);
-        }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
-        for (var c = 0u; c < AF_HS4; c++) {
-            let kv0 = k0[c];
-            let kv1 = k1[c];
-            dq[c] = af_mix16(dq[c], ds, kv0, kv1, g0);
-        }
-    }
-    if (t < p.T) {
-        for (var c = 0u; c < AF_HS4; c++) { dqkv[qrow + c] = dq[c]; }
-    }
-}
-
-// --- KERNEL: attention_backward_dkdv_flath ---
-// --- KERNEL: attention_backward_dkdv_flath_hs16 = attention_backward_dkdv_flath with AF_HS4=4 ---
-// --- KERNEL: attention_backward_dkdv_flath_hs24 = attention_backward_dkdv_flath with AF_HS4=6 ---
-// --- KERNEL: attention_backward_dkdv_flath_hs32 = attention_backward_dkdv_flath with AF_HS4=8 ---
-// --- KERNEL: attention_backward_dkdv_flath_hs48 = attention_backward_dkdv_flath with AF_HS4=12 ---
-// --- KERNEL: attention_backward_dkdv_flath_hs64 = attention_backward_dkdv_flath with AF_HS4=16 ---
-// attention_backward_dkdv_flat4 with the head size fixed (AF_HS4): the key's
-// k and v rows and its dk, dv sums are private arrays, each block's q and
-// dout rows are kept from the score pass for the sums, and dk, dv are
-// written once.
-@group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C / 4), k and v columns written
-@group(0) @binding(1) var<storage, read> qkv: array<vec4<f32>>;         // (B, T, 3C / 4)
-@group(0) @binding(2) var<storage, read> dout: array<vec4<f32>>;        // (B, T, C / 4)
-@group(0) @binding(3) var<storage, read> lse: array<f32>;               // (B, NH, T)
-@group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
-@group(0) @binding(5) var<uniform> p: AttnParams;
-
-@compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;
-    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
-    var kk: array<vec4<f32>, AF_MAX_HS4>;
-    var vk: array<vec4<f32>, AF_MAX_HS4>;
-    var dk: array<vec4<f32>, AF_MAX_HS4>;
-    var dv: array<vec4<f32>, AF_MAX_HS4>;
-    var qa0: array<vec4<f32>, AF_MAX_HS4>;  // the block's q and dout rows, lane gl's and 8 + gl's
-    var qa1: array<vec4<f32>, AF_MAX_HS4>;
-    var oa0: array<vec4<f32>, AF_MAX_HS4>;
-    var oa1: array<vec4<f32>, AF_MAX_HS4>;
-    for (var c = 0u; c < AF_HS4; c++) {
-        kk[c] = qkv[krow + c];
-        vk[c] = qkv[krow + C4 + c];
-        dk[c] = vec4<f32>();
-        dv[c] = vec4<f32>();
-    }
-    // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
-    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C34;
-        let qrow1 = base + il1 * C34;
-        let orow0 = (b * p.T + il0) * C4 + h * AF_HS4;
-        let orow1 = (b * p.T + il1) * C4 + h * AF_HS4;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
-        var s = array<f32, AF_K>();
-        var dp = array<f32, AF_K>();
-        for (var c = 0u; c < AF_HS4; c++) {
-            let kv = kk[c];
-            let vv = vk[c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
-            qa0[c] = qv0;
-            oa0[c] = ov0;
-            qa1[c] = qv1;
-            oa1[c] = ov1;
-            s = af_dot16(s, kv, qv0, qv1, g0);
-            dp = af_dot16(dp, vv, ov0, ov1, g0);
-        }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
-        let pr = pd.pr;
-        let ds = pd.ds;
-        for (var c = 0u; c < AF_HS4; c++) {
-            let ov0 = oa0[c];
-            let qv0 = qa0[c];
-            let ov1 = oa1[c];
-            let qv1 = qa1[c];
-            dv[c] = af_mix16(dv[c], pr, ov0, ov1, g0);
-            dk[c] = af_mix16(dk[c], ds, qv0, qv1, g0);
-        }
-    }
-    if (j < p.T) {
-        for (var c = 0u; c < AF_HS4; c++) {
-            dqkv[krow + c] = dk[c];
-            dqkv[krow + C4 + c] = dv[c];
         }
     }
 }

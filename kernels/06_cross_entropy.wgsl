@@ -171,20 +171,13 @@ fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
     }
 }
 
-// --- KERNEL: crossentropy_forward_flat ---
+// --- KERNEL: crossentropy_forward_flat in crossentropy_forward_vec4 ---
 // The CPU twin of crossentropy_forward_vec4 (model/variant.h), for subgroups
 // of at least CE_FLAT_WG lanes: the same bindings, params and dispatch (a
 // workgroup per row), CE_FLAT_WG invocations instead of WG, and the fold of
 // the lanes' (m, s) by subgroupMax and subgroupAdd instead of workgroup
 // reductions: no workgroup memory, no barriers (on llvmpipe the 256-thread
 // workgroup's reductions cost more than the row). Lane l walks vec4s l, l + 8, ...
-@group(0) @binding(0) var<storage, read_write> losses: array<f32>;            // (BT)
-@group(0) @binding(1) var<storage, read_write> lse: array<f32>;               // (BT)
-@group(0) @binding(2) var<storage, read_write> status: array<atomic<u32>>;    // (4)
-@group(0) @binding(3) var<storage, read> logits: array<vec4<f32>>;            // (rows, Vp / 4)
-@group(0) @binding(4) var<storage, read> targets: array<u32>;                 // (BT)
-@group(0) @binding(5) var<uniform> p: CeParams;
-
 @compute @workgroup_size(CE_FLAT_WG)
 fn crossentropy_forward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) lid: u32) {

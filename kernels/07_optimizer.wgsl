@@ -79,7 +79,7 @@ fn grad_norm_partial(@builtin(local_invocation_index) tid: u32, @builtin(workgro
     }
 }
 
-// --- KERNEL: grad_norm_partial_flat ---
+// --- KERNEL: grad_norm_partial_flat in grad_norm_partial ---
 // The CPU twin of grad_norm_partial (model/variant.h), for a subgroup of at
 // least NORM_FLAT_WG lanes: the same partial pair per NORM_SLICE floats, from
 // one workgroup of NORM_FLAT_WG invocations, without workgroup memory or
@@ -87,10 +87,6 @@ fn grad_norm_partial(@builtin(local_invocation_index) tid: u32, @builtin(workgro
 // loads): lane l sums floats l, l + 8, ... of the slice, subgroupAdd folds
 // the lanes. A different order from grad_norm_partial's, fixed as well.
 const NORM_FLAT_WG: u32 = 8u;
-@group(0) @binding(0) var<storage, read> grads: array<f32>;
-@group(0) @binding(1) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(2) var<uniform> p: NormPartialParams;
-
 @compute @workgroup_size(NORM_FLAT_WG)
 fn grad_norm_partial_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
                           @builtin(num_workgroups) nwg: vec3<u32>) {

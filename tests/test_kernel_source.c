@@ -189,6 +189,62 @@ static void variant_markers(void **state) {
     }
 }
 
+// An entry marker names a second entry point of a section: the section's
+// body (its bindings declared once), compiled with the marker's own name as
+// entry point; it opens no section, and a variant may compile it.
+static void entry_markers(void **state) {
+    (void)state;
+    const char *text =
+        "override W: bool = false;\n"                 // 1
+        "// --- KERNEL: k ---\n"                      // 2
+        "// --- KERNEL: k_back in k ---\n"            // 3
+        "// --- KERNEL: k_back_w = k_back with W=1 ---\n"  // 4
+        "fn k() {}\n"                                 // 5
+        "fn k_back() {}\n"                            // 6
+        "// --- KERNEL: other ---\n"                  // 7
+        "fn other() {}\n";
+    wgpt_ksrc_file f;
+    char err[512];
+    assert_int_equal(wgpt_ksrc_parse(&f, "e.wgsl", text, err, sizeof err), 0);
+    assert_int_equal(f.nkernels, 4);
+    assert_string_equal(f.kernels[1].name, "k_back");
+    assert_int_equal(f.kernels[1].base, -1);
+    assert_int_equal(f.kernels[1].host, 0);
+    assert_int_equal(f.kernels[0].host, -1);
+    assert_int_equal(f.kernels[2].base, 1);
+    assert_string_equal(wgpt_ksrc_entry(&f, 1), "k_back");
+    assert_string_equal(wgpt_ksrc_entry(&f, 2), "k_back");
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(f.kernels[i].body_start, f.kernels[0].body_start);
+        assert_int_equal(f.kernels[i].body_end, f.kernels[0].body_end);
+        assert_int_equal(f.kernels[i].body_line, 3);
+    }
+    wgpt_ksrc_composed c;
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 2), 0);
+    assert_non_null(strstr(c.code, "fn k_back() {}"));
+    assert_null(strstr(c.code, "fn other"));
+    wgpt_ksrc_composed_free(&c);
+    wgpt_ksrc_free(&f);
+
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"// --- KERNEL: a ---\n// --- KERNEL: b in nothere ---\n", "e.wgsl:2: kernel 'b' is an entry in 'nothere'"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b in a ---\n// --- KERNEL: c in b ---\n",
+         "e.wgsl:3: kernel 'c' is an entry in 'b'"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b = a with X=1 ---\n// --- KERNEL: c in b ---\n",
+         "e.wgsl:3: kernel 'c' is an entry in 'b'"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b on a ---\n", "e.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b in a b ---\n", "e.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: b in  ---\n", "e.wgsl:2: malformed"},
+        {"// --- KERNEL: a ---\n// --- KERNEL: a in a ---\n", "e.wgsl:2: kernel 'a' is defined twice"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(wgpt_ksrc_parse(&f, "e.wgsl", bad[i].text, err, sizeof err), -1);
+        if (!strstr(err, bad[i].needle)) fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
+    }
+}
+
 static void real_kernel_files_follow_the_rules(void **state) {
     (void)state;
     char err[256];
@@ -200,11 +256,11 @@ static void real_kernel_files_follow_the_rules(void **state) {
     char *infra = tu_read_source("kernels/00_infrastructure.wgsl");
     wgpt_ksrc_file f;
     assert_int_equal(wgpt_ksrc_parse(&f, "00_infrastructure.wgsl", infra, err, sizeof err), 0);
-    const char *names[] = {"fill_zero",      "fill_const",      "scale",      "axpy",      "copy",
-                           "clamp_inplace",  "fill_zero_vec4",  "fill_const_vec4", "scale_vec4", "axpy_vec4",
-                           "copy_vec4"};
-    assert_int_equal(f.nkernels, 11);
-    for (int i = 0; i < 11; i++) assert_string_equal(f.kernels[i].name, names[i]);
+    const char *names[] = {"ew_dst",         "fill_zero",      "fill_const",      "scale",      "clamp_inplace",
+                           "ew_src",         "axpy",           "copy",            "ew_dst_vec4", "fill_zero_vec4",
+                           "fill_const_vec4", "scale_vec4",    "ew_src_vec4",     "axpy_vec4",  "copy_vec4"};
+    assert_int_equal(f.nkernels, 15);
+    for (int i = 0; i < 15; i++) assert_string_equal(f.kernels[i].name, names[i]);
     wgpt_ksrc_free(&f);
     free(infra);
 }
@@ -217,6 +273,7 @@ int main(void) {
         cmocka_unit_test(shared_preamble_refuses_markers),
         cmocka_unit_test(composes_in_order_and_maps_lines),
         cmocka_unit_test(variant_markers),
+        cmocka_unit_test(entry_markers),
         cmocka_unit_test(real_kernel_files_follow_the_rules),
     };
     return cmocka_run_group_tests_name("kernel_source", tests, NULL, NULL);

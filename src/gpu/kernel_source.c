@@ -56,8 +56,9 @@ static int parse_variant_(const char *s, size_t n, wgpt_ksrc_kernel *k, char *ba
 }
 
 // Parses one line [s, s+n) as a marker. Returns 1 with the name on a section
-// marker, 2 with k and *base filled on a variant marker, 0 if the line is not
-// a marker, -1 if it starts like one but is malformed.
+// marker, 2 with k and *base filled on a variant marker, 3 with *base the
+// section on an entry marker (`name in section`), 0 if the line is not a
+// marker, -1 if it starts like one but is malformed.
 static int parse_marker_(const char *s, size_t n, wgpt_ksrc_kernel *k, char *base, size_t basecap) {
     size_t hl = sizeof MARKER_HEAD - 1;
     if (n < hl || memcmp(s, MARKER_HEAD, hl) != 0) return 0;
@@ -67,7 +68,18 @@ static int parse_marker_(const char *s, size_t n, wgpt_ksrc_kernel *k, char *bas
     if (n < hl + 1 + tl || s[hl] != ' ' || memcmp(s + n - tl, tail, tl) != 0) return -1;
     const char *nm = s + hl + 1;
     size_t nl = n - hl - 1 - tl;
-    const char *eq = memchr(nm, '=', nl);
+    const char *eq = memchr(nm, '=', nl), *sp = memchr(nm, ' ', nl);
+    if (!eq && sp) {  // an entry marker: "name in section"
+        size_t a = (size_t)(sp - nm), bl = nl - a - 4;
+        if (nl < a + 5 || memcmp(sp, " in ", 4) != 0 || !is_ident_(nm, a) || a >= sizeof k->name ||
+            !is_ident_(sp + 4, bl) || bl >= basecap)
+            return -1;
+        memcpy(k->name, nm, a);
+        k->name[a] = 0;
+        memcpy(base, sp + 4, bl);
+        base[bl] = 0;
+        return 3;
+    }
     size_t idl = eq ? (size_t)(eq - nm) : nl;
     if (eq && (idl < 2 || nm[idl - 1] != ' ' || eq + 1 >= nm + nl || eq[1] != ' ')) return -1;
     if (eq) idl--;  // the space before '='
@@ -112,7 +124,8 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
         return wgpt_errf(err, errlen, "%s: out of memory", label);
     }
     int cap = 0, last_section = -1;
-    char (*bases)[64] = NULL;  // each variant's section name, resolved at the end
+    char (*bases)[64] = NULL;  // each variant's kernel or entry's section name, resolved at the end
+    char *entry = NULL;        // 1: an entry marker
     uint32_t line = 1;
     const char *t = f->text;
     int rc = 0;
@@ -126,7 +139,8 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
         if (m < 0) {
             rc = wgpt_errf(err, errlen,
                            "%s:%u: malformed kernel marker; write `// --- KERNEL: name ---`, or `// --- KERNEL: "
-                           "name = section with CONST=number, ... ---` for a variant (at most %d constants), with "
+                           "name = kernel with CONST=number, ... ---` for a variant (at most %d constants), or `// "
+                           "--- KERNEL: name in section ---` for another entry point of a section, with "
                            "WGSL identifiers of under 64 characters",
                            label, line, WGPT_KSRC_MAX_CONSTS);
             break;
@@ -140,16 +154,20 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
                 cap = cap ? cap * 2 : 8;
                 wgpt_ksrc_kernel *nk = realloc(f->kernels, (size_t)cap * sizeof *nk);
                 char (*nb)[64] = realloc(bases, (size_t)cap * sizeof *nb);
+                char *ne = realloc(entry, (size_t)cap);
                 if (nk) f->kernels = nk;
                 if (nb) bases = nb;
-                if (!nk || !nb) {
+                if (ne) entry = ne;
+                if (!nk || !nb || !ne) {
                     rc = wgpt_errf(err, errlen, "%s: out of memory", label);
                     break;
                 }
             }
             k.marker_line = line;
             k.base = -1;
+            k.host = -1;
             snprintf(bases[f->nkernels], sizeof bases[0], "%s", base);
+            entry[f->nkernels] = m == 3;
             if (m == 1) {  // a section: it ends the one before
                 if (last_section < 0) f->preamble_end = (size_t)(p - t);
                 else f->kernels[last_section].body_end = (size_t)(p - t);
@@ -166,13 +184,28 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
     if (rc == 0 && last_section < 0)
         rc = wgpt_errf(err, errlen, "%s: no kernel markers (`// --- KERNEL: name ---`) in this file", label);
     if (rc == 0) f->kernels[last_section].body_end = strlen(t);
+    for (int i = 0; rc == 0 && i < f->nkernels; i++) {  // entries first: variants may compile them
+        if (!entry || !entry[i]) continue;
+        wgpt_ksrc_kernel *k = &f->kernels[i];
+        for (int j = 0; j < f->nkernels && k->host < 0; j++)
+            if (strcmp(f->kernels[j].name, bases[i]) == 0 && !bases[j][0]) k->host = j;
+        if (k->host < 0) {
+            rc = wgpt_errf(err, errlen, "%s:%u: kernel '%s' is an entry in '%s', which is no section of this file",
+                           label, k->marker_line, k->name, bases[i]);
+            break;
+        }
+        k->body_start = f->kernels[k->host].body_start;
+        k->body_end = f->kernels[k->host].body_end;
+        k->body_line = f->kernels[k->host].body_line;
+    }
     for (int i = 0; rc == 0 && i < f->nkernels; i++) {
-        if (!bases[i][0]) continue;
+        if (!bases[i][0] || entry[i]) continue;
         wgpt_ksrc_kernel *k = &f->kernels[i];
         for (int j = 0; j < f->nkernels && k->base < 0; j++)
-            if (strcmp(f->kernels[j].name, bases[i]) == 0 && !bases[j][0]) k->base = j;
+            if (strcmp(f->kernels[j].name, bases[i]) == 0 && (!bases[j][0] || entry[j])) k->base = j;
         if (k->base < 0) {
-            rc = wgpt_errf(err, errlen, "%s:%u: kernel '%s' is a variant of '%s', which is no section of this file",
+            rc = wgpt_errf(err, errlen,
+                           "%s:%u: kernel '%s' is a variant of '%s', which is no section or entry of this file",
                            label, k->marker_line, k->name, bases[i]);
             break;
         }
@@ -181,6 +214,7 @@ int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char
         k->body_line = f->kernels[k->base].body_line;
     }
     free(bases);
+    free(entry);
     if (rc) wgpt_ksrc_free(f);
     return rc;
 }

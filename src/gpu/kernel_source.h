@@ -16,16 +16,20 @@ typedef struct wgpt_ksrc_const {
 } wgpt_ksrc_const;
 #define WGPT_KSRC_MAX_CONSTS 4
 
-// A kernel: a section of the file (after `// --- KERNEL: name ---`), or a
-// variant of one (`// --- KERNEL: name = section with A=1, B=2 ---`): the same
-// source compiled under its own name, its entry point the section's, with
+// A kernel: a section of the file (after `// --- KERNEL: name ---`); or a
+// second entry point of a section (`// --- KERNEL: name in section ---`): the
+// section's source, compiled with entry point `name`, a function of that
+// section, so that kernels with the same bindings declare them once; or a
+// variant of either (`// --- KERNEL: name = kernel with A=1, B=2 ---`): the
+// same source compiled under its own name, its entry point the kernel's, with
 // override constants set when its pipeline is created.
 typedef struct wgpt_ksrc_kernel {
     char name[64];
     size_t body_start, body_end;  // bytes of the file after the marker line (a variant: its section's)
     uint32_t body_line;           // 1-based file line where the body starts
     uint32_t marker_line;         // the marker's own line
-    int base;                     // -1: a section; else the index of the section a variant compiles
+    int base;                     // -1: a section or an entry of one; else the index of the kernel a variant compiles
+    int host;                     // an entry marker's section (its body); -1 for the others
     int nconsts;                  // a variant's override constants
     wgpt_ksrc_const consts[WGPT_KSRC_MAX_CONSTS];
 } wgpt_ksrc_kernel;
@@ -38,14 +42,16 @@ typedef struct wgpt_ksrc_file {
     int nkernels;
 } wgpt_ksrc_file;
 
-// Splits text at its markers; kernels[] lists sections and variants in file
-// order. A variant line opens no section (the lines after it still belong to
-// the one before) and may stand anywhere in the file; its section must be a
-// section of the same file. A file with no section, a malformed marker line, a
-// name that is not a WGSL identifier or is used twice, a variant of a missing
-// section or of a variant, more than WGPT_KSRC_MAX_CONSTS constants or a
-// value that is not a number are errors naming the file and line. Returns 0
-// or -1 (err filled); free with wgpt_ksrc_free.
+// Splits text at its markers; kernels[] lists sections, entries and variants
+// in file order. An entry or variant line opens no section (the lines after
+// it still belong to the one before) and may stand anywhere in the file; an
+// entry's section must be a section of the same file, a variant's kernel a
+// section or entry of it. A file with no section, a malformed marker line, a
+// name that is not a WGSL identifier or is used twice, an entry in a missing
+// section or in an entry or variant, a variant of a missing kernel or of a
+// variant, more than WGPT_KSRC_MAX_CONSTS constants or a value that is not a
+// number are errors naming the file and line. Returns 0 or -1 (err filled);
+// free with wgpt_ksrc_free.
 int wgpt_ksrc_parse(wgpt_ksrc_file *f, const char *label, const char *text, char *err, size_t errlen);
 void wgpt_ksrc_free(wgpt_ksrc_file *f);
 
@@ -66,7 +72,7 @@ typedef struct wgpt_ksrc_composed {
     int nseg;
 } wgpt_ksrc_composed;
 
-// The name of kernel i's entry point: its section's (a variant's base).
+// The name of kernel i's entry point: its own, or a variant's base's.
 static inline const char *wgpt_ksrc_entry(const wgpt_ksrc_file *f, int i) {
     return f->kernels[i].base >= 0 ? f->kernels[f->kernels[i].base].name : f->kernels[i].name;
 }

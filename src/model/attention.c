@@ -1,18 +1,12 @@
 // attention.c: host side of kernels/04_attention.wgsl (see attention.h and
 // docs/kernels/04_attention.md).
 #include "model/attention.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include <math.h>
 #include <stdio.h>
 
 #include "model/variant.h"
-
-// Must match struct AttnParams in kernels/04_attention.wgsl.
-typedef struct attn_params {
-    uint32_t B, T, C, NH;
-    uint32_t hs;
-    float scale;
-} attn_params;
 
 // Query (and key) rows per workgroup: the fast kernels (ATTN_FAST_BLOCK, head
 // sizes up to ATTN_FAST_MAX_HS that are multiples of 4: they read vec4s), the

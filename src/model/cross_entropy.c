@@ -1,13 +1,8 @@
 // cross_entropy.c: host side of the softmax cross-entropy (cross_entropy.h).
 #include "model/cross_entropy.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include "model/variant.h"
-
-// Mirrors CeParams in kernels/06_cross_entropy.wgsl.
-typedef struct ce_params {
-    uint32_t rows, row0, V, Vp;
-    float dloss;
-} ce_params;
 
 // The kernels, by full name: [vec4] the twin that binds the logits as vec4s
 // (every row and the view must start on a 16-byte boundary; row chunks start

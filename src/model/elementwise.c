@@ -1,16 +1,9 @@
 // elementwise.c: host side of kernels/05_gelu.wgsl, 05_residual.wgsl and the
 // flat kernels of 00_infrastructure.wgsl (see elementwise.h).
 #include "model/elementwise.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include <string.h>
-
-// The kernels' GeluParams / ResidualParams take n only; 00_infrastructure's
-// Scalar takes n and c. Both start with n, so one struct serves, bound with
-// the size its kernel declares.
-typedef struct ew_params {
-    uint32_t n;
-    float c;
-} ew_params;
 
 #define EW_MAX_VIEWS 4  // gelu_backward_f16 binds 4
 

@@ -1,15 +1,11 @@
 // embedding.c: host side of the token/position embedding (embedding.h).
 #include "model/embedding.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/variant.h"
-
-// Mirrors EncParams in kernels/01_embedding.wgsl.
-typedef struct enc_params {
-    uint32_t N, T, C, V, v0, nv, first, pad;
-} enc_params;
 
 // Lanes a workgroup of encoder_backward_wte_flat4 (ENC_FLAT_WG in the kernel).
 #define ENC_FLAT_WG 8u

@@ -1,5 +1,6 @@
 // layernorm.c: host side of kernels/02_layernorm.wgsl (see layernorm.h).
 #include "model/layernorm.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include "model/elementwise.h"
 #include "model/variant.h"
@@ -16,11 +17,6 @@
 #define LN_PART_ROWS 64u
 // layernorm_backward_vec4: rows per workgroup, a partial row each (LN_BWD_ROWS).
 #define LN_BWD_ROWS 16u
-
-// The kernels' LnParams.
-typedef struct ln_params {
-    uint32_t N, C;
-} ln_params;
 
 // v narrowed to rows [r0, r0 + rows) of a (rows, width) tensor.
 static wgpt_view ln_rows(wgpt_view v, uint64_t r0, uint64_t rows, uint64_t width) {

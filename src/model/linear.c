@@ -1,6 +1,7 @@
 // linear.c: the linear layer's dispatches (see linear.h), split into row
 // chunks where a tensor exceeds the device's binding limit.
 #include "model/linear.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include "model/linear_split.h"
 #include "model/elementwise.h"  // wgpt_gelu_backward_f16
@@ -16,17 +17,6 @@
 #define FLAT_ROWS 32u
 #define FLAT_N 32u
 #define FLAT8_ROWS 64u  // rows a workgroup of the flat8 twins (FLAT8_ROWS), FLAT_N columns
-
-// LinearParams of 03_linear.wgsl: the meaning of each field per kernel is in
-// docs/kernels/03_linear.md.
-typedef struct linear_params {
-    uint32_t m, n, k;  // output rows, output columns, reduction length
-    uint32_t ld, off;  // row stride and first column of out / dout
-    uint32_t flag;     // forward: has bias; backward_input: accumulate
-    // MatmulParams of 03_linear_vec4.wgsl only (its flag: bit 0 add, bit 1 bias):
-    uint32_t ks;     // k per split
-    uint32_t split;  // 1: partials to the scratch
-} linear_params;
 
 // Every kernel this file dispatches, by full name (a grep finds each use):
 // per pass the 64 x 64 tiled kernel of 03_linear.wgsl, its flat CPU twin and

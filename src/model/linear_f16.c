@@ -1,18 +1,9 @@
 // linear_f16.c: the f16 matmuls' dispatches (see linear_f16.h).
 #include "model/linear_f16.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include "model/linear.h"  // wgpt_linear_reduce_parts
 #include "model/precision.h"  // wgpt_transpose_f16
-
-// SgmParams of 03_linear_sgm.wgsl, F16Params of 03_linear_f16.wgsl.
-typedef struct sgm_params {
-    uint32_t m, n, k;
-    uint32_t flag;  // bit 0: add to the output; bit 1: bias; bit 2: store it transposed (sgm only); bits 3-7:
-                    // the f16 epilogue (sgm only; SGM_F16*, SGM_GELU_GRAD)
-    uint32_t ks;    // k per split (sgm only; a multiple of the kernel's BK), 0: none
-    uint32_t sk;    // stream-K: stages a workgroup (persistent sgm only), 0: none
-    uint32_t pad[2];
-} sgm_params;
 
 #define SGM_BM 128u         // BM, BN, BK of 03_linear_sgm.wgsl: the output block and
 #define SGM_BN 128u         // the k a stage (splits keep whole stages) of matmul_sgm
@@ -280,7 +271,7 @@ static int transposed_input_(wgpt_gpu *g, wgpt_op *op, wgpt_view inp_t, wgpt_vie
 // transpose with bit 2.
 static int streamk_reduce_(wgpt_gpu *g, wgpt_op *op, wgpt_view parts, wgpt_view bias, wgpt_view out, uint32_t m,
                            uint32_t n, uint32_t k, uint32_t flag, sgm_plan pl) {
-    struct { uint32_t m, n, flag, bm, bn, per, sk, pad; } p = {
+    streamk_params p = {
         m, n, flag & 7u, SGM_BM, pl.wide ? SGM_WIDE_BN : SGM_BN, (k + pl.bk - 1) / pl.bk, pl.sk, 0};
     wgpt_view v[3] = {parts, bias.buf ? bias : parts, out};
     uint64_t threads = (uint64_t)m * n / 4;

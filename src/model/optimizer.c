@@ -1,27 +1,11 @@
 // optimizer.c: host side of kernels/07_optimizer.wgsl (see optimizer.h).
 #include "model/optimizer.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 #include "model/variant.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-// The kernels' params structs.
-typedef struct norm_partial_params {
-    uint32_t n, start, part_base, n_groups;
-} norm_partial_params;
-
-typedef struct norm_finish_params {
-    uint32_t n_parts;
-    float max_norm, skip_norm;
-    float grad_scale;  // the gradients are the buffer's times this
-} norm_finish_params;
-
-typedef struct adamw_params {
-    uint32_t n, start;
-    float lr, beta1, beta2, one_minus_beta1, one_minus_beta2, bc1, bc2, eps, weight_decay;
-    uint32_t pad;
-} adamw_params;
 
 struct wgpt_adamw {
     int n;              // chunks

@@ -1,5 +1,6 @@
 // precision.c: the f16 cast's dispatch (see precision.h).
 #include "model/precision.h"
+#include "model/kernel_params.h"  // the kernels' params structs
 
 #include "model/variant.h"
 
@@ -9,7 +10,7 @@
 // One cast dispatch over n elements that fit one binding each.
 static int cast_f16_one_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, uint64_t n) {
     wgpt_view v[2] = {{dst16.buf, dst16.offset, n * 2}, {src.buf, src.offset, n * 4}};
-    uint32_t p = (uint32_t)n;
+    cast_params p = {(uint32_t)n};
     // GPUs take whole vec4s where the sizes and offsets allow (the CPU twin
     // keeps one pair a thread, see variant.h).
     if (!wgpt_kernel_variant_cpu(g) && n % 8 == 0 && wgpt_views_vec4(v, 2))
@@ -97,13 +98,13 @@ static int transpose_(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src, 
         return wgpt_gpu_fail(g, "%s: %u x %u tiles exceed %u a dimension", kernel, gx, gy, WGPT_MAX_WG_DIM);
     wgpt_view v[6] = {{dst16.buf, dst16.offset, bytes}, {src.buf, src.offset, sbytes}};
     if (ln_views_(g, ln, v[1], rows, cols, v + 2) < 0) return -1;
-    uint32_t p[2] = {rows, cols};
+    transpose_params p = {rows, cols};
     // GPUs move 16 bytes a thread where whole vec4s fit (the CPU twin keeps
     // the u32 kernel, see variant.h): on an H100 the u32 kernels ran at about
     // 1 TB/s, a third of a copy's bandwidth.
     if (!wgpt_kernel_variant_cpu(g) && rows % 8 == 0 && cols % 8 == 0 && wgpt_views_vec4(v, 6))
         kernel = NAME[from][1];
-    return wgpt_op_add(g, op, kernel, v, 6, p, sizeof p, gx, gy, 1) ? 0 : -1;
+    return wgpt_op_add(g, op, kernel, v, 6, &p, sizeof p, gx, gy, 1) ? 0 : -1;
 }
 
 int wgpt_transpose_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dst16, wgpt_view src16, uint32_t rows, uint32_t cols) {
