@@ -66,6 +66,19 @@ static const twin TWINS[] = {
           F_(adamw_params, lr), F_(adamw_params, beta1), F_(adamw_params, beta2), F_(adamw_params, one_minus_beta1),
           F_(adamw_params, one_minus_beta2), F_(adamw_params, bc1), F_(adamw_params, bc2), F_(adamw_params, eps),
           F_(adamw_params, weight_decay), F_(adamw_params, pad)),
+    TWIN_("09_decode.wgsl", "RowParams", decode_row_params, F_(decode_row_params, rows), F_(decode_row_params, c),
+          F_(decode_row_params, t), F_(decode_row_params, v), F_(decode_row_params, v0), F_(decode_row_params, nv),
+          F_(decode_row_params, pad0), F_(decode_row_params, pad1)),
+    TWIN_("09_decode.wgsl", "MatvecParams", decode_matvec_params, F_(decode_matvec_params, rows),
+          F_(decode_matvec_params, k), F_(decode_matvec_params, n), F_(decode_matvec_params, flag),
+          F_(decode_matvec_params, ldo), F_(decode_matvec_params, o0), F_(decode_matvec_params, pad0),
+          F_(decode_matvec_params, pad1)),
+    TWIN_("09_decode.wgsl", "LnParams", decode_ln_params, F_(decode_ln_params, rows), F_(decode_ln_params, c),
+          F_(decode_ln_params, flag), F_(decode_ln_params, pad0)),
+    TWIN_("09_decode_attention.wgsl", "DecodeAttnParams", decode_attn_params, F_(decode_attn_params, rows),
+          F_(decode_attn_params, c), F_(decode_attn_params, nh), F_(decode_attn_params, t),
+          F_(decode_attn_params, scale), F_(decode_attn_params, pad0), F_(decode_attn_params, pad1),
+          F_(decode_attn_params, pad2)),
 };
 #define NTWINS (sizeof TWINS / sizeof TWINS[0])
 

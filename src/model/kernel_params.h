@@ -94,4 +94,23 @@ typedef struct adamw_params {
     uint32_t pad;
 } adamw_params;
 
+// RowParams, MatvecParams, LnParams (09_decode), DecodeAttnParams (09_decode_attention).
+typedef struct decode_row_params {
+    uint32_t rows, c, t, v, v0, nv, pad0, pad1;
+} decode_row_params;
+
+typedef struct decode_matvec_params {
+    uint32_t rows, k, n, flag, ldo, o0, pad0, pad1;
+} decode_matvec_params;
+
+typedef struct decode_ln_params {
+    uint32_t rows, c, flag, pad0;
+} decode_ln_params;
+
+typedef struct decode_attn_params {
+    uint32_t rows, c, nh, t;
+    float scale;
+    uint32_t pad0, pad1, pad2;
+} decode_attn_params;
+
 #endif
