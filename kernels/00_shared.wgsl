@@ -108,7 +108,7 @@ fn gelu_arg(xc: f32) -> f32 {
 // tanh(u) for a clamped u: exactly +-1 at the clamp, so that 1 - th^2 is 0.
 // As 1 - 2 / (e^2u + 1), one exp and one division: NVIDIA's driver made
 // WGSL's tanh slower (on an H100 gelu_f16_transpose_v8 0.74 -> 0.66 ms a
-// GPT-2 124M step, RESULTS section 29); its error on tanh is the exp's
+// GPT-2 124M step, 17d4ba4:bench/RESULTS.md section 29); its error on tanh is the exp's
 // relative error over 2 plus an ulp of 1, inside what tests/test_gelu_residual.c
 // allows for a tanh built from exps.
 fn gelu_tanh(u: f32) -> f32 {

@@ -4,7 +4,7 @@
 //               operands row-major; stored as is or transposed (n, m)
 // The host (src/model/linear_f16.c) runs all three passes of a linear layer
 // through it, every operand row-major (the layout whose fragment loads are
-// fastest, RESULTS section 16):
+// fastest, 17d4ba4:bench/RESULTS.md section 16):
 //   forward      out^T (OC, N) = weight (OC, C) @ inp^T (C, N), stored transposed
 //   input pass   dinp (N, C)  = dout (N, OC) @ weight (OC, C)
 //   weight pass  dweight^T (C, OC) += inp^T (C, N) @ dout (N, OC), stored transposed
@@ -72,14 +72,14 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 // one is held to 128 (512 threads share the 64 K registers) and runs 16
 // subgroups a unit: 4096^3 0.66 -> 0.61 ms, but it has half the blocks, so
 // src/model/linear_f16.c picks it only where the waves come out shorter
-// (RESULTS section 19). Measured against 128 x 64, 256 x 64, 256 x 128,
+// (17d4ba4:bench/RESULTS.md section 19). Measured against 128 x 64, 256 x 64, 256 x 128,
 // 4 x 4 subgroups, stages of 32 and 48, no register prefetch, double-buffered
-// tiles: RESULTS sections 17 and 19. This file holds up to 4 x 4 fragments a
+// tiles: 17d4ba4:bench/RESULTS.md sections 17 and 19. This file holds up to 4 x 4 fragments a
 // subgroup: SGM_TM = 16 and SGM_TN = 8 or 16 (the engine picks no other shape).
 override BN: u32 = 128u;            // block columns: 128 or 256
 // 1: the f16 epilogue is compiled in (the _epi variants, which the host runs
 // only for the passes that use it), so that the other passes run a kernel
-// without its code (docs/kernels/03_linear_sgm.md, RESULTS section 22)
+// without its code (docs/kernels/03_linear_sgm.md, 17d4ba4:bench/RESULTS.md section 22)
 override EPI: u32 = 0u;
 override BK: u32 = 64u;             // k a stage: 64 or 32 (16 in a _32k twin), a multiple of SGM_TK
 const WM: u32 = 2u;                 // subgroups down the block

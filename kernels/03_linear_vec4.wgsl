@@ -132,7 +132,7 @@ const BP_PH: u32 = 4u;   // row phases: WG / BP_V
 // Rows a thread of matmul_backward_bias_part_f16 loads before it adds them
 // (in the same order as one at a time, so the same sums): a loop of one
 // load, one add and one store a row kept one load in flight (on an H100
-// 0.78 -> 0.72 ms a GPT-2 124M step, RESULTS section 29).
+// 0.78 -> 0.72 ms a GPT-2 124M step, 17d4ba4:bench/RESULTS.md section 29).
 const BP_ROWS: u32 = 4u;
 var<workgroup> bp_sum: array<vec4<f32>, 256>;
 
@@ -510,7 +510,7 @@ fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @bui
     var s = vec4<f32>();
     if (cv < n4) {
         // the GELU variant a row at a time: on an H100 it took 0.70 -> 0.75 ms a
-        // GPT-2 124M step with 4 rows' loads at once (RESULTS section 29)
+        // GPT-2 124M step with 4 rows' loads at once (17d4ba4:bench/RESULTS.md section 29)
         let rows = select(BP_ROWS, 1u, GELU != 0u);
         for (var r = r0 + ph; r < r1; r += rows * BP_PH) {
             var xs: array<vec4<f32>, BP_ROWS>;  // `rows` rows' loads in flight at once

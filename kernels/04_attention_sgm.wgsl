@@ -33,7 +33,7 @@
 // (g % 4) * RS .. + RS - 1 of the block in every product, and half g / 4 of
 // its columns (of a score block, and of the output): two subgroups share
 // each 16 rows, so each holds 4 output fragments, not 8, and the H200's
-// driver gives the kernels fewer registers a thread (RESULTS section 19).
+// driver gives the kernels fewer registers a thread (17d4ba4:bench/RESULTS.md section 19).
 // See docs/kernels/04_attention_sgm.md.
 
 struct AttnParams {

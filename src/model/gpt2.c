@@ -517,7 +517,7 @@ static int build_forward_(wgpt_gpt2 *m) {
     for (uint32_t l = 0; l < m->c.num_layers; l++) {
         wgpt_view residual = l == 0 ? A(encoded, 0) : A(res3, l - 1);
         // The f16 epilogues (epi_) are off unless asked for: each was slower
-        // than the pass it saves on an H100 (RESULTS sections 22, 23; the
+        // than the pass it saves on an H100 (17d4ba4:bench/RESULTS.md sections 22, 23; the
         // rounding one was timed only beside the GELU ones)
         if (epi_(m, WGPT_EPI_ROUND)) {  // the matmul writes qkv16 itself: no f32 qkv, no cast
             if (linear_fwd_t16_(m, op, none, A(qkv16, l), WGPT_OUT16_COPY, A(ln1_16, l), WGPT_QKVW, l, P(WGPT_QKVB, l),
