@@ -11,8 +11,8 @@ WEB_CFLAGS = --target=wasm32-wasi --sysroot=/usr -std=c11 -O2 -Wall -Wextra -Wsh
 # An 8 MiB stack (the commands keep some large buffers on it); memory grows as needed.
 WEB_LDFLAGS = --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -Wl,-z,stack-size=8388608 \
   -lwasi-emulated-mman -lwasi-emulated-signal -lwasi-emulated-process-clocks -lwasi-emulated-getpid
-# The Dawn backend's plain-C parts (kernel files, variables, chip table) stay; the rest is src/gpu/web/.
-WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/env.c src/gpu/chips.c $(wildcard src/gpu/web/*.c) \
+# The Dawn backend's plain-C parts (kernel files, variables, chip table, subgroup-matrix choice) stay; the rest is src/gpu/web/.
+WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/env.c src/gpu/chips.c src/gpu/sgm_pick.c $(wildcard src/gpu/web/*.c) \
   $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) $(wildcard src/util/*.c) \
   $(wildcard src/weights/*.c) src/dist/comm_single.c
 # cJSON, PCRE2 (no JIT) and zlib's crc32 from their pinned sources (scripts/web-deps.sh), in place of the Debian libraries.
@@ -24,7 +24,7 @@ PCRE2_SRC = $(addprefix $(WEB_DEPS)/pcre2/src/pcre2_,auto_possess.c chartables.c
 WEB_DEP_OBJ = $(patsubst $(WEB_DEPS)/%.c,$(WEB_BUILD)/obj/deps/%.o,$(PCRE2_SRC) $(WEB_DEPS)/cjson/cJSON.c \
   $(WEB_DEPS)/zlib/crc32.c)
 WEB_LIB_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(WEB_LIB_SRC)) $(WEB_BUILD)/obj/kernels_embedded.o $(WEB_DEP_OBJ)
-WEB_CLI_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(CLI_SRC) $(BENCH_SRC) web/c/entry.c)
+WEB_CLI_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(CLI_SRC) $(BENCH_SRC) web/c/entry.c web/c/serve_web.c)
 WEB_CHECK_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(REF_SRC) $(wildcard tests/browser/*.c) web/c/entry.c)
 WEB_PAGE = $(addprefix $(WEB_BUILD)/,index.html harness.html app.js wgpt.js wgpt_gpu.js wasi.js sample.txt)
 

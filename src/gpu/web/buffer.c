@@ -26,14 +26,31 @@ wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
         if (wgpt_web_check_(g) == 0) wgpt_gpu_fail(g, "creating buffer '%s' of %llu bytes failed", label, (unsigned long long)size);
         return NULL;
     }
+    b->tag = g->mem_tag;
     g->mem_live += size;
-    if (g->mem_live > g->mem_peak) g->mem_peak = g->mem_live;
+    g->tag_live[b->tag] += size;
+    if (g->mem_live > g->mem_peak) {
+        g->mem_peak = g->mem_live;
+        memcpy(g->tag_at_peak, g->tag_live, sizeof g->tag_at_peak);
+    }
     return b;
+}
+
+// As the Dawn backend (src/gpu/buffer.c).
+int wgpt_gpu_mem_tag(wgpt_gpu *g, int tag) {
+    int was = g->mem_tag;
+    g->mem_tag = tag >= 0 && tag < WGPT_MEM_TAGS ? tag : 0;
+    return was;
+}
+
+void wgpt_gpu_memory_tags(const wgpt_gpu *g, uint64_t at_peak[WGPT_MEM_TAGS]) {
+    memcpy(at_peak, g->tag_at_peak, sizeof g->tag_at_peak);
 }
 
 void wgpt_buf_free(wgpt_buf *b) {
     if (!b) return;
     b->gpu->mem_live -= b->size;
+    b->gpu->tag_live[b->tag] -= b->size;
     js_buf_free(b->id);
     free(b);
 }
