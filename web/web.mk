@@ -49,7 +49,7 @@ $(WEB_BUILD)/obj/deps/%.o: $(WEB_DEPS)/%.c
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_CFLAGS) -w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DSUPPORT_UNICODE -DPCRE2_STATIC -c $< -o $@
 
-$(WEB_BUILD)/obj/%.o: %.c $(wildcard src/*/*.h) $(wildcard tests/ref/*.h) | $(WEB_DEPS)/.ok
+$(WEB_BUILD)/obj/%.o: %.c $(wildcard src/*/*.h) $(wildcard src/*/*/*.h) $(wildcard tests/ref/*.h) | $(WEB_DEPS)/.ok
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_CFLAGS) -Itests -c $< -o $@
 
