@@ -2,7 +2,7 @@
 # Adds bookworm-backports ($WGPT_MESA_SUITE) to apt's sources if no source
 # names it yet. Needs root; used by ensure-driver.sh (Mesa's lavapipe) and
 # apt-install.sh --backports (meson and libdrm-dev for building it).
-# --src: its source packages too (deb-src), for build-lavapipe.sh's apt-get source.
+# --src: its source packages too (deb-src, scripts/add-deb-src.sh), for build-lavapipe.sh's apt-get source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/pins.sh
@@ -16,11 +16,6 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
 }
-if [ "${1:-}" = --src ]; then
-  f=/etc/apt/sources.list.d/wgpt-backports-src.sources
-  [ -f "$f" ] || grep -rqsE "^deb-src .*$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ ||
-    add "$f" deb-src
-  exit 0
-fi
+[ "${1:-}" = --src ] && exec scripts/add-deb-src.sh "$WGPT_MESA_SUITE"
 grep -rqs "$WGPT_MESA_SUITE" /etc/apt/sources.list /etc/apt/sources.list.d/ && exit 0
 add /etc/apt/sources.list.d/wgpt-backports.sources deb

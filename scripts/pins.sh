@@ -34,10 +34,19 @@ WGPT_MESA_BUILD_PACKAGES_BPO="meson libdrm-dev"
 # download), clang-14 compiles to wasm32 against Debian's wasi-libc.
 WGPT_WEB_PACKAGES="chromium wasi-libc libclang-rt-14-dev-wasm32"
 # cJSON, PCRE2 and zlib (crc32) compiled to WebAssembly beside wgpt: the orig tarballs of the
-# Debian 12 versions whose -dev packages the native build links (sha256 as in Debian's .dsc).
-WGPT_WEB_CJSON_URL="https://deb.debian.org/debian/pool/main/c/cjson/cjson_1.7.15.orig.tar.gz"
+# Debian 12 source packages whose -dev packages the native build links, located with apt
+# (apt-get source --print-uris: address and sha256 from bookworm's signed Sources index;
+# deb-src added by scripts/add-deb-src.sh), checked against that sha256 and the one here.
+# The versions are bookworm's own (its Sources index holds one a package; pcre2's
+# bookworm-security revision 10.42-1+deb12u2 has the same orig tarball). Only the
+# orig tarball is used: Debian's patches (e.g. cJSON's deb12u security fixes) are not applied.
+WGPT_WEB_SRC_SUITE="bookworm"
+WGPT_WEB_CJSON_SRC="cjson"
+WGPT_WEB_CJSON_ORIG="cjson_1.7.15.orig.tar.gz"
 WGPT_WEB_CJSON_SHA256="5308fd4bd90cef7aa060558514de6a1a4a0819974a26e6ed13973c5f624c24b2"
-WGPT_WEB_PCRE2_URL="https://deb.debian.org/debian/pool/main/p/pcre2/pcre2_10.42.orig.tar.gz"
+WGPT_WEB_PCRE2_SRC="pcre2"
+WGPT_WEB_PCRE2_ORIG="pcre2_10.42.orig.tar.gz"
 WGPT_WEB_PCRE2_SHA256="c33b418e3b936ee3153de2c61cc638e7e4fe3156022a5c77d0711bcbb9d64f1f"
-WGPT_WEB_ZLIB_URL="https://deb.debian.org/debian/pool/main/z/zlib/zlib_1.2.13.dfsg.orig.tar.bz2"
+WGPT_WEB_ZLIB_SRC="zlib"
+WGPT_WEB_ZLIB_ORIG="zlib_1.2.13.dfsg.orig.tar.bz2"
 WGPT_WEB_ZLIB_SHA256="71feb7947e3c00ef125f83b79a4e529bde31171e5babe48b391f06758d1ab0a1"

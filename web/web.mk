@@ -11,8 +11,10 @@ WEB_CFLAGS = --target=wasm32-wasi --sysroot=/usr -std=c11 -O2 -Wall -Wextra -Wsh
 # An 8 MiB stack (the commands keep some large buffers on it); memory grows as needed.
 WEB_LDFLAGS = --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -Wl,-z,stack-size=8388608 \
   -lwasi-emulated-mman -lwasi-emulated-signal -lwasi-emulated-process-clocks -lwasi-emulated-getpid
-# The Dawn backend's plain-C parts (kernel files, variables, chip table, memory accounting) stay; the rest is src/gpu/web/.
-WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/env.c src/gpu/chips.c src/gpu/mem_account.c $(wildcard src/gpu/web/*.c) \
+# The Dawn backend's plain-C parts (kernel files, variables, chip table, memory accounting, subgroup-matrix
+# choice) stay; the rest is src/gpu/web/.
+WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/env.c src/gpu/chips.c src/gpu/mem_account.c src/gpu/sgm_pick.c \
+  $(wildcard src/gpu/web/*.c) \
   $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) $(wildcard src/util/*.c) \
   $(wildcard src/weights/*.c) src/dist/comm_single.c
 # cJSON, PCRE2 (no JIT) and zlib's crc32 from their pinned sources (scripts/web-deps.sh), in place of the Debian libraries.
@@ -52,7 +54,7 @@ $(WEB_BUILD)/obj/deps/%.o: $(WEB_DEPS)/%.c
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_CFLAGS) -w -DHAVE_CONFIG_H -DPCRE2_CODE_UNIT_WIDTH=8 -DSUPPORT_UNICODE -DPCRE2_STATIC -c $< -o $@
 
-$(WEB_BUILD)/obj/%.o: %.c $(wildcard src/*/*.h) $(wildcard tests/ref/*.h) | $(WEB_DEPS)/.ok
+$(WEB_BUILD)/obj/%.o: %.c $(wildcard src/*/*.h) $(wildcard src/*/*/*.h) $(wildcard tests/ref/*.h) | $(WEB_DEPS)/.ok
 	@mkdir -p $(dir $@)
 	$(WEB_CC) $(WEB_CFLAGS) -Itests -c $< -o $@
 

@@ -8,7 +8,26 @@
 // what it made), so that the pipelines it compiled serve the next run too:
 // compiling every kernel again would cost each run its first half minute on
 // SwiftShader. A lost device is replaced at the next open.
-const shared = { adapter: null, device: null, f16: false, lost: false, pipes: new Map(), byKey: new Map(), active: null };
+const shared = { adapter: null, device: null, f16: false, sgm: false, lost: false, pipes: new Map(), byKey: new Map(), active: null };
+
+// Chromium's subgroup matrices (tensor cores): the feature and, on the adapter's
+// info, subgroupMatrixConfigs ({componentType, resultComponentType, M, N, K}).
+export const SGM_FEATURE = 'chromium-experimental-subgroup-matrix';
+const SGM_TYPES = { f32: 1, f16: 2, u32: 3, i32: 4, u8: 5, i8: 6 };  // wgpt_matrix_type (Dawn's values)
+export const SGM_MAX_CONFIGS = 32;  // WGPT_MAX_MATRIX_CONFIGS
+
+// The adapter info's configurations as web_info.configs rows [input, result,
+// M, N, K, sgMin, sgMax], in its order (at most SGM_MAX_CONFIGS). The browser
+// does not say which subgroup sizes a configuration works with (Dawn's C API
+// does): a configuration's own, where given, else the adapter's. A type this
+// file does not know reads 0, which the C side refuses with a message.
+export function matrixConfigs(info = {}) {
+  const list = info.subgroupMatrixConfigs || [];
+  const sgMin = info.subgroupMinSize || 4, sgMax = info.subgroupMaxSize || 128;
+  return Array.from(list).slice(0, SGM_MAX_CONFIGS).map((c) => [SGM_TYPES[c.componentType] || 0,
+    SGM_TYPES[c.resultComponentType] || 0, Number(c.M), Number(c.N), Number(c.K),
+    c.subgroupMinSize || sgMin, c.subgroupMaxSize || sgMax]);
+}
 
 // memory(): the module's WebAssembly.Memory (it may grow: views are made per call).
 export function gpuImports(memory) {
@@ -183,6 +202,9 @@ export function gpuImports(memory) {
         const features = ['subgroups'];
         const f16 = a.features.has('shader-f16') && !disableF16;
         if (f16) features.push('shader-f16');
+        // As the Dawn backend: every configuration takes f16 or 8-bit inputs, so none without f16.
+        const sgm = f16 && a.features.has(SGM_FEATURE);
+        if (sgm) features.push(SGM_FEATURE);
         const L = a.limits;
         const requiredLimits = {};
         for (const k of ['maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize', 'maxComputeInvocationsPerWorkgroup',
@@ -194,7 +216,7 @@ export function gpuImports(memory) {
         } catch (e) {
           return no(`could not open a device on the browser's adapter: ${e.message}`);
         }
-        Object.assign(shared, { adapter: a, device: dev, f16: !!f16 });
+        Object.assign(shared, { adapter: a, device: dev, f16: !!f16, sgm: dev.features.has(SGM_FEATURE) });
         dev.lost.then((info) => {  // (a device wgpt destroyed itself was forgotten first)
           if (shared.device !== dev) return;
           forget();
@@ -223,6 +245,10 @@ export function gpuImports(memory) {
       putStr(infoP + 48, 128, /swiftshader/i.test(text) && !/swiftshader/i.test(name) ? `SwiftShader ${name}` : name);
       putStr(infoP + 176, 64, ai.vendor || '');
       putStr(infoP + 240, 128, navigator.userAgent || '');
+      const cfgs = shared.sgm ? matrixConfigs(ai) : [];
+      d.setUint32(infoP + 368, shared.sgm ? 1 : 0, true);
+      d.setUint32(infoP + 372, cfgs.length, true);
+      cfgs.forEach((row, i) => row.forEach((v, j) => d.setUint32(infoP + 376 + 4 * (7 * i + j), v >>> 0, true)));
       return 0;
     },
     async kernel_create(codeP, entryP, labelP, namesP, valsP, n, errP, errCap) {

@@ -94,6 +94,10 @@ int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
 // (M 16, N 8 or 16, K 8, 16 or 32, the adapter's one subgroup size), the
 // largest K first, or -1. -1 with err filled for a WGPT_SGM_CONFIG it cannot take.
 int wgpt_sgm_pick_config_(wgpt_gpu_info *info, char *err, size_t errlen);
+// The lines every kernel's source begins with: `enable f16;`, `enable subgroups;`
+// and, with subgroup matrices, `enable chromium_experimental_subgroup_matrix;`
+// and the chosen configuration's fragment shape (SGM_TM, SGM_TN, SGM_TK, SGM_SG).
+void wgpt_gpu_enables_(const wgpt_gpu_info *info, char *out, size_t cap);
 // 0 if the device is usable, else -1 with the sticky error (device lost, etc.).
 int wgpt_gpu_check_(wgpt_gpu *g);
 // Processes Dawn events until *done, the GPU timeout or an interrupt; -1 with

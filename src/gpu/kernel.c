@@ -229,21 +229,7 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     const wgpt_ksrc_file *f = &g->files[k->file];
     char enables[512];
     int emulated = g->info.sgm_emulated;
-    if (g->info.has_subgroup_matrix && g->info.sgm_config >= 0) {
-        // the fragment shape 03_linear_sgm.wgsl is written for (gpu.h: sgm_config)
-        const wgpt_matrix_config *c = &g->info.matrix_configs[g->info.sgm_config];
-        snprintf(enables, sizeof enables,
-                 "enable f16;\nenable subgroups;\n%s"
-                 "const SGM_TM: u32 = %uu;\nconst SGM_TN: u32 = %uu;\nconst SGM_TK: u32 = %uu;\n"
-                 "const SGM_SG: u32 = %uu;\n",
-                 emulated ? "diagnostic(off, subgroup_uniformity);\n"
-                          : "enable chromium_experimental_subgroup_matrix;\n",
-                 c->m, c->n, c->k, c->sg_max);
-    } else if (g->info.has_subgroup_matrix && !emulated) {
-        snprintf(enables, sizeof enables, "enable f16;\nenable subgroups;\nenable chromium_experimental_subgroup_matrix;\n");
-    } else {
-        snprintf(enables, sizeof enables, "%s", g->info.has_f16 ? "enable f16;\nenable subgroups;\n" : "enable subgroups;\n");
-    }
+    wgpt_gpu_enables_(&g->info, enables, sizeof enables);
     wgpt_ksrc_composed src;
     if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
         return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);

@@ -205,6 +205,25 @@ static int check_f16_(void) {
     return rc16;
 }
 
+// The same f16 model on the tensor-core kernels (03_linear_sgm.wgsl), where
+// the browser offers chromium-experimental-subgroup-matrix with a configuration
+// wgpt takes: the device then picks them for the f16 matmuls by itself.
+// 1: skipped (none offered, as on SwiftShader).
+static int check_f16_sgm_(void) {
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
+    if (!i->has_subgroup_matrix || i->sgm_config < 0)
+        return snprintf(why, sizeof why, "the browser's adapter offers no subgroup matrices%s",
+                        i->has_subgroup_matrix ? " of a shape wgpt's kernels take" : ""), 1;
+    int rc = check_f16_();
+    if (rc == 0) {
+        const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
+        char done[sizeof why];
+        snprintf(done, sizeof done, "%s (subgroup matrices %ux%ux%u)", why, c->m, c->n, c->k);
+        snprintf(why, sizeof why, "%s", done);
+    }
+    return rc;
+}
+
 static int wanted_(int argc, char **argv, const char *name) {
     if (argc < 2) return 1;
     for (int i = 1; i < argc; i++)
@@ -250,6 +269,7 @@ int main(int argc, char **argv) {
         if (wanted_(argc, argv, FAMILIES[i].name)) report_(FAMILIES[i].name, check_family_(&FAMILIES[i]), &failed);
     if (wanted_(argc, argv, "optimizer")) report_("optimizer", check_optimizer_(), &failed);
     if (wanted_(argc, argv, "f16")) report_("f16", check_f16_(), &failed);
+    if (wanted_(argc, argv, "f16_sgm")) report_("f16_sgm", check_f16_sgm_(), &failed);
     if (grads_rc_ != 1) ref_gpt2_free(&GREF);
     free(GRADS);
     wgpt_gpu_close(G);

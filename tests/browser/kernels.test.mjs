@@ -4,7 +4,7 @@
 // twins where they take its subgroups of 4) and with WGPT_KERNELS=gpu. One
 // test per check; each set from one run of the program (compiling the kernels
 // on SwiftShader is most of its time). A check the adapter cannot run (f16
-// without shader-f16) is skipped.
+// without shader-f16, the tensor-core kernels without subgroup matrices) is skipped.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { open, runIn, WEB } from './browser.mjs';
@@ -18,7 +18,7 @@ before(async () => {
 });
 after(async () => { if (b) await b.close(); });
 
-const CHECKS = ['forward', 'embedding', 'layernorm', 'linear', 'attention', 'gelu_residual', 'cross_entropy', 'optimizer', 'f16'];
+const CHECKS = ['forward', 'embedding', 'layernorm', 'linear', 'attention', 'gelu_residual', 'cross_entropy', 'optimizer', 'f16', 'f16_sgm'];
 for (const set of Object.keys(SETS)) {
   for (const name of CHECKS) {
     test(`kernels in the browser (${set}): ${name} matches the C reference`, (t) => {

@@ -44,8 +44,35 @@ void wgpt_gpu_describe(const wgpt_gpu_info *i, char *out, size_t outlen) {
     char sg[32];
     if (i->subgroup_min == i->subgroup_max) snprintf(sg, sizeof sg, "%u", i->subgroup_min);
     else snprintf(sg, sizeof sg, "%u-%u", i->subgroup_min, i->subgroup_max);
-    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | subgroup matrices no | timestamps no", i->name,
-             i->backend, i->type, sg, i->has_f16 ? "yes" : "no");
+    char sgm[64] = "no";
+    if (i->has_subgroup_matrix && i->sgm_config >= 0) {
+        const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
+        snprintf(sgm, sizeof sgm, "yes (%ux%ux%u)", c->m, c->n, c->k);
+    } else if (i->has_subgroup_matrix) {
+        snprintf(sgm, sizeof sgm, "yes (none wgpt takes)");
+    }
+    snprintf(out, outlen, "%s | %s | %s | subgroup %s | f16 %s | subgroup matrices %s | timestamps no", i->name,
+             i->backend, i->type, sg, i->has_f16 ? "yes" : "no", sgm);
+}
+
+// The configurations web/wgpt_gpu.js wrote, checked as the Dawn backend checks
+// its own (types 1..6, sizes 1..256, subgroup sizes within the adapter's).
+static int copy_matrix_configs_(const web_info *w, wgpt_gpu_info *i, char *err, size_t errlen) {
+    i->has_subgroup_matrix = w->has_sgm != 0;
+    i->n_matrix_configs = 0;
+    if (!i->has_subgroup_matrix) return 0;
+    for (uint32_t j = 0; j < w->n_configs && j < WGPT_MAX_MATRIX_CONFIGS; j++) {
+        const uint32_t *c = w->configs[j];
+        if (c[0] < 1 || c[0] > 6 || c[1] < 1 || c[1] > 6 || c[2] < 1 || c[2] > 256 || c[3] < 1 || c[3] > 256 ||
+            c[4] < 1 || c[4] > 256 || c[5] < i->subgroup_min || c[5] > c[6] || c[6] > i->subgroup_max) {
+            snprintf(err, errlen, "the browser's subgroup-matrix config %u reads as types %u->%u, %ux%ux%u, subgroups "
+                     "%u-%u: not one wgpt understands", j, c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+            return -1;
+        }
+        i->matrix_configs[i->n_matrix_configs++] =
+            (wgpt_matrix_config){(wgpt_matrix_type)c[0], (wgpt_matrix_type)c[1], c[2], c[3], c[4], c[5], c[6]};
+    }
+    return 0;
 }
 
 int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
@@ -102,6 +129,12 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     i->subgroup_max = w.sg_max;
     i->has_f16 = (int)w.has_f16;
     i->sgm_config = -1;
+    if (copy_matrix_configs_(&w, i, err, errlen) < 0 || wgpt_sgm_pick_config_(i, err, errlen) < 0) {
+        js_close();
+        open_count_ = 0;
+        free(g);
+        return NULL;
+    }
     i->robust = 1;  // the browser's robustness cannot be turned off
     i->max_storage_binding = w.max_storage_binding;
     i->max_buffer = w.max_buffer;

@@ -113,7 +113,8 @@ static void map_errors_(const wgpt_ksrc_composed *src, const char *in, char *out
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     const wgpt_ksrc_file *f = &g->files[k->file];
-    const char *enables = g->info.has_f16 ? "enable f16;\nenable subgroups;\n" : "enable subgroups;\n";
+    char enables[512];
+    wgpt_gpu_enables_(&g->info, enables, sizeof enables);
     wgpt_ksrc_composed src;
     if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
         return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);

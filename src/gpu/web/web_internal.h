@@ -29,7 +29,13 @@ typedef struct web_info {
     uint32_t max_storage_binding, max_buffer, max_workgroup_storage, max_invocations;
     uint32_t max_workgroups_per_dim, storage_offset_align, is_fallback, reserved;
     char name[128], vendor[64], driver[128];
+    // chromium-experimental-subgroup-matrix enabled on the device, and the
+    // adapter's configurations (web/wgpt_gpu.js matrixConfigs), at most
+    // WGPT_MAX_MATRIX_CONFIGS: input, result (wgpt_matrix_type), M, N, K, sg_min, sg_max.
+    uint32_t has_sgm, n_configs;
+    uint32_t configs[WGPT_MAX_MATRIX_CONFIGS][7];
 } web_info;
+_Static_assert(offsetof(web_info, has_sgm) == 368, "web/wgpt_gpu.js writes has_sgm at 368");
 
 // 0, or -1 with the reason in err (no WebGPU, no adapter, no subgroups).
 IMPORT(open) int js_open(int disable_f16, web_info *info, char *err, int errlen);
@@ -55,12 +61,15 @@ IMPORT(dispatch) int js_dispatch(int bind, uint32_t x, uint32_t y, uint32_t z);
 IMPORT(submit) int js_submit(void);
 IMPORT(finish) int js_finish(void);
 
-// The parts of the Dawn backend that are plain C (env.c, chips.c).
+// The parts of the Dawn backend that are plain C (env.c, chips.c, sgm_pick.c).
 int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
 int wgpt_gpu_env_check_(char *err, size_t errlen);
 wgpt_kernels wgpt_gpu_env_kernels_(const char *type);
 uint32_t wgpt_gpu_env_epilogues_(void);
 wgpt_streamk wgpt_gpu_env_streamk_(void);
+// The subgroup-matrix choices the Dawn backend makes (sgm_pick.c, gpu/internal.h).
+int wgpt_sgm_pick_config_(wgpt_gpu_info *info, char *err, size_t errlen);
+void wgpt_gpu_enables_(const wgpt_gpu_info *info, char *out, size_t cap);
 
 struct wgpt_kernel {
     wgpt_gpu *gpu;
