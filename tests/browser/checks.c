@@ -2,7 +2,7 @@
 // (tests/ref, compiled to WebAssembly with them: make web builds
 // build-web/wgpt_checks.wasm). tests/browser/kernels.test.mjs runs it in
 // headless chromium, where the adapter is SwiftShader (subgroups of 4, no
-// shader-f16): every kernel family runs there in fp32.
+// shader-f16): every kernel family runs there in fp32, the KV-cache decoder's too.
 //
 // The shape is tests/test_gpt2.c's, whose sizes are multiples of no tile size:
 // L=2, NH=3, C=48 (head size 16), T=37 < maxT=40, V=97 padded to 128, B=2.
@@ -24,6 +24,7 @@
 
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
+#include "model/gpt2_decode.h"
 #include "ref/gpt2_ref.h"
 
 static const wgpt_gpt2_config CFG = {.max_seq_len = 40, .vocab_size = 97, .padded_vocab_size = 128,
@@ -224,6 +225,54 @@ static int check_f16_sgm_(void) {
     return rc;
 }
 
+// The KV-cache decoder (09_decode.wgsl, 09_decode_attention.wgsl): a prefill
+// of 8 tokens, then one token a step to T, two slots at once (the second a
+// step behind); each step's logits against the reference's full forward at
+// that position (causal: position p sees tokens 0..p only). Tolerance: the
+// decoder sums in another order than the reference (one query row, chunked
+// online softmax), so each row within 1e-4 * max|ref row| + 1e-5; measured
+// natively against the recompute path at 6e-7 (test_decode.c).
+static int check_decode_(void) {
+    ref_gpt2 ref;
+    wgpt_gpt2 *m = model_(&ref, 11);
+    if (!m) return ref_gpt2_free(&ref), -1;
+    ref_gpt2_forward(&ref, tokens, NULL);
+    char err[2048];
+    int rc = 0;
+    enum { P = 8 };
+    float *lg = malloc(2 * 97 * sizeof *lg);
+    wgpt_decoder *d = wgpt_decoder_create(m, 2, err, sizeof err);
+    if (!d || !lg) rc = FAIL("decoder: %s", d ? "out of memory" : err);
+    int32_t ids[B * T];
+    for (int i = 0; i < B * T; i++) ids[i] = tokens[i];
+    double worst = 0;
+    // slot s decodes sequence s of the batch; slot 1 starts one token later
+    for (uint32_t s = 0; !rc && s < 2; s++)
+        if (wgpt_decoder_prefill(d, s, ids + s * T, P + s, lg, err, sizeof err) < 0) rc = FAIL("prefill: %s", err);
+    for (int p = P; !rc && p < T - 1; p++) {
+        uint32_t slots[2] = {0, 1};
+        int32_t next[2] = {ids[p], ids[T + p + 1]};
+        if (wgpt_decoder_step(d, slots, next, 2, lg, err, sizeof err) < 0) {
+            rc = FAIL("step at %d: %s", p, err);
+            break;
+        }
+        for (int s = 0; !rc && s < 2; s++) {
+            const float *want = ref.acts.logits + ((size_t)s * T + (size_t)(p + s)) * 128;
+            double mx = 0, e = 0;
+            for (int v = 0; v < 97; v++) mx = fmax(mx, fabs(want[v]));
+            for (int v = 0; v < 97; v++) e = fmax(e, fabs((double)lg[s * 97 + v] - want[v]));
+            worst = fmax(worst, e / (mx > 0 ? mx : 1));
+            if (e > 1e-4 * mx + 1e-5) rc = FAIL("slot %d position %d: logits differ by %.3g (max |logit| %.3g)", s, p + s, e, mx);
+        }
+    }
+    if (!rc) snprintf(why, sizeof why, "KV-cache logits of 2 slots, positions %d-%d: within %.2g of the reference", P, T - 1, worst);
+    wgpt_decoder_free(d);
+    free(lg);
+    wgpt_gpt2_free(m);
+    ref_gpt2_free(&ref);
+    return rc;
+}
+
 static int wanted_(int argc, char **argv, const char *name) {
     if (argc < 2) return 1;
     for (int i = 1; i < argc; i++)
@@ -268,6 +317,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
         if (wanted_(argc, argv, FAMILIES[i].name)) report_(FAMILIES[i].name, check_family_(&FAMILIES[i]), &failed);
     if (wanted_(argc, argv, "optimizer")) report_("optimizer", check_optimizer_(), &failed);
+    if (wanted_(argc, argv, "decode")) report_("decode", check_decode_(), &failed);
     if (wanted_(argc, argv, "f16")) report_("f16", check_f16_(), &failed);
     if (wanted_(argc, argv, "f16_sgm")) report_("f16_sgm", check_f16_sgm_(), &failed);
     if (grads_rc_ != 1) ref_gpt2_free(&GREF);

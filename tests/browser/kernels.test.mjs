@@ -18,7 +18,7 @@ before(async () => {
 });
 after(async () => { if (b) await b.close(); });
 
-const CHECKS = ['forward', 'embedding', 'layernorm', 'linear', 'attention', 'gelu_residual', 'cross_entropy', 'optimizer', 'f16', 'f16_sgm'];
+const CHECKS = ['forward', 'embedding', 'layernorm', 'linear', 'attention', 'gelu_residual', 'cross_entropy', 'optimizer', 'decode', 'f16', 'f16_sgm'];
 for (const set of Object.keys(SETS)) {
   for (const name of CHECKS) {
     test(`kernels in the browser (${set}): ${name} matches the C reference`, (t) => {
