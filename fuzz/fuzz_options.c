@@ -102,8 +102,13 @@ static int model_uint_(const char *s, uint64_t max, uint64_t *out) {
 }
 
 // A float is whatever strtof reads whole, if finite and in range (no oracle
-// but the C library here; the model checks the parser's control flow).
+// but the C library here; the model checks the parser's control flow), and
+// decimal: blanks, an optional sign, then "0x" is hex, refused.
 static int model_float_(const char *s, float *out) {
+    const char *p = s;
+    while (*p == ' ' || (*p >= '\t' && *p <= '\r')) p++;
+    if (*p == '+' || *p == '-') p++;
+    if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) return -1;
     char *end;
     errno = 0;
     float v = strtof(s, &end);
@@ -116,7 +121,13 @@ static int model_set_(const wgpt_opt *o, const char *val) {
     uint64_t u;
     float f;
     switch (o->type) {
-    case WGPT_OPT_STR: *(const char **)o->dst = val; return 0;
+    case WGPT_OPT_STR: {
+        // an empty value names no file: refused, unless the value it replaces is "" itself
+        const char *now = *(const char **)o->dst;
+        if (!*val && !(now && !*now)) return -1;
+        *(const char **)o->dst = val;
+        return 0;
+    }
     case WGPT_OPT_U32:
         if (model_uint_(val, UINT32_MAX, &u) < 0 || !model_in_range_(o->name, (double)u)) return -1;
         *(uint32_t *)o->dst = (uint32_t)u;
