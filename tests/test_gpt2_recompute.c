@@ -92,7 +92,8 @@ static void f16_recompute_same_bits(void **st) {
     wgpt_gpu *g = tu_gpu_open(NULL);
     if (!wgpt_gpu_get_info(g)->has_f16) {
         printf("skipped: '%s' has no f16\n", wgpt_gpu_get_info(g)->name);
-        return;
+        wgpt_gpu_close(g);
+        skip();
     }
     same_bits_(g, WGPT_PRECISION_F16, wgpt_linear_f16_uses_sgm(g) ? "f16 (subgroup matrices)" : "f16");
     if (wgpt_linear_f16_uses_sgm(g)) return;

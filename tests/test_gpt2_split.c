@@ -64,7 +64,8 @@ static void same_bits_(wgpt_precision p) {
     wgpt_gpu *whole = tu_gpu_open(NULL);
     if (p == WGPT_PRECISION_F16 && !wgpt_gpu_get_info(whole)->has_f16) {
         printf("skipped: '%s' has no f16\n", wgpt_gpu_get_info(whole)->name);
-        return;
+        wgpt_gpu_close(whole);
+        skip();
     }
     wgpt_gpu_options o = {.adapter_index = -1, .max_binding = LIMIT};
     wgpt_gpu *small = tu_gpu_open(&o);
