@@ -86,23 +86,6 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
     return js_dispatch(b->id, x, y, z);
 }
 
-int wgpt_dims1d(wgpt_gpu *g, uint64_t n, uint32_t *x, uint32_t *y) {
-    uint64_t dim = g->info.max_workgroups_per_dim < WGPT_MAX_WG_DIM ? g->info.max_workgroups_per_dim : WGPT_MAX_WG_DIM;
-    uint64_t rows = n <= dim ? 1 : (n + dim - 1) / dim;
-    if (rows > dim)
-        return wgpt_gpu_fail(g, "%llu workgroups exceed even a 2D dispatch (%llu x %llu)", (unsigned long long)n,
-                             (unsigned long long)dim, (unsigned long long)dim);
-    *x = (uint32_t)(n <= dim ? n : dim);
-    *y = (uint32_t)rows;
-    return 0;
-}
-
-int wgpt_dispatch1d(wgpt_gpu *g, wgpt_bind *b, uint64_t n) {
-    uint32_t x = 0, y = 0;
-    if (wgpt_dims1d(g, n, &x, &y) < 0) return -1;
-    return wgpt_dispatch(g, b, x, y, 1);
-}
-
 int wgpt_gpu_timings(wgpt_gpu *g, wgpt_timing *out, int max) {
     (void)g, (void)out, (void)max;
     return -1;
