@@ -124,6 +124,16 @@ static void eval_needs_only_the_validation_split(void **st) {
 static void eval_batch_past_a_binding_names_the_option(void **st) {
     (void)st;
     run_ r;
+    // The model's attention input is T x 3C floats = 12 KiB a sequence: --batch 65536 binds 768 MiB,
+    // past lavapipe's 128 MiB but not a GPU's 2 GiB, where the case cannot arise with this model.
+    RUN(&r, "info");
+    unsigned long long mib = 0;
+    const char *lim = strstr(r.out, "storage binding ");
+    if (!lim || sscanf(lim, "storage binding %llu MiB", &mib) != 1) fail_msg("wgpt info names no storage binding:\n%s", r.out);
+    if (mib * 1024 * 1024 >= 65536ull * 32 * 3 * 32 * 4) {
+        printf("skipped: this device binds %llu MiB, enough for --batch 65536 of this model (768 MiB)\n", mib);
+        skip();
+    }
     RUN(&r, "eval", "--checkpoint", "r/latest.ckpt", "--data", "d/*.bin", "--batch", "65536");
     expect_(&r, 1, "--batch 65536: ");
     expect_(&r, 1, "at most --batch ");
