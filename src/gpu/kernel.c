@@ -209,14 +209,14 @@ static void on_compilation_info_(WGPUCompilationInfoRequestStatus status, const 
     r->done = 1;
 }
 
-// With $WGPT_KERNEL_STATS (a file), the kernel's name goes there just before
+// With options.kernel_stats (a file; WGPT_KERNEL_STATS), the kernel's name goes there just before
 // its pipeline is made: VK_LAYER_WGPT_stats (device.c turns it on) appends the
 // driver's statistics of that pipeline after it. A kernel whose pipeline
 // Dawn found in its cache gets no statistics line.
 // A file that takes no line (a full disk, /dev/full) is an error naming the variable.
 static int note_stats_(wgpt_gpu *g, const char *kernel, const char *file) {
-    const char *path = getenv("WGPT_KERNEL_STATS");
-    if (!path || !*path) return 0;
+    const char *path = g->kernel_stats;
+    if (!path) return 0;
     FILE *f = fopen(path, "a");
     int ok = f && fprintf(f, "kernel %s (%s)\n", kernel, file) > 0 && fflush(f) == 0;
     int e = errno;
