@@ -11,9 +11,10 @@ WEB_CFLAGS = --target=wasm32-wasi --sysroot=/usr -std=c11 -O2 -Wall -Wextra -Wsh
 # An 8 MiB stack (the commands keep some large buffers on it); memory grows as needed.
 WEB_LDFLAGS = --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -Wl,-z,stack-size=8388608 \
   -lwasi-emulated-mman -lwasi-emulated-signal -lwasi-emulated-process-clocks -lwasi-emulated-getpid
-# The Dawn backend's plain-C parts (kernel files, options, chip table, memory accounting, subgroup-matrix
-# choice, 1D dispatch shape) stay; the rest is src/gpu/web/.
+# The Dawn backend's plain-C parts (kernel files and their table, options, chip table, memory accounting, subgroup-matrix
+# choice, 1D dispatch shape, buffer range checks) stay; the rest is src/gpu/web/.
 WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/settings.c src/gpu/chips.c src/gpu/mem_account.c src/gpu/sgm_pick.c src/gpu/dispatch_1d.c \
+  src/gpu/buffer_checks.c src/gpu/kernel_table.c \
   $(wildcard src/gpu/web/*.c) \
   $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) $(wildcard src/util/*.c) \
   $(wildcard src/weights/*.c) src/dist/comm_single.c

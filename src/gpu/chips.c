@@ -3,7 +3,7 @@
 // the chips named below.
 #include <string.h>
 
-#include "gpu/settings.h"
+#include "gpu/backend_shared.h"
 
 // By a part of the adapter's name, most specific first: the vendors'
 // figures (SMs; fp32 TFLOP/s without tensor cores; f16 inputs with f32

@@ -7,7 +7,7 @@
 #include "mem_account.h"
 #include "kernel_source.h"
 #include "pipeline_cache.h"
-#include "settings.h"
+#include "backend_shared.h"
 
 struct wgpt_kernel {
     wgpt_gpu *gpu;
@@ -57,12 +57,7 @@ struct wgpt_gpu {
     struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
     wgpt_pcache *pcache;               // Dawn's blob cache on disk (options.cache_dir), or NULL
 
-    // kernel files: the shared preamble, then every other file split at markers
-    char *shared_label, *shared_text;
-    wgpt_ksrc_file *files;
-    int nfiles;
-    wgpt_kernel **kernels;
-    int nkernels, kernels_cap;
+    wgpt_ktable kt;  // kernel files: the shared preamble, then every other file split at markers
 
     // recording
     WGPUCommandEncoder encoder;

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu/settings.h"
+#include "gpu/backend_shared.h"
 
 // How many names a comma-separated toggle list holds.
 static int count_toggles_(const char *s) {

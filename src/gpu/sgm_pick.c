@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gpu/settings.h"
+#include "gpu/backend_shared.h"
 
 // The configuration 03_linear_sgm.wgsl is compiled for (see gpu.h), or -1
 // (internal.h).

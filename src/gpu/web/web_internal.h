@@ -19,7 +19,7 @@
 #include "gpu/gpu.h"
 #include "gpu/kernel_source.h"
 #include "gpu/mem_account.h"
-#include "gpu/settings.h"
+#include "gpu/backend_shared.h"
 
 #define IMPORT(name) __attribute__((import_module("wgpt_gpu"), import_name(#name)))
 
@@ -97,11 +97,7 @@ struct wgpt_gpu {
     int failed;
     wgpt_mem_account mem;  // bytes of storage buffers, by tag
     wgpt_buf *unused;
-    char *shared_label, *shared_text;
-    wgpt_ksrc_file *files;
-    int nfiles;
-    wgpt_kernel **kernels;
-    int nkernels, kernels_cap;
+    wgpt_ktable kt;  // kernel files: the shared preamble, then every other file split at markers
 };
 
 // 0 if the device is usable, else -1 with the sticky error (a lost device, an
