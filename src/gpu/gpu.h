@@ -59,10 +59,10 @@ typedef enum wgpt_streamk { WGPT_STREAMK_AUTO = 0, WGPT_STREAMK_OFF, WGPT_STREAM
 #define WGPT_GPU_TOGGLES_ON_MAX 13       // names a list (wgpt adds its own)
 #define WGPT_GPU_TOGGLES_OFF_MAX 15
 
-// The layer reads no environment variable: the CLI reads the WGPT_ variables
-// of the README's table into these fields (src/cli/gpu_env.c, whose
-// wgpt_cli_gpu_env tests and tools call too), naming a bad value. A zeroed
-// struct with adapter_index -1 is the default everywhere.
+// The layer reads no setting from the environment: the CLI reads the WGPT_
+// variables of the README's table into these fields (src/cli/gpu_env.c,
+// whose wgpt_cli_gpu_env tests and tools call too), naming a bad value. A
+// zeroed struct with adapter_index -1 is the default everywhere.
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
     const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
