@@ -272,23 +272,23 @@ static int fill_device_info_(wgpt_gpu *g, const wgpt_gpu_options *opt, char *err
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     wgpt_gpu_options defaults = {.adapter_index = -1};
     if (!opt) opt = &defaults;
-    if (wgpt_gpu_options_check_(opt, err, errlen) < 0 || wgpt_vk_stats_layer_(opt->kernel_stats, err, errlen) < 0)
-        return NULL;
+    if (wgpt_gpu_options_check_(opt, err, errlen) < 0) return NULL;
     wgpt_gpu *g = calloc(1, sizeof *g);
-    if (!g) {
+    if (!g || (opt->kernel_stats && *opt->kernel_stats && !(g->kernel_stats = strdup(opt->kernel_stats)))) {
+        if (g) free(g);
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (wgpt_dawn_load_(opt->dawn_lib, err, errlen) < 0) {
+    // (the copy: setting the layer's variable may replace the string opt points to)
+    if (wgpt_vk_stats_layer_(g->kernel_stats, err, errlen) < 0 || wgpt_dawn_load_(opt->dawn_lib, err, errlen) < 0) {
+        free(g->kernel_stats);
         free(g);
         return NULL;
     }
     g->interrupt = opt->interrupt;
     g->timeout_s = wgpt_gpu_timeout_of_(opt);
     g->batch = 1;
-    int no_copy = opt->kernel_stats && *opt->kernel_stats && !(g->kernel_stats = strdup(opt->kernel_stats));
-    if (no_copy) snprintf(err, errlen, "out of memory");
-    if (no_copy || open_adapter_(g, opt, err, errlen) < 0 || request_device_(g, opt, err, errlen) < 0 ||
+    if (open_adapter_(g, opt, err, errlen) < 0 || request_device_(g, opt, err, errlen) < 0 ||
         fill_device_info_(g, opt, err, errlen) < 0) {
         wgpt_gpu_close(g);
         return NULL;

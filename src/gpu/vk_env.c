@@ -77,7 +77,8 @@ int wgpt_vk_stats_layer_(const char *f, char *err, size_t errlen) {
     fclose(probe);
     pthread_once(&stats_once_, stats_layer_on_);
     // (the layer reads the file's name when it writes: vk_stats/layer.c)
-    if (!stats_failed_ && setenv("WGPT_KERNEL_STATS", f, 1) == 0) return 0;
+    const char *now = getenv("WGPT_KERNEL_STATS");
+    if (!stats_failed_ && ((now && strcmp(now, f) == 0) || setenv("WGPT_KERNEL_STATS", f, 1) == 0)) return 0;
     snprintf(err, errlen, "WGPT_KERNEL_STATS=%s asks for the kernels' driver statistics, and wgpt's Vulkan layer "
              "(vk/VkLayer_wgpt_stats.json beside the wgpt executable) is missing or the environment could not "
              "name it: run make", f);
