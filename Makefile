@@ -180,7 +180,8 @@ install: $(BUILD)/wgpt $(VK_LAYER)
 	install -m 644 third_party/gpt2-bpe/encoder.json third_party/gpt2-bpe/vocab.bpe $(DESTDIR)$(PREFIX)/share/wgpt/gpt2-bpe/
 
 # Logits of any model file on a batch, for bench/hf_roundtrip.py (wgpt beside transformers).
-$(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/obj/cli/cache_dir.o $(BUILD)/libwgpt.a
+$(BUILD)/bench_hf_logits: bench/hf_logits.c $(BUILD)/obj/cli/options.o $(BUILD)/obj/cli/cache_dir.o $(BUILD)/obj/cli/gpu_env.o \
+                          $(BUILD)/libwgpt.a
 	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) $(filter %.c %.o %.a,$^) $(LDLIBS_DAWN) -o $@
 
 clean:

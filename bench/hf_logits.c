@@ -55,7 +55,10 @@ int main(int argc, char **argv) {
     fclose(f);
     for (size_t i = 0; i < n; i++) tgt[i] = i + 1 < n && (i + 1) % T ? tok[i + 1] : 0;
     wgpt_gpu_options gpu = {.adapter_index = -1};
-    wgpt_gpu_args_apply(&gpu, adapter);
+    if (wgpt_gpu_args_apply(&gpu, adapter, err, sizeof err) < 0) {
+        fprintf(stderr, "bench_hf_logits: %s\n", err);
+        return 1;
+    }
     wgpt_gpu *g = wgpt_gpu_open(&gpu, err, sizeof err);
     wgpt_gpt2 *m = g ? wgpt_gpt2_create_forward_only(g, &w.config, B, T, err, sizeof err) : NULL;
     float loss = 0;

@@ -132,7 +132,7 @@ static void missing_symbol(void **st) {
 static void pinned_build_loads_and_names_its_features(void **st) {
     (void)st;
     char err[2048];
-    if (wgpt_dawn_load_(err, sizeof err) < 0) fail_msg("%s", err);
+    if (wgpt_dawn_load_(NULL, err, sizeof err) < 0) fail_msg("%s", err);
     printf("loaded: %s\n", wgpt_dawn_loaded_());
     assert_non_null(strstr(wgpt_dawn_loaded_(), "dawn.node (Dawn 77f9a9aa5f71)"));
     int checked = 0;
@@ -140,7 +140,7 @@ static void pinned_build_loads_and_names_its_features(void **st) {
     assert_int_equal(checked, 5);  // every WGPUFeatureName value dawn_api.h declares
     assert_int_equal(wgpt_dawn_load_file_(dawn_, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "already loaded"));
-    assert_int_equal(wgpt_dawn_load_(err, sizeof err), 0);  // the first result stands
+    assert_int_equal(wgpt_dawn_load_(NULL, err, sizeof err), 0);  // the first result stands
 }
 
 // WGPT_DAWN_LIB names the file; a bad one is an error naming it and the variable.

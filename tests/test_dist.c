@@ -702,7 +702,9 @@ static float selftest_value_(int rank, int k, size_t j) {
 static int comm_selftest_(void) {
     enum { K = 6 };
     char err[1024];
-    wgpt_comm *c = wgpt_comm_open(20, err, sizeof err);
+    wgpt_comm_options co = {.timeout_s = 20};
+    if (wgpt_cli_comm_env(&co, err, sizeof err) < 0) return fprintf(stderr, "%s\n", err), 1;  // mpirun's variables
+    wgpt_comm *c = wgpt_comm_open(&co, err, sizeof err);
     if (!c) return fprintf(stderr, "%s\n", err), 1;
     int me = wgpt_comm_rank(c), size = wgpt_comm_size(c), bad = 0;
     size_t n[K] = {1, 7, 1000, 33, 100000, 5};

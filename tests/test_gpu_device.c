@@ -82,7 +82,7 @@ static void adapter_list_and_selection_errors(void **st) {
     (void)st;
     wgpt_gpu_info list[8];
     char err[1024];
-    int n = wgpt_gpu_list(list, 8, err, sizeof err);
+    int n = wgpt_gpu_list(NULL, list, 8, err, sizeof err);
     assert_true(n >= 1);
     for (int i = 0; i < n; i++) assert_string_not_equal(list[i].backend, "Null");
     wgpt_gpu_options o = {.adapter_index = -1, .adapter_name = "no-such-gpu-xyz"};

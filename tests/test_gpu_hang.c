@@ -24,6 +24,10 @@ static void on_alarm_(int sig) {
 static int child_(const char *which) {
     wgpt_gpu_options o = {.adapter_index = -1, .interrupt = &interrupt_};
     char err[2048];
+    if (wgpt_cli_gpu_env(&o, err, sizeof err) < 0) {  // WGPT_GPU_TIMEOUT_S, as the CLI reads it
+        fprintf(stderr, "child: %s\n", err);
+        return 10;
+    }
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) {
         fprintf(stderr, "child: %s\n", err);
@@ -111,7 +115,8 @@ static void interrupt_ends_a_stuck_wait(void **st) {
     run_child_("interrupt", "600", 60);
 }
 
-// A bad value of a GPU variable is an error naming it, not a silent default.
+// A bad value of a GPU variable is an error naming it, not a silent default
+// (the CLI reads them: cli/gpu_env.h).
 static void bad_environment_values_are_refused(void **st) {
     (void)st;
     static const char *const cases[][3] = {
@@ -125,24 +130,30 @@ static void bad_environment_values_are_refused(void **st) {
         {"WGPT_MATMUL_EPILOGUE", "round,gelu_backward", "'gelu_backward'"},
         {"WGPT_MATMUL_EPILOGUE", "ROUND", "WGPT_MATMUL_EPILOGUE"},
         {"WGPT_MATMUL_STREAMK", "1", "WGPT_MATMUL_STREAMK"},
+        {"WGPT_SGM_CONFIG", "x1", "WGPT_SGM_CONFIG"},
+        {"WGPT_SGM_EMULATE", "2", "WGPT_SGM_EMULATE"},
+        {"WGPT_KERNELS", "GPU", "WGPT_KERNELS"},
+        {"WGPT_COMPUTE_UNITS", "0", "WGPT_COMPUTE_UNITS"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i][0], cases[i][1], 1);
         char err[2048] = "";
-        wgpt_gpu *g = wgpt_gpu_open(NULL, err, sizeof err);
-        wgpt_gpu_info info[8];
-        char err2[2048] = "";
-        int n = wgpt_gpu_list(info, 8, err2, sizeof err2);
+        wgpt_gpu_options o = {.adapter_index = -1};
+        int rc = wgpt_cli_gpu_env(&o, err, sizeof err);
         unsetenv(cases[i][0]);
-        if (g) {
-            wgpt_gpu_close(g);
-            fail_msg("%s=%s was accepted", cases[i][0], cases[i][1]);
-        }
+        if (rc == 0) fail_msg("%s=%s was accepted", cases[i][0], cases[i][1]);
         printf("  %s=%s: %s\n", cases[i][0], cases[i][1], err);
         assert_non_null(strstr(err, cases[i][2]));
-        assert_int_equal(n, -1);
-        assert_non_null(strstr(err2, cases[i][2]));
     }
+    // The layer refuses what it cannot take, naming the field.
+    char err[2048] = "";
+    wgpt_gpu_options bad = {.adapter_index = -1, .timeout_s = -1};
+    wgpt_gpu_info info[8];
+    assert_null(wgpt_gpu_open(&bad, err, sizeof err));
+    assert_non_null(strstr(err, "timeout_s"));
+    bad = (wgpt_gpu_options){.adapter_index = -1, .dawn_toggles = "a,b,c,d,e,f,g,h,i,j,k,l,m,n"};
+    assert_int_equal(wgpt_gpu_list(&bad, info, 8, err, sizeof err), -1);
+    assert_non_null(strstr(err, "dawn_toggles names more than 13"));
     setenv("WGPT_GPU_TIMEOUT_S", "2.5", 1);  // a good value still opens
     wgpt_gpu *g = tu_gpu_open(NULL);
     unsetenv("WGPT_GPU_TIMEOUT_S");

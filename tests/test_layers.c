@@ -1,6 +1,7 @@
 // test_layers.c: no layer includes one above it (docs/ARCHITECTURE.md's
-// table), and no Dawn declaration leaves src/gpu. Reads the #include lines of
-// src/*/*.[ch]; no GPU.
+// table), no Dawn declaration leaves src/gpu, and nothing below src/cli reads
+// the environment. Reads the #include lines of src/*/*.[ch] and the code of
+// src/**/*.[ch]; no GPU.
 #include "test_util.h"
 
 #include <dirent.h>
@@ -92,10 +93,90 @@ static void every_layer_has_a_rule(void **state) {
     closedir(d);
 }
 
+// The files below src/cli that may call getenv, and why: the Vulkan layers
+// are loaded by the Vulkan loader under Dawn's instance, with no channel to
+// wgpt but the process's variables; vk_env.c adds wgpt's layers to the
+// loader's own variables (VK_ADD_LAYER_PATH, VK_INSTANCE_LAYERS) and must
+// read a user's value to keep it. None of them reads a setting of wgpt.
+static const char *const GETENV_OK[] = {"src/gpu/vk_select/layer.c", "src/gpu/vk_stats/layer.c", "src/gpu/vk_env.c"};
+
+// Lines of the file that call getenv outside a comment, each printed.
+static int getenv_calls_(const char *path, const char *rel) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[1024];
+    int bad = 0, lineno = 0, in_block = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        char *code = line;
+        if (in_block) {
+            char *end = strstr(code, "*/");
+            if (!end) continue;
+            code = end + 2, in_block = 0;
+        }
+        char *c = strstr(code, "//");
+        if (c) *c = 0;
+        char *b = strstr(code, "/*");
+        if (b && !strstr(b, "*/")) *b = 0, in_block = 1;
+        if (strstr(code, "getenv(")) {
+            print_error("%s:%d reads the environment (only src/cli may: the layers take options)\n", rel, lineno);
+            bad++;
+        }
+    }
+    fclose(f);
+    return bad;
+}
+
+// getenv calls under dir (rel: its path from the source root), src/cli and GETENV_OK left out.
+static int getenv_under_(const char *dir, const char *rel, int *files) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int bad = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048], sub[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name);
+        struct stat st;
+        if (stat(path, &st)) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (strcmp(sub, "src/cli") != 0) bad += getenv_under_(path, sub, files);
+            continue;
+        }
+        size_t n = strlen(e->d_name), ok = 0;
+        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
+        for (size_t i = 0; i < sizeof GETENV_OK / sizeof GETENV_OK[0]; i++) ok |= !strcmp(sub, GETENV_OK[i]);
+        if (!ok) bad += getenv_calls_(path, sub), ++*files;
+    }
+    closedir(d);
+    return bad;
+}
+
+// The layers take their settings as options; src/cli reads the environment
+// into them (cli/gpu_env.h). The scanner is first shown a file that calls it.
+static void only_the_cli_reads_the_environment(void **state) {
+    (void)state;
+    char probe[64];
+    snprintf(probe, sizeof probe, "/tmp/wgpt_getenv_probe_%ld.c", (long)getpid());
+    FILE *f = fopen(probe, "w");
+    assert_non_null(f);
+    fputs("// getenv(\"IN_A_COMMENT\")\n/* getenv(\"IN_A_BLOCK\")\n */ int x;\nconst char *s = getenv(\"HOME\");\n", f);
+    fclose(f);
+    int seen = getenv_calls_(probe, "(the scanner's own check, expected)");
+    unlink(probe);
+    assert_int_equal(seen, 1);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/src", WGPT_SOURCE_DIR);
+    int files = 0, bad = getenv_under_(dir, "src", &files);
+    assert_true(files > 100);
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_layer_includes_an_upper_one),
         cmocka_unit_test(every_layer_has_a_rule),
+        cmocka_unit_test(only_the_cli_reads_the_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,16 +16,29 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include "cli/gpu_env.h"
 #include "gpu/gpu.h"
 
 // The devices tu_gpu_open opened, for tu_group_teardown.
 static wgpt_gpu *tu_gpus[16] __attribute__((unused));
 static size_t tu_ngpus __attribute__((unused));
 
-// Opens a device (NULL: the default one) or fails the test with the reason.
+// opt (NULL: the defaults) with the settings of the WGPT_ variables that it
+// leaves open, as the CLI reads them (cli/gpu_env.h), or fails the test.
+static inline wgpt_gpu_options tu_gpu_options(const wgpt_gpu_options *opt) {
+    wgpt_gpu_options o = {.adapter_index = -1};
+    if (opt) o = *opt;
+    char err[1024];
+    if (wgpt_cli_gpu_env(&o, err, sizeof err) < 0) fail_msg("%s", err);
+    return o;
+}
+
+// Opens a device (NULL: the default one), with the settings of the
+// environment as the CLI reads them, or fails the test with the reason.
 static inline wgpt_gpu *tu_gpu_open(const wgpt_gpu_options *opt) {
     char err[2048];
-    wgpt_gpu *g = wgpt_gpu_open(opt, err, sizeof err);
+    wgpt_gpu_options o = tu_gpu_options(opt);
+    wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
     if (tu_ngpus < sizeof tu_gpus / sizeof tu_gpus[0]) tu_gpus[tu_ngpus++] = g;
     return g;

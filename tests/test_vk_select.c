@@ -198,7 +198,7 @@ static void device_opens_by_uuid(void **st) {
     assert_non_null(strstr(err, "no Vulkan device has deviceUUID '0123456789abcdef0123456789abcdef'"));
     // wgpt_gpu_list's numbering: the default adapter's entry opens by index too.
     wgpt_gpu_info list[16];
-    int n = wgpt_gpu_list(list, 16, err, sizeof err);
+    int n = wgpt_gpu_list(NULL, list, 16, err, sizeof err);
     assert_true(n >= 1);
     o.select_uuid = NULL;
     o.adapter_index = n - 1;

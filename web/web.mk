@@ -11,9 +11,10 @@ WEB_CFLAGS = --target=wasm32-wasi --sysroot=/usr -std=c11 -O2 -Wall -Wextra -Wsh
 # An 8 MiB stack (the commands keep some large buffers on it); memory grows as needed.
 WEB_LDFLAGS = --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -Wl,-z,stack-size=8388608 \
   -lwasi-emulated-mman -lwasi-emulated-signal -lwasi-emulated-process-clocks -lwasi-emulated-getpid
-# The Dawn backend's plain-C parts (kernel files, variables, chip table, memory accounting, subgroup-matrix
-# choice, 1D dispatch shape) stay; the rest is src/gpu/web/.
-WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/env.c src/gpu/chips.c src/gpu/mem_account.c src/gpu/sgm_pick.c src/gpu/dispatch_1d.c \
+# The Dawn backend's plain-C parts (kernel files and their table, options, chip table, memory accounting, subgroup-matrix
+# choice, 1D dispatch shape, buffer range checks) stay; the rest is src/gpu/web/.
+WEB_LIB_SRC = src/gpu/kernel_source.c src/gpu/settings.c src/gpu/chips.c src/gpu/mem_account.c src/gpu/sgm_pick.c src/gpu/dispatch_1d.c \
+  src/gpu/buffer_checks.c src/gpu/kernel_table.c \
   $(wildcard src/gpu/web/*.c) \
   $(wildcard src/model/*.c) $(wildcard src/data/*.c) $(wildcard src/train/*.c) $(wildcard src/util/*.c) \
   $(wildcard src/weights/*.c) src/dist/comm_single.c
@@ -28,7 +29,7 @@ WEB_DEP_OBJ = $(patsubst $(WEB_DEPS)/%.c,$(WEB_BUILD)/obj/deps/%.o,$(PCRE2_SRC) 
 WEB_LIB_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(WEB_LIB_SRC)) $(WEB_BUILD)/obj/kernels_embedded.o $(WEB_DEP_OBJ)
 # (no HTTP server in a page: web/c/no_serve.c stands in for src/cli/cmd_serve.c)
 WEB_CLI_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(filter-out src/cli/cmd_serve.c,$(CLI_SRC)) $(BENCH_SRC) web/c/entry.c web/c/no_serve.c)
-WEB_CHECK_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(REF_SRC) $(wildcard tests/browser/*.c) web/c/entry.c)
+WEB_CHECK_OBJ = $(patsubst %.c,$(WEB_BUILD)/obj/%.o,$(REF_SRC) $(wildcard tests/browser/*.c) web/c/entry.c src/cli/gpu_env.c)
 WEB_PAGE = $(addprefix $(WEB_BUILD)/,index.html harness.html app.js wgpt.js wgpt_gpu.js wasi.js sample.txt)
 
 # GPT-2's tokenizer files, where scripts/setup.sh fetched them (the page's gpt2 tokenizer)

@@ -28,7 +28,8 @@ static int kernel_kind_(const char *name) {
 
 // Sums the GPU time of the last step's dispatches per kernel, largest first;
 // with each, lists every dispatch first, in order.
-static void print_profile_(wgpt_gpu *g, int each) {
+// stats_file: options.kernel_stats (WGPT_KERNEL_STATS), or NULL.
+static void print_profile_(wgpt_gpu *g, int each, const char *stats_file) {
     enum { MAXT = 2048, MAXK = 64 };
     static wgpt_timing t[MAXT];
     int n = wgpt_gpu_timings(g, t, MAXT);
@@ -57,9 +58,9 @@ static void print_profile_(wgpt_gpu *g, int each) {
                 const char *tn = names[a];
                 names[a] = names[b], names[b] = tn;
             }
-    // Registers and shared memory where $WGPT_KERNEL_STATS collected the driver's figures.
+    // Registers and shared memory where the kernel statistics file collected the driver's figures.
     static wgpt_kernel_stat st[256];
-    const char *path = getenv("WGPT_KERNEL_STATS");
+    const char *path = stats_file;
     int ns = path && *path ? wgpt_kernel_stats_read(path, st, 256) : -1, any = 0;
     for (int k = 0; k < nk && ns > 0; k++) {
         const wgpt_kernel_stat *s = wgpt_kernel_stats_find(st, ns, names[k]);
@@ -171,7 +172,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     double mean = (wgpt_clock_s() - t0) * 1e3 / steps;
     qsort(times, steps, sizeof *times, cmp_double_);
     double ms = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
-    if (profile) print_profile_(g, so->profile_calls);
+    if (profile) print_profile_(g, so->profile_calls, so->gpu.kernel_stats);
     double tps = (double)B * T / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);
     double tf = flops * tps * 1e-12;

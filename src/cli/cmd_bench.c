@@ -118,7 +118,11 @@ int wgpt_cmd_bench(int argc, char **argv) {
         return 2;
     }
     wgpt_gpu_options opt = {.adapter_index = -1, .profile = profile || profile_calls, .max_binding = binding_limit};
-    wgpt_gpu_args_apply(&opt, adapter);
+    char env_err[1024];
+    if (wgpt_gpu_args_apply(&opt, adapter, env_err, sizeof env_err) < 0) {
+        fprintf(stderr, "wgpt bench: %s\n", env_err);
+        return 1;
+    }
     wgpt_bench_micro_opts mo = {
         .scale = scale, .width = width, .runs = 10, .wall_clock = micro_wall, .splits = micro_splits};
     if (block) {

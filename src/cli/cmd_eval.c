@@ -37,8 +37,11 @@ int wgpt_cmd_eval(int argc, char **argv) {
     if (wgpt_precision_arg("eval", precision_s, &precision) < 0) return 2;
     wgpt_eval_opts eo = {.checkpoint = ckpt, .data = data, .bpe_dir = bpe_dir, .batch = batch, .batches = batches,
                          .val_fraction = val_fraction, .precision = precision, .gpu = {.adapter_index = -1}};
-    wgpt_gpu_args_apply(&eo.gpu, adapter);
     char err[4096];
+    if (wgpt_gpu_args_apply(&eo.gpu, adapter, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt eval: %s\n", err);
+        return 1;
+    }
     wgpt_eval_result res;
     if (wgpt_eval_checkpoint(&eo, &res, err, sizeof err) < 0) {
         fprintf(stderr, "wgpt eval: %s\n", err);

@@ -32,7 +32,6 @@ int wgpt_cmd_info(int argc, char **argv) {
     if (prc) return prc == 1 ? 0 : 2;
     const char *ckpt = npos ? pos[0] : NULL;
     wgpt_gpu_options opt = {.adapter_index = -1};
-    wgpt_gpu_args_apply(&opt, adapter);
     char err[2048], line[512];
     if (ckpt) {
         wgpt_weights ck;  // the header first: a wgpt checkpoint, Hugging Face GPT-2 or llm.c file
@@ -62,9 +61,13 @@ int wgpt_cmd_info(int argc, char **argv) {
         wgpt_weights_free(&ck);
         return 0;
     }
+    if (wgpt_gpu_args_apply(&opt, adapter, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt info: %s\n", err);
+        return 1;
+    }
     if (list || check) {
         wgpt_gpu_info infos[8];
-        int n = wgpt_gpu_list(infos, 8, err, sizeof err);
+        int n = wgpt_gpu_list(&opt, infos, 8, err, sizeof err);
         if (n < 0) {
             fprintf(stderr, "wgpt info: %s\n", err);
             return 1;

@@ -131,11 +131,14 @@ int wgpt_cmd_sample(int argc, char **argv) {
         return 2;
     }
     wgpt_gpu_options gpu = {.adapter_index = -1};
-    wgpt_gpu_args_apply(&gpu, adapter);
+    char err[4096];
+    if (wgpt_gpu_args_apply(&gpu, adapter, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt sample: %s\n", err);
+        return 1;
+    }
     // from here a Ctrl-C ends the text after the token being decoded (or before the first)
     wgpt_cli_signals_install("wgpt sample: stopping after this token (Ctrl-C again to quit at once)");
     wgpt_loaded l;
-    char err[4096];
     // the model holds the weights; the decoder its own caches and rows (8: the f16 matmuls' multiple)
     if (wgpt_load_for_inference(&l, ckpt, bpe_dir, &gpu, 1, 8, precision, err, sizeof err) < 0) {
         fprintf(stderr, "wgpt sample: %s\n", err);

@@ -69,9 +69,12 @@ int wgpt_cmd_serve(int argc, char **argv) {
     if (name) snprintf(model, sizeof model, "%s", name);
     else model_name_(ckpt, model, sizeof model);
     wgpt_gpu_options gpu = {.adapter_index = -1};
-    wgpt_gpu_args_apply(&gpu, adapter);
     wgpt_loaded l;
     char err[4096];
+    if (wgpt_gpu_args_apply(&gpu, adapter, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt serve: %s\n", err);
+        return 1;
+    }
     if (wgpt_load_for_inference(&l, ckpt, bpe_dir, &gpu, 1, 0, precision, err, sizeof err) < 0) {
         fprintf(stderr, "wgpt serve: %s\n", err);
         return 1;

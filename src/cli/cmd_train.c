@@ -92,13 +92,17 @@ int wgpt_cmd_train(int argc, char **argv) {
         return 2;
     }
     char err[1024];
-    wgpt_comm *comm = wgpt_comm_open(comm_timeout, err, sizeof err);  // one rank unless started by mpirun
+    wgpt_comm_options co = {.timeout_s = comm_timeout};
+    if (wgpt_cli_comm_env(&co, err, sizeof err) < 0 || wgpt_gpu_args_apply(&o.gpu, adapter, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt train: %s\n", err);
+        return 1;
+    }
+    wgpt_comm *comm = wgpt_comm_open(&co, err, sizeof err);  // one rank unless started by mpirun
     if (!comm) {
         fprintf(stderr, "wgpt train: %s\n", err);
         return 1;
     }
     o.comm = comm;
-    wgpt_gpu_args_apply(&o.gpu, adapter);
     o.stop = &wgpt_cli_stop;
     o.gpu.interrupt = &wgpt_cli_stop_now;
     wgpt_cli_signals_install("\nwgpt train: stopping after this step with a checkpoint (again: stop at once, "

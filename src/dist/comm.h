@@ -1,8 +1,8 @@
 // comm.h: the ranks of a data-parallel run and the few collectives the
 // trainer needs. Two implementations, chosen by the Makefile: comm_mpi.c
 // (Open MPI; WGPT_MPI=1) and comm_single.c (one process). With MPI, a process
-// not started by mpirun (no OMPI_COMM_WORLD_SIZE) is a single rank too and
-// never initialises MPI.
+// not started by mpirun (options.launched_ranks 0: the CLI reads
+// OMPI_COMM_WORLD_SIZE) is a single rank too and never initialises MPI.
 //
 // Every collective is nonblocking underneath, polled against a deadline
 // (timeout_s): a rank that died or stopped answering makes the others fail
@@ -19,8 +19,16 @@
 
 typedef struct wgpt_comm wgpt_comm;
 
-// Opens the run's communicator. timeout_s > 0: the longest wait of one collective.
-wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen);
+// What the comm is told of its launch (the layer reads no environment: the
+// CLI fills these from mpirun's variables, src/cli/gpu_env.c).
+typedef struct wgpt_comm_options {
+    double timeout_s;    // > 0: the longest wait of one collective; 0: 600 s
+    int launched_ranks;  // 0: not started by a launcher; else the ranks mpirun started (OMPI_COMM_WORLD_SIZE)
+    double kill_after_s; // launched: how long after its SIGTERM mpirun kills the ranks (odls_base_sigkill_timeout)
+} wgpt_comm_options;
+
+// Opens the run's communicator. A build without MPI refuses launched_ranks > 1.
+wgpt_comm *wgpt_comm_open(const wgpt_comm_options *o, char *err, size_t errlen);
 // failed: this rank is leaving on an error; with other ranks it aborts the
 // whole job (MPI_Abort), so that none waits for this one. Frees c.
 void wgpt_comm_close(wgpt_comm *c, int failed);
@@ -33,8 +41,9 @@ const char *wgpt_comm_kind(void);              // "mpi" or "single": what this b
 // 1 if a launcher (mpirun) started this process: its stdout is the
 // launcher's pipe or pty, not the user's terminal, and a SIGTERM to the
 // launcher reaches the ranks (after a SIGCONT) only *kill_after_s seconds
-// before it kills them (Open MPI's odls_base_sigkill_timeout, 1 by default;
-// SIGUSR1 to mpirun is forwarded without a kill). 0 for one process.
+// before it kills them (options.kill_after_s: Open MPI's
+// odls_base_sigkill_timeout, 1 by default; SIGUSR1 to mpirun is forwarded
+// without a kill). 0 for one process.
 int wgpt_comm_launched(const wgpt_comm *c, double *kill_after_s);
 
 // data[0, n) of every rank summed into every rank's data, in rank order:

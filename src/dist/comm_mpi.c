@@ -19,7 +19,7 @@ struct wgpt_comm {
     MPI_Comm world, local;
     MPI_Comm rs, ag;  // the gradient sums' two phases (struct wgpt_comm_sum)
     int rank, size, local_rank, local_size;
-    double timeout_s, seconds;
+    double timeout_s, seconds, kill_after_s;
     int *counts, *displs;  // per rank, for the v-collectives
     struct wgpt_comm_sum *sums;  // the sums in flight, in the order they began
     // finished sums' scratch, kept for the next (a step's buckets come again
@@ -33,20 +33,17 @@ struct wgpt_comm {
 const char *wgpt_comm_kind(void) { return "mpi"; }
 
 int wgpt_comm_launched(const wgpt_comm *c, double *kill_after_s) {
-    // mpirun passes its MCA parameters (--mca NAME VALUE) to the ranks as OMPI_MCA_NAME.
-    const char *s = getenv("OMPI_MCA_odls_base_sigkill_timeout");
-    char *end;
-    double t = s ? strtod(s, &end) : 1;
-    *kill_after_s = s && (end == s || *end || !(t >= 0)) ? 1 : t;
+    *kill_after_s = c->mpi ? c->kill_after_s : 0;
     return c->mpi;
 }
 
-wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
+wgpt_comm *wgpt_comm_open(const wgpt_comm_options *o, char *err, size_t errlen) {
     wgpt_comm *c = calloc(1, sizeof *c);
     if (!c) return wgpt_errf(err, errlen, "out of host memory"), NULL;
-    c->timeout_s = timeout_s > 0 ? timeout_s : 600;
+    c->timeout_s = o->timeout_s > 0 ? o->timeout_s : 600;
+    c->kill_after_s = o->kill_after_s;
     c->size = c->local_size = 1;
-    if (!getenv("OMPI_COMM_WORLD_SIZE")) return c;  // not started by mpirun: one rank, MPI untouched
+    if (o->launched_ranks <= 0) return c;  // not started by mpirun: one rank, MPI untouched
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
         free(c);
         return wgpt_errf(err, errlen, "MPI_Init failed"), NULL;

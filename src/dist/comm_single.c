@@ -10,13 +10,11 @@ struct wgpt_comm {
     int unused;
 };
 
-wgpt_comm *wgpt_comm_open(double timeout_s, char *err, size_t errlen) {
-    (void)timeout_s;
+wgpt_comm *wgpt_comm_open(const wgpt_comm_options *o, char *err, size_t errlen) {
     // Under mpirun with several ranks each copy would train alone, all in one --out.
-    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
-    if (n && strcmp(n, "1") != 0)
-        return wgpt_errf(err, errlen, "this wgpt was built without MPI (WGPT_MPI=0), so it cannot be one of %s ranks: "
-                         "build it where mpicc is found", n), NULL;
+    if (o->launched_ranks > 1)
+        return wgpt_errf(err, errlen, "this wgpt was built without MPI (WGPT_MPI=0), so it cannot be one of %d ranks: "
+                         "build it where mpicc is found", o->launched_ranks), NULL;
     wgpt_comm *c = calloc(1, sizeof *c);
     if (!c) wgpt_errf(err, errlen, "out of host memory");
     return c;

@@ -78,14 +78,7 @@ uint64_t wgpt_view_bytes(wgpt_view v) {
 }
 
 static int check_range_(wgpt_gpu *g, const wgpt_buf *b, uint64_t offset, uint64_t bytes, const char *op) {
-    if (offset % 4 || bytes % 4)
-        return wgpt_gpu_fail(g, "%s of buffer '%s': offset %llu and size %llu must be multiples of 4", op, b->label,
-                              (unsigned long long)offset, (unsigned long long)bytes);
-    if (offset > b->size || bytes > b->size - offset)
-        return wgpt_gpu_fail(g, "%s of buffer '%s': bytes [%llu, %llu) are outside its %llu bytes", op, b->label,
-                              (unsigned long long)offset, (unsigned long long)(offset + bytes),
-                              (unsigned long long)b->size);
-    return 0;
+    return wgpt_buf_range_check_(g, b->label, b->size, offset, bytes, op);
 }
 
 int wgpt_buf_upload(wgpt_gpu *g, wgpt_buf *b, uint64_t offset, const void *src, uint64_t bytes) {
@@ -206,11 +199,7 @@ struct wgpt_readback {
 
 wgpt_readback *wgpt_readback_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
     if (wgpt_gpu_check_(g) < 0) return NULL;
-    if (bytes == 0 || bytes % 4 || bytes > g->limits.maxBufferSize) {
-        wgpt_gpu_fail(g, "readback '%s' of %llu bytes: must be a positive multiple of 4, at most %llu", label,
-                      (unsigned long long)bytes, (unsigned long long)g->limits.maxBufferSize);
-        return NULL;
-    }
+    if (wgpt_readback_size_check_(g, label, bytes, g->limits.maxBufferSize) < 0) return NULL;
     wgpt_readback *r = calloc(1, sizeof *r);
     if (!r) {
         wgpt_gpu_fail(g, "out of host memory creating readback '%s'", label);
@@ -251,14 +240,8 @@ int wgpt_readback_start(wgpt_gpu *g, wgpt_readback *r, wgpt_buf *b, const uint64
                         int n) {
     if (wgpt_gpu_check_(g) < 0) return -1;
     if (r->busy) return wgpt_gpu_fail(g, "readback '%s': started again before it was finished", r->label);
-    uint64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        if (check_range_(g, b, offsets[i], sizes[i], "readback") < 0) return -1;
-        total += sizes[i];
-    }
-    if (total == 0 || total > r->size)
-        return wgpt_gpu_fail(g, "readback '%s': %llu bytes asked, it holds %llu", r->label, (unsigned long long)total,
-                             (unsigned long long)r->size);
+    uint64_t total = wgpt_readback_ranges_check_(g, r->label, r->size, b->label, b->size, offsets, sizes, n);
+    if (!total) return -1;
     WGPUCommandEncoder enc = wgpt_batch_encoder_(g);
     if (!enc || wgpt_batch_end_pass_(g) < 0) return -1;
     for (uint64_t i = 0, at = 0; i < (uint64_t)n; at += sizes[i], i++)

@@ -1,11 +1,9 @@
 // chips.c: what WebGPU does not say about a GPU but wgpt's heuristics want:
 // its compute units (SMs, CUs), fp32 peak and dense f16 tensor-core peak, for
 // the chips named below.
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "gpu/internal.h"
+#include "gpu/backend_shared.h"
 
 // By a part of the adapter's name, most specific first: the vendors'
 // figures (SMs; fp32 TFLOP/s without tensor cores; f16 inputs with f32
@@ -21,7 +19,7 @@ static const struct {
     {"A100", 108, 19.5, 312.0},
 };
 
-int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen) {
+void wgpt_chip_fill_(wgpt_gpu_info *info, uint32_t compute_units) {
     info->compute_units = 0;
     info->fp32_peak_tflops = 0;
     info->f16_peak_tflops = 0;
@@ -32,16 +30,6 @@ int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen) {
             info->f16_peak_tflops = CHIPS_[i].f16_tflops;
             break;
         }
-    // A chip not in the table, or a part with fewer units enabled.
-    const char *s = getenv("WGPT_COMPUTE_UNITS");
-    if (s && *s) {
-        char *end;
-        unsigned long v = strtoul(s, &end, 10);
-        if (*end != 0 || v == 0 || v >= 100000) {
-            snprintf(err, errlen, "WGPT_COMPUTE_UNITS='%s' is not a count of compute units (SMs, CUs) such as 132", s);
-            return -1;
-        }
-        info->compute_units = (uint32_t)v;
-    }
-    return 0;
+    // A chip not in the table, or a part with fewer units enabled (options.compute_units).
+    if (compute_units) info->compute_units = compute_units;
 }

@@ -174,6 +174,30 @@ static void reset_pointers_(void) {
     L.feature_info = NULL;
 }
 
+// The pinned addon (a file that exports no C API): its hash, and the symbols
+// that give the C API's table (v[0], v[1]) and the load address (v[2]).
+// 0, or -1 with err filled.
+static int check_addon_(elf_file_ *f, const char *path, const char *pinned_sha256, uint64_t v[3], char *err,
+                        size_t errlen) {
+    char sha[65];
+    if (sha256_hex_(f, sha) < 0) return wgpt_errf(err, errlen, "Dawn: cannot hash %s (OpenSSL's SHA-256 failed)", path);
+    if (strcmp(sha, pinned_sha256) != 0)
+        return wgpt_errf(err, errlen, "Dawn: %s exports no C API, and its sha256 %s is not the pinned dawn.node's %s, "
+                         "whose symbols wgpt knows (run scripts/setup.sh to fetch it, or point WGPT_DAWN_LIB at "
+                         "a libwebgpu_dawn.so that exports the C API)", path, sha, pinned_sha256);
+    if (!f->symtab)
+        return wgpt_errf(err, errlen, "Dawn: %s has no .symtab (stripped), so its C API cannot be found", path);
+    const char *need[] = {SYM_GET_PROCS, SYM_SET_PROCS, "wgpuGetProcAddress"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!local_(f, need[i])) return wgpt_errf(err, errlen, "Dawn: %s has no symbol %s", path, need[i]);
+    v[0] = local_(f, SYM_GET_PROCS);
+    v[1] = local_(f, SYM_SET_PROCS);
+    v[2] = find_defined_(f->dynsym, f->ndynsym, f->dynstr, f->dynstr_size, SYM_ANCHOR);
+    if (!v[2])
+        return wgpt_errf(err, errlen, "Dawn: %s does not export %s, which gives its load address", path, SYM_ANCHOR);
+    return check_napi_imports_(f, path, err, errlen);
+}
+
 int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err, size_t errlen) {
     if (L.ok) return wgpt_errf(err, errlen, "Dawn is already loaded (%s)", L.loaded);
     if (!pinned_sha256) pinned_sha256 = WGPT_DAWN_NODE_SHA256;
@@ -184,41 +208,12 @@ int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err,
     }
     // A library that exports the C API is used as it is; anything else must be the pinned addon.
     int addon = !exports_(&f, "wgpuGetProcAddress");
-    uint64_t v_get = 0, v_set = 0, v_anchor = 0;
-    if (addon) {
-        char sha[65];
-        if (sha256_hex_(&f, sha) < 0) {
-            elf_close_(&f);
-            return wgpt_errf(err, errlen, "Dawn: cannot hash %s (OpenSSL's SHA-256 failed)", path);
-        }
-        if (strcmp(sha, pinned_sha256) != 0) {
-            elf_close_(&f);
-            return wgpt_errf(err, errlen, "Dawn: %s exports no C API, and its sha256 %s is not the pinned dawn.node's %s, "
-                         "whose symbols wgpt knows (run scripts/setup.sh to fetch it, or point WGPT_DAWN_LIB at "
-                         "a libwebgpu_dawn.so that exports the C API)", path, sha, pinned_sha256);
-        }
-        if (!f.symtab) {
-            elf_close_(&f);
-            return wgpt_errf(err, errlen, "Dawn: %s has no .symtab (stripped), so its C API cannot be found", path);
-        }
-        const char *need[] = {SYM_GET_PROCS, SYM_SET_PROCS, "wgpuGetProcAddress"};
-        for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
-            if (!local_(&f, need[i])) {
-                elf_close_(&f);
-                return wgpt_errf(err, errlen, "Dawn: %s has no symbol %s", path, need[i]);
-            }
-        v_get = local_(&f, SYM_GET_PROCS);
-        v_set = local_(&f, SYM_SET_PROCS);
-        v_anchor = find_defined_(f.dynsym, f.ndynsym, f.dynstr, f.dynstr_size, SYM_ANCHOR);
-        if (!v_anchor) {
-            elf_close_(&f);
-            return wgpt_errf(err, errlen, "Dawn: %s does not export %s, which gives its load address", path, SYM_ANCHOR);
-        }
-        if (check_napi_imports_(&f, path, err, errlen) < 0) {
-            elf_close_(&f);
-            return -1;
-        }
+    uint64_t v[3] = {0, 0, 0};  // the addon's get and set of its C API table, its anchor
+    if (addon && check_addon_(&f, path, pinned_sha256, v, err, errlen) < 0) {
+        elf_close_(&f);
+        return -1;
     }
+    uint64_t v_get = v[0], v_set = v[1], v_anchor = v[2];
 
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
@@ -281,8 +276,8 @@ int wgpt_dawn_load_file_(const char *path, const char *pinned_sha256, char *err,
     if (pv) {
         const uint8_t *(*get_version)(void);
         memcpy(&get_version, &pv, sizeof pv);
-        const uint8_t *v = get_version();
-        for (int i = 0; v && i < 20; i++) snprintf(version + 2 * i, 3, "%02x", v[i]);
+        const uint8_t *sha = get_version();
+        for (int i = 0; sha && i < 20; i++) snprintf(version + 2 * i, 3, "%02x", sha[i]);
     }
     if (pf) memcpy(&L.feature_info, &pf, sizeof pf);
     elf_close_(&f);
@@ -345,13 +340,12 @@ int wgpt_exe_dir_(char *out, size_t cap) {
     return snprintf(out, cap, "%s", exe) < (int)cap ? 0 : -1;
 }
 
-int wgpt_dawn_load_(char *err, size_t errlen) {
+int wgpt_dawn_load_(const char *lib, char *err, size_t errlen) {
     if (!L.tried) {
         L.tried = 1;
         char path[PATH_MAX];
-        const char *env = getenv("WGPT_DAWN_LIB");
-        if (env && *env) {
-            snprintf(path, sizeof path, "%s", env);
+        if (lib && *lib) {
+            snprintf(path, sizeof path, "%s", lib);
         } else {
             char dir[PATH_MAX - 64];
             if (wgpt_exe_dir_(dir, sizeof dir) < 0) snprintf(dir, sizeof dir, ".");
@@ -363,7 +357,7 @@ int wgpt_dawn_load_(char *err, size_t errlen) {
                 if (access(installed, F_OK) == 0) snprintf(path, sizeof path, "%s", installed);
             }
         }
-        if (wgpt_dawn_load_file_(path, NULL, L.err, sizeof L.err) < 0 && env && *env) {
+        if (wgpt_dawn_load_file_(path, NULL, L.err, sizeof L.err) < 0 && lib && *lib) {
             size_t n = strlen(L.err);
             snprintf(L.err + n, sizeof L.err - n, " (from WGPT_DAWN_LIB)");
         }

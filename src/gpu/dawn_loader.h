@@ -4,7 +4,7 @@
 //     export the C API, but whose ELF symbol table still lists it; checked
 //     against the pinned sha256, since our declarations fit that build only;
 //   - a libwebgpu_dawn.so that exports the C API (a Dawn built from source),
-//     named by WGPT_DAWN_LIB: plain dlsym, then the ABI checks below.
+//     named by options.dawn_lib (WGPT_DAWN_LIB): plain dlsym, then the ABI checks below.
 // Process-wide: Dawn's proc table is global. Only src/gpu/*.c and the loader's
 // own test include this file.
 #ifndef WGPT_DAWN_LOADER_H
@@ -12,11 +12,11 @@
 
 #include <stddef.h>
 
-// Loads Dawn once per process: $WGPT_DAWN_LIB if set, else
-// <directory of the executable>/../third_party/dawn/dawn.node. Returns 0, or -1
-// with err naming the file and what is wrong with it. Later calls return the
-// first call's result.
-int wgpt_dawn_load_(char *err, size_t errlen);
+// Loads Dawn once per process: lib (options.dawn_lib, WGPT_DAWN_LIB) if not
+// NULL, else <directory of the executable>/../third_party/dawn/dawn.node.
+// Returns 0, or -1 with err naming the file and what is wrong with it. Later
+// calls return the first call's result, whatever lib they name.
+int wgpt_dawn_load_(const char *lib, char *err, size_t errlen);
 
 // The directory of the running executable (files found relative to it: Dawn,
 // the device layer). Returns 0, or -1 if /proc/self/exe cannot say.

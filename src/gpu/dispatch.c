@@ -87,7 +87,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
     b->group = wgpuDeviceCreateBindGroup(g->device, &bd);
     char what[160];
     snprintf(what, sizeof what, "bind group for kernel '%s' (%s) with %d buffer(s)%s", k->name,
-             g->files[k->file].label, nviews, params_size ? " and params" : "");
+             g->kt.files[k->file].label, nviews, params_size ? " and params" : "");
     if (wgpt_gpu_scope_pop_(g, what) < 0) {
         wgpt_bind_free(b);
         return NULL;

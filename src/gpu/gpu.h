@@ -24,7 +24,7 @@ typedef struct wgpt_bind wgpt_bind;
 // what a twin is: model/variant.h): the GPU kernels (tiled, workgroup memory)
 // or their CPU twins (flat, no barriers), or chosen by the device.
 typedef enum wgpt_kernels {
-    WGPT_KERNELS_AUTO = 0,  // $WGPT_KERNELS if set, else the CPU twins on a device of type "CPU"
+    WGPT_KERNELS_AUTO = 0,  // the CPU twins on a device of type "CPU", else the GPU kernels
     WGPT_KERNELS_GPU = 1,
     WGPT_KERNELS_CPU = 2,
 } wgpt_kernels;
@@ -37,19 +37,32 @@ typedef enum wgpt_sgm_block { WGPT_SGM_AUTO = 0, WGPT_SGM_BASE, WGPT_SGM_WIDE } 
 // Whether the f16 subgroup-matrix matmuls split their work stream-K (every
 // compute unit the same number of stages, blocks shared between units:
 // model/linear_f16.c): where the plan estimates it faster (AUTO), never, or
-// wherever it can (benchmarks, tests). Also WGPT_MATMUL_STREAMK=auto|off|on.
+// wherever it can (benchmarks, tests; WGPT_MATMUL_STREAMK=auto|off|on).
 typedef enum wgpt_streamk { WGPT_STREAMK_AUTO = 0, WGPT_STREAMK_OFF, WGPT_STREAMK_ON } wgpt_streamk;
 
 // Which results the f16 subgroup-matrix matmuls' callers may have the matmul
 // write in its epilogue instead of a pass after it (model/linear_f16.h): bits;
 // none by default (each was slower than its pass on an H100), for benchmarks
-// and tests. Also WGPT_MATMUL_EPILOGUE=
-// round,gelu,gelu_grad (or all, none).
+// and tests (WGPT_MATMUL_EPILOGUE=round,gelu,gelu_grad, or all, none).
 #define WGPT_EPI_ROUND 1u      // the output rounded to f16, no f32 output
 #define WGPT_EPI_GELU 2u       // the output in f32 and its GELU in f16
 #define WGPT_EPI_GELU_GRAD 4u  // an input pass times GELU' of a stored tensor, in f32 and f16
 #define WGPT_EPI_ALL 7u
 
+// wgpt_gpu_options.emulate_sgm: emulate only where the device has f16.
+#define WGPT_SGM_EMULATE_IF_F16 2
+
+// Limits of wgpt_gpu_options' timeout_s and dawn_toggles(_off).
+#define WGPT_GPU_DEFAULT_TIMEOUT_S 600.0
+#define WGPT_GPU_MAX_TIMEOUT_S 1e7       // about 4 months: beyond that, a typo
+#define WGPT_GPU_TOGGLES_MAX_CHARS 512   // room for a list, its 0 included
+#define WGPT_GPU_TOGGLES_ON_MAX 13       // names a list (wgpt adds its own)
+#define WGPT_GPU_TOGGLES_OFF_MAX 15
+
+// The layer reads no setting from the environment: the CLI reads the WGPT_
+// variables of the README's table into these fields (src/cli/gpu_env.c,
+// whose wgpt_cli_gpu_env tests and tools call too), naming a bad value. A
+// zeroed struct with adapter_index -1 is the default everywhere.
 typedef struct wgpt_gpu_options {
     int adapter_index;         // -1: the default adapter; else index in wgpt_gpu_list()
     const char *adapter_name;  // NULL: any; else a case-insensitive substring of the name
@@ -57,20 +70,23 @@ typedef struct wgpt_gpu_options {
     // through VK_LAYER_WGPT_select (wgpt_gpu_list's entries for identical GPUs
     // carry theirs in select_uuid; adapter_index reaches those by itself)
     const char *select_uuid;
-    const char *kernel_dir;    // NULL: $WGPT_KERNEL_DIR if set, else the kernels built in
+    const char *kernel_dir;    // NULL: the kernels built in; else a folder of .wgsl files (WGPT_KERNEL_DIR)
     int disable_f16;           // behave as if the device had no shader-f16
     int profile;               // record GPU timestamps for every dispatch (if supported)
     uint64_t max_binding;      // 0: the device's maxStorageBufferBindingSize; else the
                                // smaller of the two (tests of code that splits bindings)
-    int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too; also WGPT_ROBUST=1
-    wgpt_kernels kernels;      // which twins the layers dispatch on this device (info.cpu_kernels)
+    int robust;                // keep Dawn's robustness (bounds clamps) on a GPU too (WGPT_ROBUST=1)
+    wgpt_kernels kernels;      // which twins the layers dispatch on this device (info.cpu_kernels; WGPT_KERNELS)
     uint32_t matmul_splits;    // 0, or the split count over k every vec4 matmul asks for (benchmarks, tests)
     wgpt_sgm_block sgm_block;  // the subgroup-matrix matmuls' block: per shape (0), or one for all (benchmarks, tests)
-    uint32_t matmul_epilogues; // WGPT_EPI_* bits, added to $WGPT_MATMUL_EPILOGUE's
-    wgpt_streamk streamk;      // AUTO: $WGPT_MATMUL_STREAMK if set, else the plan's choice
+    uint32_t matmul_epilogues; // WGPT_EPI_* bits (WGPT_MATMUL_EPILOGUE)
+    wgpt_streamk streamk;      // AUTO: the plan's choice (WGPT_MATMUL_STREAMK)
     // 1: where the device has f16 but no subgroup matrices, emulate them with
-    // subgroup broadcasts (sgm_emulate.h), so the tensor-core kernels run there;
-    // tests only, far slower than the plain kernels. Also WGPT_SGM_EMULATE=1.
+    // subgroup broadcasts (sgm_emulate.h), so the tensor-core kernels run there
+    // (a device without f16 is an error); WGPT_SGM_EMULATE_IF_F16: the same,
+    // and nothing on a device without f16 (WGPT_SGM_EMULATE=1, so that a suite
+    // run with it keeps its f16-less devices). Tests only, far slower than the
+    // plain kernels.
     int emulate_sgm;
     // NULL, or a flag (set by the caller's signal handler) that ends a wait
     // for the GPU at once: the call fails with "interrupted" and the device
@@ -80,8 +96,25 @@ typedef struct wgpt_gpu_options {
     // what it compiled (shaders, the driver's pipeline data) between runs, so
     // that a later process skips compiling; one file an entry, checksummed: a
     // damaged or foreign file is a miss, and the folder may be deleted at any
-    // time. The layer reads no variable for it: the caller picks the folder.
+    // time. The caller picks the folder (the CLI: WGPT_CACHE_DIR).
     const char *cache_dir;
+    double timeout_s;               // 0: 600; else how long a wait for the GPU may take, in (0, 1e7] (WGPT_GPU_TIMEOUT_S)
+    const char *dawn_toggles;       // NULL, or Dawn toggles to enable, comma-separated (WGPT_DAWN_TOGGLES; experiments)
+    const char *dawn_toggles_off;   // NULL, or Dawn toggles to disable (WGPT_DAWN_TOGGLES_OFF)
+    // 0: the subgroup-matrix configuration wgpt picks (info.sgm_config); i + 1:
+    // configuration i of info.matrix_configs instead, an error where the
+    // kernels cannot take it (WGPT_SGM_CONFIG=i; experiments)
+    int sgm_config;
+    uint32_t compute_units;         // 0: from the table of known chips (chips.c); else info.compute_units (WGPT_COMPUTE_UNITS)
+    // NULL, or a file that each kernel's name and, where the driver reports
+    // them, its pipeline's registers and memory are appended to, through
+    // VK_LAYER_WGPT_stats (WGPT_KERNEL_STATS). The layer goes on for every
+    // later Vulkan instance of the process: one file a process.
+    const char *kernel_stats;
+    // NULL: the pinned dawn.node beside the build (or installed); else the Dawn
+    // library to load (WGPT_DAWN_LIB). Dawn is loaded once a process: the
+    // first device opened or list made decides.
+    const char *dawn_lib;
 } wgpt_gpu_options;
 
 // Element types of a subgroup-matrix configuration (the values are Dawn's).
@@ -130,17 +163,17 @@ typedef struct wgpt_gpu_info {
     // for (an index of matrix_configs), -1 if none fits: the one with the largest
     // K, then the smallest M x N, among those with a fixed subgroup size equal to
     // the adapter's and M 16, N 8 or 16 (the fragments 03_linear_sgm.wgsl holds);
-    // WGPT_SGM_CONFIG=i picks config i instead (experiments).
+    // options.sgm_config picks another (experiments).
     int sgm_config;
     int sgm_emulated;     // the subgroup matrices are emulated (wgpt_gpu_options.emulate_sgm)
     int robust;           // Dawn's robustness on: every index clamped to its array (see wgpt_gpu_open)
     // Settings of the layers above, kept per device so that two devices in
     // one process may differ (from wgpt_gpu_options; the GPU layer only keeps them):
-    int cpu_kernels;          // 1: the layers dispatch their CPU twins (options.kernels, WGPT_KERNELS, the type)
+    int cpu_kernels;          // 1: the layers dispatch their CPU twins (options.kernels, else the type)
     uint32_t matmul_splits;   // options.matmul_splits
     wgpt_sgm_block sgm_block; // options.sgm_block
-    uint32_t matmul_epilogues;  // options.matmul_epilogues | $WGPT_MATMUL_EPILOGUE
-    wgpt_streamk streamk;       // options.streamk, else $WGPT_MATMUL_STREAMK
+    uint32_t matmul_epilogues;  // options.matmul_epilogues
+    wgpt_streamk streamk;       // options.streamk
     uint64_t max_storage_binding;  // bytes one storage binding may cover
     uint64_t max_buffer;           // bytes one buffer may hold
     uint32_t max_workgroup_storage;
@@ -148,7 +181,7 @@ typedef struct wgpt_gpu_info {
     uint32_t max_workgroups_per_dim;
     uint32_t storage_offset_align;  // a binding's offset must be a multiple of this
     // Not in WebGPU: from a table of known chips by name (src/gpu/chips.c),
-    // 0 where unknown; WGPT_COMPUTE_UNITS=N sets the first.
+    // 0 where unknown; options.compute_units sets the first.
     uint32_t compute_units;   // SMs (NVIDIA), CUs (AMD): what can run workgroups side by side
     double fp32_peak_tflops;  // the vendor's fp32 peak without tensor cores
     double f16_peak_tflops;   // its dense f16 (f32 accumulation) tensor-core peak
@@ -159,8 +192,9 @@ typedef struct wgpt_gpu_info {
 // identical GPUs (Dawn offers them as one adapter; the Vulkan loader tells
 // them apart): those come in PCI address order, so every process of a host
 // numbers them alike. Returns how many were written to out (at most max), or
-// -1 with err filled.
-int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen);
+// -1 with err filled. Of opt (NULL: the defaults) only the settings of the
+// process (dawn_lib, kernel_stats) and timeout_s apply.
+int wgpt_gpu_list(const wgpt_gpu_options *opt, wgpt_gpu_info *out, int max, char *err, size_t errlen);
 
 // The index in list of the host's GPU i (i mod the number of GPUs): the i-th
 // entry that is not a CPU adapter, so that ranks of a host can take GPUs in
@@ -171,14 +205,14 @@ int wgpt_gpu_list_nth_gpu(const wgpt_gpu_info *list, int n, int i, int *ngpus);
 // (required) and, where available, shader-f16, timestamp queries,
 // subgroup-size-control and subgroup matrices.
 // On GPUs, Dawn's robustness (a clamp on every array index of every kernel, for
-// untrusted web shaders) is turned off unless opt->robust or WGPT_ROBUST=1:
+// untrusted web shaders) is turned off unless opt->robust:
 // wgpt's kernels check their own bounds (tested against the C reference), the
 // clamps cost the H200 14% of its matmul speed, and a stray access on a GPU
 // ends as a lost device, which wgpt reports. On CPU adapters (lavapipe) it
 // stays on: there a stray access would reach the process's own memory.
 // Returns NULL with err filled if no real adapter is found (Dawn's Null backend
 // is never used), or if the kernel files are malformed.
-// A bad value of a WGPT_ variable (README) is an error naming it.
+// A bad option value is an error naming it.
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen);
 // Releases the device. After a wait that timed out or was interrupted the GPU
 // may still be running that work, and destroying the device would wait for

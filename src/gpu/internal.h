@@ -7,6 +7,7 @@
 #include "mem_account.h"
 #include "kernel_source.h"
 #include "pipeline_cache.h"
+#include "backend_shared.h"
 
 struct wgpt_kernel {
     wgpt_gpu *gpu;
@@ -50,16 +51,13 @@ struct wgpt_gpu {
     // tearing the device down would wait for that work, so close skips it
     int hung;
     volatile sig_atomic_t *interrupt;  // from wgpt_gpu_options
+    double timeout_s;                  // the longest wait (wgpt_gpu_timeout_of_)
+    char *kernel_stats;                // a copy of options.kernel_stats, or NULL
     wgpt_mem_account mem;              // bytes of storage buffers, by tag (wgpt_gpu_memory, wgpt_gpu_mem_tag)
     struct wgpt_buf *unused;           // wgpt_gpu_unused_binding's buffer, once asked for
     wgpt_pcache *pcache;               // Dawn's blob cache on disk (options.cache_dir), or NULL
 
-    // kernel files: the shared preamble, then every other file split at markers
-    char *shared_label, *shared_text;
-    wgpt_ksrc_file *files;
-    int nfiles;
-    wgpt_kernel **kernels;
-    int nkernels, kernels_cap;
+    wgpt_ktable kt;  // kernel files: the shared preamble, then every other file split at markers
 
     // recording
     WGPUCommandEncoder encoder;
@@ -86,43 +84,42 @@ struct wgpt_gpu {
 #define WGPT_SUBMIT_EVERY 64
 #endif
 
-// Fills info's compute_units and fp32_peak_tflops from the table of known
-// chips (chips.c) and WGPT_COMPUTE_UNITS; -1 with err filled if that is malformed.
-int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
-// Sets info->sgm_config from info's matrix configurations and subgroup sizes
-// (and WGPT_SGM_CONFIG): the f16 x f16 -> f32 one 03_linear_sgm.wgsl takes
-// (M 16, N 8 or 16, K 8, 16 or 32, the adapter's one subgroup size), the
-// largest K first, or -1. -1 with err filled for a WGPT_SGM_CONFIG it cannot take.
-int wgpt_sgm_pick_config_(wgpt_gpu_info *info, char *err, size_t errlen);
-// The lines every kernel's source begins with: `enable f16;`, `enable subgroups;`
-// and, with subgroup matrices, `enable chromium_experimental_subgroup_matrix;`
-// and the chosen configuration's fragment shape (SGM_TM, SGM_TN, SGM_TK, SGM_SG).
-void wgpt_gpu_enables_(const wgpt_gpu_info *info, char *out, size_t cap);
 // 0 if the device is usable, else -1 with the sticky error (device lost, etc.).
 int wgpt_gpu_check_(wgpt_gpu *g);
 // Processes Dawn events until *done, the GPU timeout or an interrupt; -1 with
 // an error naming `what` (after a timeout or an interrupt the device is hung).
 int wgpt_gpu_wait_(wgpt_gpu *g, volatile int *done, const char *what);
-// env.c: WGPT_GPU_TIMEOUT_S (seconds; 600 unless set), and a check of every
-// GPU variable's value: 0, or -1 with err naming the variable.
-double wgpt_gpu_timeout_s_(void);
-int wgpt_gpu_env_check_(char *err, size_t errlen);
-// WGPT_KERNELS=gpu|cpu, else by the device type: the CPU twins on a "CPU".
-wgpt_kernels wgpt_gpu_env_kernels_(const char *type);
-// WGPT_MATMUL_EPILOGUE's WGPT_EPI_* bits (0 unset; a bad value is refused
-// by wgpt_gpu_env_check_ before a device opens).
-uint32_t wgpt_gpu_env_epilogues_(void);
-// WGPT_MATMUL_STREAMK as a wgpt_streamk (AUTO when unset; a bad value is
-// refused by wgpt_gpu_env_check_).
-wgpt_streamk wgpt_gpu_env_streamk_(void);
-// Room for the WGPT_DAWN_TOGGLES(_OFF) lists (device.c adds its own toggles).
-#define WGPT_GPU_TOGGLES_MAX_CHARS 512
-#define WGPT_GPU_TOGGLES_ON_MAX 13
-#define WGPT_GPU_TOGGLES_OFF_MAX 15
 // Runs `push` ... `pop` as an error scope: returns 0, or -1 with Dawn's message after `what`.
 void wgpt_gpu_scope_push_(wgpt_gpu *g);
 int wgpt_gpu_scope_pop_(wgpt_gpu *g, const char *what);
 WGPUStringView wgpt_sv_(const char *s);
+
+// adapters.c: the wait before a device exists (-1 after timeout_s);
+// Dawn's string views.
+int wgpt_wait_instance_(WGPUInstance inst, volatile int *done, double timeout_s);
+void wgpt_copy_sv_(char *dst, size_t cap, WGPUStringView v);
+// An instance that allows the experimental features (subgroup matrices).
+WGPUInstance wgpt_instance_create_(void);
+// Up to WGPT_MAX_ADAPTERS_ adapters, as opt asks (its index, name or
+// select_uuid) and timeout_s bounds: on g->instance, or on a new one that
+// sees the one device asked for (made where g->instance is NULL or must be
+// replaced); ad[*pick] is the one to open, the others are to be released.
+// The count, or -1 (*pick -1) with err filled.
+#define WGPT_MAX_ADAPTERS_ 8
+int wgpt_adapters_open_(wgpt_gpu *g, const wgpt_gpu_options *opt, WGPUAdapter *ad, wgpt_gpu_info *infos, int *pick,
+                        char *err, size_t errlen);
+
+// vk_env.c: the Vulkan loader's environment (wgpt's layers, src/gpu/vk_*/).
+// The folder of wgpt's layers' manifests, 0; -1 if missing.
+int wgpt_vk_layer_dir_(char *out, size_t cap);
+// Sets an environment variable to a value, or to `value:old` when append and
+// it was set; *saved gets the old value (NULL if unset) for wgpt_vk_env_restore_.
+int wgpt_vk_env_set_(const char *name, const char *value, int append, char **saved);
+void wgpt_vk_env_restore_(const char *name, char *saved);
+// file (options.kernel_stats) not NULL: VK_LAYER_WGPT_stats on for every
+// later Vulkan instance of the process, writing after the kernels' names
+// (kernel.c) to file. -1 with err filled if file or the layer is missing.
+int wgpt_vk_stats_layer_(const char *file, char *err, size_t errlen);
 
 // kernel.c
 int wgpt_kernels_load_(wgpt_gpu *g, const char *dir, char *err, size_t errlen);

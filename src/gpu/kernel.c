@@ -11,53 +11,23 @@
 
 static const char SHARED_FILE[] = "00_shared.wgsl";
 
+// A kernel of file `file` of the table (kernel_table.c makes them through this).
+static wgpt_kernel *make_kernel_(wgpt_gpu *g, const char *name, int file, int index) {
+    wgpt_kernel *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->gpu = g;
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->file = file;
+    k->index = index;
+    return k;
+}
+
 static int register_file_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
-    wgpt_ksrc_file f;
-    if (wgpt_ksrc_parse(&f, label, text, err, errlen) < 0) return -1;
-    for (int i = 0; i < f.nkernels; i++)
-        for (int j = 0; j < g->nkernels; j++)
-            if (strcmp(g->kernels[j]->name, f.kernels[i].name) == 0) {
-                snprintf(err, errlen, "kernel '%s' is defined in both %s and %s", f.kernels[i].name,
-                         g->files[g->kernels[j]->file].label, label);
-                wgpt_ksrc_free(&f);
-                return -1;
-            }
-    wgpt_ksrc_file *nf = realloc(g->files, (size_t)(g->nfiles + 1) * sizeof *nf);
-    if (!nf) goto oom;
-    g->files = nf;
-    if (g->nkernels + f.nkernels > g->kernels_cap) {
-        int cap = (g->nkernels + f.nkernels) * 2;
-        wgpt_kernel **nk = realloc(g->kernels, (size_t)cap * sizeof *nk);
-        if (!nk) goto oom;
-        g->kernels = nk;
-        g->kernels_cap = cap;
-    }
-    for (int i = 0; i < f.nkernels; i++) {
-        wgpt_kernel *k = calloc(1, sizeof *k);
-        if (!k) goto oom;
-        k->gpu = g;
-        snprintf(k->name, sizeof k->name, "%s", f.kernels[i].name);
-        k->file = g->nfiles;
-        k->index = i;
-        g->kernels[g->nkernels++] = k;
-    }
-    g->files[g->nfiles++] = f;
-    return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", label);
-    wgpt_ksrc_free(&f);
-    return -1;
+    return wgpt_ktable_add_(&g->kt, g, make_kernel_, label, text, err, errlen);
 }
 
 static int set_shared_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
-    if (wgpt_ksrc_check_shared(label, text, err, errlen) < 0) return -1;
-    g->shared_label = strdup(label);
-    g->shared_text = strdup(text);
-    if (!g->shared_label || !g->shared_text) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    return 0;
+    return wgpt_ktable_set_shared_(&g->kt, label, text, err, errlen);
 }
 
 static char *read_file_(const char *path, char *err, size_t errlen) {
@@ -138,20 +108,12 @@ int wgpt_kernels_load_(wgpt_gpu *g, const char *dir, char *err, size_t errlen) {
 }
 
 void wgpt_kernels_free_(wgpt_gpu *g) {
-    for (int i = 0; i < g->nkernels; i++) {
-        wgpt_kernel *k = g->kernels[i];
+    for (int i = 0; i < g->kt.nkernels; i++) {
+        wgpt_kernel *k = g->kt.kernels[i];
         if (k->layout) wgpuBindGroupLayoutRelease(k->layout);
         if (k->pipeline) wgpuComputePipelineRelease(k->pipeline);
-        free(k);
     }
-    free(g->kernels);
-    for (int i = 0; i < g->nfiles; i++) wgpt_ksrc_free(&g->files[i]);
-    free(g->files);
-    free(g->shared_label);
-    free(g->shared_text);
-    g->kernels = NULL;
-    g->files = NULL;
-    g->nkernels = g->nfiles = 0;
+    wgpt_ktable_free_(&g->kt);
 }
 
 int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
@@ -164,7 +126,7 @@ const char *wgpt_kernel_name(const wgpt_kernel *k) { return k->name; }
 
 int wgpt_gpu_kernels_compiled(const wgpt_gpu *g) {
     int n = 0;
-    for (int i = 0; i < g->nkernels; i++) n += g->kernels[i]->pipeline != NULL;
+    for (int i = 0; i < g->kt.nkernels; i++) n += g->kt.kernels[i]->pipeline != NULL;
     return n;
 }
 
@@ -209,14 +171,14 @@ static void on_compilation_info_(WGPUCompilationInfoRequestStatus status, const 
     r->done = 1;
 }
 
-// With $WGPT_KERNEL_STATS (a file), the kernel's name goes there just before
+// With options.kernel_stats (a file; WGPT_KERNEL_STATS), the kernel's name goes there just before
 // its pipeline is made: VK_LAYER_WGPT_stats (device.c turns it on) appends the
 // driver's statistics of that pipeline after it. A kernel whose pipeline
 // Dawn found in its cache gets no statistics line.
 // A file that takes no line (a full disk, /dev/full) is an error naming the variable.
 static int note_stats_(wgpt_gpu *g, const char *kernel, const char *file) {
-    const char *path = getenv("WGPT_KERNEL_STATS");
-    if (!path || !*path) return 0;
+    const char *path = g->kernel_stats;
+    if (!path) return 0;
     FILE *f = fopen(path, "a");
     int ok = f && fprintf(f, "kernel %s (%s)\n", kernel, file) > 0 && fflush(f) == 0;
     int e = errno;
@@ -226,12 +188,12 @@ static int note_stats_(wgpt_gpu *g, const char *kernel, const char *file) {
 }
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
-    const wgpt_ksrc_file *f = &g->files[k->file];
+    const wgpt_ksrc_file *f = &g->kt.files[k->file];
     char enables[512];
     int emulated = g->info.sgm_emulated;
     wgpt_gpu_enables_(&g->info, enables, sizeof enables);
     wgpt_ksrc_composed src;
-    if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
+    if (wgpt_ksrc_compose(&src, enables, g->kt.shared_label, g->kt.shared_text, f, k->index) < 0)
         return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
     if (emulated && (strstr(src.code, "subgroup_matrix_") || strstr(src.code, "subgroupMatrix"))) {
         char why[512];  // (an emulated device always has its one configuration picked: device.c)
@@ -305,8 +267,8 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
 
 wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
     if (wgpt_gpu_check_(g) < 0) return NULL;
-    for (int i = 0; i < g->nkernels; i++) {
-        wgpt_kernel *k = g->kernels[i];
+    for (int i = 0; i < g->kt.nkernels; i++) {
+        wgpt_kernel *k = g->kt.kernels[i];
         if (strcmp(k->name, name) != 0) continue;
         if (!k->pipeline && compile_(g, k) < 0) return NULL;
         return k;

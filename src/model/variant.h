@@ -6,10 +6,9 @@
 // barriers) with the same bindings, params and results up to rounding.
 //
 // The choice belongs to the device (so two devices in one process may
-// differ): wgpt_gpu_options.kernels when it says GPU or CPU, else the
-// environment variable WGPT_KERNELS=gpu|cpu (read when the device is opened;
-// another value is refused there), else the CPU twins on a device whose type
-// is "CPU". It applies when a layer's dispatches are prepared (the wrappers
+// differ): wgpt_gpu_options.kernels when it says GPU or CPU (the CLI sets it
+// from WGPT_KERNELS=gpu|cpu, refusing another value), else the CPU twins on a
+// device whose type is "CPU". It applies when a layer's dispatches are prepared (the wrappers
 // of linear.h, layernorm.h, attention.h).
 #ifndef WGPT_MODEL_VARIANT_H
 #define WGPT_MODEL_VARIANT_H

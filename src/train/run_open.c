@@ -102,7 +102,7 @@ static int open_tokenizer_(run_ *r) {
 static int pick_rank_gpu_(const run_ *r, wgpt_gpu_options *gpu, char *err, size_t errlen) {
     if (!r->comm || wgpt_comm_local_size(r->comm) < 2 || gpu->adapter_index >= 0 || gpu->adapter_name) return 0;
     wgpt_gpu_info list[16];
-    int n = wgpt_gpu_list(list, 16, err, errlen);
+    int n = wgpt_gpu_list(gpu, list, 16, err, errlen);
     if (n < 0) return -1;
     int ng, local = wgpt_comm_local_rank(r->comm), size = wgpt_comm_local_size(r->comm);
     gpu->adapter_index = wgpt_gpu_list_nth_gpu(list, n, local, &ng);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/gpu_env.h"
 #include "gpu/gpu.h"
 #include "model/gpt2.h"
 #include "model/gpt2_decode.h"
@@ -299,7 +300,8 @@ static int report_(const char *name, int rc, int *failed) {
 
 int main(int argc, char **argv) {
     char err[2048];
-    G = wgpt_gpu_open(NULL, err, sizeof err);
+    wgpt_gpu_options o = {.adapter_index = -1};
+    if (wgpt_cli_gpu_env(&o, err, sizeof err) == 0) G = wgpt_gpu_open(&o, err, sizeof err);  // WGPT_KERNELS=gpu
     if (!G) {
         printf("check open: FAIL: %s\n", err);
         return 1;

@@ -43,6 +43,9 @@ static int hex_(char c) {
 }
 
 // The UUID asked for; 0 when there is none to be had (then nothing matches).
+// From the environment: the Vulkan loader loads this layer into the driver's
+// side of Dawn's instance, and calls it with no channel to wgpt but the
+// process's variables (src/gpu/vk_env.c sets this one around the request).
 static int read_uuid_(uint8_t uuid[VK_UUID_SIZE]) {
     const char *s = getenv("WGPT_VK_SELECT_UUID");
     if (!s || strlen(s) != 2 * VK_UUID_SIZE) return 0;

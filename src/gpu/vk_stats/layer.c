@@ -172,7 +172,10 @@ static void put_stat_(char *buf, size_t cap, const VkPipelineExecutableStatistic
     }
 }
 
-// One line an executable of the pipeline, to $WGPT_KERNEL_STATS.
+// One line an executable of the pipeline, to $WGPT_KERNEL_STATS: the Vulkan
+// loader loads this layer under Dawn's instance, with no channel to wgpt but
+// the process's variables (src/gpu/vk_env.c sets this one from
+// options.kernel_stats when it turns the layer on).
 static void report_(const device_ *d, VkPipeline pl, const char *entry) {
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR, .pipeline = pl};
     uint32_t ne = 0;

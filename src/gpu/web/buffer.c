@@ -57,11 +57,7 @@ wgpt_view wgpt_gpu_unused_binding(wgpt_gpu *g) {
 }
 
 static int check_range_(wgpt_gpu *g, const wgpt_buf *b, uint64_t offset, uint64_t bytes, const char *op) {
-    if (offset % 4 || bytes % 4 || offset > b->size || bytes > b->size - offset)
-        return wgpt_gpu_fail(g, "%s of buffer '%s': bytes [%llu, %llu) are not 4-aligned or outside its %llu bytes", op,
-                             b->label, (unsigned long long)offset, (unsigned long long)(offset + bytes),
-                             (unsigned long long)b->size);
-    return 0;
+    return wgpt_buf_range_check_(g, b->label, b->size, offset, bytes, op);
 }
 
 int wgpt_buf_upload(wgpt_gpu *g, wgpt_buf *b, uint64_t offset, const void *src, uint64_t bytes) {
@@ -100,11 +96,7 @@ int wgpt_gpu_finish(wgpt_gpu *g) {
 // ready is then 1 at once.
 wgpt_readback *wgpt_readback_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
     if (wgpt_web_check_(g) < 0) return NULL;
-    if (bytes == 0 || bytes % 4 || bytes > g->info.max_buffer) {
-        wgpt_gpu_fail(g, "readback '%s' of %llu bytes: must be a positive multiple of 4, at most %llu", label,
-                      (unsigned long long)bytes, (unsigned long long)g->info.max_buffer);
-        return NULL;
-    }
+    if (wgpt_readback_size_check_(g, label, bytes, g->info.max_buffer) < 0) return NULL;
     wgpt_readback *r = calloc(1, sizeof *r);
     if (r) r->host = malloc((size_t)bytes);
     if (!r || !r->host) {
@@ -128,14 +120,8 @@ int wgpt_readback_start(wgpt_gpu *g, wgpt_readback *r, wgpt_buf *b, const uint64
                         int n) {
     if (wgpt_web_check_(g) < 0) return -1;
     if (r->busy) return wgpt_gpu_fail(g, "readback '%s': started again before it was finished", r->label);
-    uint64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        if (check_range_(g, b, offsets[i], sizes[i], "readback") < 0) return -1;
-        total += sizes[i];
-    }
-    if (total == 0 || total > r->size)
-        return wgpt_gpu_fail(g, "readback '%s': %llu bytes asked, it holds %llu", r->label, (unsigned long long)total,
-                             (unsigned long long)r->size);
+    uint64_t total = wgpt_readback_ranges_check_(g, r->label, r->size, b->label, b->size, offsets, sizes, n);
+    if (!total) return -1;
     for (int i = 0, at = 0; i < n; at += (int)sizes[i], i++)
         if (sizes[i] && wgpt_buf_download(g, b, offsets[i], r->host + at, sizes[i]) < 0) return -1;
     r->bytes = total;

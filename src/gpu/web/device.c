@@ -75,8 +75,9 @@ static int copy_matrix_configs_(const web_info *w, wgpt_gpu_info *i, char *err, 
     return 0;
 }
 
-int wgpt_gpu_list(wgpt_gpu_info *out, int max, char *err, size_t errlen) {
+int wgpt_gpu_list(const wgpt_gpu_options *opt, wgpt_gpu_info *out, int max, char *err, size_t errlen) {
     // The page has one adapter; opening it is the only way to learn of it.
+    (void)opt;  // (none of its process settings applies in a page)
     wgpt_gpu *g = wgpt_gpu_open(NULL, err, errlen);
     if (!g) return -1;
     if (max > 0) out[0] = g->info;
@@ -98,11 +99,11 @@ int wgpt_gpu_list_nth_gpu(const wgpt_gpu_info *list, int n, int i, int *ngpus) {
 wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     wgpt_gpu_options defaults = {.adapter_index = -1};
     if (!opt) opt = &defaults;
-    if (wgpt_gpu_env_check_(err, errlen) < 0) return NULL;
-    if (opt->kernel_dir || opt->profile || opt->emulate_sgm || opt->select_uuid) {
+    if (wgpt_gpu_options_check_(opt, err, errlen) < 0) return NULL;
+    if (opt->kernel_dir || opt->profile || opt->emulate_sgm == 1 || opt->select_uuid) {
         snprintf(err, errlen, "in the browser: %s is not available",
                  opt->kernel_dir ? "a kernel folder" : opt->profile ? "profiling (timestamps)"
-                                                  : opt->emulate_sgm ? "subgroup-matrix emulation"
+                                                  : opt->emulate_sgm == 1 ? "subgroup-matrix emulation"
                                                                      : "choosing a GPU by UUID");
         return NULL;
     }
@@ -129,7 +130,7 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     i->subgroup_max = w.sg_max;
     i->has_f16 = (int)w.has_f16;
     i->sgm_config = -1;
-    if (copy_matrix_configs_(&w, i, err, errlen) < 0 || wgpt_sgm_pick_config_(i, err, errlen) < 0) {
+    if (copy_matrix_configs_(&w, i, err, errlen) < 0 || wgpt_sgm_choose_config_(i, opt->sgm_config, err, errlen) < 0) {
         js_close();
         open_count_ = 0;
         free(g);
@@ -142,14 +143,9 @@ wgpt_gpu *wgpt_gpu_open(const wgpt_gpu_options *opt, char *err, size_t errlen) {
     i->max_invocations = w.max_invocations;
     i->max_workgroups_per_dim = w.max_workgroups_per_dim;
     i->storage_offset_align = w.storage_offset_align ? w.storage_offset_align : 256;
-    if (opt->max_binding && opt->max_binding < i->max_storage_binding) i->max_storage_binding = opt->max_binding;
-    i->cpu_kernels = opt->kernels == WGPT_KERNELS_CPU ||
-                     (opt->kernels != WGPT_KERNELS_GPU && wgpt_gpu_env_kernels_(i->type) == WGPT_KERNELS_CPU);
-    i->matmul_splits = opt->matmul_splits;
-    i->sgm_block = opt->sgm_block;
-    i->matmul_epilogues = opt->matmul_epilogues | wgpt_gpu_env_epilogues_();
-    i->streamk = opt->streamk ? opt->streamk : wgpt_gpu_env_streamk_();
-    if (wgpt_chip_fill_(i, err, errlen) < 0 || wgpt_web_kernels_load_(g, err, errlen) < 0) {
+    wgpt_gpu_keep_settings_(i, opt);
+    wgpt_chip_fill_(i, opt->compute_units);
+    if (wgpt_web_kernels_load_(g, err, errlen) < 0) {
         wgpt_gpu_close(g);
         return NULL;
     }

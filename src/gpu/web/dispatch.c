@@ -55,7 +55,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
         free(b);
         char inner[sizeof g->err];
         snprintf(inner, sizeof inner, "%s", wgpt_web_check_(g) < 0 ? g->err : "refused by the browser");
-        wgpt_gpu_fail(g, "bind group for kernel '%s' (%s) with %d buffer(s)%s: %s", k->name, g->files[k->file].label,
+        wgpt_gpu_fail(g, "bind group for kernel '%s' (%s) with %d buffer(s)%s: %s", k->name, g->kt.files[k->file].label,
                       nviews, params_size ? " and params" : "", inner);
         return NULL;
     }

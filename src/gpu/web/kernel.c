@@ -8,71 +8,35 @@
 
 static const char SHARED_FILE[] = "00_shared.wgsl";
 
+// A kernel of file `file` of the table (kernel_table.c makes them through this).
+static wgpt_kernel *make_kernel_(wgpt_gpu *g, const char *name, int file, int index) {
+    wgpt_kernel *k = calloc(1, sizeof *k);
+    if (!k) return NULL;
+    k->gpu = g;
+    snprintf(k->name, sizeof k->name, "%s", name);
+    k->file = file;
+    k->index = index;
+    return k;
+}
+
 static int register_file_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
-    wgpt_ksrc_file f;
-    if (wgpt_ksrc_parse(&f, label, text, err, errlen) < 0) return -1;
-    for (int i = 0; i < f.nkernels; i++)
-        for (int j = 0; j < g->nkernels; j++)
-            if (strcmp(g->kernels[j]->name, f.kernels[i].name) == 0) {
-                snprintf(err, errlen, "kernel '%s' is defined in both %s and %s", f.kernels[i].name,
-                         g->files[g->kernels[j]->file].label, label);
-                wgpt_ksrc_free(&f);
-                return -1;
-            }
-    wgpt_ksrc_file *nf = realloc(g->files, (size_t)(g->nfiles + 1) * sizeof *nf);
-    if (!nf) goto oom;
-    g->files = nf;
-    if (g->nkernels + f.nkernels > g->kernels_cap) {
-        int cap = (g->nkernels + f.nkernels) * 2;
-        wgpt_kernel **nk = realloc(g->kernels, (size_t)cap * sizeof *nk);
-        if (!nk) goto oom;
-        g->kernels = nk;
-        g->kernels_cap = cap;
-    }
-    for (int i = 0; i < f.nkernels; i++) {
-        wgpt_kernel *k = calloc(1, sizeof *k);
-        if (!k) goto oom;
-        k->gpu = g;
-        snprintf(k->name, sizeof k->name, "%s", f.kernels[i].name);
-        k->file = g->nfiles;
-        k->index = i;
-        g->kernels[g->nkernels++] = k;
-    }
-    g->files[g->nfiles++] = f;
-    return 0;
-oom:
-    snprintf(err, errlen, "%s: out of memory", label);
-    wgpt_ksrc_free(&f);
-    return -1;
+    return wgpt_ktable_add_(&g->kt, g, make_kernel_, label, text, err, errlen);
 }
 
 int wgpt_web_kernels_load_(wgpt_gpu *g, char *err, size_t errlen) {
     for (int i = 0; i < wgpt_embedded_kernel_count; i++) {
         const wgpt_embedded_file *f = &wgpt_embedded_kernels[i];
         if (strcmp(f->name, SHARED_FILE) == 0) {
-            if (wgpt_ksrc_check_shared(f->name, f->text, err, errlen) < 0) return -1;
-            g->shared_label = strdup(f->name);
-            g->shared_text = strdup(f->text);
-            if (!g->shared_label || !g->shared_text) return snprintf(err, errlen, "out of memory"), -1;
+            if (wgpt_ktable_set_shared_(&g->kt, f->name, f->text, err, errlen) < 0) return -1;
         } else if (register_file_(g, f->name, f->text, err, errlen) < 0) {
             return -1;
         }
     }
-    if (!g->shared_text) return snprintf(err, errlen, "the built-in kernels lack %s (a broken build?)", SHARED_FILE), -1;
+    if (!g->kt.shared_text) return snprintf(err, errlen, "the built-in kernels lack %s (a broken build?)", SHARED_FILE), -1;
     return 0;
 }
 
-void wgpt_web_kernels_free_(wgpt_gpu *g) {
-    for (int i = 0; i < g->nkernels; i++) free(g->kernels[i]);
-    free(g->kernels);
-    for (int i = 0; i < g->nfiles; i++) wgpt_ksrc_free(&g->files[i]);
-    free(g->files);
-    free(g->shared_label);
-    free(g->shared_text);
-    g->kernels = NULL;
-    g->files = NULL;
-    g->nkernels = g->nfiles = 0;
-}
+void wgpt_web_kernels_free_(wgpt_gpu *g) { wgpt_ktable_free_(&g->kt); }
 
 int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
     char err[1024];
@@ -112,11 +76,11 @@ static void map_errors_(const wgpt_ksrc_composed *src, const char *in, char *out
 }
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
-    const wgpt_ksrc_file *f = &g->files[k->file];
+    const wgpt_ksrc_file *f = &g->kt.files[k->file];
     char enables[512];
     wgpt_gpu_enables_(&g->info, enables, sizeof enables);
     wgpt_ksrc_composed src;
-    if (wgpt_ksrc_compose(&src, enables, g->shared_label, g->shared_text, f, k->index) < 0)
+    if (wgpt_ksrc_compose(&src, enables, g->kt.shared_label, g->kt.shared_text, f, k->index) < 0)
         return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
     const wgpt_ksrc_kernel *sk = &f->kernels[k->index];
     char names[WGPT_KSRC_MAX_CONSTS * 64 + 1];
@@ -144,8 +108,8 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
 
 wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
     if (wgpt_web_check_(g) < 0) return NULL;
-    for (int i = 0; i < g->nkernels; i++) {
-        wgpt_kernel *k = g->kernels[i];
+    for (int i = 0; i < g->kt.nkernels; i++) {
+        wgpt_kernel *k = g->kt.kernels[i];
         if (strcmp(k->name, name) != 0) continue;
         if (!k->pipeline && compile_(g, k) < 0) return NULL;
         return k;
@@ -156,6 +120,6 @@ wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
 
 int wgpt_gpu_kernels_compiled(const wgpt_gpu *g) {
     int n = 0;
-    for (int i = 0; i < g->nkernels; i++) n += g->kernels[i]->pipeline != 0;
+    for (int i = 0; i < g->kt.nkernels; i++) n += g->kt.kernels[i]->pipeline != 0;
     return n;
 }

@@ -19,6 +19,7 @@
 #include "gpu/gpu.h"
 #include "gpu/kernel_source.h"
 #include "gpu/mem_account.h"
+#include "gpu/backend_shared.h"
 
 #define IMPORT(name) __attribute__((import_module("wgpt_gpu"), import_name(#name)))
 
@@ -61,16 +62,6 @@ IMPORT(dispatch) int js_dispatch(int bind, uint32_t x, uint32_t y, uint32_t z);
 IMPORT(submit) int js_submit(void);
 IMPORT(finish) int js_finish(void);
 
-// The parts of the Dawn backend that are plain C (env.c, chips.c, sgm_pick.c).
-int wgpt_chip_fill_(wgpt_gpu_info *info, char *err, size_t errlen);
-int wgpt_gpu_env_check_(char *err, size_t errlen);
-wgpt_kernels wgpt_gpu_env_kernels_(const char *type);
-uint32_t wgpt_gpu_env_epilogues_(void);
-wgpt_streamk wgpt_gpu_env_streamk_(void);
-// The subgroup-matrix choices the Dawn backend makes (sgm_pick.c, gpu/internal.h).
-int wgpt_sgm_pick_config_(wgpt_gpu_info *info, char *err, size_t errlen);
-void wgpt_gpu_enables_(const wgpt_gpu_info *info, char *out, size_t cap);
-
 struct wgpt_kernel {
     wgpt_gpu *gpu;
     char name[64];
@@ -106,11 +97,7 @@ struct wgpt_gpu {
     int failed;
     wgpt_mem_account mem;  // bytes of storage buffers, by tag
     wgpt_buf *unused;
-    char *shared_label, *shared_text;
-    wgpt_ksrc_file *files;
-    int nfiles;
-    wgpt_kernel **kernels;
-    int nkernels, kernels_cap;
+    wgpt_ktable kt;  // kernel files: the shared preamble, then every other file split at markers
 };
 
 // 0 if the device is usable, else -1 with the sticky error (a lost device, an

@@ -1,0 +1,37 @@
+// buffer_checks.c: the argument checks of uploads, downloads and readbacks
+// that both GPU backends make alike (backend_shared.h).
+#include "gpu/backend_shared.h"
+
+int wgpt_buf_range_check_(wgpt_gpu *g, const char *label, uint64_t size, uint64_t offset, uint64_t bytes,
+                          const char *op) {
+    if (offset % 4 || bytes % 4)
+        return wgpt_gpu_fail(g, "%s of buffer '%s': offset %llu and size %llu must be multiples of 4", op, label,
+                             (unsigned long long)offset, (unsigned long long)bytes);
+    if (offset > size || bytes > size - offset)
+        return wgpt_gpu_fail(g, "%s of buffer '%s': bytes [%llu, %llu) are outside its %llu bytes", op, label,
+                             (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                             (unsigned long long)size);
+    return 0;
+}
+
+int wgpt_readback_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, uint64_t max_buffer) {
+    if (bytes == 0 || bytes % 4 || bytes > max_buffer)
+        return wgpt_gpu_fail(g, "readback '%s' of %llu bytes: must be a positive multiple of 4, at most %llu", label,
+                             (unsigned long long)bytes, (unsigned long long)max_buffer);
+    return 0;
+}
+
+uint64_t wgpt_readback_ranges_check_(wgpt_gpu *g, const char *rb_label, uint64_t rb_size, const char *buf_label,
+                                     uint64_t buf_size, const uint64_t *offsets, const uint64_t *sizes, int n) {
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (wgpt_buf_range_check_(g, buf_label, buf_size, offsets[i], sizes[i], "readback") < 0) return 0;
+        total += sizes[i];
+    }
+    if (total == 0 || total > rb_size) {
+        wgpt_gpu_fail(g, "readback '%s': %llu bytes asked, it holds %llu", rb_label, (unsigned long long)total,
+                      (unsigned long long)rb_size);
+        return 0;
+    }
+    return total;
+}
