@@ -1,0 +1,240 @@
+// test_gpt2_plan.c: the model's plans, listed without running them
+// (model/op.h wgpt_op_set_trace): every dispatch a model prepares, in order,
+// with its kernel, grid, params and bindings (buffers numbered by first use).
+//
+//   build/test_gpt2_plan --dump DIR   writes one listing per configuration
+//                                     (fp32 / f16, tensor cores emulated or
+//                                     not, epilogues, recompute modes, a
+//                                     binding limit that splits, ZeRO-1,
+//                                     inference), to diff two builds' plans
+//   build/test_gpt2_plan              checks the recompute modes' documented
+//                                     invariants (gpt2.h wgpt_recompute) on
+//                                     those listings
+#include "test_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "model/gpt2.h"
+#include "model/gpt2_internal.h"
+
+typedef struct rec_ {
+    char kernel[64];
+    int nv;
+    const void *buf[16];
+    uint64_t off[16], size[16];
+    unsigned char params[256];
+    size_t ps;
+    uint32_t x, y, z;
+} rec_;
+
+typedef struct trace_ {
+    rec_ *r;
+    size_t n, cap;
+} trace_;
+
+static void on_add_(void *ctx, const char *kernel, const wgpt_view *views, int nviews, const void *params,
+                    size_t params_size, uint32_t x, uint32_t y, uint32_t z) {
+    trace_ *t = ctx;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 256;
+        t->r = realloc(t->r, t->cap * sizeof *t->r);
+        if (!t->r) abort();
+    }
+    rec_ *r = &t->r[t->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->kernel, sizeof r->kernel, "%s", kernel);
+    r->nv = nviews < 16 ? nviews : 16;
+    for (int i = 0; i < r->nv; i++) r->buf[i] = views[i].buf, r->off[i] = views[i].offset, r->size[i] = views[i].size;
+    r->ps = params_size < sizeof r->params ? params_size : sizeof r->params;
+    if (params) memcpy(r->params, params, r->ps);
+    r->x = x, r->y = y, r->z = z;
+}
+
+// Buffers named by their first use in the listing, so that two runs compare.
+typedef struct names_ {
+    const void *p[512];
+    int n;
+} names_;
+
+static int name_(names_ *nm, const void *p) {
+    if (!p) return -1;
+    for (int i = 0; i < nm->n; i++)
+        if (nm->p[i] == p) return i;
+    if (nm->n < 512) nm->p[nm->n] = p;
+    return nm->n++;
+}
+
+static void write_recs_(FILE *f, names_ *nm, const trace_ *t, size_t from) {
+    for (size_t i = from; i < t->n; i++) {
+        const rec_ *r = &t->r[i];
+        fprintf(f, "%zu %s grid %u %u %u params ", i, r->kernel, r->x, r->y, r->z);
+        for (size_t k = 0; k < r->ps; k++) fprintf(f, "%02x", r->params[k]);
+        fprintf(f, " views");
+        for (int v = 0; v < r->nv; v++)
+            fprintf(f, " b%d+%llu:%llu", name_(nm, r->buf[v]), (unsigned long long)r->off[v],
+                    (unsigned long long)r->size[v]);
+        fprintf(f, "\n");
+    }
+}
+
+static void write_act_(FILE *f, const char *name, const wgpt_gpt2_act *a) {
+    fprintf(f, "act %s slices %u floats %llu stride %llu\n", name, a->buf ? a->slices : 0,
+            (unsigned long long)(a->buf ? a->floats : 0), (unsigned long long)(a->buf ? a->stride : 0));
+}
+
+// The model's counters and buffers: what the listing of its dispatches does not show.
+static void write_model_(FILE *f, const wgpt_gpt2 *m) {
+    fprintf(f, "precision %d recompute %d training %d shared %d cls_chunked %d cls_rows %u\n", m->precision,
+            m->recompute, m->training, m->shared, m->cls_chunked, m->cls_rows);
+    fprintf(f, "attn16 %d attn_ds %d in16_t %d split_masters %d loss_scale %g\n", m->attn16, m->attn_ds, m->in16_t,
+            m->split_masters, m->loss_scale);
+    fprintf(f, "fwd %d fwd_train_n %d bwd %d opt %d opt_update_from %d shard_norm %d cast %d\n", m->fwd.n,
+            m->fwd_train_n, m->bwd.n, m->opt.n, m->opt_update_from, m->shard_norm.n, m->cast.n);
+    for (uint32_t i = 0; m->bwd_cut && i < m->c.num_layers + 2; i++) fprintf(f, "cut %u %d\n", i, m->bwd_cut[i]);
+    fprintf(f, "bytes param %llu act %llu adam %llu master %llu w16 %llu grad %llu\n",
+            (unsigned long long)m->param_bytes, (unsigned long long)m->activation_bytes,
+            (unsigned long long)m->adam_bytes, (unsigned long long)m->master_bytes,
+            (unsigned long long)m->weights16_bytes, (unsigned long long)m->grad_bytes);
+#define ACT(x) write_act_(f, #x, &m->x)
+    ACT(encoded), ACT(ln1), ACT(ln1_mean), ACT(ln1_rstd), ACT(qkv), ACT(atty), ACT(att_lse), ACT(attproj);
+    ACT(res2), ACT(ln2), ACT(ln2_mean), ACT(ln2_rstd), ACT(fch), ACT(fch_gelu), ACT(fcproj), ACT(res3);
+    ACT(lnf), ACT(lnf_mean), ACT(lnf_rstd), ACT(logits), ACT(losses), ACT(ce_lse), ACT(loss), ACT(status);
+    ACT(dres), ACT(dln), ACT(datty), ACT(dqkv), ACT(dfch), ACT(dfch_gelu), ACT(att_d), ACT(tokens), ACT(targets);
+    ACT(bucket), ACT(norm_scratch), ACT(mm_scratch), ACT(opt_state), ACT(ln_scratch), ACT(ln1_16), ACT(atty16);
+    ACT(ln2_16), ACT(fchg16), ACT(lnf16), ACT(d16), ACT(qkv16), ACT(inp_t16), ACT(atty16_t);
+#undef ACT
+}
+
+typedef struct config_ {
+    const char *name;
+    wgpt_gpt2_config c;
+    uint32_t B, T;
+    int emulate, epilogues;
+    uint64_t max_binding;
+    wgpt_gpt2_opts o;
+    int step;       // 1: one training step (builds the optimizer), or a forward (inference)
+    int inference;  // also an inference instance of the trained model at (B, T)
+} config_;
+
+// hs 64 (the f16 attention's head size), C 128; V 250 padded to 256
+#define TINY {.max_seq_len = 32, .vocab_size = 250, .padded_vocab_size = 256, .num_layers = 2, .num_heads = 2, \
+              .channels = 128}
+#define SMALL {.max_seq_len = 64, .vocab_size = 250, .padded_vocab_size = 256, .num_layers = 3, .num_heads = 2, \
+               .channels = 32}
+#define TR(p, r) {.training = 1, .precision = (p), .recompute = (r)}
+#define F32 WGPT_PRECISION_FP32
+#define F16 WGPT_PRECISION_F16
+#define NONE WGPT_RECOMPUTE_NONE
+#define GELU WGPT_RECOMPUTE_GELU
+#define ALL WGPT_RECOMPUTE_ALL
+
+static const config_ CONFIGS[] = {
+    {"fp32_none", TINY, 2, 16, 0, 0, 0, TR(F32, NONE), 1, 1},
+    {"fp32_gelu", TINY, 2, 16, 0, 0, 0, TR(F32, GELU), 1, 0},
+    {"fp32_all", TINY, 2, 16, 0, 0, 0, TR(F32, ALL), 1, 0},
+    {"fp32_b1_t3", TINY, 1, 3, 0, 0, 0, TR(F32, ALL), 1, 1},
+    {"fp32_infer", TINY, 2, 16, 0, 0, 0, {.precision = F32}, 1, 0},
+    {"f16_none", TINY, 2, 16, 0, 0, 0, TR(F16, NONE), 1, 1},
+    {"f16_gelu", TINY, 2, 16, 0, 0, 0, TR(F16, GELU), 1, 0},
+    {"f16_all", TINY, 2, 16, 0, 0, 0, TR(F16, ALL), 1, 0},
+    {"f16_infer", TINY, 2, 16, 0, 0, 0, {.precision = F16}, 1, 0},
+    {"sgm_none", TINY, 2, 16, 1, 0, 0, TR(F16, NONE), 1, 1},
+    {"sgm_gelu", TINY, 2, 16, 1, 0, 0, TR(F16, GELU), 1, 0},
+    {"sgm_all", TINY, 2, 16, 1, 0, 0, TR(F16, ALL), 1, 0},
+    {"sgm_infer", TINY, 2, 16, 1, 0, 0, {.precision = F16}, 1, 0},
+    {"sgm_todd", TINY, 8, 7, 1, 0, 0, TR(F16, ALL), 1, 1},
+    {"sgm_hs16", SMALL, 2, 16, 1, 0, 0, TR(F16, NONE), 1, 1},
+    {"epi_none", TINY, 2, 16, 1, WGPT_EPI_ALL, 0, TR(F16, NONE), 1, 1},
+    {"epi_all", TINY, 2, 16, 1, WGPT_EPI_ALL, 0, TR(F16, ALL), 1, 0},
+    {"epi_todd", TINY, 8, 7, 1, WGPT_EPI_ALL, 0, TR(F16, GELU), 1, 0},
+    {"epi_gelugrad", TINY, 2, 16, 1, WGPT_EPI_GELU_GRAD, 0, TR(F16, NONE), 1, 0},
+    {"split_fp32", SMALL, 4, 32, 0, 0, 65536, TR(F32, GELU), 1, 1},
+    {"split_f16", SMALL, 4, 32, 0, 0, 65536, TR(F16, NONE), 1, 0},
+    {"split_sgm", SMALL, 4, 32, 1, 0, 65536, TR(F16, ALL), 1, 0},
+    {"zero_fp32", TINY, 2, 16, 0, 0, 0, {.training = 1, .precision = F32, .shard = 1, .nshards = 2}, 1, 0},
+    {"zero_f16", TINY, 2, 16, 1, 0, 0, {.training = 1, .precision = F16, .shard = 0, .nshards = 3}, 1, 1},
+};
+enum { NCONFIGS = sizeof CONFIGS / sizeof CONFIGS[0] };
+
+static const wgpt_adamw_config OPT = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f,
+                                      .max_grad_norm = 1.0f};
+
+static void fail_(wgpt_gpt2 *m) { fail_msg("%s", wgpt_gpt2_error(m)); }
+
+// Makes the configuration's model (and steps it) with the trace on; writes
+// the listing to f (NULL: none); the trace and the model's counters for
+// the checks are left in t and *fwd_n, *bwd_n.
+static void run_config_(const config_ *k, FILE *f, trace_ *t, int *fwd_n, int *bwd_n) {
+    wgpt_gpu_options go = {.adapter_index = -1, .emulate_sgm = k->emulate, .matmul_epilogues = (uint32_t)k->epilogues,
+                           .max_binding = k->max_binding, .kernels = k->emulate ? WGPT_KERNELS_GPU : 0};
+    char err[2048];
+    wgpt_gpu *g = wgpt_gpu_open(&go, err, sizeof err);
+    if (!g) fail_msg("cannot open the GPU: %s", err);
+    names_ nm = {.n = 0};
+    t->n = 0;
+    wgpt_op_set_trace(on_add_, t);
+    wgpt_gpt2 *m = wgpt_gpt2_create_opts(g, &k->c, k->B, k->T, &k->o, err, sizeof err);
+    if (!m) fail_msg("%s: %s", k->name, err);
+    size_t n = wgpt_gpt2_num_params(&k->c), BT = (size_t)k->B * k->T;
+    float *p = malloc(n * sizeof *p);
+    int *tok = malloc(BT * sizeof *tok), *tgt = malloc(BT * sizeof *tgt);
+    wgpt_gpt2_init_params(&k->c, p, 3);
+    for (size_t i = 0; i < BT; i++) tok[i] = (int)((i * 7919u + 13u) % k->c.vocab_size), tgt[i] = (int)(i % 5);
+    if (f) fprintf(f, "== %s: create\n", k->name), write_recs_(f, &nm, t, 0);
+    size_t mark = t->n;
+    if (wgpt_gpt2_set_params(m, p) < 0) fail_(m);
+    wgpt_step_result r;
+    float loss;
+    if (k->o.training && k->o.nshards > 1) {  // ZeRO-1's split update
+        double sumsq;
+        int bad;
+        if (wgpt_gpt2_accumulate(m, tok, tgt, 1, &loss) < 0 || wgpt_gpt2_update_shard_begin(m, &OPT, 1, &sumsq, &bad) < 0 ||
+            wgpt_gpt2_update_shard_end(m, &OPT, 1, sumsq, bad, &r) < 0)
+            fail_(m);
+    } else if (k->o.training) {
+        if (wgpt_gpt2_train_step(m, tok, tgt, &OPT, 1, &r) < 0) fail_(m);
+    } else if (wgpt_gpt2_forward(m, tok, tgt, &loss) < 0) {
+        fail_(m);
+    }
+    if (f) fprintf(f, "== %s: step\n", k->name), write_recs_(f, &nm, t, mark);
+    if (f) write_model_(f, m);
+    *fwd_n = m->fwd.n, *bwd_n = m->bwd.n;
+    if (k->inference) {
+        mark = t->n;
+        wgpt_gpt2 *inf = wgpt_gpt2_create_inference(m, k->B, k->T, err, sizeof err);
+        if (!inf) fail_msg("%s: inference: %s", k->name, err);
+        if (wgpt_gpt2_forward(inf, tok, tgt, &loss) < 0) fail_(inf);
+        if (f) fprintf(f, "== %s: inference\n", k->name), write_recs_(f, &nm, t, mark), write_model_(f, inf);
+        wgpt_gpt2_free(inf);
+    }
+    wgpt_op_set_trace(NULL, NULL);
+    free(p), free(tok), free(tgt);
+    wgpt_gpt2_free(m);
+    wgpt_gpu_close(g);
+}
+
+static int dump_(const char *dir) {
+    trace_ t = {0};
+    for (int i = 0; i < NCONFIGS; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.txt", dir, CONFIGS[i].name);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "cannot write %s\n", path);
+            return 1;
+        }
+        int fn, bn;
+        run_config_(&CONFIGS[i], f, &t, &fn, &bn);
+        fclose(f);
+        printf("%s: %zu dispatches prepared\n", path, t.n);
+    }
+    free(t.r);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--dump") == 0) return dump_(argv[2]);
+    fprintf(stderr, "usage: %s --dump DIR\n", argv[0]);
+    return 2;
+}
