@@ -87,7 +87,7 @@ static void write_act_(FILE *f, const char *name, const wgpt_gpt2_act *a) {
 static void write_model_(FILE *f, const wgpt_gpt2 *m) {
     fprintf(f, "precision %d recompute %d training %d shared %d cls_chunked %d cls_rows %u\n", m->precision,
             m->recompute, m->training, m->shared, m->cls_chunked, m->cls_rows);
-    fprintf(f, "attn16 %d attn_ds %d in16_t %d split_masters %d loss_scale %g\n", m->attn16, m->attn_ds, m->in16_t,
+    fprintf(f, "attn16 %d attn_ds %d in16_t %d split_masters %d loss_scale %g\n", m->plan.attn16, m->plan.attn_ds, m->plan.in16_t,
             m->split_masters, m->loss_scale);
     fprintf(f, "fwd %d fwd_train_n %d bwd %d opt %d opt_update_from %d shard_norm %d cast %d\n", m->fwd.n,
             m->fwd_train_n, m->bwd.n, m->opt.n, m->opt_update_from, m->shard_norm.n, m->cast.n);
@@ -162,31 +162,24 @@ static const wgpt_adamw_config OPT = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f
 
 static void fail_(wgpt_gpt2 *m) { fail_msg("%s", wgpt_gpt2_error(m)); }
 
-// Makes the configuration's model (and steps it) with the trace on; writes
-// the listing to f (NULL: none); the trace and the model's counters for
-// the checks are left in t and *fwd_n, *bwd_n.
-static void run_config_(const config_ *k, FILE *f, trace_ *t, int *fwd_n, int *bwd_n) {
-    wgpt_gpu_options go = {.adapter_index = -1, .emulate_sgm = k->emulate, .matmul_epilogues = (uint32_t)k->epilogues,
-                           .max_binding = k->max_binding, .kernels = k->emulate ? WGPT_KERNELS_GPU : 0};
-    char err[2048];
-    wgpt_gpu *g = wgpt_gpu_open(&go, err, sizeof err);
-    if (!g) fail_msg("cannot open the GPU: %s", err);
-    names_ nm = {.n = 0};
-    t->n = 0;
-    wgpt_op_set_trace(on_add_, t);
-    wgpt_gpt2 *m = wgpt_gpt2_create_opts(g, &k->c, k->B, k->T, &k->o, err, sizeof err);
-    if (!m) fail_msg("%s: %s", k->name, err);
-    size_t n = wgpt_gpt2_num_params(&k->c), BT = (size_t)k->B * k->T;
-    float *p = malloc(n * sizeof *p);
+// What the checks need of a training model: where its forward and backward
+// lie in the trace (built in that order at create) and its segments' ends.
+typedef struct counts_ {
+    int fwd_n, bwd_n, cut[64];
+} counts_;
+
+// Sets the parameters of m and runs the configuration's step (a training
+// step, ZeRO-1's split update, or a forward), then the forward of an
+// inference instance if asked for; lists what each prepared to f.
+static void step_(const config_ *k, wgpt_gpt2 *m, FILE *f, trace_ *t, names_ *nm) {
+    size_t n = wgpt_gpt2_num_params(&k->c), BT = (size_t)k->B * k->T, mark = t->n;
+    float *p = malloc(n * sizeof *p), loss;
     int *tok = malloc(BT * sizeof *tok), *tgt = malloc(BT * sizeof *tgt);
     wgpt_gpt2_init_params(&k->c, p, 3);
     for (size_t i = 0; i < BT; i++) tok[i] = (int)((i * 7919u + 13u) % k->c.vocab_size), tgt[i] = (int)(i % 5);
-    if (f) fprintf(f, "== %s: create\n", k->name), write_recs_(f, &nm, t, 0);
-    size_t mark = t->n;
     if (wgpt_gpt2_set_params(m, p) < 0) fail_(m);
     wgpt_step_result r;
-    float loss;
-    if (k->o.training && k->o.nshards > 1) {  // ZeRO-1's split update
+    if (k->o.training && k->o.nshards > 1) {
         double sumsq;
         int bad;
         if (wgpt_gpt2_accumulate(m, tok, tgt, 1, &loss) < 0 || wgpt_gpt2_update_shard_begin(m, &OPT, 1, &sumsq, &bad) < 0 ||
@@ -197,19 +190,41 @@ static void run_config_(const config_ *k, FILE *f, trace_ *t, int *fwd_n, int *b
     } else if (wgpt_gpt2_forward(m, tok, tgt, &loss) < 0) {
         fail_(m);
     }
-    if (f) fprintf(f, "== %s: step\n", k->name), write_recs_(f, &nm, t, mark);
-    if (f) write_model_(f, m);
-    *fwd_n = m->fwd.n, *bwd_n = m->bwd.n;
+    fprintf(f, "== %s: step\n", k->name), write_recs_(f, nm, t, mark);
+    write_model_(f, m);
     if (k->inference) {
+        char err[2048];
         mark = t->n;
         wgpt_gpt2 *inf = wgpt_gpt2_create_inference(m, k->B, k->T, err, sizeof err);
         if (!inf) fail_msg("%s: inference: %s", k->name, err);
         if (wgpt_gpt2_forward(inf, tok, tgt, &loss) < 0) fail_(inf);
-        if (f) fprintf(f, "== %s: inference\n", k->name), write_recs_(f, &nm, t, mark), write_model_(f, inf);
+        fprintf(f, "== %s: inference\n", k->name), write_recs_(f, nm, t, mark), write_model_(f, inf);
         wgpt_gpt2_free(inf);
     }
-    wgpt_op_set_trace(NULL, NULL);
     free(p), free(tok), free(tgt);
+}
+
+// Makes the configuration's model with the trace on, leaving the trace in
+// t and the model's counters in *cn; with f, also steps it (step_) and
+// writes the listing there.
+static void run_config_(const config_ *k, FILE *f, trace_ *t, counts_ *cn) {
+    wgpt_gpu_options go = {.adapter_index = -1, .emulate_sgm = k->emulate, .matmul_epilogues = (uint32_t)k->epilogues,
+                           .max_binding = k->max_binding, .kernels = k->emulate ? WGPT_KERNELS_GPU : 0};
+    char err[2048];
+    wgpt_gpu *g = wgpt_gpu_open(&go, err, sizeof err);
+    if (!g) fail_msg("cannot open the GPU: %s", err);
+    names_ nm = {.n = 0};
+    t->n = 0;
+    wgpt_op_set_trace(on_add_, t);
+    wgpt_gpt2 *m = wgpt_gpt2_create_opts(g, &k->c, k->B, k->T, &k->o, err, sizeof err);
+    if (!m) fail_msg("%s: %s", k->name, err);
+    cn->fwd_n = m->fwd.n, cn->bwd_n = m->bwd.n;
+    for (uint32_t i = 0; m->bwd_cut && i < m->c.num_layers + 2 && i < 64; i++) cn->cut[i] = m->bwd_cut[i];
+    if (f) {
+        fprintf(f, "== %s: create\n", k->name), write_recs_(f, &nm, t, 0);
+        step_(k, m, f, t, &nm);
+    }
+    wgpt_op_set_trace(NULL, NULL);
     wgpt_gpt2_free(m);
     wgpt_gpu_close(g);
 }
@@ -224,8 +239,8 @@ static int dump_(const char *dir) {
             fprintf(stderr, "cannot write %s\n", path);
             return 1;
         }
-        int fn, bn;
-        run_config_(&CONFIGS[i], f, &t, &fn, &bn);
+        counts_ cn;
+        run_config_(&CONFIGS[i], f, &t, &cn);
         fclose(f);
         printf("%s: %zu dispatches prepared\n", path, t.n);
     }
@@ -233,8 +248,105 @@ static int dump_(const char *dir) {
     return 0;
 }
 
+// 1 if two steps dispatch the same kernel with the same params on the same grid.
+static int same_(const rec_ *a, const rec_ *b) {
+    return !strcmp(a->kernel, b->kernel) && a->ps == b->ps && !memcmp(a->params, b->params, a->ps) && a->x == b->x &&
+           a->y == b->y && a->z == b->z;
+}
+
+static const config_ *config_named_(const char *name) {
+    for (int i = 0; i < NCONFIGS; i++)
+        if (!strcmp(CONFIGS[i].name, name)) return &CONFIGS[i];
+    fail_msg("no configuration %s", name);
+    return NULL;
+}
+
+// gpt2.h wgpt_recompute: "the same kernels write the same values". For the
+// configurations <prefix>_none, _gelu and _all (same shape and device):
+// the forwards are the same steps (kernel, params, grid: the slices they
+// bind differ); each layer's backward (a segment of the backward op) is
+// NONE's with steps put in front: GELU one, ALL more, and every step put
+// in front is one of the forward's.
+static void recompute_is_none_plus_forward_steps_(const char *prefix) {
+    trace_ t[3] = {{0}};
+    counts_ c[3];
+    static const char *const mode[3] = {"none", "gelu", "all"};
+    for (int i = 0; i < 3; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_%s", prefix, mode[i]);
+        run_config_(config_named_(name), NULL, &t[i], &c[i]);
+    }
+    char first[64];
+    snprintf(first, sizeof first, "%s_none", prefix);
+    uint32_t L = config_named_(first)->c.num_layers;
+    for (int i = 1; i < 3; i++) {
+        assert_int_equal(c[i].fwd_n, c[0].fwd_n);
+        for (int k = 0; k < c[0].fwd_n; k++) assert_true(same_(&t[i].r[k], &t[0].r[k]));
+        // segment 0 (the classifier, lnf) and the encoder's are the same
+        assert_int_equal(c[i].cut[0], c[0].cut[0]);
+        for (int k = 0; k < c[0].cut[0]; k++) assert_true(same_(&t[i].r[c[i].fwd_n + k], &t[0].r[c[0].fwd_n + k]));
+        int extra = 0;
+        for (uint32_t s = 1; s <= L; s++) {
+            const rec_ *mine = t[i].r + c[i].fwd_n + c[i].cut[s - 1], *none = t[0].r + c[0].fwd_n + c[0].cut[s - 1];
+            int n = c[i].cut[s] - c[i].cut[s - 1], n0 = c[0].cut[s] - c[0].cut[s - 1], front = n - n0;
+            assert_true(i == 1 ? front == 1 : front > 1);
+            for (int k = 0; k < n0; k++) assert_true(same_(&mine[front + k], &none[k]));
+            for (int k = 0; k < front; k++) {
+                int found = 0;
+                for (int f = 0; f < c[i].fwd_n && !found; f++) found = same_(&mine[k], &t[i].r[f]);
+                if (!found) fail_msg("%s_%s: step %d of layer %u's backward (%s) is not one of the forward's", prefix,
+                                     mode[i], k, L - s, mine[k].kernel);
+            }
+            extra += front;
+        }
+        assert_int_equal(c[i].bwd_n, c[0].bwd_n + extra);
+        const rec_ *enc = t[i].r + c[i].fwd_n + c[i].cut[L], *enc0 = t[0].r + c[0].fwd_n + c[0].cut[L];
+        assert_int_equal(c[i].cut[L + 1] - c[i].cut[L], c[0].cut[L + 1] - c[0].cut[L]);
+        for (int k = 0; k < c[0].cut[L + 1] - c[0].cut[L]; k++) assert_true(same_(&enc[k], &enc0[k]));
+    }
+    for (int i = 0; i < 3; i++) free(t[i].r);
+}
+
+static void fp32_recompute(void **st) {
+    (void)st;
+    recompute_is_none_plus_forward_steps_("fp32");
+}
+
+static int f16_or_skip_(int emulate) {
+    wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = emulate};
+    char err[2048];
+    wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
+    if (!g) fail_msg("cannot open the GPU: %s", err);
+    const wgpt_gpu_info *i = wgpt_gpu_get_info(g);
+    int ok = i->has_f16 && (!emulate || (i->has_subgroup_matrix && i->sgm_config >= 0));
+    if (!ok) printf("skipped: '%s' has no f16%s\n", i->name, emulate ? " or no emulated subgroup matrices" : "");
+    wgpt_gpu_close(g);
+    return ok;
+}
+
+static void f16_recompute(void **st) {
+    (void)st;
+    if (!f16_or_skip_(0)) skip();
+    recompute_is_none_plus_forward_steps_("f16");
+}
+
+// The f16 plan with transposed inputs (tensor cores, emulated where the device has none).
+static void f16_transposed_recompute(void **st) {
+    (void)st;
+    if (!f16_or_skip_(1)) skip();
+    recompute_is_none_plus_forward_steps_("sgm");
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--dump") == 0) return dump_(argv[2]);
-    fprintf(stderr, "usage: %s --dump DIR\n", argv[0]);
-    return 2;
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s [--dump DIR]\n", argv[0]);
+        return 2;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(fp32_recompute),
+        cmocka_unit_test(f16_recompute),
+        cmocka_unit_test(f16_transposed_recompute),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

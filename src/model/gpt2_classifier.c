@@ -3,18 +3,9 @@
 // logits of one chunk, its loss and gradient, the gradient's matmuls, then
 // the next chunk; the (B, T, Vp) logits never exist.
 #include "model/cross_entropy.h"
-#include "model/gpt2_internal.h"
+#include "model/gpt2_views.h"
 #include "model/linear.h"
 #include "model/linear_f16.h"
-
-#define GPU_OK(m, call)                                                         \
-    do {                                                                        \
-        if ((call) < 0) return wgpt_gpt2_fail_((m), "%s", wgpt_gpu_error((m)->g)); \
-    } while (0)
-#define P(t, l) wgpt_gpt2_mview_(m, (t), (l))
-#define D(t, l) wgpt_gpt2_pview_(m, m->grads, (t), (l))
-#define A(act, l) wgpt_gpt2_aview_(&m->act, (l))
-#define P16(t, l) wgpt_gpt2_p16view_(m, (t), (l))
 
 // Rows of the classifier's chunk (training models, gpt2_internal.h):
 // WGPT_CLS_ROWS, fewer where the chunk's logits would not fit one binding,
@@ -62,7 +53,7 @@ int wgpt_gpt2_classifier_(wgpt_gpt2 *m, wgpt_op *op, int backward) {
                 GPU_OK(m, wgpt_crossentropy_forward(g, op, losses, lse, A(status, 0), lg, tgt, n, V, Vp));
                 continue;
             }
-            wgpt_view d16 = A(d16, 0);  // (n, Vp) halves (gpt2.c check_f16_: 8 | Vp)
+            wgpt_view d16 = A(d16, 0);  // (n, Vp) halves (gpt2_plan.c wgpt_gpt2_check_f16_: 8 | Vp)
             d16.size = (uint64_t)n * Vp * 2;
             GPU_OK(m, wgpt_crossentropy_fused_f16(g, op, losses, lse, A(status, 0), d16, lg, tgt, n, V, Vp, dloss));
             GPU_OK(m, wgpt_linear_f16_backward_input(g, op, dln, d16, P16(WGPT_WTE, 0), n, C, Vp, 0, scratch));
