@@ -87,8 +87,8 @@ static void write_act_(FILE *f, const char *name, const wgpt_gpt2_act *a) {
 static void write_model_(FILE *f, const wgpt_gpt2 *m) {
     fprintf(f, "precision %d recompute %d training %d shared %d cls_chunked %d cls_rows %u\n", m->precision,
             m->recompute, m->training, m->shared, m->cls_chunked, m->cls_rows);
-    fprintf(f, "attn16 %d attn_ds %d in16_t %d split_masters %d loss_scale %g\n", m->plan.attn16, m->plan.attn_ds, m->plan.in16_t,
-            m->split_masters, m->loss_scale);
+    fprintf(f, "attn16 %d attn_ds %d in16_t %d split_masters %d loss_scale %g\n", m->plan.attn16, m->plan.attn_ds,
+            m->plan.in16_t, m->split_masters, m->loss_scale);
     fprintf(f, "fwd %d fwd_train_n %d bwd %d opt %d opt_update_from %d shard_norm %d cast %d\n", m->fwd.n,
             m->fwd_train_n, m->bwd.n, m->opt.n, m->opt_update_from, m->shard_norm.n, m->cast.n);
     for (uint32_t i = 0; m->bwd_cut && i < m->c.num_layers + 2; i++) fprintf(f, "cut %u %d\n", i, m->bwd_cut[i]);
@@ -182,7 +182,8 @@ static void step_(const config_ *k, wgpt_gpt2 *m, FILE *f, trace_ *t, names_ *nm
     if (k->o.training && k->o.nshards > 1) {
         double sumsq;
         int bad;
-        if (wgpt_gpt2_accumulate(m, tok, tgt, 1, &loss) < 0 || wgpt_gpt2_update_shard_begin(m, &OPT, 1, &sumsq, &bad) < 0 ||
+        if (wgpt_gpt2_accumulate(m, tok, tgt, 1, &loss) < 0 ||
+            wgpt_gpt2_update_shard_begin(m, &OPT, 1, &sumsq, &bad) < 0 ||
             wgpt_gpt2_update_shard_end(m, &OPT, 1, sumsq, bad, &r) < 0)
             fail_(m);
     } else if (k->o.training) {

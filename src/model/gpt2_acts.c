@@ -97,6 +97,7 @@ static uint64_t linear_transposed_floats_(const wgpt_gpt2 *m) {
 // the residual stream, no f32 ln1, ln2, lnf.
 static int alloc_forward_(wgpt_gpt2 *m, uint64_t scratch_f) {
     uint64_t L = m->c.num_layers, C = m->c.channels, BT = (uint64_t)m->B * m->T, NH = m->c.num_heads;
+    uint64_t Vp = m->c.padded_vocab_size;
     uint64_t Lln = m->recompute >= WGPT_RECOMPUTE_ALL ? 1 : L;
     uint64_t Lf32 = m->precision == WGPT_PRECISION_F16 ? 1 : Lln, Lattn = m->plan.attn16 ? 1 : L;
     uint64_t atty_f = m->plan.attn16 ? TOKEN : BT * C, ln_f = m->plan.in16_t ? TOKEN : BT * C;
@@ -110,7 +111,7 @@ static int alloc_forward_(wgpt_gpt2 *m, uint64_t scratch_f) {
         {&m->fch, "fch", L, BT * 4 * C},
         {&m->fcproj, "fcproj", 1, BT * C},        {&m->res3, "residual3", L, BT * C},
         {&m->lnf, "lnf", 1, m->cls_chunked ? BT * C : ln_f},  {&m->lnf_mean, "lnf mean", 1, BT},
-        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, (uint64_t)m->cls_rows * m->c.padded_vocab_size},
+        {&m->lnf_rstd, "lnf rstd", 1, BT},        {&m->logits, "logits", 1, m->cls_rows * Vp},
         {&m->losses, "losses", 1, BT},            {&m->ce_lse, "ce lse", 1, BT},
         {&m->loss, "loss", 1, 4},                 {&m->status, "status", 1, WGPT_STATUS_WORDS},
         {&m->tokens, "tokens", 1, BT},            {&m->targets, "targets", 1, BT},

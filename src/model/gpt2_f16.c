@@ -114,7 +114,8 @@ static int linear_in_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view inp, w
 // Layer l's GELU output: fcproj's input's f16 copy, from fch (the forward's,
 // and the backward's recomputation: the same kernel, the same values);
 // transposed in the same pass where in16_t (as the fc matmul's GELU
-// epilogue rounds it, WGPT_EPI_GELU), else row-major (check_f16_: 8 | C).
+// epilogue rounds it, WGPT_EPI_GELU), else row-major (wgpt_gpt2_check_f16_:
+// 8 | C).
 static int gelu_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     uint32_t BT = m->B * m->T, C = m->c.channels;
     if (m->plan.in16_t) GPU_OK(m, wgpt_gelu_f16_transpose(m->g, op, A(fchg16, l), A(fch, l), BT, 4 * C));
@@ -244,7 +245,8 @@ static int mlp_backward_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     if (linear_bwd_(m, op, A(dfch_gelu, 0), WGPT_FCPROJW, WGPT_FCPROJB, l, A(dres, 0), A(fchg16, l), t, BT, 4 * C,
                     C) < 0)
         return -1;
-    // the GELU's gradient as fc's bias gradient and f16 copy, in one pass over d fch gelu (check_f16_: 8 | C)
+    // the GELU's gradient as fc's bias gradient and f16 copy, in one pass
+    // over d fch gelu (wgpt_gpt2_check_f16_: 8 | C)
     GPU_OK(m, wgpt_linear_backward_bias_gelu_cast(m->g, op, D(WGPT_FCB, l), d16_(m, BT, 4 * C), A(dfch, 0),
                                                   A(dfch_gelu, 0), A(fch, l), BT, 4 * C, A(mm_scratch, 0)));
     return linear_bwd_mm_(m, op, A(dln, 0), WGPT_FCW, l, d16_(m, BT, 4 * C), A(ln2_16, l), t, BT, C, 4 * C);
