@@ -1,15 +1,20 @@
-// test_gpt2_plan.c: the model's plans, listed without running them
-// (model/op.h wgpt_op_set_trace): every dispatch a model prepares, in order,
-// with its kernel, grid, params and bindings (buffers numbered by first use).
+// test_gpt2_plan.c: the model's plans, listed (model/op.h
+// wgpt_op_set_trace): every dispatch a model prepares, in order, with its
+// kernel, grid, params and bindings (buffers numbered by first use).
 //
 //   build/test_gpt2_plan --dump DIR   writes one listing per configuration
 //                                     (fp32 / f16, tensor cores emulated or
 //                                     not, epilogues, recompute modes, a
 //                                     binding limit that splits, ZeRO-1,
-//                                     inference), to diff two builds' plans
+//                                     inference): what create prepares, then
+//                                     what one step adds (the optimizer, an
+//                                     inference instance), to diff two
+//                                     builds' plans
 //   build/test_gpt2_plan              checks the recompute modes' documented
 //                                     invariants (gpt2.h wgpt_recompute) on
-//                                     those listings
+//                                     what create prepares (kernels, params
+//                                     and grids; the bindings differ by
+//                                     design), running nothing
 #include "test_util.h"
 
 #include <stdio.h>
