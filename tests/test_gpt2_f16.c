@@ -167,7 +167,7 @@ static int ran_(wgpt_gpt2 *m, wgpt_gpu *g, const char *part) {
 }
 
 // The f16 model with every matmul epilogue on (wgpt_gpu_options.matmul_epilogues,
-// off by default: model/gpt2.c epi_) against fp32, on the tensor cores or
+// off by default: model/gpt2_plan.c wgpt_gpt2_plan_) against fp32, on the tensor cores or
 // emulated ones: the same bound as without them. The epilogue kernels ran
 // (the _epi variants) and the plain model's fused GELU' bias pass did not;
 // without them, that pass ran instead. Each keeps one f32 gradient of fc's

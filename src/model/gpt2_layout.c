@@ -1,10 +1,55 @@
-// gpt2_layout.c: where each parameter tensor and activation lives on the GPU,
-// and the conversions between the reference (contiguous) layout and ours.
+// gpt2_layout.c: the model's ground floor, which every other gpt2_*.c file
+// calls and which calls none of them: where each parameter tensor, shard
+// and activation lives on the GPU, the model's error, its memory counts.
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gpt2_internal.h"
+#include "util/err.h"
+
+int wgpt_gpt2_fail_(wgpt_gpt2 *m, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wgpt_verrf(m->err, sizeof m->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *wgpt_gpt2_error(const wgpt_gpt2 *m) { return m->err; }
+
+void wgpt_gpt2_memory(const wgpt_gpt2 *m, uint64_t *param_bytes, uint64_t *activation_bytes) {
+    *param_bytes = m->param_bytes;
+    *activation_bytes = m->activation_bytes;
+}
+
+void wgpt_gpt2_memory_parts(const wgpt_gpt2 *m, uint64_t *param_grad_bytes, uint64_t *adam_bytes) {
+    *param_grad_bytes = m->param_bytes - m->adam_bytes;
+    *adam_bytes = m->adam_bytes;
+}
+
+void wgpt_gpt2_memory_split(const wgpt_gpt2 *m, wgpt_gpt2_memory_kinds *out) {
+    *out = (wgpt_gpt2_memory_kinds){m->master_bytes, m->weights16_bytes, m->grad_bytes,
+                                    m->adam_bytes,   m->activation_bytes, m->split_masters};
+}
+
+// Shard i of n of the padded array: 64-float (256-byte) boundaries, so that
+// every shard can be bound on any device (WebGPU's largest offset alignment)
+// and every rank computes the same boundaries whatever its GPU.
+void wgpt_gpt2_shard_range_(uint64_t padded, uint32_t i, uint32_t n, uint64_t *off, uint64_t *count) {
+    uint64_t per = (padded / 64 + n - 1) / n * 64;
+    uint64_t o = (uint64_t)i * per < padded ? (uint64_t)i * per : padded;
+    *off = o;
+    *count = padded - o < per ? padded - o : per;
+}
+
+void wgpt_gpt2_shard_range(const wgpt_gpt2 *m, uint32_t i, uint64_t *off, uint64_t *count) {
+    wgpt_gpt2_shard_range_(m->padded_params, i, m->nshards, off, count);
+}
+
+uint32_t wgpt_gpt2_num_shards(const wgpt_gpt2 *m) { return m->nshards; }
+uint64_t wgpt_gpt2_padded_params(const wgpt_gpt2 *m) { return m->padded_params; }
 
 // Floats per aligned slice: bindings must start at a multiple of 256 bytes.
 static uint64_t align64_(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
@@ -63,94 +108,6 @@ wgpt_view wgpt_gpt2_p16view_(const wgpt_gpt2 *m, int t, uint32_t l) {
     return (wgpt_view){m->params16, (p->base + (uint64_t)l * p->stride) * 2, p->slice_floats * 2};
 }
 
-// Reference layout <-> padded layout (host copies).
-static void convert_(const wgpt_gpt2 *m, float *padded, float *ref, int to_padded) {
-    size_t src = 0;
-    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
-        const wgpt_gpt2_tensor *p = &m->pt[t];
-        for (uint32_t l = 0; l < p->slices; l++) {
-            float *dst = padded + p->base + (uint64_t)l * p->stride;
-            if (to_padded) memcpy(dst, ref + src, p->slice_floats * 4);
-            else memcpy(ref + src, dst, p->slice_floats * 4);
-            src += p->slice_floats;
-        }
-    }
-}
-
-static int move_(wgpt_gpt2 *m, wgpt_buf *buf, float *ref, int upload) {
-    float *tmp = calloc(m->padded_params, sizeof *tmp);
-    if (!tmp) return wgpt_gpt2_fail_(m, "out of host memory (%llu floats)", (unsigned long long)m->padded_params);
-    int rc = 0;
-    if (upload) {
-        convert_(m, tmp, ref, 1);
-        rc = wgpt_buf_upload(m->g, buf, 0, tmp, m->padded_params * 4);
-    } else {
-        rc = wgpt_buf_download(m->g, buf, 0, tmp, m->padded_params * 4);
-        if (rc == 0) convert_(m, tmp, ref, 0);
-    }
-    free(tmp);
-    if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-    return 0;
-}
-
-int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params) {
-    float *tmp = calloc(m->padded_params, sizeof *tmp);
-    if (!tmp) return wgpt_gpt2_fail_(m, "out of host memory (%llu floats)", (unsigned long long)m->padded_params);
-    convert_(m, tmp, (float *)params, 1);
-    int rc = wgpt_gpt2_upload_padded_(m, tmp);
-    free(tmp);
-    return rc;
-}
-
-int wgpt_gpt2_get_params(wgpt_gpt2 *m, float *params) {
-    if (m->split_masters)
-        return wgpt_gpt2_fail_(m, "this model holds the fp32 matmul weights of shard %u of %u only (ZeRO-1 in f16): "
-                               "gather them with wgpt_gpt2_get_param_shard", m->shard, m->nshards);
-    return move_(m, m->params, params, 0);
-}
-int wgpt_gpt2_get_grads(wgpt_gpt2 *m, float *grads) {
-    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");
-    return move_(m, m->grads, grads, 0);
-}
-
-int wgpt_gpt2_set_grads(wgpt_gpt2 *m, const float *grads) {
-    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no gradients");
-    return move_(m, m->grads, (float *)grads, 1);
-}
-
-int wgpt_gpt2_get_adam(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
-    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
-    if (m->nshards > 1)
-        return wgpt_gpt2_fail_(m, "this model holds shard %u of %u of the AdamW moments: gather them with "
-                               "wgpt_gpt2_get_adam_shard", m->shard, m->nshards);
-    return move_(m, m->adam_m, adam_m, 0) < 0 ? -1 : move_(m, m->adam_v, adam_v, 0);
-}
-
-// The full moments (a checkpoint's) padded on the host; only the shard is uploaded.
-int wgpt_gpt2_set_adam(wgpt_gpt2 *m, const float *adam_m, const float *adam_v) {
-    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
-    float *tmp = calloc(m->padded_params, sizeof *tmp);
-    if (!tmp) return wgpt_gpt2_fail_(m, "out of host memory (%llu floats)", (unsigned long long)m->padded_params);
-    int rc = 0;
-    for (int i = 0; i < 2 && rc == 0; i++) {
-        convert_(m, tmp, (float *)(i ? adam_v : adam_m), 1);
-        rc = wgpt_buf_upload(m->g, i ? m->adam_v : m->adam_m, 0, tmp + m->shard_off, m->shard_n * 4);
-    }
-    free(tmp);
-    if (rc < 0) return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-    return 0;
-}
-
-int wgpt_gpt2_get_adam_shard(wgpt_gpt2 *m, float *adam_m, float *adam_v) {
-    if (!m->training) return wgpt_gpt2_fail_(m, "an inference model has no optimizer state");
-    if (wgpt_buf_download(m->g, m->adam_m, 0, adam_m, m->shard_n * 4) < 0 ||
-        wgpt_buf_download(m->g, m->adam_v, 0, adam_v, m->shard_n * 4) < 0)
-        return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
-    return 0;
-}
-
-void wgpt_gpt2_unpad(const wgpt_gpt2 *m, const float *padded, float *ref) { convert_(m, (float *)padded, ref, 0); }
-
 // Activation: one buffer, `slices` aligned slices of `floats` each.
 int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint32_t slices, uint64_t floats) {
     a->slices = slices;
@@ -162,8 +119,8 @@ int wgpt_gpt2_act_alloc_(wgpt_gpt2 *m, wgpt_gpt2_act *a, const char *name, uint3
     return 0;
 }
 
-// An activation of one slice is one buffer that every layer reuses (gpt2.c
-// alloc_acts_): slice l of it is slice 0.
+// An activation of one slice is one buffer that every layer reuses
+// (gpt2_acts.c): slice l of it is slice 0.
 wgpt_view wgpt_gpt2_aview_(const wgpt_gpt2_act *a, uint32_t slice) {
     if (a->slices == 1) slice = 0;
     return (wgpt_view){a->buf, (uint64_t)slice * a->stride * 4, a->floats * 4};

@@ -169,3 +169,20 @@ int wgpt_gpt2_set_shard_updates(wgpt_gpt2 *m, const uint32_t *words) {
     }
     return 0;
 }
+
+// params16 = f16(params): after every change of the parameters (f16, a
+// model that keeps its masters whole and owns them).
+int wgpt_gpt2_build_cast_(wgpt_gpt2 *m) {
+    wgpt_view d = {m->params16, 0, 0}, src = {m->params, 0, 0};
+    GPU_OK_(m, wgpt_cast_f16(m->g, &m->cast, d, src, m->padded_params));
+    return 0;
+}
+
+// After an upload of the parameters (AdamW writes the f16 copy of what it
+// updates itself: adamw_update_f16).
+int wgpt_gpt2_refresh_f16_(wgpt_gpt2 *m) {
+    // split masters: uploads cast their own
+    if (m->precision != WGPT_PRECISION_F16 || m->shared || m->split_masters) return 0;
+    GPU_OK_(m, wgpt_op_record(m->g, &m->cast));
+    return 0;
+}

@@ -14,6 +14,14 @@ void wgpt_op_free(wgpt_op *op) {
     wgpt_op_init(op);
 }
 
+static wgpt_op_trace_fn trace_;
+static void *trace_ctx_;
+
+void wgpt_op_set_trace(wgpt_op_trace_fn fn, void *ctx) {
+    trace_ = fn;
+    trace_ctx_ = ctx;
+}
+
 wgpt_bind *wgpt_op_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_view *views, int nviews,
                        const void *params, size_t params_size, uint32_t x, uint32_t y, uint32_t z) {
     wgpt_kernel *k = wgpt_kernel_get(g, kernel);
@@ -31,6 +39,7 @@ wgpt_bind *wgpt_op_add(wgpt_gpu *g, wgpt_op *op, const char *kernel, const wgpt_
     wgpt_bind *b = wgpt_bind_create(g, k, views, nviews, params, params_size);
     if (!b) return NULL;
     op->steps[op->n++] = (wgpt_op_step){b, x, y, z};
+    if (trace_) trace_(trace_ctx_, kernel, views, nviews, params, params_size, x, y, z);
     return b;
 }
 

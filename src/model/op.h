@@ -41,6 +41,14 @@ static inline int wgpt_views_vec4(const wgpt_view *views, int nviews) {
     return 1;
 }
 
+// A test hook (tests/test_gpt2_plan.c): called by wgpt_op_add with every step
+// it prepares, so that a test can list a model's plan (kernel, bindings,
+// params, grid) without running it. NULL (the default): no call. Not for
+// concurrent use; it costs nothing when a step is recorded.
+typedef void (*wgpt_op_trace_fn)(void *ctx, const char *kernel, const wgpt_view *views, int nviews,
+                                 const void *params, size_t params_size, uint32_t x, uint32_t y, uint32_t z);
+void wgpt_op_set_trace(wgpt_op_trace_fn fn, void *ctx);
+
 // Records every step, in order, into the current batch.
 int wgpt_op_record(wgpt_gpu *g, const wgpt_op *op);
 // Records steps [from, to) only (a segment of a longer op).
