@@ -1,0 +1,113 @@
+// test_ops.c: every op of the registry (tests/ops/ops.h) x variant x shape
+// on the default device, against the plain C reference (tests/ref), as
+// ggml's test-backend-ops runs its ops. One cmocka test per case, named
+// "family/variant/sizes"; a case whose variant the device cannot run (no
+// f16, no subgroup matrices) is a cmocka skip that says why, counted as
+// skipped in scripts/run-tests.sh's summary. The devices are opened once per
+// set of options (twin, emulated subgroup matrices, binding limit) and kept.
+//
+//   build/test_ops              every case
+//   build/test_ops WORD...      the cases whose name contains a WORD (e.g. layernorm/cpu)
+#include "test_util.h"
+
+#include "model/linear_f16.h"  // wgpt_linear_f16_uses_sgm: may the device run the sgm variants
+#include "ops/ops.h"
+
+typedef struct op_case {
+    const op_family *f;
+    const op_variant *v;
+    const op_shape *s;
+    char name[128];
+} op_case;
+
+typedef struct op_dev {
+    wgpt_kernels kernels;
+    int emulate_sgm;
+    uint64_t max_binding;
+    wgpt_gpu *g;
+} op_dev;
+static op_dev devs[16];
+static size_t ndevs;
+
+// The device for (variant, shape), opened on first use.
+static wgpt_gpu *dev_for_(const op_variant *v, const op_shape *s) {
+    for (size_t i = 0; i < ndevs; i++)
+        if (devs[i].kernels == v->kernels && devs[i].emulate_sgm == v->emulate_sgm &&
+            devs[i].max_binding == s->max_binding)
+            return devs[i].g;
+    if (ndevs == OP_COUNT(devs)) fail_msg("more than %zu device settings: raise devs in test_ops.c", ndevs);
+    wgpt_gpu_options o = {
+        .adapter_index = -1, .kernels = v->kernels, .emulate_sgm = v->emulate_sgm, .max_binding = s->max_binding};
+    char err[2048];
+    wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
+    if (!g) fail_msg("cannot open the GPU: %s", err);
+    devs[ndevs++] = (op_dev){v->kernels, v->emulate_sgm, s->max_binding, g};
+    return g;
+}
+
+static void run_case_(void **state) {
+    const op_case *c = *state;
+    wgpt_gpu *g = dev_for_(c->v, c->s);
+    const wgpt_gpu_info *info = wgpt_gpu_get_info(g);
+    const char *why = NULL;
+    if ((c->v->needs & (OP_NEEDS_F16 | OP_NEEDS_SGM)) && !info->has_f16) why = "needs shader-f16";
+    else if ((c->v->needs & OP_NEEDS_SGM) && !wgpt_linear_f16_uses_sgm(g))
+        why = "needs f16 subgroup matrices, real or emulated";
+    else if (c->v->emulate_sgm && !info->sgm_emulated)
+        why = "has subgroup matrices of its own: the variant without emulation runs them";
+    if (why) {
+        print_message("skipped: %s: '%s' %s\n", c->name, info->name, why);
+        skip();
+    }
+    c->f->check(g, c->v, c->s);
+}
+
+static int teardown_(void **state) {
+    (void)state;
+    while (ndevs) wgpt_gpu_close(devs[--ndevs].g);
+    return 0;
+}
+
+static int matches_(const char *name, int argc, char **argv) {
+    if (argc < 2) return 1;
+    for (int i = 1; i < argc; i++)
+        if (strstr(name, argv[i])) return 1;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    size_t max = 0;
+    for (size_t f = 0; f < op_nfamilies; f++) max += op_families[f]->nshapes * op_families[f]->nvariants;
+    op_case *cases = calloc(max ? max : 1, sizeof *cases);
+    struct CMUnitTest *tests = calloc(max ? max : 1, sizeof *tests);
+    if (!cases || !tests) return 2;
+    size_t n = 0;
+    for (size_t f = 0; f < op_nfamilies; f++) {
+        const op_family *fam = op_families[f];
+        for (size_t s = 0; s < fam->nshapes; s++)
+            for (size_t v = 0; v < fam->nvariants; v++) {
+                const op_shape *sh = &fam->shapes[s];
+                if (sh->variants && !(sh->variants & (1u << v))) continue;
+                op_case *c = &cases[n];
+                *c = (op_case){fam, &fam->variants[v], sh, ""};
+                int k = snprintf(c->name, sizeof c->name, "%s/%s/", fam->name, c->v->name);
+                size_t nd = OP_COUNT(sh->d);
+                while (nd > 1 && !sh->d[nd - 1]) nd--;
+                for (size_t d = 0; d < nd && k > 0 && (size_t)k < sizeof c->name; d++)
+                    k += snprintf(c->name + k, sizeof c->name - (size_t)k, d ? "x%u" : "%u", sh->d[d]);
+                if (sh->max_binding && k > 0 && (size_t)k < sizeof c->name)
+                    snprintf(c->name + k, sizeof c->name - (size_t)k, " (bindings of %llu KiB)",
+                             (unsigned long long)(sh->max_binding >> 10));
+                if (!matches_(c->name, argc, argv)) continue;
+                tests[n] = (struct CMUnitTest){c->name, run_case_, NULL, NULL, c};
+                n++;
+            }
+    }
+    if (!n) {
+        fprintf(stderr, "test_ops: no case matches the words given\n");
+        return 2;
+    }
+    int rc = _cmocka_run_group_tests("ops", tests, n, NULL, teardown_);
+    free(tests), free(cases);
+    return rc;
+}
