@@ -66,5 +66,6 @@ extern const size_t op_nfamilies;
 // The families (one file each in tests/ops/).
 extern const op_family op_layernorm;
 extern const op_family op_gelu_residual;
+extern const op_family op_cross_entropy;
 
 #endif

@@ -6,5 +6,6 @@
 const op_family *const op_families[] = {
     &op_layernorm,
     &op_gelu_residual,
+    &op_cross_entropy,
 };
 const size_t op_nfamilies = OP_COUNT(op_families);
