@@ -67,5 +67,6 @@ extern const size_t op_nfamilies;
 extern const op_family op_layernorm;
 extern const op_family op_gelu_residual;
 extern const op_family op_cross_entropy;
+extern const op_family op_embedding;
 
 #endif

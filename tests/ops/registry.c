@@ -4,6 +4,7 @@
 #include "ops/ops.h"
 
 const op_family *const op_families[] = {
+    &op_embedding,
     &op_layernorm,
     &op_gelu_residual,
     &op_cross_entropy,
