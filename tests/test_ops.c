@@ -23,6 +23,7 @@ typedef struct op_case {
 typedef struct op_dev {
     wgpt_kernels kernels;
     int emulate_sgm;
+    uint32_t matmul_splits;
     uint64_t max_binding;
     wgpt_gpu *g;
 } op_dev;
@@ -33,15 +34,18 @@ static size_t ndevs;
 static wgpt_gpu *dev_for_(const op_variant *v, const op_shape *s) {
     for (size_t i = 0; i < ndevs; i++)
         if (devs[i].kernels == v->kernels && devs[i].emulate_sgm == v->emulate_sgm &&
-            devs[i].max_binding == s->max_binding)
+            devs[i].matmul_splits == v->matmul_splits && devs[i].max_binding == s->max_binding)
             return devs[i].g;
     if (ndevs == OP_COUNT(devs)) fail_msg("more than %zu device settings: raise devs in test_ops.c", ndevs);
-    wgpt_gpu_options o = {
-        .adapter_index = -1, .kernels = v->kernels, .emulate_sgm = v->emulate_sgm, .max_binding = s->max_binding};
+    wgpt_gpu_options o = {.adapter_index = -1,
+                          .kernels = v->kernels,
+                          .emulate_sgm = v->emulate_sgm,
+                          .matmul_splits = v->matmul_splits,
+                          .max_binding = s->max_binding};
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
-    devs[ndevs++] = (op_dev){v->kernels, v->emulate_sgm, s->max_binding, g};
+    devs[ndevs++] = (op_dev){v->kernels, v->emulate_sgm, v->matmul_splits, s->max_binding, g};
     return g;
 }
 

@@ -31,6 +31,7 @@ typedef struct op_variant {
     int emulate_sgm;       // 1: emulated subgroup matrices where the device has f16 but none
     unsigned needs;        // OP_NEEDS_* bits
     int arg;
+    uint32_t matmul_splits;  // wgpt_gpu_options.matmul_splits (0: as the shape asks)
 } op_variant;
 
 // One test shape: up to 6 sizes (their meaning is the family's), the binding
@@ -68,5 +69,6 @@ extern const op_family op_layernorm;
 extern const op_family op_gelu_residual;
 extern const op_family op_cross_entropy;
 extern const op_family op_embedding;
+extern const op_family op_linear;
 
 #endif

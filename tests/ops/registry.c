@@ -6,6 +6,7 @@
 const op_family *const op_families[] = {
     &op_embedding,
     &op_layernorm,
+    &op_linear,
     &op_gelu_residual,
     &op_cross_entropy,
 };
