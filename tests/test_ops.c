@@ -10,7 +10,8 @@
 //   build/test_ops WORD...      the cases whose name contains a WORD (e.g. layernorm/cpu)
 #include "test_util.h"
 
-#include "model/linear_f16.h"  // wgpt_linear_f16_uses_sgm: may the device run the sgm variants
+#include "model/attention.h"   // wgpt_attention_uses_sgm: may the device run the sgm variants
+#include "model/linear_f16.h"  // wgpt_linear_f16_uses_sgm
 #include "ops/ops.h"
 
 typedef struct op_case {
@@ -54,9 +55,11 @@ static void run_case_(void **state) {
     wgpt_gpu *g = dev_for_(c->v, c->s);
     const wgpt_gpu_info *info = wgpt_gpu_get_info(g);
     const char *why = NULL;
-    if ((c->v->needs & (OP_NEEDS_F16 | OP_NEEDS_SGM)) && !info->has_f16) why = "needs shader-f16";
+    if (c->v->needs && !info->has_f16) why = "needs shader-f16";
     else if ((c->v->needs & OP_NEEDS_SGM) && !wgpt_linear_f16_uses_sgm(g))
         why = "needs f16 subgroup matrices, real or emulated";
+    else if ((c->v->needs & OP_NEEDS_SGM_ATTENTION) && !wgpt_attention_uses_sgm(g, 64))
+        why = "has no f16 subgroup matrices for attention (the H100/H200 run this case)";
     else if (c->v->emulate_sgm && !info->sgm_emulated)
         why = "has subgroup matrices of its own: the variant without emulation runs them";
     if (why) {

@@ -19,6 +19,7 @@
 enum {
     OP_NEEDS_F16 = 1u,   // shader-f16
     OP_NEEDS_SGM = 2u,   // f16 subgroup matrices, real or emulated (see op_variant.emulate_sgm)
+    OP_NEEDS_SGM_ATTENTION = 4u,  // the f16 attention kernels' subgroup matrices (wgpt_attention_uses_sgm)
 };
 
 // One way of running a family: the device options the harness opens the
@@ -34,12 +35,12 @@ typedef struct op_variant {
     uint32_t matmul_splits;  // wgpt_gpu_options.matmul_splits (0: as the shape asks)
 } op_variant;
 
-// One test shape: up to 6 sizes (their meaning is the family's), the binding
+// One test shape: up to 8 sizes (their meaning is the family's), the binding
 // limit of the device it runs on (0: the device's; else smaller, so that the
 // wrappers split tensors into chunks), and which variants run it (bit i:
 // variant i; 0: all).
 typedef struct op_shape {
-    uint32_t d[6];
+    uint32_t d[8];
     uint64_t max_binding;
     unsigned variants;
 } op_shape;
@@ -70,5 +71,6 @@ extern const op_family op_gelu_residual;
 extern const op_family op_cross_entropy;
 extern const op_family op_embedding;
 extern const op_family op_linear;
+extern const op_family op_attention;
 
 #endif

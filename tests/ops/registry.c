@@ -8,6 +8,7 @@ const op_family *const op_families[] = {
     &op_layernorm,
     &op_linear,
     &op_gelu_residual,
+    &op_attention,
     &op_cross_entropy,
 };
 const size_t op_nfamilies = OP_COUNT(op_families);
