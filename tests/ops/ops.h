@@ -72,5 +72,6 @@ extern const op_family op_cross_entropy;
 extern const op_family op_embedding;
 extern const op_family op_linear;
 extern const op_family op_attention;
+extern const op_family op_optimizer;
 
 #endif
