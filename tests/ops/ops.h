@@ -73,5 +73,6 @@ extern const op_family op_embedding;
 extern const op_family op_linear;
 extern const op_family op_attention;
 extern const op_family op_optimizer;
+extern const op_family op_decode;
 
 #endif

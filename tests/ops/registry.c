@@ -10,6 +10,7 @@ const op_family *const op_families[] = {
     &op_gelu_residual,
     &op_attention,
     &op_optimizer,
+    &op_decode,
     &op_cross_entropy,
 };
 const size_t op_nfamilies = OP_COUNT(op_families);
