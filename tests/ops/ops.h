@@ -74,5 +74,6 @@ extern const op_family op_linear;
 extern const op_family op_attention;
 extern const op_family op_optimizer;
 extern const op_family op_decode;
+extern const op_family op_infrastructure;
 
 #endif

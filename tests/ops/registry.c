@@ -11,6 +11,7 @@ const op_family *const op_families[] = {
     &op_attention,
     &op_optimizer,
     &op_decode,
+    &op_infrastructure,
     &op_cross_entropy,
 };
 const size_t op_nfamilies = OP_COUNT(op_families);
