@@ -25,6 +25,7 @@ typedef struct op_dev {
     wgpt_kernels kernels;
     int emulate_sgm;
     uint32_t matmul_splits;
+    int disable_f16;
     uint64_t max_binding;
     wgpt_gpu *g;
 } op_dev;
@@ -35,18 +36,20 @@ static size_t ndevs;
 static wgpt_gpu *dev_for_(const op_variant *v, const op_shape *s) {
     for (size_t i = 0; i < ndevs; i++)
         if (devs[i].kernels == v->kernels && devs[i].emulate_sgm == v->emulate_sgm &&
-            devs[i].matmul_splits == v->matmul_splits && devs[i].max_binding == s->max_binding)
+            devs[i].matmul_splits == v->matmul_splits && devs[i].disable_f16 == v->disable_f16 &&
+            devs[i].max_binding == s->max_binding)
             return devs[i].g;
     if (ndevs == OP_COUNT(devs)) fail_msg("more than %zu device settings: raise devs in test_ops.c", ndevs);
     wgpt_gpu_options o = {.adapter_index = -1,
                           .kernels = v->kernels,
                           .emulate_sgm = v->emulate_sgm,
                           .matmul_splits = v->matmul_splits,
+                          .disable_f16 = v->disable_f16,
                           .max_binding = s->max_binding};
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
-    devs[ndevs++] = (op_dev){v->kernels, v->emulate_sgm, v->matmul_splits, s->max_binding, g};
+    devs[ndevs++] = (op_dev){v->kernels, v->emulate_sgm, v->matmul_splits, v->disable_f16, s->max_binding, g};
     return g;
 }
 
@@ -60,8 +63,6 @@ static void run_case_(void **state) {
         why = "needs f16 subgroup matrices, real or emulated";
     else if ((c->v->needs & OP_NEEDS_SGM_ATTENTION) && !wgpt_attention_uses_sgm(g, 64))
         why = "has no f16 subgroup matrices for attention (the H100/H200 run this case)";
-    else if (c->v->emulate_sgm && !info->sgm_emulated)
-        why = "has subgroup matrices of its own: the variant without emulation runs them";
     if (why) {
         print_message("skipped: %s: '%s' %s\n", c->name, info->name, why);
         skip();

@@ -242,12 +242,12 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0},
-    {"cpu", WGPT_KERNELS_CPU, 0, 0, 0, 0},
-    {"gpu-scratch", WGPT_KERNELS_GPU, 0, 0, 1, 0},
-    {"cpu-scratch", WGPT_KERNELS_CPU, 0, 0, 1, 0},
-    {"gpu-7-parts", WGPT_KERNELS_GPU, 0, 0, 1, 7},
-    {"cpu-7-parts", WGPT_KERNELS_CPU, 0, 0, 1, 7},
+    {"gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0, 0},
+    {"cpu", WGPT_KERNELS_CPU, 0, 0, 0, 0, 0},
+    {"gpu-scratch", WGPT_KERNELS_GPU, 0, 0, 1, 0, 0},
+    {"cpu-scratch", WGPT_KERNELS_CPU, 0, 0, 1, 0, 0},
+    {"gpu-7-parts", WGPT_KERNELS_GPU, 0, 0, 1, 7, 0},
+    {"cpu-7-parts", WGPT_KERNELS_CPU, 0, 0, 1, 7, 0},
 };
 #define PLAIN_ (3u << 0)
 #define SCRATCH_ (3u << 2)

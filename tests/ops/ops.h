@@ -29,10 +29,11 @@ enum {
 typedef struct op_variant {
     const char *name;
     wgpt_kernels kernels;  // the twin the wrappers dispatch (wgpt_gpu_options.kernels)
-    int emulate_sgm;       // 1: emulated subgroup matrices where the device has f16 but none
+    int emulate_sgm;       // 1: emulated subgroup matrices where the device has f16 but none (real ones elsewhere)
     unsigned needs;        // OP_NEEDS_* bits
     int arg;
     uint32_t matmul_splits;  // wgpt_gpu_options.matmul_splits (0: as the shape asks)
+    int disable_f16;         // wgpt_gpu_options.disable_f16: as if the device had no shader-f16
 } op_variant;
 
 // One test shape: up to 8 sizes (their meaning is the family's), the binding
@@ -75,5 +76,7 @@ extern const op_family op_attention;
 extern const op_family op_optimizer;
 extern const op_family op_decode;
 extern const op_family op_infrastructure;
+extern const op_family op_linear_f16;
+extern const op_family op_precision;
 
 #endif

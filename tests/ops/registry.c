@@ -12,6 +12,8 @@ const op_family *const op_families[] = {
     &op_optimizer,
     &op_decode,
     &op_infrastructure,
+    &op_linear_f16,
+    &op_precision,
     &op_cross_entropy,
 };
 const size_t op_nfamilies = OP_COUNT(op_families);
