@@ -137,8 +137,8 @@ static void refuses_bad_shapes_and_views(void **st) {
     wgpt_op op;
     wgpt_op_init(&op);
     EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 1, 8, 260, 2), "at most 128");
-    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 1, 8, 50, 3), "bad att_shape");
-    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 0, 8, 48, 3), "bad att_shape");
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 1, 8, 50, 3), "bad shape");
+    EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, v, 0, 8, 48, 3), "bad shape");
     EXPECT_REFUSED(G, &op, wgpt_attention_forward(G, &op, v, v, small, 1, 8, 48, 3), "qkv (B, T, 3C) needs");
     EXPECT_REFUSED(G, &op, wgpt_attention_backward(G, &op, v, small, v, v, v, v, 2, 8, 48, 3), "D (B, NH, T)");
     // WebGPU refuses a buffer bound writable and read-only in one dispatch,
