@@ -7,8 +7,10 @@
 // set of options (twin, emulated subgroup matrices, splits, f16 off, binding
 // limit) and kept, up to 8 at a time.
 //
-//   build/test_ops              every case
+//   build/test_ops              every case, on the default adapter
 //   build/test_ops WORD...      the cases whose name contains a WORD (e.g. layernorm/cpu)
+//   build/test_ops --all-adapters [WORD...]   every case on every adapter
+//                               wgpt_gpu_list finds (names start "adapter I: ")
 #include "test_util.h"
 
 #include "model/attention.h"   // wgpt_attention_uses_sgm: may the device run the sgm variants
@@ -16,6 +18,7 @@
 #include "ops/ops.h"
 
 typedef struct op_case {
+    int adapter;  // -1: the default one
     const op_family *f;
     const op_variant *v;
     const op_shape *s;
@@ -23,6 +26,7 @@ typedef struct op_case {
 } op_case;
 
 typedef struct op_dev {
+    int adapter;
     wgpt_kernels kernels;
     int emulate_sgm;
     uint32_t matmul_splits;
@@ -33,16 +37,16 @@ typedef struct op_dev {
 static op_dev devs[8];
 static size_t ndevs;
 
-// The device for (variant, shape), opened on first use.
-static wgpt_gpu *dev_for_(const op_variant *v, const op_shape *s) {
+// The device for (adapter, variant, shape), opened on first use.
+static wgpt_gpu *dev_for_(int adapter, const op_variant *v, const op_shape *s) {
     for (size_t i = 0; i < ndevs; i++)
-        if (devs[i].kernels == v->kernels && devs[i].emulate_sgm == v->emulate_sgm &&
+        if (devs[i].adapter == adapter && devs[i].kernels == v->kernels && devs[i].emulate_sgm == v->emulate_sgm &&
             devs[i].matmul_splits == v->matmul_splits && devs[i].disable_f16 == v->disable_f16 &&
             devs[i].max_binding == s->max_binding)
             return devs[i].g;
     if (ndevs == OP_COUNT(devs))  // all taken: close them (the cases run family by family)
         while (ndevs) wgpt_gpu_close(devs[--ndevs].g);
-    wgpt_gpu_options o = {.adapter_index = -1,
+    wgpt_gpu_options o = {.adapter_index = adapter,
                           .kernels = v->kernels,
                           .emulate_sgm = v->emulate_sgm,
                           .matmul_splits = v->matmul_splits,
@@ -51,13 +55,13 @@ static wgpt_gpu *dev_for_(const op_variant *v, const op_shape *s) {
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
-    devs[ndevs++] = (op_dev){v->kernels, v->emulate_sgm, v->matmul_splits, v->disable_f16, s->max_binding, g};
+    devs[ndevs++] = (op_dev){adapter, v->kernels, v->emulate_sgm, v->matmul_splits, v->disable_f16, s->max_binding, g};
     return g;
 }
 
 static void run_case_(void **state) {
     const op_case *c = *state;
-    wgpt_gpu *g = dev_for_(c->v, c->s);
+    wgpt_gpu *g = dev_for_(c->adapter, c->v, c->s);
     const wgpt_gpu_info *info = wgpt_gpu_get_info(g);
     const char *why = NULL;
     if (c->v->needs && !info->has_f16) why = "needs shader-f16";
@@ -79,40 +83,64 @@ static int teardown_(void **state) {
 }
 
 static int matches_(const char *name, int argc, char **argv) {
-    if (argc < 2) return 1;
-    for (int i = 1; i < argc; i++)
+    int words = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--all-adapters")) continue;
+        words++;
         if (strstr(name, argv[i])) return 1;
-    return 0;
+    }
+    return words == 0;
+}
+
+// "[adapter I: ]family/variant/d0xd1x... [(bindings of N KiB)]"
+static void case_name_(op_case *c) {
+    const op_shape *sh = c->s;
+    int k = c->adapter < 0 ? 0 : snprintf(c->name, sizeof c->name, "adapter %d: ", c->adapter);
+    k += snprintf(c->name + k, sizeof c->name - (size_t)k, "%s/%s/", c->f->name, c->v->name);
+    size_t nd = OP_COUNT(sh->d);
+    while (nd > 1 && !sh->d[nd - 1]) nd--;
+    for (size_t d = 0; d < nd && k > 0 && (size_t)k < sizeof c->name; d++)
+        k += snprintf(c->name + k, sizeof c->name - (size_t)k, d ? "x%u" : "%u", sh->d[d]);
+    if (sh->max_binding && k > 0 && (size_t)k < sizeof c->name)
+        snprintf(c->name + k, sizeof c->name - (size_t)k, " (bindings of %llu KiB)",
+                 (unsigned long long)(sh->max_binding >> 10));
 }
 
 int main(int argc, char **argv) {
+    int adapters[16] = {-1}, nad = 1;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--all-adapters")) {
+            static wgpt_gpu_info list[16];
+            char err[512];
+            nad = wgpt_gpu_list(list, 16, err, sizeof err);
+            if (nad < 1) {
+                fprintf(stderr, "test_ops: no adapter: %s\n", nad < 0 ? err : "none found");
+                return 2;
+            }
+            for (int a = 0; a < nad; a++) adapters[a] = a;
+        }
     size_t max = 0;
     for (size_t f = 0; f < op_nfamilies; f++) max += op_families[f]->nshapes * op_families[f]->nvariants;
+    max *= (size_t)nad;
     op_case *cases = calloc(max ? max : 1, sizeof *cases);
     struct CMUnitTest *tests = calloc(max ? max : 1, sizeof *tests);
     if (!cases || !tests) return 2;
     size_t n = 0;
-    for (size_t f = 0; f < op_nfamilies; f++) {
-        const op_family *fam = op_families[f];
-        for (size_t s = 0; s < fam->nshapes; s++)
-            for (size_t v = 0; v < fam->nvariants; v++) {
-                const op_shape *sh = &fam->shapes[s];
-                if (sh->variants && !(sh->variants & (1u << v))) continue;
-                op_case *c = &cases[n];
-                *c = (op_case){fam, &fam->variants[v], sh, ""};
-                int k = snprintf(c->name, sizeof c->name, "%s/%s/", fam->name, c->v->name);
-                size_t nd = OP_COUNT(sh->d);
-                while (nd > 1 && !sh->d[nd - 1]) nd--;
-                for (size_t d = 0; d < nd && k > 0 && (size_t)k < sizeof c->name; d++)
-                    k += snprintf(c->name + k, sizeof c->name - (size_t)k, d ? "x%u" : "%u", sh->d[d]);
-                if (sh->max_binding && k > 0 && (size_t)k < sizeof c->name)
-                    snprintf(c->name + k, sizeof c->name - (size_t)k, " (bindings of %llu KiB)",
-                             (unsigned long long)(sh->max_binding >> 10));
-                if (!matches_(c->name, argc, argv)) continue;
-                tests[n] = (struct CMUnitTest){c->name, run_case_, NULL, NULL, c};
-                n++;
-            }
-    }
+    for (int a = 0; a < nad; a++)
+        for (size_t f = 0; f < op_nfamilies; f++) {
+            const op_family *fam = op_families[f];
+            for (size_t s = 0; s < fam->nshapes; s++)
+                for (size_t v = 0; v < fam->nvariants; v++) {
+                    const op_shape *sh = &fam->shapes[s];
+                    if (sh->variants && !(sh->variants & (1u << v))) continue;
+                    op_case *c = &cases[n];
+                    *c = (op_case){adapters[a], fam, &fam->variants[v], sh, ""};
+                    case_name_(c);
+                    if (!matches_(c->name, argc, argv)) continue;
+                    tests[n] = (struct CMUnitTest){c->name, run_case_, NULL, NULL, c};
+                    n++;
+                }
+        }
     if (!n) {
         fprintf(stderr, "test_ops: no case matches the words given\n");
         return 2;
