@@ -106,7 +106,36 @@ static void case_name_(op_case *c) {
                  (unsigned long long)(sh->max_binding >> 10));
 }
 
+// 0 if every shape of every family runs with some variant and every variant
+// with some shape (a row that tests nothing is an error, not a pass); else
+// prints the first such row and returns -1.
+static int registry_whole_(void) {
+    for (size_t f = 0; f < op_nfamilies; f++) {
+        const op_family *fam = op_families[f];
+        unsigned used = 0, all = fam->nvariants >= 32 ? ~0u : (1u << fam->nvariants) - 1;
+        if (!fam->nvariants || !fam->nshapes || !fam->check || fam->nvariants > 32) {
+            fprintf(stderr, "test_ops: family %s has no variants, shapes or check (or over 32 variants)\n", fam->name);
+            return -1;
+        }
+        for (size_t s = 0; s < fam->nshapes; s++) {
+            unsigned m = fam->shapes[s].variants ? fam->shapes[s].variants & all : all;
+            if (!m) {
+                fprintf(stderr, "test_ops: family %s: shape %zu selects no variant\n", fam->name, s);
+                return -1;
+            }
+            used |= m;
+        }
+        for (size_t v = 0; v < fam->nvariants; v++)
+            if (!(used & (1u << v))) {
+                fprintf(stderr, "test_ops: family %s: variant %s runs no shape\n", fam->name, fam->variants[v].name);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (registry_whole_() < 0) return 2;
     int adapters[16] = {-1}, nad = 1;
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--all-adapters")) {
