@@ -1,5 +1,5 @@
 // test_ops.c: every op of the registry (tests/ops/ops.h) x variant x shape
-// on the default device, against the plain C reference (tests/ref), as
+// on the default device (or every adapter), against the plain C reference (tests/ref), as
 // ggml's test-backend-ops runs its ops. One cmocka test per case, named
 // "family/variant/sizes"; a case whose variant the device cannot run (no
 // f16, no subgroup matrices) is a cmocka skip that says why, counted as

@@ -158,24 +158,21 @@ const wgpt_adamw_range OPT_RANGES[] = {
     {12037, 2963, 0.1f},   // adjacent to the previous, same decay
     // [15000, 15100): not covered
 };
-#define N_RANGES OPT_N_RANGES
-#define RANGES OPT_RANGES
-#define ADAMW_N OPT_ADAMW_N
 
 // AdamW for the ranges above on the host, on the GPU's previous state.
 static void ref_step_(float *p, const float *g, float *m, float *v, float lr, const wgpt_adamw_hparams *hp, int t) {
-    for (int i = 0; i < N_RANGES; i++) {
-        const wgpt_adamw_range *r = &RANGES[i];
+    for (int i = 0; i < OPT_N_RANGES; i++) {
+        const wgpt_adamw_range *r = &OPT_RANGES[i];
         ref_adamw_update(p + r->offset, g + r->offset, m + r->offset, v + r->offset, r->count, lr, hp->beta1,
                          hp->beta2, hp->eps, r->weight_decay, t);
     }
 }
 
 static float range_wd_(uint64_t i, int *covered) {
-    for (int k = 0; k < N_RANGES; k++)
-        if (i >= RANGES[k].offset && i < RANGES[k].offset + RANGES[k].count) {
+    for (int k = 0; k < OPT_N_RANGES; k++)
+        if (i >= OPT_RANGES[k].offset && i < OPT_RANGES[k].offset + OPT_RANGES[k].count) {
             *covered = 1;
-            return RANGES[k].weight_decay;
+            return OPT_RANGES[k].weight_decay;
         }
     *covered = 0;
     return 0.0f;
@@ -185,13 +182,13 @@ static float range_wd_(uint64_t i, int *covered) {
 // step and clipping active (max_norm 1 against a norm near 115). Each step is
 // compared with ref_adamw_update applied to the GPU's state before the step.
 static void adamw_3_steps_(wgpt_gpu *dev) {
-    const uint64_t n = ADAMW_N;
+    const uint64_t n = OPT_ADAMW_N;
     const float lrs[3] = {1e-3f, 3e-4f, 2e-3f};
     wgpt_adamw_hparams hp = {lrs[0], 0.9f, 0.999f, 1e-8f, 1};
     const int d = wgpt_gpu_get_info(dev)->max_storage_binding > n * 4;  // 0: split into chunks
     {
         opt_rig r;
-        opt_rig_init(&r, dev, n, 1.0f, RANGES, N_RANGES, &hp);
+        opt_rig_init(&r, dev, n, 1.0f, OPT_RANGES, OPT_N_RANGES, &hp);
         size_t bytes = n * sizeof(float);
         float *p = malloc(bytes), *g = malloc(bytes), *m = malloc(bytes), *v = malloc(bytes);
         float *gp = malloc(bytes), *gm = malloc(bytes), *gv = malloc(bytes), *gs = malloc(bytes);
