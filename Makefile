@@ -38,6 +38,10 @@ TEST_SRC = $(wildcard tests/test_*.c)
 # The plain C reference of the math every kernel is tested against.
 REF_SRC = $(wildcard tests/ref/*.c)
 REF_OBJ = $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(REF_SRC))
+# The op-test registry: one file per kernel family (tests/ops/ops.h), run by
+# test_ops; the per-kernel tests reuse a family's cases for their special ones.
+OPS_SRC = $(wildcard tests/ops/*.c)
+OPS_OBJ = $(patsubst tests/%.c,$(BUILD)/obj/tests/%.o,$(OPS_SRC))
 TESTS = $(patsubst tests/%.c,$(BUILD)/%,$(TEST_SRC))
 VK_LAYER = $(BUILD)/vk/libVkLayer_wgpt_select.so $(BUILD)/vk/VkLayer_wgpt_select.json \
            $(BUILD)/vk/libVkLayer_wgpt_stats.so $(BUILD)/vk/VkLayer_wgpt_stats.json
@@ -158,8 +162,12 @@ $(BUILD)/obj/tests/%.o: tests/%.c
 $(BUILD)/libref.a: $(REF_OBJ)
 	ar rcs $@ $^
 
-$(BUILD)/test_%: tests/test_%.c $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
-	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
+$(BUILD)/libops.a: $(OPS_OBJ)
+	ar rcs $@ $^
+$(BUILD)/obj/tests/ops/%.o: CFLAGS_ALL += -DWGPT_SOURCE_DIR='"$(CURDIR)"'
+
+$(BUILD)/test_%: tests/test_%.c $(BUILD)/libops.a $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a
+	$(CC) $(CFLAGS_ALL) $(DEPFLAGS) -Itests -DWGPT_SOURCE_DIR='"$(CURDIR)"' $< $(BUILD)/libops.a $(BUILD)/libwgptcli.a $(BUILD)/libwgpt.a $(BUILD)/libref.a $(LDLIBS_DAWN) -lcmocka -o $@
 
 # wgpt bench's step in the plain C reference, for bench/cpu_compare.sh (no Dawn).
 $(BUILD)/bench_ref_step: bench/ref_step.c $(BUILD)/obj/model/gpt2_init.o $(BUILD)/obj/cli/options.o $(BUILD)/libref.a

@@ -1,12 +1,9 @@
-// test_gelu_residual.c: kernels/05_gelu.wgsl and 05_residual.wgsl through
-// src/model/elementwise.h against tests/ref (ref_gelu_*, ref_residual_forward):
-// sizes around the workgroup edges and (B,T,4C) for B=2, T=37, C=48; inputs
-// past the tanh clamp, up to +-3e38 (results must stay finite and right);
-// dinp overwritten, not accumulated; views with offsets; flat ranges split over
-// bindings (a device with a 64 KiB binding limit); the 2D grid past 65535
-// workgroups; buffer tails beyond n left alone. Sizes that are multiples of 4
-// (256, 14208, 1000, 50000; 20 of the large inputs) run the vec4 twins, the others the
-// scalar kernels (the wrapper picks).
+// test_gelu_residual.c: the special cases of kernels/05_gelu.wgsl and
+// 05_residual.wgsl (the run-and-compare cases are the "elementwise" family of
+// the op registry, tests/ops/elementwise.c, run by test_ops): inputs past the
+// tanh clamp, up to +-3e38 (results must stay finite and right); the kernels'
+// own bounds checks; the f16 outputs against the f32 ones. 20 of the large
+// inputs run the vec4 twins, the others the scalar kernels (the wrapper picks).
 //
 // Tolerance. residual_forward is one f32 add per element, as in C: exact.
 // GELU: the kernels' tanh is 1 - 2 / (e^2u + 1) (00_shared.wgsl's gelu_tanh),
@@ -22,6 +19,7 @@
 #include "test_util.h"
 
 #include "model/elementwise.h"
+#include "ops/elementwise.h"
 #include "ref/gpt2_ref.h"
 
 static wgpt_gpu *G;      // the default device
@@ -30,7 +28,7 @@ static wgpt_gpu *SPLIT;  // the same adapter with 64 KiB bindings: chunks
 static const float TANH_E = 2.0f * 23.0f * 5.9604645e-8f;
 static const float X_MAX = 6.0f;  // random inputs in [-X_MAX, X_MAX)
 static const float RTOL = 16 * 5.9604645e-8f;
-static const float SENTINEL = 12345.5f;
+static const float SENTINEL = EW_SENTINEL;
 
 static int group_setup(void **state) {
     (void)state;
@@ -45,92 +43,6 @@ static float *alloc_(size_t n) {
     return p;
 }
 
-// A buffer holding x (n floats) at byte offset `off`, zeros before it and a
-// sentinel float after it; the view covers exactly x.
-static wgpt_view place_(wgpt_gpu *g, const float *x, size_t n, uint64_t off, const char *label) {
-    wgpt_buf *b = wgpt_buf_create(g, off + (n + 1) * 4, label);
-    TU_NONNULL(g, b);
-    TU_OK(g, wgpt_buf_upload(g, b, off, x, n * 4));
-    TU_OK(g, wgpt_buf_upload(g, b, off + n * 4, &SENTINEL, 4));
-    return (wgpt_view){b, off, n * 4};
-}
-
-// Downloads what the view covers and checks that the sentinel after it survived.
-static float *fetch_(wgpt_gpu *g, wgpt_view v, size_t n, const char *what) {
-    float *h = alloc_(n + 1);
-    TU_OK(g, wgpt_buf_download(g, v.buf, v.offset, h, (n + 1) * 4));
-    if (h[n] != SENTINEL) fail_msg("%s: wrote past the end of its %zu floats", what, n);
-    return h;
-}
-
-enum { GELU_FWD, GELU_BWD, RESIDUAL };
-
-// Runs one op kind over n floats: x (and y) as inputs, the output prefilled
-// with `prefill`; every view at byte offset `off`. Returns the output.
-static float *run_(wgpt_gpu *g, int kind, const float *x, const float *y, float prefill, size_t n, uint64_t off) {
-    float *init = alloc_(n);
-    for (size_t i = 0; i < n; i++) init[i] = prefill;
-    wgpt_view out = place_(g, init, n, off, "out"), vx = place_(g, x, n, off, "x"), vy = {NULL, 0, 0};
-    if (y) vy = place_(g, y, n, off, "y");
-    wgpt_op op;
-    wgpt_op_init(&op);
-    if (kind == GELU_FWD) TU_OK(g, wgpt_gelu_forward(g, &op, out, vx, n));
-    if (kind == GELU_BWD) TU_OK(g, wgpt_gelu_backward(g, &op, out, vx, vy, n));
-    if (kind == RESIDUAL) TU_OK(g, wgpt_residual_forward(g, &op, out, vx, vy, n));
-    TU_OK(g, wgpt_op_record(g, &op));
-    float *got = fetch_(g, out, n, kind == RESIDUAL ? "residual_forward" : "gelu");
-    wgpt_op_free(&op);
-    wgpt_buf_free(out.buf), wgpt_buf_free(vx.buf), wgpt_buf_free(vy.buf);
-    free(init);
-    return got;
-}
-
-// The references, with the GELU backward's += turned into = (from zero).
-static void ref_(int kind, float *want, const float *x, const float *y, size_t n) {
-    if (kind == GELU_FWD) ref_gelu_forward(want, x, n);
-    if (kind == GELU_BWD) {
-        memset(want, 0, n * sizeof *want);
-        ref_gelu_backward(want, x, y, n);
-    }
-    if (kind == RESIDUAL) ref_residual_forward(want, x, y, n);
-}
-
-static void check_(wgpt_gpu *g, int kind, size_t n, uint64_t off) {
-    float *x = alloc_(n), *y = alloc_(n), *want = alloc_(n);
-    tu_fill(x, n, -X_MAX, X_MAX);
-    tu_fill(y, n, -1.0f, 1.0f);
-    ref_(kind, want, x, y, n);
-    // Prefill the output with garbage: every kernel here overwrites.
-    float *got = run_(g, kind, x, kind == GELU_FWD ? NULL : y, 1e30f, n, off);
-    char what[96];
-    snprintf(what, sizeof what, "%s n=%zu offset=%llu",
-             kind == GELU_FWD ? "gelu_forward" : kind == GELU_BWD ? "gelu_backward" : "residual_forward", n,
-             (unsigned long long)off);
-    if (kind == RESIDUAL) tu_assert_close(what, got, want, n, 0, 0);
-    if (kind == GELU_FWD) tu_assert_close(what, got, want, n, 0.5f * X_MAX * TANH_E, RTOL);
-    if (kind == GELU_BWD) {
-        float du = 0.7978845608f * (1.0f + 3.0f * 0.044715f * X_MAX * X_MAX);
-        tu_assert_close(what, got, want, n, (0.5f + X_MAX * du) * TANH_E, RTOL);
-    }
-    free(x), free(y), free(want), free(got);
-}
-
-static const size_t SIZES[] = {1, 7, 255, 256, 257, 2 * 37 * 4 * 48, 100003};
-#define NSIZES (sizeof SIZES / sizeof SIZES[0])
-
-static void gelu_forward_matches_ref(void **st) {
-    (void)st;
-    for (size_t s = 0; s < NSIZES; s++) check_(G, GELU_FWD, SIZES[s], 0);
-}
-static void gelu_backward_matches_ref(void **st) {
-    (void)st;
-    for (size_t s = 0; s < NSIZES; s++) check_(G, GELU_BWD, SIZES[s], 0);
-}
-static void residual_forward_matches_ref(void **st) {
-    (void)st;
-    for (size_t s = 0; s < NSIZES; s++) check_(G, RESIDUAL, SIZES[s], 0);
-}
-
 // Inputs around and far past the clamp (u = 10 at x = 5.42; x^3 overflows f32
 // past ~7e12): the GPU must give the reference's finite values, no NaN.
 static void gelu_large_inputs(void **st) {
@@ -143,47 +55,22 @@ static void gelu_large_inputs(void **st) {
     for (size_t i = 0; i < nx; i++) dout[i] = i % 2 ? -0.75f : 1.25f;
     // All 22 inputs (scalar kernels), then the last 20 (vec4 twins).
     for (int run = 0; run < 4; run++) {
-        int kind = run % 2 ? GELU_BWD : GELU_FWD;
+        int kind = run % 2 ? EW_GELU_BWD : EW_GELU_FWD;
         size_t n = run < 2 ? nx : 20;
         const float *x = X + (nx - n), *dy = dout + (nx - n);
-        ref_(kind, want, x, dy, n);
-        float *got = run_(G, kind, x, kind == GELU_BWD ? dy : NULL, 1e30f, n, 0);
+        ew_ref(kind, want, x, dy, n);
+        float *got = ew_run(G, kind, x, kind == EW_GELU_BWD ? dy : NULL, 1e30f, n, 0);
         for (size_t i = 0; i < n; i++) {
             // Exact past the clamp (x or -0; 1.25 or 0); inside it the bounds
             // above with |x| <= 10 (u' <= 11.6) and |dout| <= 1.25.
-            float tol = kind == GELU_FWD ? 5.0f * TANH_E + RTOL * fabsf(want[i])
+            float tol = kind == EW_GELU_FWD ? 5.0f * TANH_E + RTOL * fabsf(want[i])
                                          : 1.25f * (0.5f + 10.0f * 11.6f) * TANH_E;
             if (!isfinite(got[i]) || fabsf(got[i] - want[i]) > tol)
-                fail_msg("%s(%g): %.9g, expected %.9g", kind == GELU_FWD ? "gelu_forward" : "gelu_backward",
+                fail_msg("%s(%g): %.9g, expected %.9g", kind == EW_GELU_FWD ? "gelu_forward" : "gelu_backward",
                          (double)x[i], (double)got[i], (double)want[i]);
         }
         free(got);
     }
-}
-
-// Views that start inside their buffers (a 256-byte offset): the tails after
-// them must stay untouched (fetch_ checks the sentinels).
-static void views_with_offsets(void **st) {
-    (void)st;
-    for (int kind = GELU_FWD; kind <= RESIDUAL; kind++) check_(G, kind, 1000, 256);
-}
-
-// 64 KiB bindings: 50,000 floats go in chunks of 16,384 (the last partial),
-// each chunk's views offset from the caller's own offset.
-static void flat_range_split_over_bindings(void **st) {
-    (void)st;
-    for (int kind = GELU_FWD; kind <= RESIDUAL; kind++) {
-        check_(SPLIT, kind, 50000, 0);
-        check_(SPLIT, kind, 50000, 512);
-    }
-}
-
-// More than 65535 workgroups of 256: the 2D grid, every element checked.
-static void past_65535_workgroups(void **st) {
-    (void)st;
-    const size_t n = 65535u * 256u + 777u;
-    check_(G, RESIDUAL, n, 0);
-    check_(G, GELU_FWD, n, 0);
 }
 
 // The kernels' own bounds checks (scalar kernels and vec4 twins), bypassing
@@ -242,8 +129,8 @@ static void gelu_forward_f16_is_the_f32_one_rounded(void **st) {
             float *x = alloc_(n);
             tu_fill(x, n, -X_MAX, X_MAX);
             x[0] = 20.0f, x[n - 1] = -20.0f;  // past the clamp at both ends
-            float *f32 = run_(g, GELU_FWD, x, NULL, 0.0f, n, 256);
-            wgpt_view vx = place_(g, x, n, 256, "x");
+            float *f32 = ew_run(g, EW_GELU_FWD, x, NULL, 0.0f, n, 256);
+            wgpt_view vx = ew_place(g, x, n, 256, "x");
             wgpt_buf *b16 = wgpt_buf_create(g, 256 + n * 2 + 16, "out f16");
             TU_NONNULL(g, b16);
             unsigned char *pre = malloc(256 + n * 2 + 16);
@@ -288,8 +175,8 @@ static void gelu_backward_f16_is_the_f32_one_twice(void **st) {
             tu_fill(y, n, -2, 2);
             memset(zero, 0, n * sizeof *zero);
             x[0] = 20.0f, x[n - 1] = -20.0f;  // past the clamp at both ends
-            float *f32 = run_(g, GELU_BWD, x, y, 0.0f, n, 256);
-            wgpt_view vx = place_(g, x, n, 256, "x"), vy = place_(g, y, n, 256, "dout"), vd = place_(g, zero, n, 256, "dinp");
+            float *f32 = ew_run(g, EW_GELU_BWD, x, y, 0.0f, n, 256);
+            wgpt_view vx = ew_place(g, x, n, 256, "x"), vy = ew_place(g, y, n, 256, "dout"), vd = ew_place(g, zero, n, 256, "dinp");
             wgpt_buf *b16 = wgpt_buf_create(g, 256 + n * 2 + 16, "dinp f16");
             TU_NONNULL(g, b16);
             unsigned char *pre = malloc(256 + n * 2 + 16);
@@ -299,7 +186,7 @@ static void gelu_backward_f16_is_the_f32_one_twice(void **st) {
             wgpt_op_init(&op);
             TU_OK(g, wgpt_gelu_backward_f16(g, &op, vd, (wgpt_view){b16, 256, n * 2}, vx, vy, n));
             TU_OK(g, wgpt_op_record(g, &op));
-            float *got32 = fetch_(g, vd, n, "gelu_backward_f16 dinp");
+            float *got32 = ew_fetch(g, vd, n, "gelu_backward_f16 dinp");
             assert_memory_equal(got32, f32, n * sizeof *f32);
             unsigned char *got = malloc(256 + n * 2 + 16);
             TU_OK(g, wgpt_buf_download(g, b16, 0, got, 256 + n * 2 + 16));
@@ -322,15 +209,9 @@ static void gelu_backward_f16_is_the_f32_one_twice(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(gelu_forward_matches_ref),
         cmocka_unit_test(gelu_forward_f16_is_the_f32_one_rounded),
-        cmocka_unit_test(gelu_backward_matches_ref),
         cmocka_unit_test(gelu_backward_f16_is_the_f32_one_twice),
-        cmocka_unit_test(residual_forward_matches_ref),
         cmocka_unit_test(gelu_large_inputs),
-        cmocka_unit_test(views_with_offsets),
-        cmocka_unit_test(flat_range_split_over_bindings),
-        cmocka_unit_test(past_65535_workgroups),
         cmocka_unit_test(kernels_stop_at_n),
     };
     return cmocka_run_group_tests_name("gelu_residual", tests, group_setup, tu_group_teardown);

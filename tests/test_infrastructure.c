@@ -1,6 +1,9 @@
 // test_infrastructure.c: the element-wise kernels of 00_infrastructure.wgsl
-// against plain C, at sizes around the workgroup edges, and one dispatch past
-// 65535 workgroups (the 2D fallback) that checks every element.
+// bound directly (each twin, scalar and vec4, at sizes around the workgroup
+// edges; the model layer's wgpt_infra_add is the "infrastructure" family of
+// the op registry, tests/ops/infrastructure.c, run by test_ops) against plain
+// C, and one dispatch past 65535 workgroups (the 2D fallback) that checks
+// every element.
 //
 // Tolerance: fill, copy and clamp must be exact. scale and axpy do one f32
 // multiply (and one add) per element, exactly as the C reference; only a fused
@@ -22,8 +25,8 @@ static int group_setup(void **state) {
     return 0;
 }
 // How run_ dispatches: `name` itself with wgpt_groups(n) (WAY_SCALAR) or
-// wgpt_ew_vec4_groups(n) (WAY_VEC4), or wgpt_infra_add choosing (WAY_HOST).
-enum { WAY_SCALAR, WAY_VEC4, WAY_HOST };
+// wgpt_ew_vec4_groups(n) (WAY_VEC4).
+enum { WAY_SCALAR, WAY_VEC4 };
 
 // Runs kernel `name` over n elements: dst (and src if given) uploaded, c as
 // the constant; returns the downloaded dst. Buffers are one element larger
@@ -54,14 +57,9 @@ static float *run_way_(const char *name, int way, uint32_t n, const float *dst0,
     wgpt_op op;
     wgpt_op_init(&op);
     wgpt_bind *b = NULL;
-    if (way == WAY_HOST) {
-        TU_OK(G, wgpt_infra_add(G, &op, name, views, nv, n, c));
-        TU_OK(G, wgpt_op_record(G, &op));
-    } else {
-        b = wgpt_bind_create(G, k, views, nv, &p, sizeof p);
-        TU_NONNULL(G, b);
-        TU_OK(G, wgpt_dispatch1d(G, b, way == WAY_VEC4 ? wgpt_ew_vec4_groups(n) : wgpt_groups(n)));
-    }
+    b = wgpt_bind_create(G, k, views, nv, &p, sizeof p);
+    TU_NONNULL(G, b);
+    TU_OK(G, wgpt_dispatch1d(G, b, way == WAY_VEC4 ? wgpt_ew_vec4_groups(n) : wgpt_groups(n)));
     TU_OK(G, wgpt_buf_download(G, dst, 0, host, ((uint64_t)n + 1) * 4));
     if (host[n] != SENTINEL) fail_msg("%s with n=%u wrote past the end", name, n);
     wgpt_op_free(&op);
@@ -77,9 +75,6 @@ typedef void (*ref_fn)(float *, const float *, size_t, float);
 // (4 vec4s x 256 threads) and its 1024 vec4s, partial vec4 rounds included.
 static const uint32_t SIZES4[] = {4, 252, 1024, 1028, 4096, 4100, 8192 - 4, 65536 + 4, 300004};
 #define NSIZES4 (sizeof SIZES4 / sizeof SIZES4[0])
-// wgpt_infra_add at multiples of 4 and not: it must pick a kernel that fits.
-static const uint32_t SIZES_HOST[] = {3, 4, 1027, 4100, 65539};
-#define NSIZES_HOST (sizeof SIZES_HOST / sizeof SIZES_HOST[0])
 
 static void check_sizes_(const char *name, int way, const uint32_t *sizes, size_t nsizes, int with_src, float c,
                          ref_fn ref, float atol, float rtol) {
@@ -92,7 +87,7 @@ static void check_sizes_(const char *name, int way, const uint32_t *sizes, size_
         ref(want, src, n, c);
         float *got = run_way_(name, way, n, dst, with_src ? src : NULL, c);
         char what[64];
-        snprintf(what, sizeof what, "%s%s n=%u", name, way == WAY_HOST ? " (wgpt_infra_add)" : "", n);
+        snprintf(what, sizeof what, "%s n=%u", name, n);
         tu_assert_close(what, got, want, n, atol, rtol);
         free(got), free(dst), free(src), free(want);
     }
@@ -102,12 +97,12 @@ static void check_each_size_(const char *name, int with_src, float c, ref_fn ref
     check_sizes_(name, WAY_SCALAR, SIZES, NSIZES, with_src, c, ref, atol, rtol);
 }
 
-// The vec4 twin `name`_vec4 at SIZES4, and `name` through wgpt_infra_add.
+// The vec4 twin `name`_vec4 at SIZES4 (`name` through wgpt_infra_add is the
+// "infrastructure" family of the op registry, tests/ops/infrastructure.c).
 static void check_vec4_(const char *name, int with_src, float c, ref_fn ref, float atol, float rtol) {
     char v4[32];
     snprintf(v4, sizeof v4, "%s_vec4", name);
     check_sizes_(v4, WAY_VEC4, SIZES4, NSIZES4, with_src, c, ref, atol, rtol);
-    check_sizes_(name, WAY_HOST, SIZES_HOST, NSIZES_HOST, with_src, c, ref, atol, rtol);
 }
 
 static void ref_fill_zero(float *d, const float *s, size_t n, float c) {

@@ -1,9 +1,12 @@
-// test_linear_f16.c: the f16 cast and transpose (kernels/08_precision.wgsl) and the f16
-// matmuls against the plain C reference: the plain kernels
-// (03_linear_f16.wgsl) on every device, the subgroup-matrix ones
-// (03_linear_sgm.wgsl) where the device has them (the H200), on emulated
-// ones where it has f16 but none (lavapipe: src/gpu/sgm_emulate.h, the same
-// kernel code), and elsewhere the test says they were skipped.
+// test_linear_f16.c: the special cases of the f16 transposes
+// (kernels/08_precision.wgsl) and the f16 matmuls (the run-and-compare cases
+// are the "linear-f16" and "precision" families of the op registry,
+// tests/ops/linear_f16.c and precision.c, run by test_ops; these reuse their
+// cases): the wide, persistent and stream-K blocks, the accumulate order, the
+// epilogues, the block and split choice. The subgroup-matrix kernels
+// (03_linear_sgm.wgsl) run where the device has them (the H100/H200), on
+// emulated ones where it has f16 but none (lavapipe: src/gpu/sgm_emulate.h,
+// the same kernel code), and are a cmocka skip elsewhere.
 #include "gpu/internal.h"  // wgpt_sgm_pick_config_
 #include "model/linear.h"
 #include "model/linear_f16.h"
@@ -11,6 +14,7 @@
 #include "model/layernorm.h"    // wgpt_layernorm_forward
 #include "model/precision.h"
 #include "model/variant.h"
+#include "ops/linear_f16.h"
 #include "ref/gpt2_ref.h"
 #include "test_util.h"
 
@@ -41,186 +45,17 @@ static int group_teardown(void **state) {
     return 0;
 }
 
-static void run_(wgpt_op *op) {
-    for (int i = 0; i < op->n; i++)
-        TU_OK(G, wgpt_dispatch(G, op->steps[i].bind, op->steps[i].x, op->steps[i].y, op->steps[i].z));
-    TU_OK(G, wgpt_gpu_finish(G));  // before the binds go
-    wgpt_op_free(op);
-    wgpt_op_init(op);
-}
+static void run_(wgpt_op *op) { lf16_run(G, op); }
 
-// f16 copies of n floats, made on the GPU by cast_f16 (as the model makes them).
-static uint32_t last_cast_groups_;  // workgroups of the last f16_of_'s dispatch
-static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) {
-    wgpt_buf *src = wgpt_buf_create(G, n * 4, label), *dst = wgpt_buf_create(G, n * 2, label);
-    TU_NONNULL(G, src);
-    TU_NONNULL(G, dst);
-    TU_OK(G, wgpt_buf_upload(G, src, 0, x, n * 4));
-    wgpt_op op;
-    wgpt_op_init(&op);
-    wgpt_view d = {dst, 0, 0}, s = {src, 0, 0};
-    TU_OK(G, wgpt_cast_f16(G, &op, d, s, n));
-    last_cast_groups_ = op.steps[0].x * op.steps[0].y;
-    run_(&op);
-    wgpt_buf_free(src);
-    return dst;
-}
-
-// Every rounding case of f32 -> f16 against the reference, bit for bit: ties to
-// even, the largest finite values and what rounds past them, infinities, NaN,
-// subnormals (a driver that flushes f16 subnormals to zero is reported as such).
-// n elements, on the device under test (G), whose kernels pick the variant.
-static void cast_rounds_as_ieee_(int n) {
-    enum { NS = 32 };
-    float *x = malloc((size_t)n * sizeof *x);
-    uint16_t *got = malloc((size_t)n * sizeof *got);
-    const float special[NS] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, -65504.0f, 65519.0f, 65520.0f, -65520.0f, 1e6f,
-                               INFINITY, -INFINITY, NAN, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 1.0f + 1.0f / 4096,
-                               6.103515625e-05f, 6.0e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.98e-08f, 1e-9f,
-                               3.14159265f, -2.71828f, 0.1f, 1000.1f, 0.33333334f, 1234.5677f, 2048.5f, 2049.5f,
-                               -3e-6f, 7e-7f};
-    memcpy(x, special, sizeof special);
-    tu_rng_state = 42;
-    for (int i = NS; i < n; i++) x[i] = tu_randf(-1, 1) * powf(2.0f, tu_randf(-20, 17));
-    for (int i = 0; i < NS; i++) x[n - 1 - i] = special[i];  // the last vec4s too
-    wgpt_buf *b = f16_of_(x, (uint64_t)n, "cast");
-    // the variant by its grid: 8 x 2 elements a thread (vec4) or 2
-    int vec4 = !wgpt_kernel_variant_cpu(G) && n % 8 == 0;
-    assert_int_equal(last_cast_groups_, vec4 ? (n / 8 + 511) / 512 : (n / 2 + 255) / 256);
-    TU_OK(G, wgpt_buf_download(G, b, 0, got, (uint64_t)n * 2));
-    int flushed = 0;
-    for (int i = 0; i < n; i++) {
-        uint16_t want = ref_f16_from_f32(x[i]);
-        if (got[i] == want) continue;
-        if ((want & 0x7c00u) == 0 && (got[i] & 0x7fffu) == 0) {  // a subnormal flushed to zero
-            flushed++;
-            continue;
-        }
-        fail_msg("cast of %d (element %d): f16(%.9g) = 0x%04x, IEEE gives 0x%04x", n, i, x[i], got[i], want);
-    }
-    printf("cast of %d on '%s': %d values bit-exact, %d f16 subnormals flushed to zero by the driver\n", n,
-           wgpt_gpu_get_info(G)->name, n - flushed, flushed);
-    wgpt_buf_free(b);
-    free(x), free(got);
-}
-
-// The default kernels, and the GPU ones (on lavapipe the CPU twin is the
-// default: one pair a thread; GPUs take cast_f16_vec4 for n % 8 == 0), at
-// n a multiple of 8 (the vec4 kernel, several workgroups: 40,000 steps of 8
-// over 512 a workgroup) and n % 8 == 6 (the pair kernel everywhere).
-static void cast_f16_rounds_as_ieee(void **st) {
-    (void)st;
-    wgpt_gpu_options gpu_kernels = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
-    wgpt_gpu *gk = tu_gpu_open(&gpu_kernels);
-    wgpt_gpu *devices[2] = {G0, gk};
-    for (int d = 0; d < 2; d++) {
-        G = devices[d];
-        cast_rounds_as_ieee_(4128);
-        cast_rounds_as_ieee_(4126);
-        cast_rounds_as_ieee_(320000);
-    }
-    G = G0;
-    wgpt_gpu_close(gk);
-}
-
-// The three passes at one shape, against double-precision sums of the same
-// f16-rounded operands. Tolerance: the products of two f16 are exact in f32,
-// so the only error is the f32 accumulation of k terms: |err| <= k * 2^-24 *
-// sum |a_i b_i| (the standard bound; tensor cores add in f32), doubled for
-// the initial value an accumulating pass adds to.
-static void check_shape_(uint32_t N, uint32_t C, uint32_t OC) {
-    float *inp = malloc((size_t)N * C * 4), *w = malloc((size_t)OC * C * 4), *bias = malloc((size_t)OC * 4);
-    float *dout = malloc((size_t)N * OC * 4), *prior = malloc((size_t)N * C * 4);
-    tu_fill(inp, (size_t)N * C, -1, 1), tu_fill(w, (size_t)OC * C, -0.5f, 0.5f), tu_fill(bias, OC, -1, 1);
-    tu_fill(dout, (size_t)N * OC, -1, 1), tu_fill(prior, (size_t)N * C, -1, 1);
-    // what the GPU multiplies: the f16 roundings
-    float *ri = malloc((size_t)N * C * 4), *rw = malloc((size_t)OC * C * 4), *rd = malloc((size_t)N * OC * 4);
-    for (size_t i = 0; i < (size_t)N * C; i++) ri[i] = ref_f32_from_f16(ref_f16_from_f32(inp[i]));
-    for (size_t i = 0; i < (size_t)OC * C; i++) rw[i] = ref_f32_from_f16(ref_f16_from_f32(w[i]));
-    for (size_t i = 0; i < (size_t)N * OC; i++) rd[i] = ref_f32_from_f16(ref_f16_from_f32(dout[i]));
-    wgpt_buf *i16 = f16_of_(inp, (uint64_t)N * C, "inp16"), *w16 = f16_of_(w, (uint64_t)OC * C, "w16");
-    wgpt_buf *d16 = f16_of_(dout, (uint64_t)N * OC, "dout16");
-    wgpt_buf *bb = wgpt_buf_create(G, OC * 4, "bias"), *out = wgpt_buf_create(G, (uint64_t)N * OC * 4, "out");
-    wgpt_buf *dinp = wgpt_buf_create(G, (uint64_t)N * C * 4, "dinp"), *dw = wgpt_buf_create(G, (uint64_t)OC * C * 4, "dw");
-    TU_OK(G, wgpt_buf_upload(G, bb, 0, bias, OC * 4));
-    TU_OK(G, wgpt_buf_upload(G, dinp, 0, prior, (uint64_t)N * C * 4));
-    float *dw0 = malloc((size_t)OC * C * 4), *db0 = malloc((size_t)OC * 4);
-    tu_fill(dw0, (size_t)OC * C, -1, 1), tu_fill(db0, OC, -1, 1);
-    TU_OK(G, wgpt_buf_upload(G, dw, 0, dw0, (uint64_t)OC * C * 4));
-    // the bias gradient reads the f32 gradient; split-k partials and the bias's go through scratch
-    wgpt_buf *d32 = wgpt_buf_create(G, (uint64_t)N * OC * 4, "dout"), *db = wgpt_buf_create(G, OC * 4, "dbias");
-    uint64_t sb = wgpt_linear_f16_scratch_bytes(G, N, C, OC), bsb = wgpt_linear_bias_scratch_bytes(G, N, OC);
-    wgpt_buf *scr = wgpt_buf_create(G, (sb > bsb ? sb : bsb) + 256, "scratch");
-    TU_NONNULL(G, scr);
-    // the transposed input (subgroup matrices): 256 bytes at least, a binding's minimum here
-    uint64_t tb = wgpt_linear_f16_transposed_bytes(G, N, C, OC);
-    wgpt_buf *tbuf = wgpt_buf_create(G, tb > 256 ? tb : 256, "inp_t");
-    TU_NONNULL(G, tbuf);
-    TU_OK(G, wgpt_buf_upload(G, d32, 0, dout, (uint64_t)N * OC * 4));
-    TU_OK(G, wgpt_buf_upload(G, db, 0, db0, OC * 4));
-    wgpt_view vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bb, 0, 0}, vo = {out, 0, 0};
-    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {scr, 0, 0}, vt = {tbuf, 0, 0}, vd32 = {d32, 0, 0}, vdb = {db, 0, 0};
-    wgpt_op op;
-    wgpt_op_init(&op);
-    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC, vt, vscr));
-    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1, vscr));
-    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vt, vscr));
-    TU_OK(G, wgpt_linear_backward_bias(G, &op, vdb, vd32, N, OC, vscr));
-    run_(&op);
-    float *g_out = malloc((size_t)N * OC * 4), *g_dinp = malloc((size_t)N * C * 4), *g_dw = malloc((size_t)OC * C * 4);
-    TU_OK(G, wgpt_buf_download(G, out, 0, g_out, (uint64_t)N * OC * 4));
-    TU_OK(G, wgpt_buf_download(G, dinp, 0, g_dinp, (uint64_t)N * C * 4));
-    TU_OK(G, wgpt_buf_download(G, dw, 0, g_dw, (uint64_t)OC * C * 4));
-    float *g_db = malloc((size_t)OC * 4);
-    TU_OK(G, wgpt_buf_download(G, db, 0, g_db, OC * 4));
-    double worst = 0;  // |err| / bound
-    for (uint32_t n = 0; n < N; n++)
-        for (uint32_t o = 0; o < OC; o++) {
-            double s = bias[o], a = fabs(bias[o]);
-            for (uint32_t c = 0; c < C; c++) s += (double)ri[n * C + c] * rw[o * C + c], a += fabs(ri[n * C + c] * rw[o * C + c]);
-            double e = fabs(g_out[(size_t)n * OC + o] - s), bound = (C + 1) * 0x1p-24 * a + 1e-30;
-            if (!(e <= bound)) fail_msg("forward %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, o, g_out[(size_t)n * OC + o], s);
-            if (e / bound > worst) worst = e / bound;
-        }
-    for (uint32_t n = 0; n < N; n++)
-        for (uint32_t c = 0; c < C; c++) {
-            double s = prior[(size_t)n * C + c], a = fabs(s);
-            for (uint32_t o = 0; o < OC; o++) s += (double)rd[n * OC + o] * rw[o * C + c], a += fabs(rd[n * OC + o] * rw[o * C + c]);
-            double e = fabs(g_dinp[(size_t)n * C + c] - s), bound = 2 * (OC + 1) * 0x1p-24 * a + 1e-30;
-            if (!(e <= bound)) fail_msg("backward_input %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, c, g_dinp[(size_t)n * C + c], s);
-            if (e / bound > worst) worst = e / bound;
-        }
-    for (uint32_t o = 0; o < OC; o++)
-        for (uint32_t c = 0; c < C; c++) {
-            double s = dw0[(size_t)o * C + c], a = fabs(s);
-            for (uint32_t n = 0; n < N; n++) s += (double)rd[n * OC + o] * ri[n * C + c], a += fabs(rd[n * OC + o] * ri[n * C + c]);
-            double e = fabs(g_dw[(size_t)o * C + c] - s), bound = 2 * (N + 1) * 0x1p-24 * a + 1e-30;
-            if (!(e <= bound)) fail_msg("backward_weight %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, o, c, g_dw[(size_t)o * C + c], s);
-            if (e / bound > worst) worst = e / bound;
-        }
-    // dbias: f32 sums of N + 1 terms in some order: (N + 1) ulp-scale bound on the sum of magnitudes
-    for (uint32_t o = 0; o < OC; o++) {
-        double s = db0[o], a = fabs(s);
-        for (uint32_t n = 0; n < N; n++) s += dout[(size_t)n * OC + o], a += fabs(dout[(size_t)n * OC + o]);
-        double e = fabs(g_db[o] - s), bound = (N + 1) * 0x1p-24 * a + 1e-30;
-        if (!(e <= bound)) fail_msg("backward_bias %ux%u [%u]: %.9g, want %.9g", N, OC, o, g_db[o], s);
-        if (e / bound > worst) worst = e / bound;
-    }
-    printf("f16 matmuls N=%u C=%u OC=%u (split scratch %llu bytes): worst error %.3f of the bound\n", N, C, OC,
-           (unsigned long long)sb, worst);
-    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
-    wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(d32), wgpt_buf_free(db), wgpt_buf_free(scr), wgpt_buf_free(tbuf);
-    free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0), free(db0);
-    free(g_out), free(g_dinp), free(g_dw), free(g_db);
-}
+static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) { return lf16_of(G, x, n, label); }
 
 static void shapes_(void) {
     tu_rng_state = 7;
-    check_shape_(256, 128, 128);  // whole blocks
-    check_shape_(136, 72, 200);   // edges everywhere, k not a multiple of a stage (64)
-    check_shape_(392, 200, 264);  // several blocks with edges, several stages and a partial one
-    check_shape_(8, 8, 8);        // one partial block, one partial stage
-    check_shape_(512, 768, 64);   // a long k
+    lf16_check_shape(G, 256, 128, 128);  // whole blocks
+    lf16_check_shape(G, 136, 72, 200);   // edges everywhere, k not a multiple of a stage (64)
+    lf16_check_shape(G, 392, 200, 264);  // several blocks with edges, several stages and a partial one
+    lf16_check_shape(G, 8, 8, 8);        // one partial block, one partial stage
+    lf16_check_shape(G, 512, 768, 64);   // a long k
 }
 
 // The halves gelu_f16_transpose must write, row-major, into x: g's own
@@ -467,51 +302,6 @@ static void layernorm_f16_transpose_is_exact(void **st) {
     wgpt_op_free(&op);
 }
 
-// Whole blocks, edge blocks in every dimension (multiples of 8 that are not of
-// the block), k shorter than a stage and not a multiple of it.
-static void sgm_matmuls_match_reference(void **st) {
-    (void)st;
-    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
-    if (!wgpt_linear_f16_uses_sgm(G)) {
-        printf("skipped: needs f16 subgroup matrices, real or emulated; '%s' has neither\n", i->name);
-        skip();
-    }
-    const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
-    printf("subgroup matrices: fragment %ux%ux%u\n", c->m, c->n, c->k);
-    shapes_();
-}
-
-// Split-k of the subgroup-matrix passes (partials in scratch, added in order
-// with the forward's bias and the input pass's prior value) and the bias
-// partials on the GPU kernels, on a device that splits every pass in 3
-// parts (wgpt_gpu_options.matmul_splits) and runs the GPU twins even on a CPU.
-static void split_passes_and_bias_match_reference(void **st) {
-    (void)st;
-    wgpt_gpu_options o = {.adapter_index = -1, .matmul_splits = 3, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = EMU};
-    G = tu_gpu_open(&o);
-    if (!wgpt_linear_f16_uses_sgm(G))
-        printf("'%s' has no f16 subgroup matrices, real or emulated: the split passes are skipped, "
-               "the bias partials are tested\n", wgpt_gpu_get_info(G)->name);
-    else
-        // the forward and the input pass: k = 128 in 3 parts of whole 64-deep stages is 64 + 64
-        assert_true(wgpt_linear_f16_scratch_bytes(G, 256, 128, 128) == 2ull * 256 * 128 * 4);
-    shapes_();
-    wgpt_gpu_close(G);
-    G = G0;
-}
-
-// The plain kernels, on a device opened without f16 (so without subgroup
-// matrices either: they need neither).
-static void plain_matmuls_match_reference(void **st) {
-    (void)st;
-    wgpt_gpu_options o = {.adapter_index = -1, .disable_f16 = 1};
-    G = tu_gpu_open(&o);
-    assert_false(wgpt_linear_f16_uses_sgm(G));
-    shapes_();
-    wgpt_gpu_close(G);
-    G = G0;
-}
-
 // The weight pass (always) and an accumulating input pass add the product to
 // the output's present value after the whole sum, prior + (a b), one f32
 // rounding: bit for bit the host's sum of the two, the order in which the
@@ -598,7 +388,7 @@ static void wide_block_matches_reference(void **st) {
         const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
         printf("128 x 256 blocks%s on '%s'\n", splits ? ", every pass in 3 parts," : "", i->name);
         shapes_();
-        check_shape_(256, 256, 512);
+        lf16_check_shape(G, 256, 256, 512);
         tu_rng_state = 17;
         accumulate_adds_after_the_sum_(256, 128, 128);
         accumulate_adds_after_the_sum_(136, 72, 200);
@@ -643,7 +433,7 @@ static void persistent_blocks_match_reference(void **st) {
             wgpt_op_free(&op);
             wgpt_buf_free(t);
             shapes_();
-            check_shape_(256, 256, 512);
+            lf16_check_shape(G, 256, 256, 512);
             tu_rng_state = 17;
             accumulate_adds_after_the_sum_(256, 128, 128);
             if (!splits) {  // the epilogue passes run in one part
@@ -697,7 +487,7 @@ static void streamk_matches_reference(void **st) {
             wgpt_op_free(&op);
             wgpt_buf_free(t);
             shapes_();
-            check_shape_(256, 512, 384);
+            lf16_check_shape(G, 256, 512, 384);
             tu_rng_state = 19;
             accumulate_adds_after_the_sum_(256, 128, 512);
             wgpt_gpu_close(G);
@@ -1165,12 +955,8 @@ static void refuses_bad_shapes(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cast_f16_rounds_as_ieee),
         cmocka_unit_test(transposes_are_exact),
         cmocka_unit_test(layernorm_f16_transpose_is_exact),
-        cmocka_unit_test(sgm_matmuls_match_reference),
-        cmocka_unit_test(split_passes_and_bias_match_reference),
-        cmocka_unit_test(plain_matmuls_match_reference),
         cmocka_unit_test(accumulate_adds_after_the_sum),
         cmocka_unit_test(wide_block_matches_reference),
         cmocka_unit_test(persistent_blocks_match_reference),

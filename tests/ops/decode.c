@@ -1,4 +1,5 @@
-// test_decode_kernels.c: the KV-cache decoder's kernels (kernels/09_decode.wgsl,
+// decode.c: the decode family of the op registry (tests/ops/ops.h): the
+// KV-cache decoder's kernels (kernels/09_decode.wgsl,
 // 09_decode_attention.wgsl through src/model/decode_kernels.c) against the
 // plain C reference (tests/ref/decode.c, double).
 //
@@ -23,21 +24,12 @@
 // (the reference reads the very halves the kernel reads), so f16 needs no
 // more. A wrong index, a missed chunk or the scale left out moves values by
 // far more (1e-2 and up).
+#include "model/decode_kernels.h"
+#include "ops/ops.h"
+#include "ref/gpt2_ref.h"
 #include "test_util.h"
 
-#include "model/decode_kernels.h"
-#include "ref/gpt2_ref.h"
-
-static wgpt_gpu *G, *G_, *SMALL;  // G_: the device a case runs on (G, or SMALL)
-
-static int group_setup(void **state) {
-    (void)state;
-    G = G_ = tu_gpu_open(NULL);
-    // bindings of at most 16 KiB: weights larger than that are taken in pieces of rows
-    wgpt_gpu_options o = {.adapter_index = -1, .max_binding = 16384};
-    SMALL = tu_gpu_open(&o);
-    return 0;
-}
+static wgpt_gpu *G_;  // the device of the case in hand
 
 static float max_abs_(const float *x, size_t n) {
     float m = 0;
@@ -109,24 +101,6 @@ static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, i
     free(x), free(w), free(b), free(got), free(want), free(w16);
 }
 
-static void test_matvec(void **state) {
-    (void)state;
-    const uint32_t rows[] = {1, 3, 8, 11};
-    for (int f16 = 0; f16 < 2; f16++)
-        for (int i = 0; i < 4; i++) {
-            matvec_case_(rows[i], 40, 37, 1, f16, 0, 0);
-            matvec_case_(rows[i], 136, 37, 0, f16, 0, i == 2);
-            if (rows[i] > 1) matvec_case_(rows[i], 40, 37, 1, f16, 1, i == 1);
-        }
-    // 200 outputs of 160 bytes (f32; 80 in f16) a row past a binding of 16 KiB: pieces of 64 rows
-    G_ = SMALL;
-    for (int f16 = 0; f16 < 2; f16++) {
-        matvec_case_(3, 40, 200, 1, f16, 0, 0);
-        matvec_case_(1, 40, 200, 0, f16, 0, 1);
-    }
-    G_ = G;
-}
-
 // Caches of S slots x T positions, rows attending at (slot, pos); row R-1 idle.
 static void attention_case_(uint32_t C, uint32_t NH, int f16) {
     enum { S = 3, T = 300, R = 5 };
@@ -139,16 +113,16 @@ static void attention_case_(uint32_t C, uint32_t NH, int f16) {
     uint32_t *k16 = f16 ? pack16_(kc, cn) : NULL, *v16 = f16 ? pack16_(vc, cn) : NULL;
     ref_decode_attention(want, qkv, kc, vc, islot, ipos, R - 1, (int)C, (int)NH, T);
     for (uint32_t i = 0; i < C; i++) want[(R - 1) * C + i] = got[(R - 1) * C + i] = -7.0f;
-    wgpt_buf *bk = f16 ? tu_upload(G, k16, (cn / 2 + 1) * 4, "k16") : tu_upload(G, kc, cn * 4, "k");
-    wgpt_buf *bv = f16 ? tu_upload(G, v16, (cn / 2 + 1) * 4, "v16") : tu_upload(G, vc, cn * 4, "v");
-    wgpt_buf *bq = tu_upload(G, qkv, R * 3 * C * 4, "qkv"), *bo = tu_upload(G, got, R * C * 4, "out");
+    wgpt_buf *bk = f16 ? tu_upload(G_, k16, (cn / 2 + 1) * 4, "k16") : tu_upload(G_, kc, cn * 4, "k");
+    wgpt_buf *bv = f16 ? tu_upload(G_, v16, (cn / 2 + 1) * 4, "v16") : tu_upload(G_, vc, cn * 4, "v");
+    wgpt_buf *bq = tu_upload(G_, qkv, R * 3 * C * 4, "qkv"), *bo = tu_upload(G_, got, R * C * 4, "out");
     wgpt_buf *bm = meta_(R - 1, NULL, slot, pos, R);
     wgpt_op op;
     wgpt_op_init(&op);
-    TU_OK(G, wgpt_decode_attention(G, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bq, 0, 0}, (wgpt_view){bk, 0, 0},
+    TU_OK(G_, wgpt_decode_attention(G_, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bq, 0, 0}, (wgpt_view){bk, 0, 0},
                                    (wgpt_view){bv, 0, 0}, (wgpt_view){bm, 0, 0}, R, C, NH, T, f16));
     run_(&op);
-    TU_OK(G, wgpt_buf_download(G, bo, 0, got, R * C * 4));
+    TU_OK(G_, wgpt_buf_download(G_, bo, 0, got, R * C * 4));
     char what[64];
     snprintf(what, sizeof what, "decode attention C %u NH %u f16 %d", C, NH, f16);
     close_(what, got, want, (size_t)R * C);
@@ -157,30 +131,21 @@ static void attention_case_(uint32_t C, uint32_t NH, int f16) {
     free(kc), free(vc), free(qkv), free(got), free(want), free(k16), free(v16);
 }
 
-static void test_attention(void **state) {
-    (void)state;
-    for (int f16 = 0; f16 < 2; f16++) {
-        attention_case_(48, 3, f16);
-        attention_case_(256, 2, f16);
-    }
-}
-
 // kv_write: rows' k and v land at (slot, pos); every other entry stays.
-static void test_kv_write(void **state) {
-    (void)state;
+static void kv_write_case_(int f16) {
     enum { S = 2, T = 9, C = 24, R = 4 };
     const uint32_t slot[R] = {1, 0, 1, 0}, pos[R] = {8, 0, 3, 5};
-    for (int f16 = 0; f16 < 2; f16++) {
+    {
         size_t cn = (size_t)S * T * C;
         float kc[S * T * C], vc[S * T * C], qkv[R * 3 * C], got[S * T * C];
         tu_fill(kc, cn, -1, 1), tu_fill(vc, cn, -1, 1), tu_fill(qkv, R * 3 * C, -1, 1);
         uint32_t *k16 = f16 ? pack16_(kc, cn) : NULL, *v16 = f16 ? pack16_(vc, cn) : NULL;
-        wgpt_buf *bk = f16 ? tu_upload(G, k16, cn * 2, "k16") : tu_upload(G, kc, cn * 4, "k");
-        wgpt_buf *bv = f16 ? tu_upload(G, v16, cn * 2, "v16") : tu_upload(G, vc, cn * 4, "v");
-        wgpt_buf *bq = tu_upload(G, qkv, sizeof qkv, "qkv"), *bm = meta_(R - 1, NULL, slot, pos, R);
+        wgpt_buf *bk = f16 ? tu_upload(G_, k16, cn * 2, "k16") : tu_upload(G_, kc, cn * 4, "k");
+        wgpt_buf *bv = f16 ? tu_upload(G_, v16, cn * 2, "v16") : tu_upload(G_, vc, cn * 4, "v");
+        wgpt_buf *bq = tu_upload(G_, qkv, sizeof qkv, "qkv"), *bm = meta_(R - 1, NULL, slot, pos, R);
         wgpt_op op;
         wgpt_op_init(&op);
-        TU_OK(G, wgpt_decode_kv_write(G, &op, (wgpt_view){bk, 0, 0}, (wgpt_view){bv, 0, 0}, (wgpt_view){bq, 0, 0},
+        TU_OK(G_, wgpt_decode_kv_write(G_, &op, (wgpt_view){bk, 0, 0}, (wgpt_view){bv, 0, 0}, (wgpt_view){bq, 0, 0},
                                       (wgpt_view){bm, 0, 0}, R, C, T, f16));
         run_(&op);
         for (int which = 0; which < 2; which++) {
@@ -192,10 +157,10 @@ static void test_kv_write(void **state) {
                 }
             if (f16) {
                 uint32_t u[S * T * C / 2];
-                TU_OK(G, wgpt_buf_download(G, which ? bv : bk, 0, u, cn * 2));
+                TU_OK(G_, wgpt_buf_download(G_, which ? bv : bk, 0, u, cn * 2));
                 for (size_t i = 0; i < cn; i++) got[i] = ref_f32_from_f16((uint16_t)(u[i / 2] >> (16 * (i % 2))));
             } else {
-                TU_OK(G, wgpt_buf_download(G, which ? bv : bk, 0, got, cn * 4));
+                TU_OK(G_, wgpt_buf_download(G_, which ? bv : bk, 0, got, cn * 4));
             }
             tu_assert_close(which ? "kv_write v" : "kv_write k", got, want, cn, 0, 0);
         }
@@ -207,8 +172,7 @@ static void test_kv_write(void **state) {
 
 // embed: wte[token] + wpe[pos] on live rows, 0 on idle ones; take_row: the last live row;
 // on SMALL wte comes in pieces of 64 rows, one dispatch each.
-static void embed_case_(wgpt_gpu *g) {
-    G_ = g;
+static void embed_case_(void) {
     enum { R = 4, C = 64, V = 200, T = 6 };  // wte: 51 KiB, past SMALL's bindings (pieces of 64 rows)
     const uint32_t tok[R] = {199, 0, 70, 3}, pos[R] = {5, 1, 0, 2};
     static float wte[V * C], wpe[T * C], want[R * C], got[R * C], last[C];
@@ -231,13 +195,6 @@ static void embed_case_(wgpt_gpu *g) {
     tu_assert_close("decode_take_row", last, want + (R - 2) * C, C, 0, 0);
     wgpt_buf *bufs[] = {bx, be, bp, bl, bm};
     for (int i = 0; i < 5; i++) wgpt_buf_free(bufs[i]);
-    G_ = G;
-}
-
-static void test_embed_take_row(void **state) {
-    (void)state;
-    embed_case_(G);
-    embed_case_(SMALL);
 }
 
 // residual_layernorm: res = a + b and LayerNorm(res) on live rows (C 768: 3 channels
@@ -258,18 +215,18 @@ static void ln_case_(uint32_t C, int with_b) {
         for (size_t i = 0; i < n; i++) want_res[i] = 5.0f;
     else
         for (size_t i = (size_t)(R - 1) * C; i < n; i++) want_res[i] = 5.0f;
-    wgpt_buf *ba = tu_upload(G, a, n * 4, "a"), *bb = tu_upload(G, b, n * 4, "b"), *bw = tu_upload(G, w, C * 4, "w");
-    wgpt_buf *bbi = tu_upload(G, bias, C * 4, "bias"), *br = tu_upload(G, res, n * 4, "res");
-    wgpt_buf *bo = tu_upload(G, out, n * 4, "out"), *bm = meta_(R - 1, NULL, NULL, NULL, R);
+    wgpt_buf *ba = tu_upload(G_, a, n * 4, "a"), *bb = tu_upload(G_, b, n * 4, "b"), *bw = tu_upload(G_, w, C * 4, "w");
+    wgpt_buf *bbi = tu_upload(G_, bias, C * 4, "bias"), *br = tu_upload(G_, res, n * 4, "res");
+    wgpt_buf *bo = tu_upload(G_, out, n * 4, "out"), *bm = meta_(R - 1, NULL, NULL, NULL, R);
     wgpt_op op;
     wgpt_op_init(&op);
     wgpt_view none = {NULL, 0, 0};
-    TU_OK(G, wgpt_decode_residual_layernorm(G, &op, (wgpt_view){br, 0, 0}, (wgpt_view){bo, 0, 0}, (wgpt_view){ba, 0, 0},
+    TU_OK(G_, wgpt_decode_residual_layernorm(G_, &op, (wgpt_view){br, 0, 0}, (wgpt_view){bo, 0, 0}, (wgpt_view){ba, 0, 0},
                                             with_b ? (wgpt_view){bb, 0, 0} : none, (wgpt_view){bw, 0, 0},
                                             (wgpt_view){bbi, 0, 0}, (wgpt_view){bm, 0, 0}, R, C));
     run_(&op);
-    TU_OK(G, wgpt_buf_download(G, bo, 0, out, n * 4));
-    TU_OK(G, wgpt_buf_download(G, br, 0, res, n * 4));
+    TU_OK(G_, wgpt_buf_download(G_, bo, 0, out, n * 4));
+    TU_OK(G_, wgpt_buf_download(G_, br, 0, res, n * 4));
     tu_assert_close("residual_layernorm res", res, want_res, n, 0, 0);
     close_("residual_layernorm out", out, want, n);
     wgpt_buf *bufs[] = {ba, bb, bw, bbi, br, bo, bm};
@@ -277,20 +234,78 @@ static void ln_case_(uint32_t C, int with_b) {
     free(a), free(b), free(w), free(bias), free(res), free(out), free(want_res), free(want);
 }
 
-static void test_residual_layernorm(void **state) {
-    (void)state;
-    ln_case_(768, 1);
-    ln_case_(20, 1);
-    ln_case_(768, 0);
+enum { MATVEC, ATTENTION, KV_WRITE, EMBED, RESIDUAL_LN };
+
+// The kind of case is the variant's arg / 2, f16 its arg % 2.
+//   matvec: (rows, k, n, bias, live rows flag, GELU)
+//   attention: (C, NH)
+//   residual_layernorm: (C, with b)
+static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
+    G_ = g;
+    tu_rng_state = 0x9E3779B97F4A7C15ull;
+    int f16 = v->arg % 2;
+    const uint32_t *d = s->d;
+    switch (v->arg / 2) {
+    case MATVEC: matvec_case_(d[0], d[1], d[2], (int)d[3], f16, (int)d[4], (int)d[5]); break;
+    case ATTENTION: attention_case_(d[0], d[1], f16); break;
+    case KV_WRITE: kv_write_case_(f16); break;
+    case EMBED: embed_case_(); break;
+    default: ln_case_(d[0], (int)d[1]); break;
+    }
 }
 
-int main(void) {
-    const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matvec),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_kv_write),
-        cmocka_unit_test(test_residual_layernorm),
-        cmocka_unit_test(test_embed_take_row),
-    };
-    return cmocka_run_group_tests_name("decode_kernels", tests, group_setup, tu_group_teardown);
-}
+static const op_variant variants_[] = {
+    {"matvec", WGPT_KERNELS_AUTO, 0, 0, 2 * MATVEC, 0, 0},
+    {"matvec-f16", WGPT_KERNELS_AUTO, 0, 0, 2 * MATVEC + 1, 0, 0},
+    {"attention", WGPT_KERNELS_AUTO, 0, 0, 2 * ATTENTION, 0, 0},
+    {"attention-f16", WGPT_KERNELS_AUTO, 0, 0, 2 * ATTENTION + 1, 0, 0},
+    {"kv-write", WGPT_KERNELS_AUTO, 0, 0, 2 * KV_WRITE, 0, 0},
+    {"kv-write-f16", WGPT_KERNELS_AUTO, 0, 0, 2 * KV_WRITE + 1, 0, 0},
+    {"embed-take-row", WGPT_KERNELS_AUTO, 0, 0, 2 * EMBED, 0, 0},
+    {"residual-layernorm", WGPT_KERNELS_AUTO, 0, 0, 2 * RESIDUAL_LN, 0, 0},
+};
+#define MV_ (3u << 0)
+#define ATT_ (3u << 2)
+#define KV_ (3u << 4)
+#define EMB_ (1u << 6)
+#define LN_ (1u << 7)
+
+// See the top for what each shape is for; 16 KiB bindings: weights (matvec:
+// 200 outputs of 160 bytes a row, 80 in f16; embed: wte of 51 KiB) taken in
+// pieces of 64 rows.
+static const op_shape shapes_[] = {
+    {{1, 40, 37, 1, 0, 0}, 0, MV_},
+    {{1, 136, 37, 0, 0, 0}, 0, MV_},
+    {{3, 40, 37, 1, 0, 0}, 0, MV_},
+    {{3, 136, 37, 0, 0, 0}, 0, MV_},
+    {{3, 40, 37, 1, 1, 1}, 0, MV_},
+    {{8, 40, 37, 1, 0, 0}, 0, MV_},
+    {{8, 136, 37, 0, 0, 1}, 0, MV_},
+    {{8, 40, 37, 1, 1, 0}, 0, MV_},
+    {{11, 40, 37, 1, 0, 0}, 0, MV_},
+    {{11, 136, 37, 0, 0, 0}, 0, MV_},
+    {{11, 40, 37, 1, 1, 0}, 0, MV_},
+    {{3, 40, 200, 1, 0, 0}, 16384, MV_},
+    {{1, 40, 200, 0, 0, 1}, 16384, MV_},
+    {{48, 3}, 0, ATT_},
+    {{256, 2}, 0, ATT_},
+    {{2, 9, 24, 4}, 0, KV_},
+    {{4, 64, 200, 6}, 0, EMB_},
+    {{4, 64, 200, 6}, 16384, EMB_},
+    {{768, 1}, 0, LN_},
+    {{20, 1}, 0, LN_},
+    {{768, 0}, 0, LN_},
+};
+
+const op_family op_decode = {
+    .name = "decode",
+    .wrappers = "wgpt_decode_matvec, _attention, _kv_write, _embed, _take_row, _residual_layernorm "
+                "(model/decode_kernels.h)",
+    .reference = "ref_decode_matvec, ref_decode_attention (tests/ref/decode.c), ref_layernorm_forward, ref_gelu_forward",
+    .tolerance = "3e-5 x max|expected| + 3e-5 x |expected| (sums of K <= 300 terms reordered); copies exact",
+    .variants = variants_,
+    .nvariants = OP_COUNT(variants_),
+    .shapes = shapes_,
+    .nshapes = OP_COUNT(shapes_),
+    .check = check_,
+};

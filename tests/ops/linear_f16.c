@@ -1,0 +1,173 @@
+// linear_f16.c: the f16 linear family of the op registry (tests/ops/ops.h):
+// the f16 matmuls (03_linear_f16.wgsl, 03_linear_sgm.wgsl through
+// src/model/linear_f16.h: forward, input and weight passes, the bias
+// gradient) against double-precision sums of the same f16-rounded operands:
+// the plain kernels on a device opened without f16 (they need neither f16
+// nor subgroup matrices), the subgroup-matrix ones where the device has them
+// (the H100/H200) or, where it has f16 but none (lavapipe), on emulated ones
+// (src/gpu/sgm_emulate.h, the same kernel code; slow: no shapes added here),
+// and a device that splits every pass in 3 parts and runs the GPU twins even
+// on a CPU (the split-k partials in scratch, added in order with the bias and
+// the input pass's prior value; the bias partials). tests/test_linear_f16.c
+// keeps the special cases (the wide, persistent and stream-K blocks on these
+// helpers, the accumulate order, the epilogues, the plans).
+#include "ops/linear_f16.h"
+
+#include "model/linear.h"
+#include "model/linear_f16.h"
+#include "model/precision.h"
+#include "ops/ops.h"
+#include "ref/gpt2_ref.h"
+#include "test_util.h"
+
+void lf16_run(wgpt_gpu *g, wgpt_op *op) {
+    for (int i = 0; i < op->n; i++)
+        TU_OK(g, wgpt_dispatch(g, op->steps[i].bind, op->steps[i].x, op->steps[i].y, op->steps[i].z));
+    TU_OK(g, wgpt_gpu_finish(g));  // before the binds go
+    wgpt_op_free(op);
+    wgpt_op_init(op);
+}
+
+wgpt_buf *lf16_of(wgpt_gpu *g, const float *x, uint64_t n, const char *label) { return lf16_of_groups(g, x, n, label, NULL); }
+
+wgpt_buf *lf16_of_groups(wgpt_gpu *g, const float *x, uint64_t n, const char *label, uint32_t *groups) {
+    wgpt_buf *src = wgpt_buf_create(g, n * 4, label), *dst = wgpt_buf_create(g, n * 2, label);
+    TU_NONNULL(g, src);
+    TU_NONNULL(g, dst);
+    TU_OK(g, wgpt_buf_upload(g, src, 0, x, n * 4));
+    wgpt_op op;
+    wgpt_op_init(&op);
+    wgpt_view d = {dst, 0, 0}, s = {src, 0, 0};
+    TU_OK(g, wgpt_cast_f16(g, &op, d, s, n));
+    if (groups) *groups = op.steps[0].x * op.steps[0].y;
+    lf16_run(g, &op);
+    wgpt_buf_free(src);
+    return dst;
+}
+
+// The three passes at one shape, against double-precision sums of the same
+// f16-rounded operands. Tolerance: the products of two f16 are exact in f32,
+// so the only error is the f32 accumulation of k terms: |err| <= k * 2^-24 *
+// sum |a_i b_i| (the standard bound; tensor cores add in f32), doubled for
+// the initial value an accumulating pass adds to.
+void lf16_check_shape(wgpt_gpu *G, uint32_t N, uint32_t C, uint32_t OC) {
+    float *inp = malloc((size_t)N * C * 4), *w = malloc((size_t)OC * C * 4), *bias = malloc((size_t)OC * 4);
+    float *dout = malloc((size_t)N * OC * 4), *prior = malloc((size_t)N * C * 4);
+    tu_fill(inp, (size_t)N * C, -1, 1), tu_fill(w, (size_t)OC * C, -0.5f, 0.5f), tu_fill(bias, OC, -1, 1);
+    tu_fill(dout, (size_t)N * OC, -1, 1), tu_fill(prior, (size_t)N * C, -1, 1);
+    // what the GPU multiplies: the f16 roundings
+    float *ri = malloc((size_t)N * C * 4), *rw = malloc((size_t)OC * C * 4), *rd = malloc((size_t)N * OC * 4);
+    for (size_t i = 0; i < (size_t)N * C; i++) ri[i] = ref_f32_from_f16(ref_f16_from_f32(inp[i]));
+    for (size_t i = 0; i < (size_t)OC * C; i++) rw[i] = ref_f32_from_f16(ref_f16_from_f32(w[i]));
+    for (size_t i = 0; i < (size_t)N * OC; i++) rd[i] = ref_f32_from_f16(ref_f16_from_f32(dout[i]));
+    wgpt_buf *i16 = lf16_of(G, inp, (uint64_t)N * C, "inp16"), *w16 = lf16_of(G, w, (uint64_t)OC * C, "w16");
+    wgpt_buf *d16 = lf16_of(G, dout, (uint64_t)N * OC, "dout16");
+    wgpt_buf *bb = wgpt_buf_create(G, OC * 4, "bias"), *out = wgpt_buf_create(G, (uint64_t)N * OC * 4, "out");
+    wgpt_buf *dinp = wgpt_buf_create(G, (uint64_t)N * C * 4, "dinp"), *dw = wgpt_buf_create(G, (uint64_t)OC * C * 4, "dw");
+    TU_OK(G, wgpt_buf_upload(G, bb, 0, bias, OC * 4));
+    TU_OK(G, wgpt_buf_upload(G, dinp, 0, prior, (uint64_t)N * C * 4));
+    float *dw0 = malloc((size_t)OC * C * 4), *db0 = malloc((size_t)OC * 4);
+    tu_fill(dw0, (size_t)OC * C, -1, 1), tu_fill(db0, OC, -1, 1);
+    TU_OK(G, wgpt_buf_upload(G, dw, 0, dw0, (uint64_t)OC * C * 4));
+    // the bias gradient reads the f32 gradient; split-k partials and the bias's go through scratch
+    wgpt_buf *d32 = wgpt_buf_create(G, (uint64_t)N * OC * 4, "dout"), *db = wgpt_buf_create(G, OC * 4, "dbias");
+    uint64_t sb = wgpt_linear_f16_scratch_bytes(G, N, C, OC), bsb = wgpt_linear_bias_scratch_bytes(G, N, OC);
+    wgpt_buf *scr = wgpt_buf_create(G, (sb > bsb ? sb : bsb) + 256, "scratch");
+    TU_NONNULL(G, scr);
+    // the transposed input (subgroup matrices): 256 bytes at least, a binding's minimum here
+    uint64_t tb = wgpt_linear_f16_transposed_bytes(G, N, C, OC);
+    wgpt_buf *tbuf = wgpt_buf_create(G, tb > 256 ? tb : 256, "inp_t");
+    TU_NONNULL(G, tbuf);
+    TU_OK(G, wgpt_buf_upload(G, d32, 0, dout, (uint64_t)N * OC * 4));
+    TU_OK(G, wgpt_buf_upload(G, db, 0, db0, OC * 4));
+    wgpt_view vi = {i16, 0, 0}, vw = {w16, 0, 0}, vd = {d16, 0, 0}, vb = {bb, 0, 0}, vo = {out, 0, 0};
+    wgpt_view vdi = {dinp, 0, 0}, vdw = {dw, 0, 0}, vscr = {scr, 0, 0}, vt = {tbuf, 0, 0}, vd32 = {d32, 0, 0}, vdb = {db, 0, 0};
+    wgpt_op op;
+    wgpt_op_init(&op);
+    TU_OK(G, wgpt_linear_f16_forward(G, &op, vo, vi, vw, vb, N, C, OC, vt, vscr));
+    TU_OK(G, wgpt_linear_f16_backward_input(G, &op, vdi, vd, vw, N, C, OC, 1, vscr));
+    TU_OK(G, wgpt_linear_f16_backward_weight(G, &op, vdw, vd, vi, N, C, OC, vt, vscr));
+    TU_OK(G, wgpt_linear_backward_bias(G, &op, vdb, vd32, N, OC, vscr));
+    lf16_run(G, &op);
+    float *g_out = malloc((size_t)N * OC * 4), *g_dinp = malloc((size_t)N * C * 4), *g_dw = malloc((size_t)OC * C * 4);
+    TU_OK(G, wgpt_buf_download(G, out, 0, g_out, (uint64_t)N * OC * 4));
+    TU_OK(G, wgpt_buf_download(G, dinp, 0, g_dinp, (uint64_t)N * C * 4));
+    TU_OK(G, wgpt_buf_download(G, dw, 0, g_dw, (uint64_t)OC * C * 4));
+    float *g_db = malloc((size_t)OC * 4);
+    TU_OK(G, wgpt_buf_download(G, db, 0, g_db, OC * 4));
+    double worst = 0;  // |err| / bound
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t o = 0; o < OC; o++) {
+            double s = bias[o], a = fabs(bias[o]);
+            for (uint32_t c = 0; c < C; c++) s += (double)ri[n * C + c] * rw[o * C + c], a += fabs(ri[n * C + c] * rw[o * C + c]);
+            double e = fabs(g_out[(size_t)n * OC + o] - s), bound = (C + 1) * 0x1p-24 * a + 1e-30;
+            if (!(e <= bound)) fail_msg("forward %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, o, g_out[(size_t)n * OC + o], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    for (uint32_t n = 0; n < N; n++)
+        for (uint32_t c = 0; c < C; c++) {
+            double s = prior[(size_t)n * C + c], a = fabs(s);
+            for (uint32_t o = 0; o < OC; o++) s += (double)rd[n * OC + o] * rw[o * C + c], a += fabs(rd[n * OC + o] * rw[o * C + c]);
+            double e = fabs(g_dinp[(size_t)n * C + c] - s), bound = 2 * (OC + 1) * 0x1p-24 * a + 1e-30;
+            if (!(e <= bound)) fail_msg("backward_input %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, c, g_dinp[(size_t)n * C + c], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    for (uint32_t o = 0; o < OC; o++)
+        for (uint32_t c = 0; c < C; c++) {
+            double s = dw0[(size_t)o * C + c], a = fabs(s);
+            for (uint32_t n = 0; n < N; n++) s += (double)rd[n * OC + o] * ri[n * C + c], a += fabs(rd[n * OC + o] * ri[n * C + c]);
+            double e = fabs(g_dw[(size_t)o * C + c] - s), bound = 2 * (N + 1) * 0x1p-24 * a + 1e-30;
+            if (!(e <= bound)) fail_msg("backward_weight %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, o, c, g_dw[(size_t)o * C + c], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    // dbias: f32 sums of N + 1 terms in some order: (N + 1) ulp-scale bound on the sum of magnitudes
+    for (uint32_t o = 0; o < OC; o++) {
+        double s = db0[o], a = fabs(s);
+        for (uint32_t n = 0; n < N; n++) s += dout[(size_t)n * OC + o], a += fabs(dout[(size_t)n * OC + o]);
+        double e = fabs(g_db[o] - s), bound = (N + 1) * 0x1p-24 * a + 1e-30;
+        if (!(e <= bound)) fail_msg("backward_bias %ux%u [%u]: %.9g, want %.9g", N, OC, o, g_db[o], s);
+        if (e / bound > worst) worst = e / bound;
+    }
+    printf("f16 matmuls N=%u C=%u OC=%u (split scratch %llu bytes): worst error %.3f of the bound\n", N, C, OC,
+           (unsigned long long)sb, worst);
+    wgpt_buf_free(i16), wgpt_buf_free(w16), wgpt_buf_free(d16), wgpt_buf_free(bb), wgpt_buf_free(out);
+    wgpt_buf_free(dinp), wgpt_buf_free(dw), wgpt_buf_free(d32), wgpt_buf_free(db), wgpt_buf_free(scr), wgpt_buf_free(tbuf);
+    free(inp), free(w), free(bias), free(dout), free(prior), free(ri), free(rw), free(rd), free(dw0), free(db0);
+    free(g_out), free(g_dinp), free(g_dw), free(g_db);
+}
+
+static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
+    tu_rng_state = 0x9E3779B97F4A7C15ull;
+    if (v->arg == 1)  // the forward and the input pass: k = 128 in 3 parts of whole 64-deep stages is 64 + 64
+        assert_true(!wgpt_linear_f16_uses_sgm(g) || s->d[0] != 256 || s->d[1] != 128 || s->d[2] != 128 ||
+                    wgpt_linear_f16_scratch_bytes(g, 256, 128, 128) == 2ull * 256 * 128 * 4);
+    if (v->disable_f16) assert_false(wgpt_linear_f16_uses_sgm(g));
+    lf16_check_shape(g, s->d[0], s->d[1], s->d[2]);
+}
+
+static const op_variant variants_[] = {
+    {"plain", WGPT_KERNELS_AUTO, 0, 0, 0, 0, 1},
+    {"sgm", WGPT_KERNELS_AUTO, 1, OP_NEEDS_SGM, 0, 0, 0},
+    {"split-3", WGPT_KERNELS_GPU, 1, 0, 1, 3, 0},
+};
+
+// (N, C, OC): whole blocks; edges everywhere, k not a multiple of a stage
+// (64); several blocks with edges, several stages and a partial one; one
+// partial block, one partial stage; a long k.
+static const op_shape shapes_[] = {
+    {{256, 128, 128}, 0, 0}, {{136, 72, 200}, 0, 0}, {{392, 200, 264}, 0, 0}, {{8, 8, 8}, 0, 0}, {{512, 768, 64}, 0, 0},
+};
+
+const op_family op_linear_f16 = {
+    .name = "linear-f16",
+    .wrappers = "wgpt_linear_f16_forward, _backward_input, _backward_weight, wgpt_linear_backward_bias "
+                "(model/linear_f16.h, model/linear.h)",
+    .reference = "double sums of the f16-rounded operands (ref_f16_from_f32, tests/ref/f16.c)",
+    .tolerance = "k 2^-24 sum|a_i b_i| (f16 products are exact in f32; the f32 accumulation), doubled where a pass "
+                 "accumulates",
+    .variants = variants_,
+    .nvariants = OP_COUNT(variants_),
+    .shapes = shapes_,
+    .nshapes = OP_COUNT(shapes_),
+    .check = check_,
+};
