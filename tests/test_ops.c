@@ -52,6 +52,7 @@ static wgpt_gpu *dev_for_(int adapter, const op_variant *v, const op_shape *s) {
                           .matmul_splits = v->matmul_splits,
                           .disable_f16 = v->disable_f16,
                           .max_binding = s->max_binding};
+    o = tu_gpu_options(&o);  // and the WGPT_ variables it leaves open, as the CLI reads them
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
@@ -141,7 +142,8 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--all-adapters")) {
             static wgpt_gpu_info list[16];
             char err[512];
-            nad = wgpt_gpu_list(list, 16, err, sizeof err);
+            wgpt_gpu_options o = tu_gpu_options(NULL);
+            nad = wgpt_gpu_list(&o, list, 16, err, sizeof err);
             if (nad < 1) {
                 fprintf(stderr, "test_ops: no adapter: %s\n", nad < 0 ? err : "none found");
                 return 2;
