@@ -258,13 +258,14 @@ static void template_instances(void **state) {
         "var<storage> x: array<{{V}}>;\n"                                 // 5
         "fn t{{N}}() { let a = {{V}}(); }\n"                              // 6
         "// --- KERNEL: after ---\n"                                      // 7
-        "fn after() {}\n";                                                // 8
+        "fn after() {}\n"                                                 // 8
+        "// --- KERNEL: t4_s = t4 with S=1 ---\n";                        // 9: a variant of an instance
     wgpt_ksrc_file f;
     char err[512];
     assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", text, err, sizeof err), 0);
     assert_int_equal(f.ntemplates, 1);
     assert_string_equal(f.templates[0].name, "tw");
-    assert_int_equal(f.nkernels, 3);  // t1, t4, after: the template is no kernel
+    assert_int_equal(f.nkernels, 4);  // t1, t4, after, t4_s: the template is no kernel
     assert_string_equal(f.kernels[1].name, "t4");
     assert_int_equal(f.kernels[1].tmpl, 0);
     assert_int_equal(f.kernels[1].nconsts, 0);
@@ -288,6 +289,13 @@ static void template_instances(void **state) {
     assert_non_null(strstr(c.code, "fn after() {}"));
     assert_null(strstr(c.code, "{{"));
     wgpt_ksrc_composed_free(&c);
+    assert_int_equal(f.kernels[3].base, 1);  // t4's text and entry point, its own constant
+    assert_int_equal(f.kernels[3].nconsts, 1);
+    assert_string_equal(f.kernels[3].consts[0].name, "S");
+    assert_string_equal(wgpt_ksrc_entry(&f, 3), "t4");
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 3), 0);
+    assert_non_null(strstr(c.code, "fn t4() { let a = vec4<f32>(); }\n"));
+    wgpt_ksrc_composed_free(&c);
     wgpt_ksrc_free(&f);
 
     static const struct {
@@ -302,6 +310,8 @@ static void template_instances(void **state) {
         {"// --- TEMPLATE: tw ---\n// --- KERNEL: b in tw ---\n", "t.wgsl:2: kernel 'b' is an entry in 'tw'"},
         {"// --- TEMPLATE: t w ---\n", "t.wgsl:1: malformed"},
         {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with V=a b ---\n", "t.wgsl:2: malformed"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with V=f32 ---\nfn a({{V}}) {}\n// --- KERNEL: b = a with V=x ---\n",
+         "t.wgsl:4: malformed variant 'b'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", bad[i].text, err, sizeof err), -1);

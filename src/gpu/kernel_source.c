@@ -150,19 +150,20 @@ static int check_instance_(const wgpt_ksrc_kernel *k, const char *b, const char 
         const char *q = p + 2;
         while (q < e && (isalnum((unsigned char)*q) || *q == '_')) q++;
         int i = 0;
-        while (i < k->nsubs && !(q + 1 < e && q[0] == '}' && q[1] == '}' && strlen(k->subs[i].name) == (size_t)(q - p - 2) &&
-                                 memcmp(k->subs[i].name, p + 2, (size_t)(q - p - 2)) == 0))
+        while (i < k->nsubs &&
+               !(q + 1 < e && q[0] == '}' && q[1] == '}' && strlen(k->subs[i].name) == (size_t)(q - p - 2) &&
+                 memcmp(k->subs[i].name, p + 2, (size_t)(q - p - 2)) == 0))
             i++;
         if (i == k->nsubs)
-            return wgpt_errf(err, errlen, "%s:%u: kernel '%s': template '%s' holds `%.*s`, which it does not set", label,
-                             k->marker_line, k->name, tname, (int)(q + 2 <= e ? q + 2 - p : q - p), p);
+            return wgpt_errf(err, errlen, "%s:%u: kernel '%s': template '%s' holds `%.*s`, which it does not set",
+                             label, k->marker_line, k->name, tname, (int)(q + 2 <= e ? q + 2 - p : q - p), p);
         used |= 1u << i;
         p = q + 1;
     }
     for (int i = 0; i < k->nsubs; i++)
         if (!(used >> i & 1))
-            return wgpt_errf(err, errlen, "%s:%u: kernel '%s' sets %s, which template '%s' does not use ({{%s}})", label,
-                             k->marker_line, k->name, k->subs[i].name, tname, k->subs[i].name);
+            return wgpt_errf(err, errlen, "%s:%u: kernel '%s' sets %s, which template '%s' does not use ({{%s}})",
+                             label, k->marker_line, k->name, k->subs[i].name, tname, k->subs[i].name);
     return 0;
 }
 
@@ -184,6 +185,13 @@ static int grow_(wgpt_ksrc_kernel **arr, int n, int *cap, char (**bases)[64], ch
     return 0;
 }
 
+// The index of template name in f->templates, or -1.
+static int tmpl_index_(const wgpt_ksrc_file *f, const char *name) {
+    for (int j = 0; j < f->ntemplates; j++)
+        if (strcmp(f->templates[j].name, name) == 0) return j;
+    return -1;
+}
+
 // Resolves the entries, variants and instances of f once every marker is read.
 static int resolve_(wgpt_ksrc_file *f, const char *label, char (*bases)[64], const char *entry, char *err,
                     size_t errlen) {
@@ -199,29 +207,41 @@ static int resolve_(wgpt_ksrc_file *f, const char *label, char (*bases)[64], con
         k->body_end = f->kernels[k->host].body_end;
         k->body_line = f->kernels[k->host].body_line;
     }
-    for (int i = 0; i < f->nkernels; i++) {
+    for (int i = 0; i < f->nkernels; i++) {  // instances next: variants may compile them too
         if (!bases[i][0] || entry[i]) continue;
         wgpt_ksrc_kernel *k = &f->kernels[i];
-        const wgpt_ksrc_kernel *from = NULL;
-        for (int j = 0; j < f->ntemplates && k->tmpl < 0; j++)
-            if (strcmp(f->templates[j].name, bases[i]) == 0) k->tmpl = j, from = &f->templates[j];
-        for (int j = 0; j < f->nkernels && !from; j++)
-            if (strcmp(f->kernels[j].name, bases[i]) == 0 && (!bases[j][0] || entry[j])) k->base = j, from = &f->kernels[j];
-        if (!from)
+        k->tmpl = tmpl_index_(f, bases[i]);
+        if (k->tmpl < 0) continue;
+        const wgpt_ksrc_kernel *t = &f->templates[k->tmpl];
+        if (check_instance_(k, f->text + t->body_start, f->text + t->body_end, label, t->name, err, errlen)) return -1;
+        k->body_start = t->body_start;
+        k->body_end = t->body_end;
+        k->body_line = t->body_line;
+    }
+    for (int i = 0; i < f->nkernels; i++) {
+        if (!bases[i][0] || entry[i] || f->kernels[i].tmpl >= 0) continue;
+        wgpt_ksrc_kernel *k = &f->kernels[i];
+        for (int j = 0; j < f->nkernels && k->base < 0; j++)
+            if (strcmp(f->kernels[j].name, bases[i]) == 0 &&
+                (!bases[j][0] || entry[j] || tmpl_index_(f, bases[j]) >= 0))
+                k->base = j;
+        if (k->base < 0)
             return wgpt_errf(err, errlen,
-                             "%s:%u: kernel '%s' is a variant of '%s', which is no section, entry or template of this file",
+                             "%s:%u: kernel '%s' is a variant of '%s', which is no section, entry, instance or "
+                             "template of this file",
                              label, k->marker_line, k->name, bases[i]);
-        if (k->tmpl >= 0) {
-            if (check_instance_(k, f->text + from->body_start, f->text + from->body_end, label, from->name, err, errlen))
-                return -1;
-        } else if (subs_to_consts_(k) < 0) {
-            return wgpt_errf(err, errlen, "%s:%u: malformed variant '%s': a variant of a section or entry sets at most %d "
-                             "override constants, each to a number",
+        if (subs_to_consts_(k) < 0)
+            return wgpt_errf(err, errlen,
+                             "%s:%u: malformed variant '%s': a variant of a section, entry or instance sets at "
+                             "most %d override constants, each to a number",
                              label, k->marker_line, k->name, WGPT_KSRC_MAX_CONSTS);
-        }
+        const wgpt_ksrc_kernel *from = &f->kernels[k->base];
         k->body_start = from->body_start;
         k->body_end = from->body_end;
         k->body_line = from->body_line;
+        k->tmpl = from->tmpl;  // a variant of an instance: the instance's text, its own constants
+        k->nsubs = from->nsubs;
+        memcpy(k->subs, from->subs, sizeof k->subs);
     }
     return 0;
 }

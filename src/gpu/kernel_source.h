@@ -34,7 +34,8 @@ typedef struct wgpt_ksrc_sub {
 // template (`// --- KERNEL: name = template with A=text, B=text ---`, the
 // template a `// --- TEMPLATE: template ---` section, which is no kernel
 // itself): the template's body with each `{{A}}` replaced by its text,
-// compiled with entry point `name`.
+// compiled with entry point `name`; a variant of an instance compiles the
+// instance's text (tmpl and subs copied) with its own constants.
 typedef struct wgpt_ksrc_kernel {
     char name[64];
     size_t body_start, body_end;  // bytes of the file after the marker line (a variant: its section's)
