@@ -9,7 +9,7 @@
 // per 32 columns, grid (ceil(n / 32), 1, 1).
 // CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat,
 // matmul_backward_input_flat, matmul_backward_weight_flat (and
-// matmul_backward_bias_flat, see its section), same bindings and
+// matmul_backward_bias_flat and _flat4, one template: see it), same bindings and
 // params as their tiled twins, no workgroup memory, no barriers: 8
 // invocations a workgroup, FLAT_ROWS x FLAT_N = 32 x 32 outputs, grid
 // (ceil(n / 32), ceil(m / 32), 1).
@@ -412,36 +412,28 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
     }
 }
 
-// --- KERNEL: matmul_backward_bias_flat in matmul_backward_bias ---
-// The CPU twin of matmul_backward_bias: one invocation per column, summing
-// its k rows in order; BB_FLAT_WG columns a workgroup, grid
-// (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
-// the 256-thread workgroup's barrier costs more than the sums).
-@compute @workgroup_size(BB_FLAT_WG)
-fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let c = gid.x;
-    if (c >= p.n) { return; }
-    var s = 0.0;
-    for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
-    dbias[c] = dbias[c] + s;
-}
-
-// --- KERNEL: matmul_backward_bias_flat4 ---
-// matmul_backward_bias_flat for n, ld and off multiples of 4: one invocation
-// per 4 adjacent columns (a vec4 a row: on llvmpipe a lane's vec4 read costs
-// about 3x a scalar one), its rows summed in order; BB_FLAT_WG x 4 columns a
-// workgroup, grid (ceil(n / (4 BB_FLAT_WG)), 1, 1). The same sums.
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;         // (k, ld / 4)
-@group(0) @binding(1) var<storage, read_write> dbias: array<vec4<f32>>;  // (n / 4)
+// --- TEMPLATE: matmul_backward_bias_flatw ---
+// --- KERNEL: matmul_backward_bias_flat = matmul_backward_bias_flatw with V=f32, W=1, N= ---
+// --- KERNEL: matmul_backward_bias_flat4 = matmul_backward_bias_flatw with V=vec4<f32>, W=4, N=4 ---
+// The CPU twin of matmul_backward_bias, as a template: one invocation per
+// {{W}} adjacent columns (a {{V}} a row), summing its k rows in order;
+// BB_FLAT_WG x {{W}} columns a workgroup, grid (ceil(n / ({{W}} BB_FLAT_WG)),
+// 1, 1); no workgroup memory or barriers (on llvmpipe the 256-thread
+// workgroup's barrier costs more than the sums). matmul_backward_bias_flat
+// (f32) serves any n; matmul_backward_bias_flat4 (vec4) n, ld and off
+// multiples of 4 (on llvmpipe a lane's vec4 read costs about 3x a scalar
+// one). The same sums.
+@group(0) @binding(0) var<storage, read> dout: array<{{V}}>;         // (k, ld)
+@group(0) @binding(1) var<storage, read_write> dbias: array<{{V}}>;  // (n)
 @group(0) @binding(2) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(BB_FLAT_WG)
-fn matmul_backward_bias_flat4(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn matmul_backward_bias_flat{{N}}(@builtin(global_invocation_id) gid: vec3<u32>) {
     let c = gid.x;
-    if (c >= p.n / 4u) { return; }
-    let row = p.ld / 4u;
-    let col = p.off / 4u + c;
-    var s = vec4<f32>();
+    if (c >= p.n / {{W}}u) { return; }
+    let row = p.ld / {{W}}u;
+    let col = p.off / {{W}}u + c;
+    var s = {{V}}();
     for (var r = 0u; r < p.k; r++) { s += dout[r * row + col]; }
     dbias[c] = dbias[c] + s;
 }
