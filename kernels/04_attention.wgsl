@@ -1190,6 +1190,46 @@ var<workgroup> tq: array<f32, TILE>;  // dq: Q chunk, then dout chunk (BQ x DC);
 var<workgroup> tk: array<f32, TILE>;  // dq: K, V, K chunks (BK x DC); dkdv: K chunk, then V chunk
 var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T (BK x BQ)
 
+// The score passes of dq and dkdv, over the head DC columns at a time: the
+// block's q (rows q0 ..) staged in tq and k (rows k0 ..) in tk, or with dv
+// its dout and v; then thread (row, lane) sums, for j < KPT, query row .
+// key lane + j TPR (keyrows false: dq, s) or query lane + j TPR . key row
+// (keyrows true: dkdv, s^T), columns in order. Called with constants, from
+// uniform control flow (it holds barriers).
+fn gb_dots(q0: u32, k0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u32, dv: bool,
+           keyrows: bool) -> array<f32, KPT> {
+    let C3 = 3u * p.C;
+    let kcol = select(p.C, 2u * p.C, dv);  // k or v within a qkv row
+    var s = array<f32, KPT>();
+    for (var c0 = 0u; c0 < p.hs; c0 += DC) {
+        for (var e = tid; e < BQ * DC; e += WG) {
+            let r = e / DC;
+            let c = e % DC;
+            let col = c0 + c;
+            var qv = 0.0;
+            var kv = 0.0;
+            if (col < p.hs && q0 + r < p.T) {
+                if (dv) { qv = dout[obase + (q0 + r) * p.C + col]; } else { qv = qkv[base + (q0 + r) * C3 + col]; }
+            }
+            if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + kcol + col]; }
+            tq[r * PAD + c] = qv;
+            tk[r * PAD + c] = kv;
+        }
+        workgroupBarrier();
+        for (var c = 0u; c < DC; c++) {
+            if (keyrows) {
+                let kv = tk[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += tq[(lane + j * TPR) * PAD + c] * kv; }
+            } else {
+                let qv = tq[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
+            }
+        }
+        workgroupBarrier();
+    }
+    return s;
+}
+
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
@@ -1213,48 +1253,9 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     var acc = array<f32, NACC>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
-        // s = q . k in the forward's order, so P stays <= 1 up to rounding.
-        var s = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + col]; }
-                tq[r * PAD + c] = qv;
-                tk[r * PAD + c] = kv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let qv = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
-            }
-            workgroupBarrier();
-        }
-        // dP = dout . v
-        var dp = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var ov = 0.0;
-                var vv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { ov = dout[obase + (q0 + r) * p.C + col]; }
-                if (col < p.hs && k0 + r < p.T) { vv = qkv[base + (k0 + r) * C3 + 2u * p.C + col]; }
-                tq[r * PAD + c] = ov;
-                tk[r * PAD + c] = vv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let ov = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { dp[j] += ov * tk[(lane + j * TPR) * PAD + c]; }
-            }
-            workgroupBarrier();
-        }
+        // s = q . k in the forward's order, so P stays <= 1 up to rounding; dP = dout . v.
+        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, false);
+        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, false);
         for (var j = 0u; j < KPT; j++) {
             let key = k0 + lane + j * TPR;
             let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
@@ -1315,48 +1316,9 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     var dv = array<f32, NACC>();
     for (var qb = kb; qb < nqb; qb++) {
         let q0 = qb * BQ;
-        // s^T = k . q: the forward's products in the forward's order.
-        var s = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + col]; }
-                tq[r * PAD + c] = qv;
-                tk[r * PAD + c] = kv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let kv = tk[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += tq[(lane + j * TPR) * PAD + c] * kv; }
-            }
-            workgroupBarrier();
-        }
-        // dP^T = v . dout
-        var dp = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var ov = 0.0;
-                var vv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { ov = dout[obase + (q0 + r) * p.C + col]; }
-                if (col < p.hs && k0 + r < p.T) { vv = qkv[base + (k0 + r) * C3 + 2u * p.C + col]; }
-                tq[r * PAD + c] = ov;
-                tk[r * PAD + c] = vv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let vv = tk[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { dp[j] += tq[(lane + j * TPR) * PAD + c] * vv; }
-            }
-            workgroupBarrier();
-        }
+        // s^T = k . q: the forward's products in the forward's order; dP^T = v . dout.
+        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, true);
+        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, true);
         var pr = array<f32, KPT>();
         var ds = array<f32, KPT>();
         for (var j = 0u; j < KPT; j++) {
