@@ -178,6 +178,7 @@ fn adamw_update{{N}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     if (i >= p.n / {{W}}u || state.nonfinite != 0u) { return; }
     let j = p.start / {{W}}u + i;
     let g = grads[j] * state.scale;
+    let w = params[j];
     // Same operation order as ref_adamw_update: ((1-b2)*g)*g.
     let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
     let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
@@ -185,7 +186,6 @@ fn adamw_update{{N}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     v[j] = vi;
     let mhat = mi / p.bc1;
     let vhat = vi / p.bc2;
-    let w = params[j];
     params[j] = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
 }
 
