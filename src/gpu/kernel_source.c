@@ -53,7 +53,8 @@ static int parse_variant_(const char *s, size_t n, wgpt_ksrc_kernel *k, char *ba
     }
 }
 
-// A variant of a section or entry: its text values as override constants.
+// A variant of a section, entry or instance: its text values as override
+// constants.
 // Returns 0, or -1 if there are too many or one is not a number.
 static int subs_to_consts_(wgpt_ksrc_kernel *k) {
     if (k->nsubs > WGPT_KSRC_MAX_CONSTS) return -1;
