@@ -18,7 +18,10 @@
 // CPU twins (for llvmpipe; src/model/variant.h picks): layernorm_forward_flat
 // and layernorm_backward_input_flat, same bindings and params, one invocation
 // per row, LN_FLAT_WG rows a workgroup, ceil(N / LN_FLAT_WG) workgroups
-// through dispatch1d; no barriers, no subgroups.
+// through dispatch1d; no barriers, no subgroups; their _flat4 versions
+// (C % 4 == 0) read the row as vec4s. Each pair is one template
+// (layernorm_forward_flatw, layernorm_backward_input_flatw) instantiated
+// with the element type {{V}} and its width {{W}}.
 // vec4 GPU kernels (for C % 4 == 0, C <= LN_V4_MAX_C, (N, C) and (C) views at
 // 16-byte aligned offsets; the host picks them): layernorm_forward_vec4, same
 // bindings and params with the (N, C) and (C) arrays bound as
@@ -149,6 +152,20 @@ fn sum4(x: vec4<f32>) -> f32 {
     return (x.x + x.y) + (x.z + x.w);
 }
 
+// s plus the {{W}} columns of x, one at a time in order (the flat twins' row
+// sums: the scalar and vec4 ones add the same numbers in the same order).
+fn ln_add_1(s: f32, x: f32) -> f32 {
+    return s + x;
+}
+fn ln_add_4(s: f32, x: vec4<f32>) -> f32 {
+    var a = s;
+    a += x.x;
+    a += x.y;
+    a += x.z;
+    a += x.w;
+    return a;
+}
+
 // One row per workgroup; the 2D fallback spreads rows over (x, y).
 fn ln_row(wid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wid.x + wid.y * nwg.x;
@@ -201,35 +218,6 @@ fn layernorm_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgro
 }
 
 // --- KERNEL: layernorm_stats = layernorm_forward with STATS_ONLY=1 ---
-
-// --- KERNEL: layernorm_forward_flat in layernorm_forward ---
-// The CPU twin of layernorm_forward: invocation lid of workgroup w owns row
-// w * LN_FLAT_WG + lid and walks it alone, three passes in column order
-// (mean, centred variance, output). Adjacent invocations read adjacent rows.
-@compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                          @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
-    if (row >= p.N) { return; }
-    let base = row * p.C;
-    let inv_c = 1.0 / f32(p.C);
-    var s = 0.0;
-    for (var c = 0u; c < p.C; c++) { s += inp[base + c]; }
-    let m = s * inv_c;
-    var v = 0.0;
-    for (var c = 0u; c < p.C; c++) {
-        let d = inp[base + c] - m;
-        v += d * d;
-    }
-    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
-    for (var c = 0u; c < p.C && !STATS_ONLY; c++) {
-        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
-    }
-    mean[row] = m;
-    rstd[row] = r;
-}
-
-// --- KERNEL: layernorm_stats_flat = layernorm_forward_flat with STATS_ONLY=1 ---
 
 // --- KERNEL: layernorm_forward_vec4 ---
 // layernorm_forward reading each row once: lane l of the row's 64 threads
@@ -296,47 +284,6 @@ fn layernorm_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(wo
 // floats of residual_forward_vec4 then layernorm_stats_vec4, with the sum
 // kept in registers instead of read back.
 
-// --- KERNEL: layernorm_forward_flat4 in layernorm_forward_vec4 ---
-// layernorm_forward_flat for C % 4 == 0 (the host picks it then): the same
-// sums in the same order, the row read and written 4 columns a step as
-// vec4s (on llvmpipe a lane's vec4 access costs about 3x a scalar one, and
-// each loop-carried sum is blended with the loop's lane mask once per 4
-// columns instead of once per column).
-@compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_forward_flat4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                           @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
-    if (row >= p.N) { return; }
-    let c4 = p.C / 4u;
-    let base = row * c4;
-    let inv_c = 1.0 / f32(p.C);
-    var s = 0.0;
-    for (var c = 0u; c < c4; c++) {
-        let x = inp[base + c];
-        s += x.x;
-        s += x.y;
-        s += x.z;
-        s += x.w;
-    }
-    let m = s * inv_c;
-    var v = 0.0;
-    for (var c = 0u; c < c4; c++) {
-        let d = inp[base + c] - m;
-        v += d.x * d.x;
-        v += d.y * d.y;
-        v += d.z * d.z;
-        v += d.w * d.w;
-    }
-    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
-    for (var c = 0u; c < c4 && !STATS_ONLY; c++) {
-        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
-    }
-    mean[row] = m;
-    rstd[row] = r;
-}
-
-// --- KERNEL: layernorm_stats_flat4 = layernorm_forward_flat4 with STATS_ONLY=1 ---
-
 // --- KERNEL: layernorm_backward_input ---
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * weight,
 // xhat = (inp - mean) * rstd, means over the row.
@@ -367,34 +314,6 @@ fn layernorm_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(
     let mean_g = wg_reduce_sum(tid, sg, sg_acc) * inv_c;
     let mean_gx = wg_reduce_sum(tid, sg, sgx_acc) * inv_c;
     for (var c = tid; c < p.C; c += WG) {
-        let g = dout[base + c] * weight[c];
-        let xhat = (inp[base + c] - m) * r;
-        dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
-    }
-}
-
-// --- KERNEL: layernorm_backward_input_flat in layernorm_backward_input ---
-// The CPU twin of layernorm_backward_input: one invocation per row, two
-// passes in column order (the two means, then dinp +=).
-@compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                                 @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
-    if (row >= p.N) { return; }
-    let base = row * p.C;
-    let m = mean[row];
-    let r = rstd[row];
-    var sg_acc = 0.0;
-    var sgx_acc = 0.0;
-    for (var c = 0u; c < p.C; c++) {
-        let g = dout[base + c] * weight[c];
-        sg_acc += g;
-        sgx_acc += g * (inp[base + c] - m) * r;
-    }
-    let inv_c = 1.0 / f32(p.C);
-    let mean_g = sg_acc * inv_c;
-    let mean_gx = sgx_acc * inv_c;
-    for (var c = 0u; c < p.C; c++) {
         let g = dout[base + c] * weight[c];
         let xhat = (inp[base + c] - m) * r;
         dinp[base + c] += r * (g - mean_g - xhat * mean_gx);
@@ -662,44 +581,87 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
     }
 }
 
-// --- KERNEL: layernorm_backward_input_flat4 ---
-// layernorm_backward_input_flat for C % 4 == 0, 4 columns a step as vec4s
-// (as layernorm_forward_flat4): the same sums in the same order.
-@group(0) @binding(0) var<storage, read_write> dinp: array<vec4<f32>>;  // (N, C / 4)
-@group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;        // (N, C / 4)
-@group(0) @binding(2) var<storage, read> inp: array<vec4<f32>>;         // (N, C / 4)
-@group(0) @binding(3) var<storage, read> weight: array<vec4<f32>>;      // (C / 4)
-@group(0) @binding(4) var<storage, read> mean: array<f32>;              // (N)
-@group(0) @binding(5) var<storage, read> rstd: array<f32>;              // (N)
+// --- TEMPLATE: layernorm_forward_flatw ---
+// --- KERNEL: layernorm_forward_flat = layernorm_forward_flatw with V=f32, W=1, N= ---
+// --- KERNEL: layernorm_stats_flat = layernorm_forward_flat with STATS_ONLY=1 ---
+// --- KERNEL: layernorm_forward_flat4 = layernorm_forward_flatw with V=vec4<f32>, W=4, N=4 ---
+// --- KERNEL: layernorm_stats_flat4 = layernorm_forward_flat4 with STATS_ONLY=1 ---
+// The CPU twin of layernorm_forward, as a template: invocation lid of
+// workgroup w owns row w * LN_FLAT_WG + lid and walks it alone, three passes
+// in column order (mean, centred variance, output), the row read and written
+// {{W}} columns a step as {{V}}. Adjacent invocations read adjacent rows.
+// layernorm_forward_flat (f32) serves any C, layernorm_forward_flat4 (vec4)
+// C % 4 == 0 (the host picks it then): the same sums in the same order (on
+// llvmpipe a lane's vec4 access costs about 3x a scalar one, and each
+// loop-carried sum is blended with the loop's lane mask once per 4 columns
+// instead of once per column).
+@group(0) @binding(0) var<storage, read_write> out: array<{{V}}>;  // (N, C)
+@group(0) @binding(1) var<storage, read_write> mean: array<f32>;   // (N)
+@group(0) @binding(2) var<storage, read_write> rstd: array<f32>;   // (N)
+@group(0) @binding(3) var<storage, read> inp: array<{{V}}>;        // (N, C)
+@group(0) @binding(4) var<storage, read> weight: array<{{V}}>;     // (C)
+@group(0) @binding(5) var<storage, read> bias: array<{{V}}>;       // (C)
 @group(0) @binding(6) var<uniform> p: LnParams;
 
 @compute @workgroup_size(LN_FLAT_WG)
-fn layernorm_backward_input_flat4(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                                  @builtin(num_workgroups) nwg: vec3<u32>) {
+fn layernorm_forward_flat{{N}}(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                          @builtin(num_workgroups) nwg: vec3<u32>) {
     let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
     if (row >= p.N) { return; }
-    let c4 = p.C / 4u;
-    let base = row * c4;
+    let cw = p.C / {{W}}u;  // the row in {{V}}s
+    let base = row * cw;
+    let inv_c = 1.0 / f32(p.C);
+    var s = 0.0;
+    for (var c = 0u; c < cw; c++) { s = ln_add_{{W}}(s, inp[base + c]); }
+    let m = s * inv_c;
+    var v = 0.0;
+    for (var c = 0u; c < cw; c++) {
+        let d = inp[base + c] - m;
+        v = ln_add_{{W}}(v, d * d);
+    }
+    let r = 1.0 / sqrt(v * inv_c + LN_EPS);
+    for (var c = 0u; c < cw && !STATS_ONLY; c++) {
+        out[base + c] = (inp[base + c] - m) * r * weight[c] + bias[c];
+    }
+    mean[row] = m;
+    rstd[row] = r;
+}
+
+// --- TEMPLATE: layernorm_backward_input_flatw ---
+// --- KERNEL: layernorm_backward_input_flat = layernorm_backward_input_flatw with V=f32, W=1, N= ---
+// --- KERNEL: layernorm_backward_input_flat4 = layernorm_backward_input_flatw with V=vec4<f32>, W=4, N=4 ---
+// The CPU twin of layernorm_backward_input, as a template: one invocation
+// per row, two passes in column order (the two means, then dinp +=), {{W}}
+// columns a step as {{V}} (as layernorm_forward_flatw: _flat4 for
+// C % 4 == 0, the same sums in the same order).
+@group(0) @binding(0) var<storage, read_write> dinp: array<{{V}}>;  // (N, C)
+@group(0) @binding(1) var<storage, read> dout: array<{{V}}>;        // (N, C)
+@group(0) @binding(2) var<storage, read> inp: array<{{V}}>;         // (N, C)
+@group(0) @binding(3) var<storage, read> weight: array<{{V}}>;      // (C)
+@group(0) @binding(4) var<storage, read> mean: array<f32>;          // (N)
+@group(0) @binding(5) var<storage, read> rstd: array<f32>;          // (N)
+@group(0) @binding(6) var<uniform> p: LnParams;
+
+@compute @workgroup_size(LN_FLAT_WG)
+fn layernorm_backward_input_flat{{N}}(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+                                 @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = ln_row(wid, nwg) * LN_FLAT_WG + lid;
+    if (row >= p.N) { return; }
+    let cw = p.C / {{W}}u;  // the row in {{V}}s
+    let base = row * cw;
     let m = mean[row];
     let r = rstd[row];
     var sg_acc = 0.0;
     var sgx_acc = 0.0;
-    for (var c = 0u; c < c4; c++) {
+    for (var c = 0u; c < cw; c++) {
         let g = dout[base + c] * weight[c];
-        let gx = g * (inp[base + c] - m) * r;
-        sg_acc += g.x;
-        sgx_acc += gx.x;
-        sg_acc += g.y;
-        sgx_acc += gx.y;
-        sg_acc += g.z;
-        sgx_acc += gx.z;
-        sg_acc += g.w;
-        sgx_acc += gx.w;
+        sg_acc = ln_add_{{W}}(sg_acc, g);
+        sgx_acc = ln_add_{{W}}(sgx_acc, g * (inp[base + c] - m) * r);
     }
     let inv_c = 1.0 / f32(p.C);
     let mean_g = sg_acc * inv_c;
     let mean_gx = sgx_acc * inv_c;
-    for (var c = 0u; c < c4; c++) {
+    for (var c = 0u; c < cw; c++) {
         let g = dout[base + c] * weight[c];
         let xhat = (inp[base + c] - m) * r;
         dinp[base + c] += r * (g - mean_g - xhat * mean_gx);

@@ -8,8 +8,9 @@
 // tile, grid (ceil(n / 64), ceil(m / 64), 1); the bias kernel one workgroup
 // per 32 columns, grid (ceil(n / 32), 1, 1).
 // CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat,
-// matmul_backward_input_flat, matmul_backward_weight_flat (and
-// matmul_backward_bias_flat, see its section), same bindings and
+// matmul_backward_input_flat, matmul_backward_weight_flat (the two backward
+// ones one template, matmul_backward_flatw; and matmul_backward_bias_flat
+// and _flat4, another), same bindings and
 // params as their tiled twins, no workgroup memory, no barriers: 8
 // invocations a workgroup, FLAT_ROWS x FLAT_N = 32 x 32 outputs, grid
 // (ceil(n / 32), ceil(m / 32), 1).
@@ -250,50 +251,6 @@ fn matmul_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(wor
     }
 }
 
-// --- KERNEL: matmul_backward_input_flat in matmul_backward_input ---
-// The CPU twin of matmul_backward_input, laid out as matmul_forward_flat:
-// rows of dout shared through subgroupShuffle, columns of weight (c
-// contiguous: adjacent lanes read adjacent floats) loaded per lane.
-@compute @workgroup_size(FLAT_WG)
-fn matmul_backward_input_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
-                              @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
-    let r0 = wg.y * FLAT_ROWS;
-    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
-    let S = min(sg, FLAT_WG);
-    var arow: array<u32, FLAT_ROWS>;
-    for (var i = 0u; i < FLAT_ROWS; i++) { arow[i] = min(r0 + i, p.m - 1u) * p.ld + p.off; }
-    var bcol: array<u32, FLAT_COLS>;
-    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
-    var sum = array<f32, FLAT_OUT>();
-    for (var k0 = 0u; k0 < p.k; k0 += S) {
-        let ks = min(k0 + sid, p.k - 1u);
-        var a = array<f32, FLAT_ROWS>();  // lane sid: dout[row i, off + k0 + sid]
-        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow[i] + ks]; }
-        let kn = min(S, p.k - k0);
-        for (var kk = 0u; kk < kn; kk++) {
-            let wrow = (k0 + kk) * p.n;
-            var b = array<f32, FLAT_COLS>();
-            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[wrow + bcol[j]]; }
-            for (var i = 0u; i < FLAT_ROWS; i++) {
-                let x = subgroupShuffle(a[i], kk);
-                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
-            }
-        }
-    }
-    for (var i = 0u; i < FLAT_ROWS; i++) {
-        let r = r0 + i;
-        for (var j = 0u; j < FLAT_COLS; j++) {
-            let c = c0 + FLAT_WG * j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                var v = sum[i * FLAT_COLS + j];
-                if (p.flag != 0u) { v += dinp[idx]; }
-                dinp[idx] = v;
-            }
-        }
-    }
-}
-
 // --- KERNEL: matmul_backward_weight ---
 // dweight[r, c] += sum_k dout[k, off + r] * inp[k, c]: the reduction runs
 // over token rows, and both operands have their output index contiguous, so
@@ -339,48 +296,6 @@ fn matmul_backward_weight(@builtin(local_invocation_index) tid: u32, @builtin(wo
     }
 }
 
-// --- KERNEL: matmul_backward_weight_flat in matmul_backward_weight ---
-// The CPU twin of matmul_backward_weight: dweight rows r (output channels)
-// are the shared operand: lane sid reads dout[k0 + sid, off + r] and hands it
-// round; inp[k, c] (c contiguous) is loaded per lane.
-@compute @workgroup_size(FLAT_WG)
-fn matmul_backward_weight_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
-                               @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
-    let r0 = wg.y * FLAT_ROWS;
-    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
-    let S = min(sg, FLAT_WG);
-    var acol: array<u32, FLAT_ROWS>;
-    for (var i = 0u; i < FLAT_ROWS; i++) { acol[i] = p.off + min(r0 + i, p.m - 1u); }
-    var bcol: array<u32, FLAT_COLS>;
-    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
-    var sum = array<f32, FLAT_OUT>();
-    for (var k0 = 0u; k0 < p.k; k0 += S) {
-        let arow = min(k0 + sid, p.k - 1u) * p.ld;
-        var a = array<f32, FLAT_ROWS>();  // lane sid: dout[k0 + sid, off + row i]
-        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow + acol[i]]; }
-        let kn = min(S, p.k - k0);
-        for (var kk = 0u; kk < kn; kk++) {
-            let brow = (k0 + kk) * p.n;
-            var b = array<f32, FLAT_COLS>();
-            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = inp[brow + bcol[j]]; }
-            for (var i = 0u; i < FLAT_ROWS; i++) {
-                let x = subgroupShuffle(a[i], kk);
-                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
-            }
-        }
-    }
-    for (var i = 0u; i < FLAT_ROWS; i++) {
-        let r = r0 + i;
-        for (var j = 0u; j < FLAT_COLS; j++) {
-            let c = c0 + FLAT_WG * j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                dweight[idx] = dweight[idx] + sum[i * FLAT_COLS + j];
-            }
-        }
-    }
-}
-
 // --- KERNEL: matmul_backward_bias ---
 // dbias[c] += sum over k rows of dout[row, off + c]. A workgroup owns 32
 // columns; its 8 row phases each sum every 8th row (a warp reads 32 adjacent
@@ -412,36 +327,91 @@ fn matmul_backward_bias(@builtin(local_invocation_index) tid: u32, @builtin(work
     }
 }
 
-// --- KERNEL: matmul_backward_bias_flat in matmul_backward_bias ---
-// The CPU twin of matmul_backward_bias: one invocation per column, summing
-// its k rows in order; BB_FLAT_WG columns a workgroup, grid
-// (ceil(n / BB_FLAT_WG), 1, 1); no workgroup memory or barriers (on llvmpipe
-// the 256-thread workgroup's barrier costs more than the sums).
-@compute @workgroup_size(BB_FLAT_WG)
-fn matmul_backward_bias_flat(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let c = gid.x;
-    if (c >= p.n) { return; }
-    var s = 0.0;
-    for (var r = 0u; r < p.k; r++) { s += dout[r * p.ld + p.off + c]; }
-    dbias[c] = dbias[c] + s;
+// --- TEMPLATE: matmul_backward_flatw ---
+// --- KERNEL: matmul_backward_input_flat = matmul_backward_flatw with PASS=input, DW=false ---
+// --- KERNEL: matmul_backward_weight_flat = matmul_backward_flatw with PASS=weight, DW=true ---
+// The CPU twins of matmul_backward_input and matmul_backward_weight (the
+// same bindings and params), as a template, laid out as matmul_forward_flat:
+// the rows of the output's shared operand, dout, pass between the lanes
+// through subgroupShuffle; the other operand, weight or inp (c contiguous:
+// adjacent lanes read adjacent floats), is loaded per lane.
+// matmul_backward_input_flat (DW false): dinp[r, c] (+)= sum_k dout[r, off + k]
+// weight[k, c], lane sid reading dout[row i, off + k0 + sid].
+// matmul_backward_weight_flat (DW true): dweight[r, c] += sum_k dout[k, off + r]
+// inp[k, c], lane sid reading dout[k0 + sid, off + row i].
+@group(0) @binding(0) var<storage, read> dout: array<f32>;      // input: (m, ld); weight: (k, ld)
+@group(0) @binding(1) var<storage, read> bop: array<f32>;       // input: weight (k, n); weight: inp (k, n)
+@group(0) @binding(2) var<storage, read_write> res: array<f32>; // input: dinp (m, n); weight: dweight (m, n)
+@group(0) @binding(3) var<uniform> p: LinearParams;
+
+const DW: bool = {{DW}};
+
+@compute @workgroup_size(FLAT_WG)
+fn matmul_backward_{{PASS}}_flat(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+                               @builtin(subgroup_invocation_id) sid: u32, @builtin(subgroup_size) sg: u32) {
+    let r0 = wg.y * FLAT_ROWS;
+    let c0 = wg.x * FLAT_WG * FLAT_COLS + lid;
+    let S = min(sg, FLAT_WG);
+    var arow: array<u32, FLAT_ROWS>;  // dout's index of output row i, less its k part
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        if (DW) { arow[i] = p.off + min(r0 + i, p.m - 1u); } else { arow[i] = min(r0 + i, p.m - 1u) * p.ld + p.off; }
+    }
+    var bcol: array<u32, FLAT_COLS>;
+    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + FLAT_WG * j, p.n - 1u); }
+    var sum = array<f32, FLAT_OUT>();
+    for (var k0 = 0u; k0 < p.k; k0 += S) {
+        let ks = min(k0 + sid, p.k - 1u);
+        var kofs = ks;  // the k part: dout's column (input) or row (weight) k0 + sid
+        if (DW) { kofs = ks * p.ld; }
+        var a = array<f32, FLAT_ROWS>();
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = dout[arow[i] + kofs]; }
+        let kn = min(S, p.k - k0);
+        for (var kk = 0u; kk < kn; kk++) {
+            let brow = (k0 + kk) * p.n;
+            var b = array<f32, FLAT_COLS>();
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = bop[brow + bcol[j]]; }
+            for (var i = 0u; i < FLAT_ROWS; i++) {
+                let x = subgroupShuffle(a[i], kk);
+                for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
+            }
+        }
+    }
+    for (var i = 0u; i < FLAT_ROWS; i++) {
+        let r = r0 + i;
+        for (var j = 0u; j < FLAT_COLS; j++) {
+            let c = c0 + FLAT_WG * j;
+            if (r < p.m && c < p.n) {
+                let idx = r * p.n + c;
+                var v = sum[i * FLAT_COLS + j];
+                if (DW || p.flag != 0u) { v += res[idx]; }  // weight: always accumulate; input: if asked
+                res[idx] = v;
+            }
+        }
+    }
 }
 
-// --- KERNEL: matmul_backward_bias_flat4 ---
-// matmul_backward_bias_flat for n, ld and off multiples of 4: one invocation
-// per 4 adjacent columns (a vec4 a row: on llvmpipe a lane's vec4 read costs
-// about 3x a scalar one), its rows summed in order; BB_FLAT_WG x 4 columns a
-// workgroup, grid (ceil(n / (4 BB_FLAT_WG)), 1, 1). The same sums.
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;         // (k, ld / 4)
-@group(0) @binding(1) var<storage, read_write> dbias: array<vec4<f32>>;  // (n / 4)
+// --- TEMPLATE: matmul_backward_bias_flatw ---
+// --- KERNEL: matmul_backward_bias_flat = matmul_backward_bias_flatw with V=f32, W=1, N= ---
+// --- KERNEL: matmul_backward_bias_flat4 = matmul_backward_bias_flatw with V=vec4<f32>, W=4, N=4 ---
+// The CPU twin of matmul_backward_bias, as a template: one invocation per
+// {{W}} adjacent columns (a {{V}} a row), summing its k rows in order;
+// BB_FLAT_WG x {{W}} columns a workgroup, grid (ceil(n / ({{W}} BB_FLAT_WG)),
+// 1, 1); no workgroup memory or barriers (on llvmpipe the 256-thread
+// workgroup's barrier costs more than the sums). matmul_backward_bias_flat
+// (f32) serves any n; matmul_backward_bias_flat4 (vec4) n, ld and off
+// multiples of 4 (on llvmpipe a lane's vec4 read costs about 3x a scalar
+// one). The same sums.
+@group(0) @binding(0) var<storage, read> dout: array<{{V}}>;         // (k, ld)
+@group(0) @binding(1) var<storage, read_write> dbias: array<{{V}}>;  // (n)
 @group(0) @binding(2) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(BB_FLAT_WG)
-fn matmul_backward_bias_flat4(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn matmul_backward_bias_flat{{N}}(@builtin(global_invocation_id) gid: vec3<u32>) {
     let c = gid.x;
-    if (c >= p.n / 4u) { return; }
-    let row = p.ld / 4u;
-    let col = p.off / 4u + c;
-    var s = vec4<f32>();
+    if (c >= p.n / {{W}}u) { return; }
+    let row = p.ld / {{W}}u;
+    let col = p.off / {{W}}u + c;
+    var s = {{V}}();
     for (var r = 0u; r < p.k; r++) { s += dout[r * row + col]; }
     dbias[c] = dbias[c] + s;
 }

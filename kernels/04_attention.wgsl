@@ -17,8 +17,11 @@
 //   AF_WG a workgroup, grid (ceil(T/AF_WG), NH, B); keys (queries) pass between
 //   the lanes of a group of AF_G = 8 with subgroupShuffle, two rows a lane, in
 //   blocks of AF_K = 16, so the subgroup size must be a multiple of 8; the
-//   *_flat4 ones read the head as vec4s (hs % 4 == 0), the *_flath ones
-//   also fix the head size per pipeline (AF_HS4, a variant a size).
+//   *_flat4 ones read the head as vec4s (hs % 4 == 0): *_flat and *_flat4
+//   are instances of two templates (attention_forward_flatw,
+//   attention_backward_flatw; the element type {{V}} and its width {{W}}
+//   put in); the *_flath ones also fix the head size per pipeline (AF_HS4,
+//   a variant a size).
 // The fast kernels have 48 KiB variants, attention_forward_48k,
 // attention_backward_dq_48k and attention_backward_dkdv_48k (one more 16 KiB
 // tile; same bindings, params and grid), which attention.c picks where
@@ -28,9 +31,9 @@
 // attention_backward_preprocess serves all three: ceil(B*NH*T / WG) through
 // dispatch1d. Kernels with the same bindings share a section (entry markers,
 // `// --- KERNEL: name in section ---`), so that each binding list is written
-// once: four sections, fast forward (with the flat4 and flath forwards),
-// fast backward (dq, dkdv, and the flat4 and flath ones), generic forward
-// (with the flat forward) and generic backward (with the flat ones). See
+// once: four sections, fast forward (with the flath forward), fast backward
+// (dq, dkdv, and the flath ones), generic forward and generic backward (dq
+// and dkdv); then the two templates of the flat twins. See
 // docs/kernels/04_attention.md.
 
 // The fast kernels' variants: true gives each a third 16 KiB tile of
@@ -99,11 +102,20 @@ const AF_K: u32 = 16u;
 const_assert AF_WG % AF_K == 0u;
 const_assert AF_K == 2u * AF_G;
 
-// The block steps the flat4 and flath twins share. af_dot16: 16 running dot
-// products, one vec4 of head columns: acc[j] += x . (row j), row j (j < 8)
-// being y0 of lane g0 + j and row 8 + j its y1, handed round by
-// subgroupShuffle (columns in order, so each sum keeps its order).
-fn af_dot16(acc: array<f32, AF_K>, x: vec4<f32>, y0: vec4<f32>, y1: vec4<f32>, g0: u32) -> array<f32, AF_K> {
+// The block steps the flat twins share. af_dot16_4: 16 running dot products,
+// one vec4 of head columns: acc[j] += x . (row j), row j (j < 8) being y0 of
+// lane g0 + j and row 8 + j its y1, handed round by subgroupShuffle (columns
+// in order, so each sum keeps its order); af_dot16_1: the same for one
+// column (the head read as f32).
+fn af_dot16_1(acc: array<f32, AF_K>, x: f32, y0: f32, y1: f32, g0: u32) -> array<f32, AF_K> {
+    var a = acc;
+    for (var jj = 0u; jj < AF_G; jj++) {
+        a[jj] = fma(x, subgroupShuffle(y0, g0 + jj), a[jj]);
+        a[AF_G + jj] = fma(x, subgroupShuffle(y1, g0 + jj), a[AF_G + jj]);
+    }
+    return a;
+}
+fn af_dot16_4(acc: array<f32, AF_K>, x: vec4<f32>, y0: vec4<f32>, y1: vec4<f32>, g0: u32) -> array<f32, AF_K> {
     var a = acc;
     for (var e = 0u; e < 4u; e++) {
         for (var jj = 0u; jj < AF_G; jj++) {
@@ -114,9 +126,15 @@ fn af_dot16(acc: array<f32, AF_K>, x: vec4<f32>, y0: vec4<f32>, y1: vec4<f32>, g
     return a;
 }
 
-// af_mix16: acc + sum over the block's 16 rows (as af_dot16's) of w[j] times
-// row j, rows in order.
-fn af_mix16(acc: vec4<f32>, w: array<f32, AF_K>, y0: vec4<f32>, y1: vec4<f32>, g0: u32) -> vec4<f32> {
+// af_mix16_4 (af_mix16_1): acc + sum over the block's 16 rows (as
+// af_dot16_4's) of w[j] times row j, rows in order.
+fn af_mix16_1(acc: f32, w: array<f32, AF_K>, y0: f32, y1: f32, g0: u32) -> f32 {
+    var a = acc;
+    for (var jj = 0u; jj < AF_G; jj++) { a = fma(w[jj], subgroupShuffle(y0, g0 + jj), a); }
+    for (var jj = 0u; jj < AF_G; jj++) { a = fma(w[AF_G + jj], subgroupShuffle(y1, g0 + jj), a); }
+    return a;
+}
+fn af_mix16_4(acc: vec4<f32>, w: array<f32, AF_K>, y0: vec4<f32>, y1: vec4<f32>, g0: u32) -> vec4<f32> {
     var a = acc;
     for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(w[jj]), subgroupShuffle(y0, g0 + jj), a); }
     for (var jj = 0u; jj < AF_G; jj++) { a = fma(vec4<f32>(w[AF_G + jj]), subgroupShuffle(y1, g0 + jj), a); }
@@ -137,7 +155,7 @@ fn af_ds16(s: array<f32, AF_K>, dp: array<f32, AF_K>, lse_t: f32, d_t: f32, scal
 }
 
 // af_key_pds16: one key j's probabilities and score gradients over a block
-// of 16 queries i0 .. (the dkdv twins), rows as af_dot16's: query i0 + ii's
+// of 16 queries i0 .. (the dkdv twins), rows as af_dot16_4's: query i0 + ii's
 // lse and D are lane g0 + ii's lse0 and d0, query i0 + 8 + ii's its lse1 and
 // d1. P is 0 for a query before the key or past T.
 struct AfPds16 {
@@ -397,79 +415,6 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     }
 }
 
-// --- KERNEL: attention_forward_flat4 in attention_forward ---
-// attention_forward_flat for head sizes that are multiples of 4 (the host
-// picks it then): the same sums in the same order, but the head is read 4
-// columns a step as vec4s and each score, and the running out, is read and
-// written once per 4 columns. On llvmpipe a lane's vec4 read costs about
-// 3x a scalar one (not 4x), and a value carried round a loop is blended with
-// the loop's lane mask at every write (03_linear.md, "Flat8").
-// af_scores of attention_forward_flat, rows in vec4s.
-fn af4_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
-    var s = array<f32, AF_K>();
-    for (var c = 0u; c < p.hs / 4u; c++) {
-        let qv = qkv[qrow + c];
-        let kv0 = qkv[krow0 + c];
-        let kv1 = qkv[krow1 + c];
-        s = af_dot16(s, qv, kv0, kv1, g0);
-    }
-    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
-    return s;
-}
-
-@compute @workgroup_size(AF_WG)
-fn attention_forward_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let hs4 = p.hs / 4u;
-    let base = b * p.T * C34 + h * hs4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
-    let qrow = base + min(t, p.T - 1u) * C34;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let kend = min(q0 + AF_WG, p.T);
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        let s = af4_scores(qrow, kr0, kr1, g0);
-        var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
-        }
-        let m_new = max(m, bmax);
-        var bsum = 0.0;
-        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
-        l = l * exp(m - m_new) + bsum;
-        m = m_new;
-    }
-    let lse_t = m + log(l);
-    let orow = (b * p.T + t) * C4 + h * hs4;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        let s = af4_scores(qrow, kr0, kr1, g0);
-        var pr = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
-        let add = live && j0 <= t;
-        for (var c = 0u; c < hs4; c++) {
-            let vv0 = qkv[kr0 + C4 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            let o = af_mix16(vec4<f32>(), pr, vv0, vv1, g0);
-            if (add) {
-                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
-            }
-        }
-    }
-    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
-}
-
 // --- KERNEL: attention_forward_flath in attention_forward ---
 // --- KERNEL: attention_forward_flath_hs16 = attention_forward_flath with AF_HS4=4 ---
 // --- KERNEL: attention_forward_flath_hs24 = attention_forward_flath with AF_HS4=6 ---
@@ -511,7 +456,7 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             let qv = q[c];
             let kv0 = qkv[kr0 + c];
             let kv1 = qkv[kr1 + c];
-            s = af_dot16(s, qv, kv0, kv1, g0);
+            s = af_dot16_4(s, qv, kv0, kv1, g0);
         }
         var bmax = NEG_INF;
         for (var jj = 0u; jj < AF_K; jj++) {
@@ -530,7 +475,7 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         for (var c = 0u; c < AF_HS4; c++) {
             let vv0 = qkv[kr0 + C4 + c];
             let vv1 = qkv[kr1 + C4 + c];
-            o[c] = af_mix16(o[c] * alpha, pr, vv0, vv1, g0);
+            o[c] = af_mix16_4(o[c] * alpha, pr, vv0, vv1, g0);
         }
     }
     if (t < p.T) {
@@ -973,129 +918,6 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     }
 }
 
-// --- KERNEL: attention_backward_dq_flat4 in attention_backward_dq ---
-// attention_backward_dq_flat for head sizes that are multiples of 4, the
-// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
-// sums in the same order.
-@compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let tc = min(t, p.T - 1u);
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let hs4 = p.hs / 4u;
-    let base = b * p.T * C34 + h * hs4;
-    let qrow = base + tc * C34;
-    let orow = (b * p.T + tc) * C4 + h * hs4;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
-    let kend = min(q0 + AF_WG, p.T);
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
-        var s = array<f32, AF_K>();
-        var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hs4; c++) {
-            let qv = qkv[qrow + c];
-            let ov = dout[orow + c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + C4 + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + C4 + c];
-            s = af_dot16(s, qv, kv0, kv1, g0);
-            dp = af_dot16(dp, ov, vv0, vv1, g0);
-        }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
-        let add = live && j0 <= t;
-        for (var c = 0u; c < hs4; c++) {
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
-            let a = af_mix16(vec4<f32>(), ds, kv0, kv1, g0);
-            if (add) {
-                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
-            }
-        }
-    }
-}
-
-// --- KERNEL: attention_backward_dkdv_flat4 in attention_backward_dq ---
-// attention_backward_dkdv_flat for head sizes that are multiples of 4, the
-// head read 4 columns a step as vec4s (as attention_forward_flat4): the same
-// sums in the same order.
-@compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flat4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
-    let live = j < p.T;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let hs4 = p.hs / 4u;
-    let base = b * p.T * C34 + h * hs4;
-    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
-    let jb = j & ~(AF_K - 1u);
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
-    for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C34;
-        let qrow1 = base + il1 * C34;
-        let orow0 = (b * p.T + il0) * C4 + h * hs4;
-        let orow1 = (b * p.T + il1) * C4 + h * hs4;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
-        var s = array<f32, AF_K>();
-        var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hs4; c++) {
-            let kv = qkv[krow + c];
-            let vv = qkv[krow + C4 + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
-            s = af_dot16(s, kv, qv0, qv1, g0);
-            dp = af_dot16(dp, vv, ov0, ov1, g0);
-        }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
-        let pr = pd.pr;
-        let ds = pd.ds;
-        let add = live && i0 >= jb;
-        let first = i0 == jb;
-        for (var c = 0u; c < hs4; c++) {
-            let ov0 = dout[orow0 + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov1 = dout[orow1 + c];
-            let qv1 = qkv[qrow1 + c];
-            let dv = af_mix16(vec4<f32>(), pr, ov0, ov1, g0);
-            let dk = af_mix16(vec4<f32>(), ds, qv0, qv1, g0);
-            if (add) {
-                let ki = krow + c;
-                let vi = krow + C4 + c;
-                if (first) {
-                    dqkv[ki] = dk;
-                    dqkv[vi] = dv;
-                } else {
-                    dqkv[ki] = dqkv[ki] + dk;
-                    dqkv[vi] = dqkv[vi] + dv;
-                }
-            }
-        }
-    }
-}
-
 // --- KERNEL: attention_backward_dq_flath in attention_backward_dq ---
 // --- KERNEL: attention_backward_dq_flath_hs16 = attention_backward_dq_flath with AF_HS4=4 ---
 // --- KERNEL: attention_backward_dq_flath_hs24 = attention_backward_dq_flath with AF_HS4=6 ---
@@ -1147,14 +969,14 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
             let vv1 = qkv[kr1 + C4 + c];
             k0[c] = kv0;
             k1[c] = kv1;
-            s = af_dot16(s, qv, kv0, kv1, g0);
-            dp = af_dot16(dp, ov, vv0, vv1, g0);
+            s = af_dot16_4(s, qv, kv0, kv1, g0);
+            dp = af_dot16_4(dp, ov, vv0, vv1, g0);
         }
         let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
         for (var c = 0u; c < AF_HS4; c++) {
             let kv0 = k0[c];
             let kv1 = k1[c];
-            dq[c] = af_mix16(dq[c], ds, kv0, kv1, g0);
+            dq[c] = af_mix16_4(dq[c], ds, kv0, kv1, g0);
         }
     }
     if (t < p.T) {
@@ -1225,8 +1047,8 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             oa0[c] = ov0;
             qa1[c] = qv1;
             oa1[c] = ov1;
-            s = af_dot16(s, kv, qv0, qv1, g0);
-            dp = af_dot16(dp, vv, ov0, ov1, g0);
+            s = af_dot16_4(s, kv, qv0, qv1, g0);
+            dp = af_dot16_4(dp, vv, ov0, ov1, g0);
         }
         let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
@@ -1236,8 +1058,8 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             let qv0 = qa0[c];
             let ov1 = oa1[c];
             let qv1 = qa1[c];
-            dv[c] = af_mix16(dv[c], pr, ov0, ov1, g0);
-            dk[c] = af_mix16(dk[c], ds, qv0, qv1, g0);
+            dv[c] = af_mix16_4(dv[c], pr, ov0, ov1, g0);
+            dk[c] = af_mix16_4(dk[c], ds, qv0, qv1, g0);
         }
     }
     if (j < p.T) {
@@ -1353,88 +1175,6 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     }
 }
 
-// --- KERNEL: attention_forward_flat in attention_forward_generic ---
-// The CPU twin of attention_forward: invocation lid owns query t = q0 + lid.
-// Keys come in blocks of AF_K = 2 AF_G: lane gl of a group loads keys j0 + gl
-// and j0 + AF_G + gl, and the group's 16 rows reach every lane by
-// subgroupShuffle. Pass 1 finds the row's max m and sum l (online over
-// blocks); pass 2 recomputes each block's scores, P = exp(score - lse), and
-// adds P @ V of the block into out (the first block writes): out is this
-// invocation's own row, so the running sum lives in global memory instead of
-// registers, whatever the head size.
-// Scaled scores of query row qrow against the keys that lanes g0 .. g0 + 7
-// load from krow0 (keys 0..7 of the block) and krow1 (keys 8..15).
-fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
-    var s = array<f32, AF_K>();
-    for (var c = 0u; c < p.hs; c++) {
-        let qv = qkv[qrow + c];
-        let kv0 = qkv[krow0 + c];
-        let kv1 = qkv[krow1 + c];
-        for (var jj = 0u; jj < AF_G; jj++) {
-            s[jj] = fma(qv, subgroupShuffle(kv0, g0 + jj), s[jj]);
-            s[AF_G + jj] = fma(qv, subgroupShuffle(kv1, g0 + jj), s[AF_G + jj]);
-        }
-    }
-    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
-    return s;
-}
-
-@compute @workgroup_size(AF_WG)
-fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                          @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
-    let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;  // q of (b, t = 0, head h); k at + C, v at + 2C
-    let qrow = base + min(t, p.T - 1u) * C3;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    // Keys that some query of the workgroup sees: a uniform loop bound, so
-    // every lane takes part in every shuffle; rows past T are clamped.
-    let kend = min(q0 + AF_WG, p.T);
-    var m = NEG_INF;
-    var l = 0.0;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
-        let s = af_scores(qrow, kr0, kr1, g0);
-        var bmax = NEG_INF;
-        for (var jj = 0u; jj < AF_K; jj++) {
-            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
-        }
-        let m_new = max(m, bmax);
-        var bsum = 0.0;
-        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
-        l = l * exp(m - m_new) + bsum;
-        m = m_new;
-    }
-    // Key 0 is in every row: l >= 1.
-    let lse_t = m + log(l);
-    let orow = (b * p.T + t) * p.C + h * p.hs;
-    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
-        let s = af_scores(qrow, kr0, kr1, g0);
-        var pr = array<f32, AF_K>();
-        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
-        let add = live && j0 <= t;  // the block holds a key of this query
-        for (var c = 0u; c < p.hs; c++) {
-            let vv0 = qkv[kr0 + p.C + c];
-            let vv1 = qkv[kr1 + p.C + c];
-            var o = 0.0;
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[jj], subgroupShuffle(vv0, g0 + jj), o); }
-            for (var jj = 0u; jj < AF_G; jj++) { o = fma(pr[AF_G + jj], subgroupShuffle(vv1, g0 + jj), o); }
-            if (add) {
-                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
-            }
-        }
-    }
-    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
-}
-
 // --- KERNEL: attention_backward_dq_generic ---
 // One workgroup per (query block, head, batch), thread (row, lane) as in the
 // forward. Writes (overwrites) the q part of dqkv:
@@ -1449,6 +1189,46 @@ fn attention_forward_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_
 var<workgroup> tq: array<f32, TILE>;  // dq: Q chunk, then dout chunk (BQ x DC); dkdv: Q, dout, dout, Q chunks
 var<workgroup> tk: array<f32, TILE>;  // dq: K, V, K chunks (BK x DC); dkdv: K chunk, then V chunk
 var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T (BK x BQ)
+
+// The score passes of dq and dkdv, over the head DC columns at a time: the
+// block's q (rows q0 ..) staged in tq and k (rows k0 ..) in tk, or with dv
+// its dout and v; then thread (row, lane) sums, for j < KPT, query row .
+// key lane + j TPR (keyrows false: dq, s) or query lane + j TPR . key row
+// (keyrows true: dkdv, s^T), columns in order. Called with constants, from
+// uniform control flow (it holds barriers).
+fn gb_dots(q0: u32, k0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u32, dv: bool,
+           keyrows: bool) -> array<f32, KPT> {
+    let C3 = 3u * p.C;
+    let kcol = select(p.C, 2u * p.C, dv);  // k or v within a qkv row
+    var s = array<f32, KPT>();
+    for (var c0 = 0u; c0 < p.hs; c0 += DC) {
+        for (var e = tid; e < BQ * DC; e += WG) {
+            let r = e / DC;
+            let c = e % DC;
+            let col = c0 + c;
+            var qv = 0.0;
+            var kv = 0.0;
+            if (col < p.hs && q0 + r < p.T) {
+                if (dv) { qv = dout[obase + (q0 + r) * p.C + col]; } else { qv = qkv[base + (q0 + r) * C3 + col]; }
+            }
+            if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + kcol + col]; }
+            tq[r * PAD + c] = qv;
+            tk[r * PAD + c] = kv;
+        }
+        workgroupBarrier();
+        for (var c = 0u; c < DC; c++) {
+            if (keyrows) {
+                let kv = tk[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += tq[(lane + j * TPR) * PAD + c] * kv; }
+            } else {
+                let qv = tq[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
+            }
+        }
+        workgroupBarrier();
+    }
+    return s;
+}
 
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -1473,48 +1253,9 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     var acc = array<f32, NACC>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
-        // s = q . k in the forward's order, so P stays <= 1 up to rounding.
-        var s = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + col]; }
-                tq[r * PAD + c] = qv;
-                tk[r * PAD + c] = kv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let qv = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
-            }
-            workgroupBarrier();
-        }
-        // dP = dout . v
-        var dp = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var ov = 0.0;
-                var vv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { ov = dout[obase + (q0 + r) * p.C + col]; }
-                if (col < p.hs && k0 + r < p.T) { vv = qkv[base + (k0 + r) * C3 + 2u * p.C + col]; }
-                tq[r * PAD + c] = ov;
-                tk[r * PAD + c] = vv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let ov = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { dp[j] += ov * tk[(lane + j * TPR) * PAD + c]; }
-            }
-            workgroupBarrier();
-        }
+        // s = q . k in the forward's order, so P stays <= 1 up to rounding; dP = dout . v.
+        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, false);
+        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, false);
         for (var j = 0u; j < KPT; j++) {
             let key = k0 + lane + j * TPR;
             let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
@@ -1575,48 +1316,9 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     var dv = array<f32, NACC>();
     for (var qb = kb; qb < nqb; qb++) {
         let q0 = qb * BQ;
-        // s^T = k . q: the forward's products in the forward's order.
-        var s = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + col]; }
-                tq[r * PAD + c] = qv;
-                tk[r * PAD + c] = kv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let kv = tk[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += tq[(lane + j * TPR) * PAD + c] * kv; }
-            }
-            workgroupBarrier();
-        }
-        // dP^T = v . dout
-        var dp = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var ov = 0.0;
-                var vv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { ov = dout[obase + (q0 + r) * p.C + col]; }
-                if (col < p.hs && k0 + r < p.T) { vv = qkv[base + (k0 + r) * C3 + 2u * p.C + col]; }
-                tq[r * PAD + c] = ov;
-                tk[r * PAD + c] = vv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let vv = tk[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { dp[j] += tq[(lane + j * TPR) * PAD + c] * vv; }
-            }
-            workgroupBarrier();
-        }
+        // s^T = k . q: the forward's products in the forward's order; dP^T = v . dout.
+        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, true);
+        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, true);
         var pr = array<f32, KPT>();
         var ds = array<f32, KPT>();
         for (var j = 0u; j < KPT; j++) {
@@ -1686,57 +1388,159 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     }
 }
 
-// --- KERNEL: attention_backward_dq_flat in attention_backward_dq_generic ---
-// The CPU twin of attention_backward_dq: invocation lid owns query t, keys
-// come in shuffled blocks of AF_K as in attention_forward_flat. Per block:
-// scores and dP = dout . v (one pass over the head), dS = P * (dP - D) *
-// scale, then dq += dS @ K into the q columns of dqkv (the first block
-// writes: dqkv is overwritten).
+// --- TEMPLATE: attention_forward_flatw ---
+// --- KERNEL: attention_forward_flat = attention_forward_flatw with V=f32, W=1, N= ---
+// --- KERNEL: attention_forward_flat4 = attention_forward_flatw with V=vec4<f32>, W=4, N=4 ---
+// The CPU twin of attention_forward, as a template: the head is read {{W}}
+// columns a step as {{V}} (attention_forward_flat: f32, any head size;
+// attention_forward_flat4: vec4, head sizes that are multiples of 4, the host
+// picks it then). Both add the same products in the same order. On llvmpipe
+// a lane's vec4 read costs about 3x a scalar one (not 4x), and a value
+// carried round a loop is blended with the loop's lane mask at every write
+// (03_linear.md, "Flat8"), so the vec4 one reads and writes each score, and
+// the running out, once per 4 columns.
+// Invocation lid owns query t = q0 + lid. Keys come in blocks of AF_K = 2
+// AF_G: lane gl of a group loads keys j0 + gl and j0 + AF_G + gl, and the
+// group's 16 rows reach every lane by subgroupShuffle. Pass 1 finds the row's
+// max m and sum l (online over blocks); pass 2 recomputes each block's
+// scores, P = exp(score - lse), and adds P @ V of the block into out (the
+// first block writes): out is this invocation's own row, so the running sum
+// lives in global memory instead of registers, whatever the head size.
+@group(0) @binding(0) var<storage, read_write> out: array<{{V}}>;  // (B, T, C)
+@group(0) @binding(1) var<storage, read_write> lse: array<f32>;     // (B, NH, T)
+@group(0) @binding(2) var<storage, read> qkv: array<{{V}}>;         // (B, T, 3C)
+@group(0) @binding(3) var<uniform> p: AttnParams;
+
+// Scaled scores of query row qrow against the keys that lanes g0 .. g0 + 7
+// load from krow0 (keys 0..7 of the block) and krow1 (keys 8..15).
+fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
+    var s = array<f32, AF_K>();
+    for (var c = 0u; c < p.hs / {{W}}u; c++) {
+        let qv = qkv[qrow + c];
+        let kv0 = qkv[krow0 + c];
+        let kv1 = qkv[krow1 + c];
+        s = af_dot16_{{W}}(s, qv, kv0, kv1, g0);
+    }
+    for (var jj = 0u; jj < AF_K; jj++) { s[jj] *= p.scale; }
+    return s;
+}
+
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                              @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                           @builtin(subgroup_invocation_id) sid: u32) {
+    let h = wid.y;
+    let b = wid.z;
+    let q0 = wid.x * AF_WG;
+    let t = q0 + lid;
+    let live = t < p.T;
+    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
+    let C3W = 3u * CW;
+    let hsW = p.hs / {{W}}u;
+    let base = b * p.T * C3W + h * hsW;  // q of (b, t = 0, head h); k at + CW, v at + 2 CW
+    let qrow = base + min(t, p.T - 1u) * C3W;
+    let g0 = sid & ~(AF_G - 1u);
+    let gl = sid & (AF_G - 1u);
+    // Keys that some query of the workgroup sees: a uniform loop bound, so
+    // every lane takes part in every shuffle; rows past T are clamped.
+    let kend = min(q0 + AF_WG, p.T);
+    var m = NEG_INF;
+    var l = 0.0;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
+        let s = af_scores(qrow, kr0, kr1, g0);
+        var bmax = NEG_INF;
+        for (var jj = 0u; jj < AF_K; jj++) {
+            if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
+        }
+        let m_new = max(m, bmax);
+        var bsum = 0.0;
+        for (var jj = 0u; jj < AF_K; jj++) { bsum += select(0.0, exp(s[jj] - m_new), j0 + jj <= t); }
+        l = l * exp(m - m_new) + bsum;
+        m = m_new;
+    }
+    // Key 0 is in every row: l >= 1.
+    let lse_t = m + log(l);
+    let orow = (b * p.T + t) * CW + h * hsW;
+    for (var j0 = 0u; j0 < kend; j0 += AF_K) {
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
+        let s = af_scores(qrow, kr0, kr1, g0);
+        var pr = array<f32, AF_K>();
+        for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
+        let add = live && j0 <= t;  // the block holds a key of this query
+        for (var c = 0u; c < hsW; c++) {
+            let vv0 = qkv[kr0 + CW + c];
+            let vv1 = qkv[kr1 + CW + c];
+            let o = af_mix16_{{W}}({{V}}(), pr, vv0, vv1, g0);
+            if (add) {
+                if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
+            }
+        }
+    }
+    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+}
+
+// --- TEMPLATE: attention_backward_flatw ---
+// --- KERNEL: attention_backward_dq_flat = attention_backward_flatw with V=f32, W=1, N= ---
+// --- KERNEL: attention_backward_dkdv_flat = attention_backward_flatw with V=f32, W=1, N= ---
+// --- KERNEL: attention_backward_dq_flat4 = attention_backward_flatw with V=vec4<f32>, W=4, N=4 ---
+// --- KERNEL: attention_backward_dkdv_flat4 = attention_backward_flatw with V=vec4<f32>, W=4, N=4 ---
+// The CPU twins of attention_backward_dq and attention_backward_dkdv, as a
+// template whose two entry points each instance compiles one of: the head
+// read {{W}} columns a step as {{V}} (as attention_forward_flatw).
+@group(0) @binding(0) var<storage, read_write> dqkv: array<{{V}}>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
+@group(0) @binding(1) var<storage, read> qkv: array<{{V}}>;         // (B, T, 3C)
+@group(0) @binding(2) var<storage, read> dout: array<{{V}}>;        // (B, T, C)
+@group(0) @binding(3) var<storage, read> lse: array<f32>;           // (B, NH, T)
+@group(0) @binding(4) var<storage, read> delta: array<f32>;         // D (B, NH, T)
+@group(0) @binding(5) var<uniform> p: AttnParams;
+
+// Invocation lid owns query t, keys come in shuffled blocks of AF_K as in
+// attention_forward_flatw. Per block: scores and dP = dout . v (one pass over
+// the head), dS = P * (dP - D) * scale, then dq += dS @ K into the q columns
+// of dqkv (the first block writes: dqkv is overwritten).
+@compute @workgroup_size(AF_WG)
+fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                               @builtin(subgroup_invocation_id) sid: u32) {
     let h = wid.y;
     let b = wid.z;
     let q0 = wid.x * AF_WG;
     let t = q0 + lid;
     let live = t < p.T;
     let tc = min(t, p.T - 1u);
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;
-    let qrow = base + tc * C3;
-    let orow = (b * p.T + tc) * p.C + h * p.hs;  // this query's dout
+    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
+    let C3W = 3u * CW;
+    let hsW = p.hs / {{W}}u;
+    let base = b * p.T * C3W + h * hsW;
+    let qrow = base + tc * C3W;
+    let orow = (b * p.T + tc) * CW + h * hsW;  // this query's dout
     let g0 = sid & ~(AF_G - 1u);
     let gl = sid & (AF_G - 1u);
     let lse_t = lse[(b * p.NH + h) * p.T + tc];
     let d_t = delta[(b * p.NH + h) * p.T + tc];
     let kend = min(q0 + AF_WG, p.T);
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3 + p.C;  // key j0 + gl; its v at + C
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3 + p.C;
+        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;  // key j0 + gl; its v at + CW
+        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
-        for (var c = 0u; c < p.hs; c++) {
+        for (var c = 0u; c < hsW; c++) {
             let qv = qkv[qrow + c];
             let ov = dout[orow + c];
             let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + p.C + c];
+            let vv0 = qkv[kr0 + CW + c];
             let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + p.C + c];
-            for (var jj = 0u; jj < AF_G; jj++) {
-                s[jj] = fma(qv, subgroupShuffle(kv0, g0 + jj), s[jj]);
-                dp[jj] = fma(ov, subgroupShuffle(vv0, g0 + jj), dp[jj]);
-                s[AF_G + jj] = fma(qv, subgroupShuffle(kv1, g0 + jj), s[AF_G + jj]);
-                dp[AF_G + jj] = fma(ov, subgroupShuffle(vv1, g0 + jj), dp[AF_G + jj]);
-            }
+            let vv1 = qkv[kr1 + CW + c];
+            s = af_dot16_{{W}}(s, qv, kv0, kv1, g0);
+            dp = af_dot16_{{W}}(dp, ov, vv0, vv1, g0);
         }
         let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
         let add = live && j0 <= t;
-        for (var c = 0u; c < p.hs; c++) {
+        for (var c = 0u; c < hsW; c++) {
             let kv0 = qkv[kr0 + c];
             let kv1 = qkv[kr1 + c];
-            var a = 0.0;
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(ds[jj], subgroupShuffle(kv0, g0 + jj), a); }
-            for (var jj = 0u; jj < AF_G; jj++) { a = fma(ds[AF_G + jj], subgroupShuffle(kv1, g0 + jj), a); }
+            let a = af_mix16_{{W}}({{V}}(), ds, kv0, kv1, g0);
             if (add) {
                 if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
             }
@@ -1744,24 +1548,24 @@ fn attention_backward_dq_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(lo
     }
 }
 
-// --- KERNEL: attention_backward_dkdv_flat in attention_backward_dq_generic ---
-// The CPU twin of attention_backward_dkdv: invocation lid owns key j =
-// k0 + lid; queries come in shuffled blocks of AF_K (lane gl of a group loads
-// queries i0 + gl and i0 + AF_G + gl) from the key's own block on (earlier
-// queries do not see it). Per block: scores and dP^T, then dv += P^T @ dout
-// and dk += dS^T @ Q into the k and v columns of dqkv; the block holding j
-// itself writes first (dqkv is overwritten).
+// Invocation lid owns key j = k0 + lid; queries come in shuffled blocks of
+// AF_K (lane gl of a group loads queries i0 + gl and i0 + AF_G + gl) from the
+// key's own block on (earlier queries do not see it). Per block: scores and
+// dP^T, then dv += P^T @ dout and dk += dS^T @ Q into the k and v columns of
+// dqkv; the block holding j itself writes first (dqkv is overwritten).
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
+                                 @builtin(subgroup_invocation_id) sid: u32) {
     let h = wid.y;
     let b = wid.z;
     let k0 = wid.x * AF_WG;
     let j = k0 + lid;
     let live = j < p.T;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;
-    let krow = base + min(j, p.T - 1u) * C3 + p.C;  // this key's k; its v at + C
+    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
+    let C3W = 3u * CW;
+    let hsW = p.hs / {{W}}u;
+    let base = b * p.T * C3W + h * hsW;
+    let krow = base + min(j, p.T - 1u) * C3W + CW;  // this key's k; its v at + CW
     let jb = j & ~(AF_K - 1u);                      // the query block that holds j
     let g0 = sid & ~(AF_G - 1u);
     let gl = sid & (AF_G - 1u);
@@ -1770,53 +1574,41 @@ fn attention_backward_dkdv_flat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
         let il0 = min(i0 + gl, p.T - 1u);  // the queries this lane loads for the group
         let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C3;
-        let qrow1 = base + il1 * C3;
-        let orow0 = (b * p.T + il0) * p.C + h * p.hs;
-        let orow1 = (b * p.T + il1) * p.C + h * p.hs;
+        let qrow0 = base + il0 * C3W;
+        let qrow1 = base + il1 * C3W;
+        let orow0 = (b * p.T + il0) * CW + h * hsW;
+        let orow1 = (b * p.T + il1) * CW + h * hsW;
         let lse_l0 = lse[lbase + il0];
         let lse_l1 = lse[lbase + il1];
         let d_l0 = delta[lbase + il0];
         let d_l1 = delta[lbase + il1];
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
-        for (var c = 0u; c < p.hs; c++) {
+        for (var c = 0u; c < hsW; c++) {
             let kv = qkv[krow + c];
-            let vv = qkv[krow + p.C + c];
+            let vv = qkv[krow + CW + c];
             let qv0 = qkv[qrow0 + c];
             let ov0 = dout[orow0 + c];
             let qv1 = qkv[qrow1 + c];
             let ov1 = dout[orow1 + c];
-            for (var ii = 0u; ii < AF_G; ii++) {
-                s[ii] = fma(kv, subgroupShuffle(qv0, g0 + ii), s[ii]);
-                dp[ii] = fma(vv, subgroupShuffle(ov0, g0 + ii), dp[ii]);
-                s[AF_G + ii] = fma(kv, subgroupShuffle(qv1, g0 + ii), s[AF_G + ii]);
-                dp[AF_G + ii] = fma(vv, subgroupShuffle(ov1, g0 + ii), dp[AF_G + ii]);
-            }
+            s = af_dot16_{{W}}(s, kv, qv0, qv1, g0);
+            dp = af_dot16_{{W}}(dp, vv, ov0, ov1, g0);
         }
         let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         let add = live && i0 >= jb;
         let first = i0 == jb;
-        for (var c = 0u; c < p.hs; c++) {
+        for (var c = 0u; c < hsW; c++) {
             let ov0 = dout[orow0 + c];
             let qv0 = qkv[qrow0 + c];
             let ov1 = dout[orow1 + c];
             let qv1 = qkv[qrow1 + c];
-            var dv = 0.0;
-            var dk = 0.0;
-            for (var ii = 0u; ii < AF_G; ii++) {
-                dv = fma(pr[ii], subgroupShuffle(ov0, g0 + ii), dv);
-                dk = fma(ds[ii], subgroupShuffle(qv0, g0 + ii), dk);
-            }
-            for (var ii = 0u; ii < AF_G; ii++) {
-                dv = fma(pr[AF_G + ii], subgroupShuffle(ov1, g0 + ii), dv);
-                dk = fma(ds[AF_G + ii], subgroupShuffle(qv1, g0 + ii), dk);
-            }
+            let dv = af_mix16_{{W}}({{V}}(), pr, ov0, ov1, g0);
+            let dk = af_mix16_{{W}}({{V}}(), ds, qv0, qv1, g0);
             if (add) {
                 let ki = krow + c;
-                let vi = krow + p.C + c;
+                let vi = krow + CW + c;
                 if (first) {
                     dqkv[ki] = dk;
                     dqkv[vi] = dv;

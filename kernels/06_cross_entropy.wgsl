@@ -131,6 +131,22 @@ fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workg
 @group(0) @binding(4) var<storage, read> targets: array<u32>;                 // (BT)
 @group(0) @binding(5) var<uniform> p: CeParams;
 
+// Row r's lse l and loss (one thread of the row): lse - its target's logit
+// (base: the row's first vec4), or for a target >= V a NaN loss and the
+// flag with the target in status.
+fn ce_finish(r: u32, base: u32, l: f32) {
+    let row = p.row0 + r;
+    lse[row] = l;
+    let tgt = targets[row];
+    if (tgt < p.V) {
+        losses[row] = l - logits[base + tgt / 4u][tgt % 4u];
+    } else {
+        losses[row] = ce_nan();
+        atomicOr(&status[0], STATUS_BAD_TARGET);
+        atomicMax(&status[2], tgt);
+    }
+}
+
 @compute @workgroup_size(WG)
 fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
@@ -157,18 +173,7 @@ fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
     }
     let mx = wg_reduce_max(tid, sg, m);
     let l = mx + log(wg_reduce_sum(tid, sg, s * exp(m - mx)));
-    if (tid == 0u) {
-        let row = p.row0 + r;
-        lse[row] = l;
-        let tgt = targets[row];
-        if (tgt < p.V) {
-            losses[row] = l - logits[base + tgt / 4u][tgt % 4u];
-        } else {
-            losses[row] = ce_nan();
-            atomicOr(&status[0], STATUS_BAD_TARGET);
-            atomicMax(&status[2], tgt);
-        }
-    }
+    if (tid == 0u) { ce_finish(r, base, l); }
 }
 
 // --- KERNEL: crossentropy_forward_flat in crossentropy_forward_vec4 ---
@@ -197,18 +202,7 @@ fn crossentropy_forward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
     }
     let mx = subgroupMax(m);
     let l = mx + log(subgroupAdd(s * exp(m - mx)));
-    if (lid == 0u) {
-        let row = p.row0 + r;
-        lse[row] = l;
-        let tgt = targets[row];
-        if (tgt < p.V) {
-            losses[row] = l - logits[base + tgt / 4u][tgt % 4u];
-        } else {
-            losses[row] = ce_nan();
-            atomicOr(&status[0], STATUS_BAD_TARGET);
-            atomicMax(&status[2], tgt);
-        }
-    }
+    if (lid == 0u) { ce_finish(r, base, l); }
 }
 
 // --- KERNEL: crossentropy_backward ---

@@ -18,7 +18,7 @@ struct OptState {
     nonfinite: u32,  // 1: a gradient or the sum is NaN/Inf, AdamW skips the step
 }
 
-// Params of adamw_update and adamw_update_vec4.
+// Params of the adamw_update kernels.
 struct AdamwParams {
     n: u32,                // elements in this chunk
     start: u32,            // index of the first one in every bound range
@@ -155,52 +155,31 @@ fn grad_norm_finish(@builtin(local_invocation_index) tid: u32, @builtin(subgroup
     }
 }
 
-// --- KERNEL: adamw_update ---
+// --- TEMPLATE: adamw_updatew ---
+// --- KERNEL: adamw_update = adamw_updatew with V=f32, W=1, N= ---
+// --- KERNEL: adamw_update_vec4 = adamw_updatew with V=vec4<f32>, W=4, N=_vec4 ---
 // One AdamW step on elements [start, start + n) of the bound ranges, with
 // g = grads * state.scale; nothing is written when state.nonfinite is set.
-@group(0) @binding(0) var<storage, read_write> params: array<f32>;
-@group(0) @binding(1) var<storage, read> grads: array<f32>;
-@group(0) @binding(2) var<storage, read_write> m: array<f32>;
-@group(0) @binding(3) var<storage, read_write> v: array<f32>;
+// The arrays are bound as array<{{V}}>: adamw_update (f32) serves any range,
+// adamw_update_vec4 (vec4) p.start and p.n multiples of 4 and 16-byte aligned
+// views (the host picks it); thread i updates the {{W}} elements of
+// {{V}} p.start / {{W}} + i, ceil(n / ({{W}} * WG)) workgroups. The same
+// operations per element.
+@group(0) @binding(0) var<storage, read_write> params: array<{{V}}>;
+@group(0) @binding(1) var<storage, read> grads: array<{{V}}>;
+@group(0) @binding(2) var<storage, read_write> m: array<{{V}}>;
+@group(0) @binding(3) var<storage, read_write> v: array<{{V}}>;
 @group(0) @binding(4) var<storage, read> state: OptState;
 @group(0) @binding(5) var<uniform> p: AdamwParams;
 
 @compute @workgroup_size(WG)
-fn adamw_update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn adamw_update{{N}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
-    if (i >= p.n || state.nonfinite != 0u) { return; }
-    let j = p.start + i;
+    if (i >= p.n / {{W}}u || state.nonfinite != 0u) { return; }
+    let j = p.start / {{W}}u + i;
     let g = grads[j] * state.scale;
+    let w = params[j];
     // Same operation order as ref_adamw_update: ((1-b2)*g)*g.
-    let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
-    let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
-    m[j] = mi;
-    v[j] = vi;
-    let mhat = mi / p.bc1;
-    let vhat = vi / p.bc2;
-    let w = params[j];
-    params[j] = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
-}
-
-// --- KERNEL: adamw_update_vec4 ---
-// adamw_update on vec4s (the same bindings and AdamwParams, the arrays bound
-// as array<vec4<f32>>): for p.start and p.n multiples of 4 and 16-byte aligned
-// views (the host picks it); thread i updates elements p.start + 4i .. + 3,
-// ceil(n / (4 * WG)) workgroups. The same operations per element.
-@group(0) @binding(0) var<storage, read_write> params: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> grads: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> m: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> state: OptState;
-@group(0) @binding(5) var<uniform> p: AdamwParams;
-
-@compute @workgroup_size(WG)
-fn adamw_update_vec4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i >= p.n / 4u || state.nonfinite != 0u) { return; }
-    let j = p.start / 4u + i;
-    let g = grads[j] * state.scale;
-    let w = params[j];
     let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
     let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
     m[j] = mi;

@@ -1,7 +1,8 @@
 // test_kernel_docs.c: every kernel file has its chapter (kernels/NAME.wgsl,
 // docs/kernels/NAME.md), and every kernel section written out in the file
 // (a `// --- KERNEL: name ---` marker; not a variant `name = base with ...`,
-// whose base is named) is named in its chapter, so a kernel added, renamed or
+// whose base is named, unless its base is a template), and every template
+// (`// --- TEMPLATE: name ---`) is named in its chapter, so a kernel added, renamed or
 // removed without its chapter fails here. No GPU.
 #include "test_util.h"
 
@@ -25,18 +26,28 @@ static int has_word_(const char *text, const char *name) {
 // The names of kernel's written-out sections not in chapter, appended to
 // missing (a list of "file: name" lines); returns how many sections it saw.
 static int check_file_(const char *wgsl, const char *kernel, const char *chapter, char *missing, size_t cap) {
-    static const char MARK[] = "// --- KERNEL: ";
+    static const char MARK[] = "// --- KERNEL: ", TMARK[] = "// --- TEMPLATE: ";
     int seen = 0;
-    for (const char *p = strstr(kernel, MARK); p; p = strstr(p + 1, MARK)) {
-        const char *s = p + sizeof MARK - 1, *e = s;
-        while (isalnum((unsigned char)*e) || *e == '_') e++;
-        if (strncmp(e, " = ", 3) == 0) continue;  // a variant: its base is a section of its own
-        char name[128];
-        snprintf(name, sizeof name, "%.*s", (int)(e - s), s);
-        seen++;
-        if (!has_word_(chapter, name)) {
-            size_t len = strlen(missing);
-            snprintf(missing + len, cap - len, "  %s: %s\n", wgsl, name);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *mark = pass ? TMARK : MARK;
+        size_t ml = strlen(mark);
+        for (const char *p = strstr(kernel, mark); p; p = strstr(p + 1, mark)) {
+            const char *s = p + ml, *e = s;
+            while (isalnum((unsigned char)*e) || *e == '_') e++;
+            if (strncmp(e, " = ", 3) == 0) {  // a variant (its base is named), unless it instantiates a template
+                const char *b = e + 3, *be = b;
+                while (isalnum((unsigned char)*be) || *be == '_') be++;
+                char tline[160];
+                snprintf(tline, sizeof tline, "%s%.*s ---", TMARK, (int)(be - b), b);
+                if (!strstr(kernel, tline)) continue;
+            }
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)(e - s), s);
+            seen++;
+            if (!has_word_(chapter, name)) {
+                size_t len = strlen(missing);
+                snprintf(missing + len, cap - len, "  %s: %s\n", wgsl, name);
+            }
         }
     }
     return seen;
@@ -81,6 +92,12 @@ static void whole_words_only(void **state) {
                     "// --- KERNEL: b_kernel ---\n";
     assert_int_equal(check_file_("k.wgsl", k, "only a_kernel here", missing, sizeof missing), 2);
     assert_string_equal(missing, "  k.wgsl: b_kernel\n");
+    // A template and its instances are named; a variant of a section is not.
+    missing[0] = 0;
+    const char *t = "// --- TEMPLATE: t_w ---\n// --- KERNEL: t_1 = t_w with V=f32 ---\n"
+                    "// --- KERNEL: c_kernel ---\n// --- KERNEL: c_v = c_kernel with X=1 ---\n";
+    assert_int_equal(check_file_("k.wgsl", t, "names c_kernel", missing, sizeof missing), 3);
+    assert_string_equal(missing, "  k.wgsl: t_1\n  k.wgsl: t_w\n");
 }
 
 int main(void) {

@@ -245,6 +245,82 @@ static void entry_markers(void **state) {
     }
 }
 
+// A template is no kernel; each instance compiles its body with the `{{X}}`
+// replaced (an empty value allowed), entry point the instance's own name,
+// lines mapped to the template's.
+static void template_instances(void **state) {
+    (void)state;
+    const char *text =
+        "const K = 1;\n"                                                  // 1
+        "// --- TEMPLATE: tw ---\n"                                       // 2
+        "// --- KERNEL: t1 = tw with V=f32, N= ---\n"                      // 3
+        "// --- KERNEL: t4 = tw with V=vec4<f32>, N=4 ---\n"               // 4
+        "var<storage> x: array<{{V}}>;\n"                                 // 5
+        "fn t{{N}}() { let a = {{V}}(); }\n"                              // 6
+        "// --- KERNEL: after ---\n"                                      // 7
+        "fn after() {}\n"                                                 // 8
+        "// --- KERNEL: t4_s = t4 with S=1 ---\n";                        // 9: a variant of an instance
+    wgpt_ksrc_file f;
+    char err[512];
+    assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", text, err, sizeof err), 0);
+    assert_int_equal(f.ntemplates, 1);
+    assert_string_equal(f.templates[0].name, "tw");
+    assert_int_equal(f.nkernels, 4);  // t1, t4, after, t4_s: the template is no kernel
+    assert_string_equal(f.kernels[1].name, "t4");
+    assert_int_equal(f.kernels[1].tmpl, 0);
+    assert_int_equal(f.kernels[1].nconsts, 0);
+    assert_string_equal(wgpt_ksrc_entry(&f, 1), "t4");
+    assert_int_equal(f.kernels[2].tmpl, -1);
+    wgpt_ksrc_composed c;
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 0), 0);
+    assert_non_null(strstr(c.code, "const K = 1;\n// --- KERNEL: t1"));
+    assert_non_null(strstr(c.code, "\nvar<storage> x: array<f32>;\nfn t() { let a = f32(); }\n"));
+    assert_null(strstr(c.code, "{{"));
+    assert_null(strstr(c.code, "after"));
+    const char *file;
+    uint32_t line;
+    assert_int_equal(wgpt_ksrc_map_line(&c, 5, &file, &line), 0);  // fn t() ...
+    assert_int_equal(line, 6);
+    wgpt_ksrc_composed_free(&c);
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 1), 0);
+    assert_non_null(strstr(c.code, "var<storage> x: array<vec4<f32>>;\nfn t4() { let a = vec4<f32>(); }\n"));
+    wgpt_ksrc_composed_free(&c);
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 2), 0);
+    assert_non_null(strstr(c.code, "fn after() {}"));
+    assert_null(strstr(c.code, "{{"));
+    wgpt_ksrc_composed_free(&c);
+    assert_int_equal(f.kernels[3].base, 1);  // t4's text and entry point, its own constant
+    assert_int_equal(f.kernels[3].nconsts, 1);
+    assert_string_equal(f.kernels[3].consts[0].name, "S");
+    assert_string_equal(wgpt_ksrc_entry(&f, 3), "t4");
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 3), 0);
+    assert_non_null(strstr(c.code, "fn t4() { let a = vec4<f32>(); }\n"));
+    wgpt_ksrc_composed_free(&c);
+    wgpt_ksrc_free(&f);
+
+    static const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with V=f32 ---\nfn a() -> {{V}} {}\nfn b({{W}}) {}\n",
+         "t.wgsl:2: kernel 'a': template 'tw' holds `{{W}}`, which it does not set"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with V=f32, X=1 ---\nfn a() -> {{V}} {}\n",
+         "t.wgsl:2: kernel 'a' sets X, which template 'tw' does not use"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: tw = tw with V=f32 ---\n", "t.wgsl:2: 'tw' is already a template"},
+        {"// --- KERNEL: a ---\n// --- TEMPLATE: a ---\n", "t.wgsl:2: kernel 'a' is defined twice"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: b in tw ---\n", "t.wgsl:2: kernel 'b' is an entry in 'tw'"},
+        {"// --- TEMPLATE: t w ---\n", "t.wgsl:1: malformed"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with V=a b ---\n", "t.wgsl:2: malformed"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with V=f32 ---\nfn a({{V}}) {}\n// --- KERNEL: b = a with V=x ---\n",
+         "t.wgsl:4: malformed variant 'b'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", bad[i].text, err, sizeof err), -1);
+        if (!strstr(err, bad[i].needle)) fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
+    }
+    // The shared preamble holds no template either.
+    assert_int_equal(wgpt_ksrc_check_shared("00_shared.wgsl", "\n// --- TEMPLATE: x ---\n", err, sizeof err), -1);
+}
+
 static void real_kernel_files_follow_the_rules(void **state) {
     (void)state;
     char err[256];
@@ -274,6 +350,7 @@ int main(void) {
         cmocka_unit_test(composes_in_order_and_maps_lines),
         cmocka_unit_test(variant_markers),
         cmocka_unit_test(entry_markers),
+        cmocka_unit_test(template_instances),
         cmocka_unit_test(real_kernel_files_follow_the_rules),
     };
     return cmocka_run_group_tests_name("kernel_source", tests, NULL, NULL);
