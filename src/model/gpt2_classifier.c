@@ -23,9 +23,13 @@
 // classifier's sums alike (its weight gradient sums the chunks in order).
 // 0: not even 64 rows of logits fit one binding.
 #define WGPT_CLS_ROWS 1024u
+#include <stdlib.h>
 uint32_t wgpt_gpt2_cls_rows_(const wgpt_gpt2 *m) {
     uint64_t BT = (uint64_t)m->B * m->T, fit = wgpt_gpu_get_info(m->g)->max_storage_binding / 4 / m->c.padded_vocab_size;
-    uint64_t r = fit < WGPT_CLS_ROWS ? fit / 64 * 64 : WGPT_CLS_ROWS;
+    const char *e = getenv("WGPT_CLS_ROWS");  // SWEEP (issue 53, removed before merge)
+    uint64_t want = e && *e ? strtoull(e, NULL, 10) : WGPT_CLS_ROWS;
+    if (!want) want = UINT32_MAX;
+    uint64_t r = fit < want ? fit / 64 * 64 : want;
     return (uint32_t)(r >= BT ? BT : r);
 }
 

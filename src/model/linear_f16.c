@@ -209,6 +209,13 @@ uint64_t wgpt_linear_f16_transposed_bytes(const wgpt_gpu *g, uint32_t N, uint32_
     return wgpt_linear_f16_takes_transposed(g, N, C, OC) ? (uint64_t)N * C * 2 : 0;
 }
 
+#include <stdlib.h>
+// SWEEP (issue 53, removed before merge): the persistent blocks' group of rows.
+static uint32_t group_(void) {
+    const char *e = getenv("WGPT_SGM_GROUP");
+    return e && *e ? (uint32_t)strtoul(e, NULL, 10) : 0;
+}
+
 // Appends one dispatch of a pass over an (m, n) output (on subgroup matrices
 // as planned: pl.s parts of k pl.ks long go as partials to out, which then
 // holds pl.s x m x n floats).
@@ -246,7 +253,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     // so no other output of the dispatch may stand in)
     wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : wgpt_gpu_unused_binding(g),
                       out16.buf || !sgm ? out16 : wgpt_gpu_unused_binding(g)};
-    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, persist ? pl.sk : 0, {0, 0}};
+    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, persist ? pl.sk : 0, persist ? group_() : 0, 0};
     if (persist) gx = pl.sk ? pl.wgs : units, gy = 1, parts = 1;  // the kernel walks the full grid's blocks itself
     return wgpt_op_add(g, op, kernel, v, sgm ? 5 : 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
 }
