@@ -28,7 +28,12 @@ uint32_t wgpt_gpt2_cls_rows_(const wgpt_gpt2 *m) {
     uint64_t BT = (uint64_t)m->B * m->T, fit = wgpt_gpu_get_info(m->g)->max_storage_binding / 4 / m->c.padded_vocab_size;
     const char *e = getenv("WGPT_CLS_ROWS");  // SWEEP (issue 53, removed before merge)
     uint64_t want = e && *e ? strtoull(e, NULL, 10) : WGPT_CLS_ROWS;
-    if (!want) want = UINT32_MAX;
+    if (!want) {  // as many rows as one binding holds, in chunks of equal size (multiples of 64 rows)
+        uint64_t most = fit / 64 * 64;
+        if (!most || most >= BT) return (uint32_t)(most ? BT : 0);
+        uint64_t n = (BT + most - 1) / most;
+        return (uint32_t)(((BT + n - 1) / n + 63) / 64 * 64);
+    }
     uint64_t r = fit < want ? fit / 64 * 64 : want;
     return (uint32_t)(r >= BT ? BT : r);
 }
