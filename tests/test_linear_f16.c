@@ -644,6 +644,9 @@ static void persistent_blocks_match_reference(void **st) {
             wgpt_buf_free(t);
             shapes_();
             check_shape_(256, 256, 512);
+            // the input pass over 10 x 3 blocks (2 of the wide one): the persistent order's groups of
+            // block rows (block_of), a whole group and a short last one
+            check_shape_(1160, 264, 8);
             tu_rng_state = 17;
             accumulate_adds_after_the_sum_(256, 128, 128);
             if (!splits) {  // the epilogue passes run in one part
