@@ -98,7 +98,7 @@ override A_TILE: u32 = BM * SA;
 override B_TILE: u32 = BK * SB;
 override AV: u32 = BM * BK / 8u;    // vec4 a stage of A
 override BV: u32 = BK * BN / 8u;
-override APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage (at most PT_MAX: Stage's fields)
+override APT: u32 = (AV + NT - 1u) / NT;  // vec4 a thread loads a stage (at most PT_MAX)
 override BPT: u32 = (BV + NT - 1u) / NT;
 // The private arrays' length: APT and BPT of the 128 x 128 block in stages of
 // 64; the wide block's are half and a quarter of it.
@@ -150,49 +150,6 @@ fn store_a(v: u32, x: vec4<u32>) {
 
 fn store_b(v: u32, x: vec4<u32>) {
     if (v < BV) { tb[(v / (BN / 8u)) * SB + v % (BN / 8u)] = x; }
-}
-
-// A thread's share of a stage (APT vec4 of A, BPT of B), fetched into
-// registers during the stage before: named fields, not arrays, so that the
-// driver keeps them in registers (as private arrays the wide kernel's went
-// to local memory: 48 bytes, its APT + BPT vec4). Past 4 (subgroups of
-// fewer than 32 invocations: lavapipe's 8), arrays hold the rest.
-const PT_X: u32 = max(PT_MAX, 5u) - 4u;
-struct Stage {
-    a0: vec4<u32>, a1: vec4<u32>, a2: vec4<u32>, a3: vec4<u32>,
-    b0: vec4<u32>, b1: vec4<u32>, b2: vec4<u32>, b3: vec4<u32>,
-    ax: array<vec4<u32>, PT_X>,
-    bx: array<vec4<u32>, PT_X>,
-}
-
-// The stage from k0 (k past k_hi zero) of the block at (m0, n0).
-fn fetch(lidx: u32, m0: u32, n0: u32, k0: u32, k_hi: u32) -> Stage {
-    var f: Stage;
-    f.a0 = load_a(lidx, m0, k0, k_hi);
-    if (APT > 1u) { f.a1 = load_a(lidx + NT, m0, k0, k_hi); }
-    if (APT > 2u) { f.a2 = load_a(lidx + 2u * NT, m0, k0, k_hi); }
-    if (APT > 3u) { f.a3 = load_a(lidx + 3u * NT, m0, k0, k_hi); }
-    f.b0 = load_b(lidx, n0, k0, k_hi);
-    if (BPT > 1u) { f.b1 = load_b(lidx + NT, n0, k0, k_hi); }
-    if (BPT > 2u) { f.b2 = load_b(lidx + 2u * NT, n0, k0, k_hi); }
-    if (BPT > 3u) { f.b3 = load_b(lidx + 3u * NT, n0, k0, k_hi); }
-    for (var i = 4u; i < APT; i++) { f.ax[i - 4u] = load_a(lidx + i * NT, m0, k0, k_hi); }
-    for (var i = 4u; i < BPT; i++) { f.bx[i - 4u] = load_b(lidx + i * NT, n0, k0, k_hi); }
-    return f;
-}
-
-// That stage into the tiles.
-fn stash(lidx: u32, f: Stage) {
-    store_a(lidx, f.a0);
-    if (APT > 1u) { store_a(lidx + NT, f.a1); }
-    if (APT > 2u) { store_a(lidx + 2u * NT, f.a2); }
-    if (APT > 3u) { store_a(lidx + 3u * NT, f.a3); }
-    store_b(lidx, f.b0);
-    if (BPT > 1u) { store_b(lidx + NT, f.b1); }
-    if (BPT > 2u) { store_b(lidx + 2u * NT, f.b2); }
-    if (BPT > 3u) { store_b(lidx + 3u * NT, f.b3); }
-    for (var i = 4u; i < APT; i++) { store_a(lidx + i * NT, f.ax[i - 4u]); }
-    for (var i = 4u; i < BPT; i++) { store_b(lidx + i * NT, f.bx[i - 4u]); }
 }
 
 // Fragment (row r0, k kk) of the A tile and (k kk, column c0) of the B tile;
@@ -404,8 +361,13 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
     let lr = (sg / WN) * FM * SGM_TM;  // this subgroup's fragments start here in the block
     let lc = (sg % WN) * FN * SGM_TN;
 
-    let k0 = piece_k(t, blk, stream, end, tx, per);
-    var st = fetch(lidx, blk.y * BM, blk.x * BN, k0.x, k0.y);
+    var ra: array<vec4<u32>, PT_MAX>;
+    var rb: array<vec4<u32>, PT_MAX>;
+    {
+        let k = piece_k(t, blk, stream, end, tx, per);
+        for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, blk.y * BM, k.x, k.y); }
+        for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, blk.x * BN, k.x, k.y); }
+    }
     loop {
         let m0 = blk.y * BM;
         let n0 = blk.x * BN;
@@ -453,13 +415,17 @@ fn sgm_block(wid: vec3<u32>, nwg: vec3<u32>, lidx: u32, sg: u32, lane: u32) {
 
         let stages = (k_hi - k_lo + BK - 1u) / BK;
         for (var s = 0u; s < stages; s++) {
-            stash(lidx, st);
+            for (var i = 0u; i < APT; i++) { store_a(lidx + i * NT, ra[i]); }
+            for (var i = 0u; i < BPT; i++) { store_b(lidx + i * NT, rb[i]); }
             workgroupBarrier();
             if (s + 1u < stages) {
-                st = fetch(lidx, m0, n0, k_lo + (s + 1u) * BK, k_hi);
+                let k1 = k_lo + (s + 1u) * BK;
+                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, m0, k1, k_hi); }
+                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, n0, k1, k_hi); }
             } else if (nt < end) {
                 let k2 = piece_k(nt, nblk, stream, end, tx, per);
-                st = fetch(lidx, nblk.y * BM, nblk.x * BN, k2.x, k2.y);
+                for (var i = 0u; i < APT; i++) { ra[i] = load_a(lidx + i * NT, nblk.y * BM, k2.x, k2.y); }
+                for (var i = 0u; i < BPT; i++) { rb[i] = load_b(lidx + i * NT, nblk.x * BN, k2.x, k2.y); }
             }
             for (var kk = 0u; kk < BK; kk += SGM_TK) {
                 let a0 = frag_a(lr, kk);

@@ -36,7 +36,7 @@
 // a wave's workgroups share the B operand's columns in the L2 cache: the
 // logits' weight pass (6 block rows, 197 wide block columns, B = the f16
 // dlogits, 824 MB at GPT-2 124M batch 8) read B once instead of once a
-// block row. Measured on an H100 (docs/kernels/03_linear_sgm.md): GROUP_MEASURED.
+// block row (docs/kernels/03_linear_sgm.md).
 #define SGM_GROUP 8u
 
 // 03_linear_sgm.wgsl's flag bits of the f16 epilogue: an f16 copy to out16,
