@@ -48,8 +48,8 @@ struct SgmParams {
                 // bit 7: times GELU'(the GELU's input, bound as `bias`), out written by the f16 walk
     ks: u32,    // k per split (a multiple of BK), 0: no split
     sk: u32,    // stream-K (PERSIST only): stages of BK a workgroup, 0: none
-    pad1: u32,
-    pad2: u32,
+    group: u32, // PERSIST: block rows a group of the order the blocks are taken in (block_of), 0: x fastest
+    pad: u32,
 }
 
 @group(0) @binding(0) var<storage, read> a4: array<vec4<u32>>;
@@ -294,8 +294,20 @@ override PERSIST: u32 = 0u;
 // block 185 -> 196 registers, the wide one's local memory 48 -> 80 bytes).
 override STREAMK: u32 = 0u;
 
-// Block t of a (tx, ty, splits) grid.
-fn block_of(t: u32, tx: u32, ty: u32) -> vec3<u32> { return vec3<u32>(t % tx, (t / tx) % ty, t / (tx * ty)); }
+// Block t of a (tx, ty, splits) grid, in the order the persistent
+// workgroups take them: x fastest (p.group 0), or in groups of p.group block
+// rows, down a group's column of blocks first, then the next column, so that
+// the workgroups of a wave share B's columns (and A's rows) in the L2 cache
+// instead of each wave reading all of B again.
+fn block_of(t: u32, tx: u32, ty: u32) -> vec3<u32> {
+    let z = t / (tx * ty);
+    let r = t % (tx * ty);
+    if (p.group == 0u) { return vec3<u32>(r % tx, r / tx, z); }
+    let y0 = (r / (p.group * tx)) * p.group;  // the group's first block row
+    let h = min(p.group, ty - y0);             // its rows (the last group may have fewer)
+    let i = r - y0 * tx;
+    return vec3<u32>(i / h, y0 + i % h, z);
+}
 
 fn k_lo_of(z: u32) -> u32 { return select(0u, z * p.ks, p.ks != 0u); }
 

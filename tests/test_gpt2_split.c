@@ -3,13 +3,17 @@
 // bit, in fp32 and in f16: every array larger than one binding (the
 // parameters, their f16 copy, the gradients, AdamW's moments) is bound in
 // pieces whose kernels compute each element alone (casts, AdamW) or sum in
-// the same order however they split (the gradient norm's slices), and the
-// classifier runs in chunks of rows that depend on the shape only.
+// the same order however they split (the gradient norm's slices). The
+// classifier runs in chunks only where its logits exceed a binding (as few
+// as fit, of equal size): both runs are given limits under the logits'
+// bytes that cut them alike, so that d wte sums the same chunks.
 //
 // The model: L=21, NH=2, C=32, V=250 padded to 256, B=32, T=64 (2048
 // positions), at a limit of 1 MiB + 8 KiB: the parameters (and so each moment; 1.1
 // MB) and the logits (2048 x 256 floats, 2 MiB) exceed it, a layer's MLP
 // activation (2048 x 128 floats) and one chunk of 1024 rows of logits fit it.
+// The run it is compared with binds up to WHOLE (1.5 MiB): every tensor
+// whole but the logits, which both limits cut into 2 chunks of 1024 rows.
 #include "test_util.h"
 
 #include "model/gpt2.h"
@@ -20,6 +24,7 @@ static const wgpt_gpt2_config CFG = {.max_seq_len = 64, .vocab_size = 250, .padd
                                      .num_layers = 21, .num_heads = 2, .channels = 32};
 enum { B = 32, T = 64, STEPS = 3 };
 #define LIMIT ((1u << 20) + (8u << 10))  // (not a multiple of the norm's 16 KiB slices)
+#define WHOLE (3u << 19)
 static int tokens[B * T], targets[B * T];
 static float *params;
 static size_t np;
@@ -61,7 +66,8 @@ static void run_(wgpt_gpu *g, wgpt_precision p, float *loss, float *norm, float 
 }
 
 static void same_bits_(wgpt_precision p) {
-    wgpt_gpu *whole = tu_gpu_open(NULL);
+    wgpt_gpu_options ow = {.adapter_index = -1, .max_binding = WHOLE};
+    wgpt_gpu *whole = tu_gpu_open(&ow);
     if (p == WGPT_PRECISION_F16 && !wgpt_gpu_get_info(whole)->has_f16) {
         printf("skipped: '%s' has no f16\n", wgpt_gpu_get_info(whole)->name);
         wgpt_gpu_close(whole);
@@ -74,7 +80,8 @@ static void same_bits_(wgpt_precision p) {
     assert_true(np * 4 > LIMIT);
     assert_true((uint64_t)B * T * CFG.padded_vocab_size * 4 > LIMIT);
     assert_true((uint64_t)B * T * 4 * CFG.channels * 4 <= LIMIT);
-    assert_true(wgpt_gpu_get_info(whole)->max_storage_binding >= 2ull * B * T * CFG.padded_vocab_size * 4);
+    assert_true(np * 4 <= WHOLE && (uint64_t)B * T * CFG.padded_vocab_size * 4 > WHOLE);
+    assert_true((uint64_t)B * T * CFG.padded_vocab_size * 4 <= 2ull * LIMIT);  // 2 chunks at either limit
     float lw[STEPS], ls[STEPS], nw[STEPS], ns[STEPS];
     float *pw = malloc(np * 4), *ps = malloc(np * 4);
     run_(whole, p, lw, nw, pw);
@@ -100,8 +107,8 @@ static void f16_split_bindings_same_bits(void **st) {
 }
 
 // The chunked classifier against the C reference (tests/ref), on one layer
-// of the model above: 2048 positions, so two chunks of 1024 rows (the logits
-// of the second chunk overwrite the first's; d wte sums both). The loss and
+// of the model above at LIMIT: 2048 positions, so two chunks of 1024 rows (the
+// logits of the second chunk overwrite the first's; d wte sums both). The loss and
 // every gradient tensor: fp32 with test_gpt2.c's bounds (the GPU sums in
 // other orders than the reference's doubles: loss within 2e-5 relative,
 // each tensor within 2e-4 relative L2 and 1e-3 of its largest element); f16
@@ -111,7 +118,8 @@ static void f16_split_bindings_same_bits(void **st) {
 // tensor by O(1).
 static void chunked_classifier_matches_reference(void **st) {
     (void)st;
-    wgpt_gpu *g = tu_gpu_open(NULL);
+    wgpt_gpu_options lo = {.adapter_index = -1, .max_binding = LIMIT};
+    wgpt_gpu *g = tu_gpu_open(&lo);
     wgpt_gpt2_config c = CFG;
     c.num_layers = 1;
     const ref_gpt2_config rc = {c.max_seq_len, c.vocab_size, c.padded_vocab_size, 1, c.num_heads, c.channels};
@@ -126,7 +134,7 @@ static void chunked_classifier_matches_reference(void **st) {
     // fp32, f16, and f16 on (emulated, where the device has none) subgroup
     // matrices: there the other linears keep their inputs transposed and the
     // classifier reads lnf's f16 copy row-major
-    wgpt_gpu_options eo = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU};
+    wgpt_gpu_options eo = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU, .max_binding = LIMIT};
     for (int k = 0; k < 3; k++) {
         int p = k > 0;
         if (p && !wgpt_gpu_get_info(g)->has_f16) break;

@@ -46,7 +46,7 @@ static const twin TWINS[] = {
     TWIN_("03_linear.wgsl", "LinearParams", linear_params, LP_),
     TWIN_("03_linear_vec4.wgsl", "MatmulParams", linear_params, LP_),
 #define SP_ F_(sgm_params, m), F_(sgm_params, n), F_(sgm_params, k), F_(sgm_params, flag), F_(sgm_params, ks), \
-            F_(sgm_params, sk), F_(sgm_params, pad[0]), F_(sgm_params, pad[1])
+            F_(sgm_params, sk), F_(sgm_params, group), F_(sgm_params, pad)
     TWIN_("03_linear_sgm.wgsl", "SgmParams", sgm_params, SP_),
     TWIN_("03_linear_f16.wgsl", "F16Params", sgm_params, SP_),
     TWIN_("03_linear_vec4.wgsl", "StreamkParams", streamk_params, F_(streamk_params, m), F_(streamk_params, n),

@@ -56,7 +56,8 @@ typedef struct sgm_params {
                     // the f16 epilogue (sgm only; SGM_F16*, SGM_GELU_GRAD)
     uint32_t ks;    // k per split (sgm only; a multiple of the kernel's BK), 0: none
     uint32_t sk;    // stream-K: stages a workgroup (persistent sgm only), 0: none
-    uint32_t pad[2];
+    uint32_t group; // persistent sgm: block rows a group of the blocks' order, 0: x fastest
+    uint32_t pad;
 } sgm_params;
 
 // StreamkParams (03_linear_vec4's matmul_streamk_reduce).

@@ -31,6 +31,13 @@
 // parts measured at every GPT-2 124M pass on the H200 (with 2, the qkv
 // weight pass split to its loss).
 #define SGM_WGS_A_UNIT 1u
+// The persistent workgroups take the blocks in groups of SGM_GROUP block
+// rows, down a group's columns first (03_linear_sgm.wgsl block_of), so that
+// a wave's workgroups share the B operand's columns in the L2 cache: the
+// logits' weight pass (6 block rows, 197 wide block columns, B = the f16
+// dlogits, 824 MB at GPT-2 124M batch 8) read B once instead of once a
+// block row (docs/kernels/03_linear_sgm.md).
+#define SGM_GROUP 8u
 
 // 03_linear_sgm.wgsl's flag bits of the f16 epilogue: an f16 copy to out16,
 // GELU'd, in the product's layout rather than out's, and no f32 output.
@@ -246,7 +253,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
     // so no other output of the dispatch may stand in)
     wgpt_view v[5] = {a, b, bias.buf ? bias : a, out.buf ? out : wgpt_gpu_unused_binding(g),
                       out16.buf || !sgm ? out16 : wgpt_gpu_unused_binding(g)};
-    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, persist ? pl.sk : 0, {0, 0}};
+    sgm_params p = {m, n, k, flag, parts > 1 ? pl.ks : 0, persist ? pl.sk : 0, persist ? SGM_GROUP : 0, 0};
     if (persist) gx = pl.sk ? pl.wgs : units, gy = 1, parts = 1;  // the kernel walks the full grid's blocks itself
     return wgpt_op_add(g, op, kernel, v, sgm ? 5 : 4, &p, sizeof p, gx, gy, parts) ? 0 : -1;
 }
