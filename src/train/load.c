@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "train/model_file.h"
+#include "util/clock.h"
 #include "util/err.h"
 
 // Everything but the model file itself; -1 with err, l holding what was opened.
@@ -17,32 +18,37 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
                          path, ck->config.vocab_size);
     if (!wgpt_tokenizer_known(ck->tokenizer))
         return wgpt_errf(err, errlen, "%s: unknown tokenizer '%s'", path, ck->tokenizer);
+    double t = wgpt_clock_s();
     if (!(l->tok = wgpt_tokenizer_open(ck->tokenizer, bpe_dir, err, errlen))) return -1;
+    l->tokenizer_s = wgpt_clock_s() - t, t = wgpt_clock_s();
     if (wgpt_tokenizer_vocab_size(l->tok) != ck->config.vocab_size)
         return wgpt_errf(err, errlen, "%s has a vocabulary of %u but the %s tokenizer has %u", path,
                          ck->config.vocab_size, ck->tokenizer, wgpt_tokenizer_vocab_size(l->tok));
     if (!(l->g = wgpt_gpu_open(gpu, err, errlen))) return -1;
-    uint32_t t = T && T < ck->config.max_seq_len ? T : ck->config.max_seq_len;
+    l->gpu_s = wgpt_clock_s() - t, t = wgpt_clock_s();
+    uint32_t ctx = T && T < ck->config.max_seq_len ? T : ck->config.max_seq_len;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(l->g);
-    if ((wgpt_gpt2_check_shape(&ck->config, B, t, in->max_buffer, err, errlen) & WGPT_GPT2_DIM_B) && B > 1) {
+    if ((wgpt_gpt2_check_shape(&ck->config, B, ctx, in->max_buffer, err, errlen) & WGPT_GPT2_DIM_B) && B > 1) {
         size_t n = strlen(err);  // the shape is the checkpoint's but for the batch
         snprintf(err + n, errlen - n, " on '%s': lower --batch", in->name);
         return -1;
     }
     // Attention binds its input, qkv (B, T, 3C), whole: a batch past that is refused by its option.
-    uint64_t per_seq = (uint64_t)t * 3 * ck->config.channels * 4;
+    uint64_t per_seq = (uint64_t)ctx * 3 * ck->config.channels * 4;
     if (B > 1 && per_seq && (uint64_t)B * per_seq > in->max_storage_binding && in->max_storage_binding >= per_seq)
         return wgpt_errf(err, errlen,
                          "--batch %u: attention binds its input (B x T x 3C floats) whole, %llu bytes for B x T = "
                          "%u x %u; '%s' binds at most %llu bytes (maxStorageBufferBindingSize): at most --batch %llu",
-                         B, (unsigned long long)(B * per_seq), B, t, in->name,
+                         B, (unsigned long long)(B * per_seq), B, ctx, in->name,
                          (unsigned long long)in->max_storage_binding,
                          (unsigned long long)(in->max_storage_binding / per_seq));
-    if (!(l->model = wgpt_gpt2_create_precision(l->g, &ck->config, B, t, 0, precision, err, errlen))) return -1;
+    if (!(l->model = wgpt_gpt2_create_precision(l->g, &ck->config, B, ctx, 0, precision, err, errlen))) return -1;
+    l->model_s = wgpt_clock_s() - t, t = wgpt_clock_s();
     if (wgpt_gpt2_precision(l->model) == WGPT_PRECISION_F16 &&
         wgpt_check_f16_range(&ck->config, ck->params, path, err, errlen) < 0)
         return -1;
     if (wgpt_gpt2_set_params(l->model, ck->params) < 0) return wgpt_errf(err, errlen, "%s", wgpt_gpt2_error(l->model));
+    l->params_s = wgpt_clock_s() - t;
     return 0;
 }
 
@@ -69,12 +75,15 @@ int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_di
                             uint32_t B, uint32_t T, wgpt_precision precision, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     wgpt_weights ck;  // a checkpoint, or weights from another program (model_file.h)
+    double t = wgpt_clock_s();
     if (wgpt_model_file_read(path, 1, &ck, err, errlen) < 0) return -1;
+    double read_s = wgpt_clock_s() - t;
     l->cfg = ck.config;
     l->step = (unsigned long long)ck.step;
     int rc = open_(l, &ck, path, bpe_dir, gpu, B, T, precision, err, errlen);
     wgpt_weights_free(&ck);
     if (rc < 0) wgpt_loaded_free(l);
+    else l->read_s = read_s;
     return rc;
 }
 

@@ -13,6 +13,8 @@ typedef struct wgpt_loaded {
     wgpt_gpt2 *model;
     wgpt_gpt2_config cfg;
     unsigned long long step;
+    // seconds each phase of the load took (for `wgpt sample --verbose`)
+    double read_s, tokenizer_s, gpu_s, model_s, params_s;
 } wgpt_loaded;
 
 // Opens the checkpoint's tokenizer (GPT-2's files from bpe_dir), a device and

@@ -137,19 +137,38 @@ static void shape_str_(char *out, size_t n, uint32_t ndim, const uint64_t *dims)
     if (at < n) snprintf(out + at, n - at, ")");
 }
 
-// Converts (and transposes) one tensor into dst; refuses NaN/Inf.
+// The first NaN/Inf of t (after a bulk conversion found one): the error.
+static int not_finite_(const wgpt_st_tensor *t, const char *label, char *err, size_t errlen) {
+    for (uint64_t i = 0; i < t->count; i++) {
+        float v = wgpt_st_get_f32(t, i);
+        if (!isfinite(v))
+            return wgpt_errf(err, errlen, "%s: tensor '%s' element %llu is %s", label, t->name, (unsigned long long)i,
+                             isnan(v) ? "NaN" : "Inf");
+    }
+    return wgpt_errf(err, errlen, "%s: tensor '%s' holds a NaN or Inf", label, t->name);
+}
+
+#define TR_ROWS 32u  // rows converted at once before a transposed tensor is scattered
+
+// Converts (and transposes) one tensor into dst; refuses NaN/Inf. A
+// transposed tensor goes TR_ROWS rows at a time through a buffer, so that its
+// scattered writes land TR_ROWS floats together.
 static int convert_(const wgpt_st_tensor *t, float *dst, int transposed, const char *label, char *err,
                     size_t errlen) {
     uint64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
-    for (uint64_t r = 0; r < rows; r++)
-        for (uint64_t k = 0; k < cols; k++) {
-            float v = wgpt_st_get_f32(t, r * cols + k);
-            if (!isfinite(v))
-                return wgpt_errf(err, errlen, "%s: tensor '%s' element %llu is %s", label, t->name,
-                             (unsigned long long)(r * cols + k), isnan(v) ? "NaN" : "Inf");
-            dst[transposed ? k * rows + r : r * cols + k] = v;
-        }
-    return 0;
+    if (!transposed || cols == 1)
+        return wgpt_st_get_f32_run(t, 0, rows * cols, dst) ? 0 : not_finite_(t, label, err, errlen);
+    float *buf = malloc(TR_ROWS * cols * sizeof *buf);
+    if (!buf) return wgpt_errf(err, errlen, "%s: out of host memory converting tensor '%s'", label, t->name);
+    int ok = 1;
+    for (uint64_t r0 = 0; r0 < rows; r0 += TR_ROWS) {
+        uint64_t nr = rows - r0 < TR_ROWS ? rows - r0 : TR_ROWS;
+        ok &= wgpt_st_get_f32_run(t, r0 * cols, nr * cols, buf);
+        for (uint64_t k = 0; k < cols; k++)
+            for (uint64_t r = 0; r < nr; r++) dst[k * rows + r0 + r] = buf[r * cols + k];
+    }
+    free(buf);
+    return ok ? 0 : not_finite_(t, label, err, errlen);
 }
 
 typedef struct reader_ {
