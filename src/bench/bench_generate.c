@@ -1,16 +1,46 @@
 // bench_generate.c: `wgpt bench --generate` (see bench_generate.h).
 #include "bench/bench_generate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "model/gpt2_decode.h"
 #include "util/clock.h"
+#include "util/splitmix64.h"
 
 // tokens/s with 3 or more significant digits: lavapipe decodes GPT-2 124M at about one a second
 static const char *rate_(double x, char *buf, size_t n) {
     snprintf(buf, n, x < 10 ? "%.2f" : x < 100 ? "%.1f" : "%.0f", x);
     return buf;
+}
+
+// Random weights for a timing, quickly: GPT-2's initialisation (model/gpt2.h)
+// draws a normal per weight, about a minute for GPT-2 774M; here each weight
+// is uniform with the same standard deviation (0.02, or 0.02 / sqrt(2L) for the
+// residual projections; LayerNorm gains 1, biases 0), two from one draw.
+static void fast_params_(const wgpt_gpt2_config *c, float *params) {
+    size_t sizes[WGPT_GPT2_NUM_TENSORS];
+    wgpt_gpt2_param_sizes(c, sizes);
+    const double resid = 0.02 / sqrt(2.0 * c->num_layers), s3 = sqrt(3.0);  // uniform on [-a, a]: std a / sqrt(3)
+    const double stdev[WGPT_GPT2_NUM_TENSORS] = {0.02, 0.02, -1, 0, 0.02, 0, resid, 0, -1, 0, 0.02, 0, resid, 0, -1, 0};
+    uint64_t st = 1337;
+    float *p = params;
+    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
+        float a = (float)(stdev[t] * s3), scale = a * 0x1p-31f;
+        if (stdev[t] <= 0) {
+            for (size_t i = 0; i < sizes[t]; i++) p[i] = stdev[t] < 0 ? 1.0f : 0.0f;
+        } else {
+            for (size_t i = 0; i < sizes[t]; i += 2) {
+                uint64_t r = wgpt_splitmix64_next(&st);
+                p[i] = (float)(int32_t)(uint32_t)r * scale;
+                if (i + 1 < sizes[t]) p[i + 1] = (float)(int32_t)(uint32_t)(r >> 32) * scale;
+            }
+        }
+        if (t == 0)  // padded vocabulary rows stay zero, as in the real initialisation
+            for (size_t i = (size_t)c->vocab_size * c->channels; i < sizes[t]; i++) p[i] = 0.0f;
+        p += sizes[t];
+    }
 }
 
 typedef struct timing_ {
@@ -126,7 +156,7 @@ int wgpt_bench_generate_run(const wgpt_bench_generate_opts *o) {
     int rc = -1;
     if (!m) fprintf(stderr, "wgpt bench: %s\n", err);
     if (!m || !params || !prompt) goto done;
-    wgpt_gpt2_init_params(&c, params, 1337);
+    fast_params_(&c, params);
     if (wgpt_gpt2_set_params(m, params) < 0) {
         fprintf(stderr, "wgpt bench: %s\n", wgpt_gpt2_error(m));
         goto done;

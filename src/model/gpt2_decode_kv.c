@@ -39,6 +39,9 @@ int wgpt_decoder_kv_init_(wgpt_decoder *d, char *err, size_t errlen) {
     const wgpt_gpu_info *info = wgpt_gpu_get_info(m->g);
     uint32_t C = m->c.channels, L = m->c.num_layers, Vp = m->c.padded_vocab_size;
     if (C % 4) return wgpt_errf(err, errlen, "the KV-cache decoder needs C a multiple of 4 (C = %u)", C);
+    if (m->split_masters)  // its embedding reads wte's fp32 values
+        return wgpt_errf(err, errlen, "the KV-cache decoder needs the whole fp32 weights; this model keeps only its "
+                                      "shard of them (ZeRO-1 in f16)");
     d->f16 = m->precision == WGPT_PRECISION_F16 && m->params16;
     d->step.rows = d->slots;
     d->prefill.rows = d->ctx < PREFILL_ROWS ? d->ctx : PREFILL_ROWS;
