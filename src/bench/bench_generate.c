@@ -1,6 +1,8 @@
 // bench_generate.c: `wgpt bench --generate` (see bench_generate.h).
 #include "bench/bench_generate.h"
 
+#include "bench/bench_step.h"  // wgpt_bench_print_profile
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +86,33 @@ static int run_(wgpt_decoder *d, uint32_t b, uint32_t np, uint32_t steps, const 
     return 0;
 }
 
-static int bench_(wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t *prompt, timing_ *res,
+// --profile: the GPU time of each kernel in one decoding step at batch 1
+// (after a prefill of the prompt), beside that step's wall time.
+static int profile_step_(wgpt_decoder *d, wgpt_gpu *g, const wgpt_bench_generate_opts *o, const int32_t *prompt,
+                         float *logits) {
+    char err[1024];
+    static wgpt_timing drain[4096];
+    uint32_t slot = 0;
+    int32_t next = 1;
+    wgpt_decoder_reset(d, 0);
+    if (wgpt_decoder_prefill(d, 0, prompt, o->prompt, logits, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt bench: prefill: %s\n", err);
+        return -1;
+    }
+    while (wgpt_gpu_timings(g, drain, 4096) > 0) {
+    }
+    double t0 = wgpt_clock_s();
+    if (wgpt_decoder_step(d, &slot, &next, 1, logits, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt bench: step: %s\n", err);
+        return -1;
+    }
+    printf("profile: one decoding step at batch 1 after %u prompt tokens, %.3f ms wall (one compute pass a "
+           "dispatch while profiling)\n", o->prompt, 1e3 * (wgpt_clock_s() - t0));
+    wgpt_bench_print_profile(g, 1);
+    return 0;
+}
+
+static int bench_(wgpt_gpu *g, wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t *prompt, timing_ *res,
                   uint32_t *batches, int *nb) {
     char err[1024];
     uint32_t maxb = o->max_batch;
@@ -107,6 +135,7 @@ static int bench_(wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t
         rc = run_(d, batches[i], o->prompt, 4, prompt, logits, &warm);  // builds the passes, warms the caches
         if (rc == 0) rc = run_(d, batches[i], o->prompt, o->tokens, prompt, logits, &res[i]);
     }
+    if (rc == 0 && o->gpu.profile) rc = profile_step_(d, g, o, prompt, logits);
     free(logits);
     wgpt_decoder_free(d);
     return rc;
@@ -169,7 +198,7 @@ int wgpt_bench_generate_run(const wgpt_bench_generate_opts *o) {
     timing_ res[2], ref;
     uint32_t batches[2];
     int nb = 0;
-    if (bench_(m, o, prompt, res, batches, &nb) < 0) goto done;
+    if (bench_(g, m, o, prompt, res, batches, &nb) < 0) goto done;
     for (int i = 0; i < nb; i++) {
         double ptoks = (double)batches[i] * o->prompt, dtoks = (double)batches[i] * res[i].steps;
         char a[32], b[32];
