@@ -11,8 +11,9 @@
 // and without the residual, an idle row. decode_attention: head sizes 16 and 128
 // (2 output channels a thread), positions 0, 100, 256 and 299 of a cache of
 // T = 300 (one and two chunks of 256 scores), rows of several slots, f32 and
-// f16 caches, an idle row that must stay untouched. decode_kv_write: only the
-// rows' (slot, position) entries change.
+// f16 caches, an idle row that must stay untouched; and with each row storing
+// its own key and value first (write_kv, one row a slot). decode_kv_write:
+// only the rows' (slot, position) entries change.
 //
 // Tolerance. Every GPU value is an f32 sum of K terms in another order than
 // the double reference: matvec K = k <= 136 products of values in [-1, 1];
@@ -127,42 +128,65 @@ static void test_matvec(void **state) {
     G_ = G;
 }
 
-// Caches of S slots x T positions, rows attending at (slot, pos); row R-1 idle.
-static void attention_case_(uint32_t C, uint32_t NH, int f16) {
-    enum { S = 3, T = 300, R = 5 };
-    const uint32_t slot[R] = {0, 2, 1, 2, 0}, pos[R] = {0, 299, 256, 100, 7};
-    const int islot[R] = {0, 2, 1, 2, 0}, ipos[R] = {0, 299, 256, 100, 7};
+// Caches of S slots x T positions, rows attending at (slot, pos); row R-1
+// idle. fused: each live row (one a slot) stores its own key and value first
+// (write_kv): the caches must then hold them, exactly, and the attention read them.
+static void attention_case_(uint32_t C, uint32_t NH, int f16, int fused) {
+    enum { S = 4, T = 300, R = 5 };
+    const uint32_t slots[2][R] = {{0, 2, 1, 2, 0}, {0, 2, 1, 3, 0}}, pos[R] = {0, 299, 256, 100, 7};
+    const uint32_t *slot = slots[fused];
+    int islot[R], ipos[R];
+    for (int r = 0; r < R; r++) islot[r] = (int)slot[r], ipos[r] = (int)pos[r];
     size_t cn = (size_t)S * T * C;
     float *kc = malloc(cn * 4), *vc = malloc(cn * 4), *qkv = malloc(R * 3 * C * 4);
-    float *got = malloc(R * C * 4), *want = malloc(R * C * 4);
+    float *got = malloc(R * C * 4), *want = malloc(R * C * 4), *cache = malloc(cn * 4);
     tu_fill(kc, cn, -1, 1), tu_fill(vc, cn, -1, 1), tu_fill(qkv, R * 3 * C, -1, 1);
     uint32_t *k16 = f16 ? pack16_(kc, cn) : NULL, *v16 = f16 ? pack16_(vc, cn) : NULL;
-    ref_decode_attention(want, qkv, kc, vc, islot, ipos, R - 1, (int)C, (int)NH, T);
-    for (uint32_t i = 0; i < C; i++) want[(R - 1) * C + i] = got[(R - 1) * C + i] = -7.0f;
     wgpt_buf *bk = f16 ? tu_upload(G, k16, (cn / 2 + 1) * 4, "k16") : tu_upload(G, kc, cn * 4, "k");
     wgpt_buf *bv = f16 ? tu_upload(G, v16, (cn / 2 + 1) * 4, "v16") : tu_upload(G, vc, cn * 4, "v");
+    for (uint32_t r = 0; fused && r < R - 1; r++)  // what the rows store (rounded to f16 where the caches are)
+        for (uint32_t c = 0; c < C; c++) {
+            float k = qkv[r * 3 * C + C + c], v = qkv[r * 3 * C + 2 * C + c];
+            size_t e = ((size_t)slot[r] * T + pos[r]) * C + c;
+            kc[e] = f16 ? ref_f32_from_f16(ref_f16_from_f32(k)) : k;
+            vc[e] = f16 ? ref_f32_from_f16(ref_f16_from_f32(v)) : v;
+        }
+    ref_decode_attention(want, qkv, kc, vc, islot, ipos, R - 1, (int)C, (int)NH, T);
+    for (uint32_t i = 0; i < C; i++) want[(R - 1) * C + i] = got[(R - 1) * C + i] = -7.0f;
     wgpt_buf *bq = tu_upload(G, qkv, R * 3 * C * 4, "qkv"), *bo = tu_upload(G, got, R * C * 4, "out");
     wgpt_buf *bm = meta_(R - 1, NULL, slot, pos, R);
     wgpt_op op;
     wgpt_op_init(&op);
     TU_OK(G, wgpt_decode_attention(G, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bq, 0, 0}, (wgpt_view){bk, 0, 0},
-                                   (wgpt_view){bv, 0, 0}, (wgpt_view){bm, 0, 0}, R, C, NH, T, f16));
+                                   (wgpt_view){bv, 0, 0}, (wgpt_view){bm, 0, 0}, R, C, NH, T, f16, fused));
     run_(&op);
     TU_OK(G, wgpt_buf_download(G, bo, 0, got, R * C * 4));
-    char what[64];
-    snprintf(what, sizeof what, "decode attention C %u NH %u f16 %d", C, NH, f16);
+    char what[80];
+    snprintf(what, sizeof what, "decode attention C %u NH %u f16 %d fused %d", C, NH, f16, fused);
     close_(what, got, want, (size_t)R * C);
+    for (int which = 0; fused && which < 2; which++) {
+        if (f16) {
+            uint32_t *u = calloc(cn / 2 + 1, 4);
+            TU_OK(G, wgpt_buf_download(G, which ? bv : bk, 0, u, cn * 2));
+            for (size_t i = 0; i < cn; i++) cache[i] = ref_f32_from_f16((uint16_t)(u[i / 2] >> (16 * (i % 2))));
+            free(u);
+        } else {
+            TU_OK(G, wgpt_buf_download(G, which ? bv : bk, 0, cache, cn * 4));
+        }
+        tu_assert_close(which ? "attention's stored v" : "attention's stored k", cache, which ? vc : kc, cn, 0, 0);
+    }
     wgpt_buf *bufs[] = {bk, bv, bq, bo, bm};
     for (int i = 0; i < 5; i++) wgpt_buf_free(bufs[i]);
-    free(kc), free(vc), free(qkv), free(got), free(want), free(k16), free(v16);
+    free(kc), free(vc), free(qkv), free(got), free(want), free(k16), free(v16), free(cache);
 }
 
 static void test_attention(void **state) {
     (void)state;
-    for (int f16 = 0; f16 < 2; f16++) {
-        attention_case_(48, 3, f16);
-        attention_case_(256, 2, f16);
-    }
+    for (int f16 = 0; f16 < 2; f16++)
+        for (int fused = 0; fused < 2; fused++) {
+            attention_case_(48, 3, f16, fused);
+            attention_case_(256, 2, f16, fused);
+        }
 }
 
 // kv_write: rows' k and v land at (slot, pos); every other entry stays.

@@ -100,8 +100,10 @@ void wgpt_decoder_kv_free_(wgpt_decoder *d) {
 
 // One transformer block over R rows: x (the residual stream) and ln (its
 // LayerNorm by this block's ln_1) -> x and ln by the next LayerNorm (the
-// next block's ln_1, or ln_f after the last block). Eight dispatches.
-static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l) {
+// next block's ln_1, or ln_f after the last block). Seven dispatches where
+// the attention stores the rows' keys and values itself (fused_kv: a step),
+// else eight.
+static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l, int fused_kv) {
     wgpt_gpu *g = d->m->g;
     uint32_t C = d->m->c.channels, NH = d->m->c.num_heads, T = d->ctx, L = d->m->c.num_layers;
     int h = d->f16;
@@ -114,8 +116,8 @@ static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l) {
     uint32_t nl = l + 1 < L ? l + 1 : 0;
     if (wgpt_decode_matvec(g, op, qkv, ln, param_(d, WGPT_QKVW, l, h), param_(d, WGPT_QKVB, l, 0), meta, R, C, 3 * C,
                            1, h, 0) < 0 ||
-        wgpt_decode_kv_write(g, op, kc, vc, qkv, meta, R, C, T, h) < 0 ||
-        wgpt_decode_attention(g, op, atty, qkv, kc, vc, meta, R, C, NH, T, h) < 0 ||
+        (!fused_kv && wgpt_decode_kv_write(g, op, kc, vc, qkv, meta, R, C, T, h) < 0) ||
+        wgpt_decode_attention(g, op, atty, qkv, kc, vc, meta, R, C, NH, T, h, fused_kv) < 0 ||
         wgpt_decode_matvec(g, op, attproj, atty, param_(d, WGPT_ATTPROJW, l, h), param_(d, WGPT_ATTPROJB, l, 0), meta,
                            R, C, C, 1, h, 0) < 0 ||
         wgpt_decode_residual_layernorm(g, op, res2, ln, x, attproj, param_(d, WGPT_LN2W, l, 0),
@@ -142,8 +144,11 @@ static int build_(wgpt_decoder *d, wgpt_decode_pass *pass) {
         wgpt_decode_residual_layernorm(g, op, none, ln, x, none, param_(d, WGPT_LN1W, 0, 0), param_(d, WGPT_LN1B, 0, 0),
                                        meta, R, C) < 0)
         return -1;
+    // a step's rows are in distinct slots (wgpt_decoder_step checks): its
+    // attention may store each row's key and value itself
+    int fused_kv = !pass->last_only && (!d->f16 || (m->c.channels / m->c.num_heads) % 2 == 0);
     for (uint32_t l = 0; l < m->c.num_layers; l++)
-        if (block_(d, op, R, l) < 0) return -1;
+        if (block_(d, op, R, l, fused_kv) < 0) return -1;
     // ln holds ln_f's output: the logits of every row, or of the last live one
     uint32_t rows = pass->last_only ? 1 : R;
     if (pass->last_only) {
