@@ -4,7 +4,8 @@
 //
 // Shapes: decode_matvec with rows 1 (the _r1 variant), 3, 8 and 11 (two row
 // blocks, the second partial), k = 40 and 136 (a lane's last vec4 ragged
-// across the 32 lanes), n = 37 (a partial block of 8 outputs), with and
+// across the 32 lanes) and 1000 (the main loop's four vec4s a lane, some
+// lanes twice, then the ragged rest), n = 37 (a partial block of 8 outputs), with and
 // without bias, f32 and f16 weights, the GELU epilogue, the live-rows flag
 // (rows past meta[0] must keep what they held), and weights past a 16 KiB
 // binding (pieces of rows). decode_residual_layernorm: C = 768 and 20, with
@@ -16,13 +17,15 @@
 // only the rows' (slot, position) entries change.
 //
 // Tolerance. Every GPU value is an f32 sum of K terms in another order than
-// the double reference: matvec K = k <= 136 products of values in [-1, 1];
+// the double reference: matvec K = k <= 1000 products of values in [-1, 1];
 // attention K = hs for a score and K = pos + 1 <= 300 for the softmax sums
 // and out = P @ V. A reordered f32 sum errs by about K * 2^-24 * sum|terms|,
 // at most 2e-5 of the result's scale here, so we allow 3e-5 * max|expected|
-// + 3e-5 * |expected|. An f16 operand is rounded the same way on both sides
-// (the reference reads the very halves the kernel reads), so f16 needs no
-// more. A wrong index, a missed chunk or the scale left out moves values by
+// + 3e-5 * |expected|; for k = 1000 the bound is looser (1000 terms) but the
+// errors of a long f32 sum add like a random walk, about sqrt(k) 2^-24 times
+// its partial sums (~1e-5 of the scale here). An f16 operand is rounded the
+// same way on both sides (the reference reads the very halves the kernel
+// reads), so f16 needs no more. A wrong index, a missed chunk or the scale left out moves values by
 // far more (1e-2 and up).
 #include "test_util.h"
 
@@ -119,6 +122,11 @@ static void test_matvec(void **state) {
             matvec_case_(rows[i], 136, 37, 0, f16, 0, i == 2);
             if (rows[i] > 1) matvec_case_(rows[i], 40, 37, 1, f16, 1, i == 1);
         }
+    // k = 1000: the main loop's four vec4s a lane (k/4 = 250 = 128 + 122: some lanes twice), then the rest
+    for (int f16 = 0; f16 < 2; f16++) {
+        matvec_case_(1, 1000, 37, 1, f16, 0, 0);
+        matvec_case_(3, 1000, 37, 1, f16, 0, 1);
+    }
     // 200 outputs of 160 bytes (f32; 80 in f16) a row past a binding of 16 KiB: pieces of 64 rows
     G_ = SMALL;
     for (int f16 = 0; f16 < 2; f16++) {
