@@ -16,6 +16,15 @@
 #include "util/err.h"
 
 #define PREFILL_ROWS 128u  // rows of one prefill pass
+// A pass is handed to the GPU in pieces: the first SUBMIT_FIRST dispatches as
+// soon as they are recorded (the GPU starts while the rest is recorded), then
+// every SUBMIT_NEXT; at batch 1 recording a dispatch costs the host about as
+// long as the GPU takes to run one.
+#ifndef WGPT_DECODE_SUBMIT_FIRST
+#define WGPT_DECODE_SUBMIT_FIRST 8
+#endif
+#define SUBMIT_FIRST WGPT_DECODE_SUBMIT_FIRST
+#define SUBMIT_NEXT 24
 
 static wgpt_view whole_(wgpt_buf *b, uint64_t bytes) { return (wgpt_view){b, 0, bytes}; }
 
@@ -171,9 +180,14 @@ int wgpt_decoder_kv_run_(wgpt_decoder *d, wgpt_decode_pass *pass, uint32_t n, fl
         return wgpt_errf(err, errlen, "preparing the decoder: %s", wgpt_gpu_error(g));
     }
     d->meta_host[0] = n;
-    if (wgpt_buf_upload(g, d->meta, 0, d->meta_host, (WGPT_DECODE_META_U32 + 4ull * n) * 4) < 0 ||
-        wgpt_op_record(g, &pass->op) < 0)
+    if (wgpt_buf_upload(g, d->meta, 0, d->meta_host, (WGPT_DECODE_META_U32 + 4ull * n) * 4) < 0)
         return wgpt_errf(err, errlen, "decoding: %s", wgpt_gpu_error(g));
+    for (int from = 0, to; from < pass->op.n; from = to) {
+        to = from ? from + SUBMIT_NEXT : SUBMIT_FIRST;
+        if (to > pass->op.n) to = pass->op.n;
+        if (wgpt_op_record_range(g, &pass->op, from, to) < 0 || (to < pass->op.n && wgpt_gpu_submit(g) < 0))
+            return wgpt_errf(err, errlen, "decoding: %s", wgpt_gpu_error(g));
+    }
     if (!logits) return wgpt_gpu_submit(g) < 0 ? wgpt_errf(err, errlen, "decoding: %s", wgpt_gpu_error(g)) : 0;
     uint32_t rows = pass->last_only ? 1 : n;
     if (wgpt_buf_download(g, d->logits, 0, d->logits_host, (uint64_t)rows * Vp * 4) < 0)
