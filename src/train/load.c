@@ -4,15 +4,37 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#ifndef __wasi__
+#include <pthread.h>
+#endif
 
 #include "train/model_file.h"
 #include "util/clock.h"
 #include "util/err.h"
 
-// Everything but the model file itself; -1 with err, l holding what was opened.
-static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const char *bpe_dir,
-                 const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, wgpt_precision precision, char *err,
-                 size_t errlen) {
+// The device, opened beside the model file's read (a second thread where
+// there are threads): Dawn's and the driver's start-up overlap the read.
+typedef struct gpu_open_ {
+    const wgpt_gpu_options *opt;
+    wgpt_gpu *g;
+    double s;  // seconds it took
+    char err[2048];
+} gpu_open_;
+
+static void *open_gpu_(void *arg) {
+    gpu_open_ *o = arg;
+    double t = wgpt_clock_s();
+    o->g = wgpt_gpu_open(o->opt, o->err, sizeof o->err);
+    o->s = wgpt_clock_s() - t;
+    return NULL;
+}
+
+// Everything but the model file and the device (go, taken over); -1 with
+// err, l holding what was opened.
+static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const char *bpe_dir, gpu_open_ *go,
+                 uint32_t B, uint32_t T, wgpt_precision precision, char *err, size_t errlen) {
+    l->g = go->g;
+    l->gpu_s = go->s;
     if (!ck->tokenizer[0])
         return wgpt_errf(err, errlen, "%s: its vocabulary of %u ids fits neither GPT-2's tokenizer (50257) nor bytes (256)",
                          path, ck->config.vocab_size);
@@ -24,8 +46,7 @@ static int open_(wgpt_loaded *l, const wgpt_weights *ck, const char *path, const
     if (wgpt_tokenizer_vocab_size(l->tok) != ck->config.vocab_size)
         return wgpt_errf(err, errlen, "%s has a vocabulary of %u but the %s tokenizer has %u", path,
                          ck->config.vocab_size, ck->tokenizer, wgpt_tokenizer_vocab_size(l->tok));
-    if (!(l->g = wgpt_gpu_open(gpu, err, errlen))) return -1;
-    l->gpu_s = wgpt_clock_s() - t, t = wgpt_clock_s();
+    if (!l->g) return wgpt_errf(err, errlen, "%s", go->err);
     uint32_t ctx = T && T < ck->config.max_seq_len ? T : ck->config.max_seq_len;
     const wgpt_gpu_info *in = wgpt_gpu_get_info(l->g);
     if ((wgpt_gpt2_check_shape(&ck->config, B, ctx, in->max_buffer, err, errlen) & WGPT_GPT2_DIM_B) && B > 1) {
@@ -74,13 +95,27 @@ int wgpt_check_f16_range(const wgpt_gpt2_config *c, const float *params, const c
 int wgpt_load_for_inference(wgpt_loaded *l, const char *path, const char *bpe_dir, const wgpt_gpu_options *gpu,
                             uint32_t B, uint32_t T, wgpt_precision precision, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
+    gpu_open_ go = {.opt = gpu};
+    int threaded = 0;
+#ifndef __wasi__
+    pthread_t th;
+    threaded = pthread_create(&th, NULL, open_gpu_, &go) == 0;
+#endif
     wgpt_weights ck;  // a checkpoint, or weights from another program (model_file.h)
     double t = wgpt_clock_s();
-    if (wgpt_model_file_read(path, 1, &ck, err, errlen) < 0) return -1;
+    int read = wgpt_model_file_read(path, 1, &ck, err, errlen);
     double read_s = wgpt_clock_s() - t;
+#ifndef __wasi__
+    if (threaded) pthread_join(th, NULL);
+#endif
+    if (read < 0) {
+        if (go.g) wgpt_gpu_close(go.g);
+        return -1;
+    }
+    if (!threaded) open_gpu_(&go);
     l->cfg = ck.config;
     l->step = (unsigned long long)ck.step;
-    int rc = open_(l, &ck, path, bpe_dir, gpu, B, T, precision, err, errlen);
+    int rc = open_(l, &ck, path, bpe_dir, &go, B, T, precision, err, errlen);
     wgpt_weights_free(&ck);
     if (rc < 0) wgpt_loaded_free(l);
     else l->read_s = read_s;
