@@ -218,8 +218,8 @@ static void *thread_(void *arg) {
 static int run_jobs_(job_ *jobs, size_t n, size_t buf_floats, int *faulted) {
     pool_ p = {.jobs = jobs, .n = n, .buf_floats = buf_floats ? buf_floats : 1};
     atomic_init(&p.next, 0), atomic_init(&p.faulted, 0), atomic_init(&p.oom, 0);
-    int nt = 0;
 #ifndef __wasi__
+    int nt = 0;
     pthread_t th[MAX_THREADS - 1];
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int want = cpus > MAX_THREADS ? MAX_THREADS : cpus > 1 ? (int)cpus : 1;
