@@ -159,7 +159,7 @@ static void test_stop_and_count(void **state) {
     // --verbose: the start-up phases on stderr, the text unchanged
     SAMPLE(&r, "--checkpoint", ck, "--prompt", "ab", "--tokens", "10", "--temperature", "0", "--verbose");
     expect_bytes_(&r, "abxxxxxxxxxx\n", 13);
-    const char *phases[] = {"read checkpoint ", "tokenizer ", "GPU open (beside the read) ", "weights upload ",
+    const char *phases[] = {"read checkpoint ", "GPU open ", "model create ", "tokenizer ", "weights upload ",
                             "first token (prefill + step) ", "to first token ", "9 tokens after the first in "};
     for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
         if (!strstr(r.errs, phases[i])) fail_msg("--verbose: no '%s' in: %s", phases[i], r.errs);

@@ -90,10 +90,10 @@ static void print_phases_(const wgpt_loaded *l, double t_start, double t_dec, do
                           size_t tokens, uint32_t count) {
     double end = wgpt_clock_s(), first = t_first ? t_first - t_gen : end - t_gen;
     fprintf(stderr,
-            "wgpt sample: start-up (seconds): read checkpoint %.3f, tokenizer %.3f, GPU open (beside the read) "
-            "%.3f, model create %.3f, weights upload %.3f, decoder create %.3f, first token (prefill + step) "
-            "%.3f; to first token %.3f\n",
-            l->read_s, l->tokenizer_s, l->gpu_s, l->model_s, l->params_s, t_dec, first,
+            "wgpt sample: start-up (seconds): read checkpoint %.3f (beside it: GPU open %.3f, model create %.3f), "
+            "tokenizer %.3f, weights upload %.3f, decoder create %.3f, first token (prefill + step) %.3f; to first "
+            "token %.3f\n",
+            l->read_s, l->gpu_s, l->model_s, l->tokenizer_s, l->params_s, t_dec, first,
             (t_first ? t_first : end) - t_start);
     if (count == 1 && tokens > 1 && t_first && end > t_first)
         fprintf(stderr, "wgpt sample: %zu tokens after the first in %.3f s (%.1f tokens/s)\n", tokens - 1,
