@@ -2,7 +2,8 @@
 """Writes a GPT-2-shaped model with random weights as a Hugging Face folder
 (config.json, model.safetensors in F16) that `wgpt sample/serve --checkpoint
 DIR` load: for timings that need a model of a real size but not a trained one.
-Uses numpy, else torch.
+Uses numpy, else torch, else Python alone (a block of 64K random values
+repeated: fine for timings, quick without either).
 
 usage: random_gpt2.py OUT [--layers 12 --heads 12 --channels 768 --context 1024 --vocab 50257 --seed 0]
 """
@@ -29,11 +30,23 @@ def main():
         def randn(n, std):
             return (rng.standard_normal(n, dtype=np.float32) * std).astype(np.float16).tobytes()
     except ImportError:
-        import torch
-        torch.manual_seed(a.seed)
+        try:
+            import torch
+            torch.manual_seed(a.seed)
 
-        def randn(n, std):
-            return (torch.randn(n) * std).to(torch.float16).numpy().tobytes()
+            def randn(n, std):
+                return (torch.randn(n) * std).to(torch.float16).numpy().tobytes()
+        except ImportError:
+            import random
+            rng, block = random.Random(a.seed), 65536
+            base = [rng.gauss(0.0, 1.0) for _ in range(block)]
+            cache = {}
+
+            def randn(n, std):
+                if std not in cache:
+                    cache[std] = struct.pack("<%de" % block, *[x * std for x in base])
+                b = cache[std]
+                return b * (n // block) + b[:2 * (n % block)]
     C, L, V, T = a.channels, a.layers, a.vocab, a.context
     shapes = [("wte.weight", [V, C], 0.02), ("wpe.weight", [T, C], 0.01)]
     for l in range(L):

@@ -53,8 +53,8 @@ const LN_EPS: f32 = 1e-5;
 
 // decode_matvec: a workgroup takes MV_OUTS outputs of MV_ROWS rows; MV_LANES
 // threads share one output, each summing k/4 vec4s at a stride of MV_LANES
-// (so a warp reads a weight row in one sweep), then a reduction in workgroup
-// memory. Grid (ceil(n / MV_OUTS), ceil(rows / MV_ROWS), 1).
+// (so a warp reads a weight row in one sweep), four at a time while four
+// remain, then a reduction in workgroup memory. Grid (ceil(n / MV_OUTS), ceil(rows / MV_ROWS), 1).
 const MV_OUTS: u32 = 8u;
 const MV_LANES: u32 = 32u;   // MV_OUTS * MV_LANES = WG
 const MV_ROWS_MAX: u32 = 8u;
@@ -210,8 +210,23 @@ fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocatio
     let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
     var acc: array<f32, MV_ROWS_MAX>;
     if (o < p.n) {
-        for (var i = lane; i < k4; i += MV_LANES) {
-            let wv = w[o * k4 + i];
+        let wb = o * k4;
+        var i = lane;
+        // four vec4s of the weight row a lane at a time: four loads in flight
+        for (; i + 3u * MV_LANES < k4; i += 4u * MV_LANES) {
+            let w0 = w[wb + i];
+            let w1 = w[wb + i + MV_LANES];
+            let w2 = w[wb + i + 2u * MV_LANES];
+            let w3 = w[wb + i + 3u * MV_LANES];
+            for (var r = 0u; r < MV_ROWS; r++) {
+                if (r >= nr) { break; }
+                let xb = (r0 + r) * k4 + i;
+                acc[r] += (dot(w0, inp[xb]) + dot(w1, inp[xb + MV_LANES])) +
+                          (dot(w2, inp[xb + 2u * MV_LANES]) + dot(w3, inp[xb + 3u * MV_LANES]));
+            }
+        }
+        for (; i < k4; i += MV_LANES) {
+            let wv = w[wb + i];
             for (var r = 0u; r < MV_ROWS; r++) {
                 if (r >= nr) { break; }
                 acc[r] += dot(wv, inp[(r0 + r) * k4 + i]);
@@ -254,6 +269,9 @@ fn mv_live_rows(tid: u32) -> u32 {
     return workgroupUniformLoad(&mv_rows);
 }
 
+// Four halves (two u32s) as floats.
+fn unpack4(w2: vec2<u32>) -> vec4<f32> { return vec4<f32>(unpack2x16float(w2.x), unpack2x16float(w2.y)); }
+
 // x rounded to f16 and back: what the f16 mode's cast of a matmul input keeps.
 fn round16(x: vec4<f32>) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(f16_pair(x.x, x.y)), unpack2x16float(f16_pair(x.z, x.w)));
@@ -271,9 +289,23 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
     var acc: array<f32, MV_ROWS_MAX>;
     if (o < p.n) {
-        for (var i = lane; i < k4; i += MV_LANES) {
-            let w2 = w[o * k4 + i];
-            let wv = vec4<f32>(unpack2x16float(w2.x), unpack2x16float(w2.y));
+        let wb = o * k4;
+        var i = lane;
+        // four pairs of the weight row a lane at a time: four loads in flight
+        for (; i + 3u * MV_LANES < k4; i += 4u * MV_LANES) {
+            let w0 = unpack4(w[wb + i]);
+            let w1 = unpack4(w[wb + i + MV_LANES]);
+            let w2 = unpack4(w[wb + i + 2u * MV_LANES]);
+            let w3 = unpack4(w[wb + i + 3u * MV_LANES]);
+            for (var r = 0u; r < MV_ROWS; r++) {
+                if (r >= nr) { break; }
+                let xb = (r0 + r) * k4 + i;
+                acc[r] += (dot(w0, round16(inp[xb])) + dot(w1, round16(inp[xb + MV_LANES]))) +
+                          (dot(w2, round16(inp[xb + 2u * MV_LANES])) + dot(w3, round16(inp[xb + 3u * MV_LANES])));
+            }
+        }
+        for (; i < k4; i += MV_LANES) {
+            let wv = unpack4(w[wb + i]);
             for (var r = 0u; r < MV_ROWS; r++) {
                 if (r >= nr) { break; }
                 acc[r] += dot(wv, round16(inp[(r0 + r) * k4 + i]));

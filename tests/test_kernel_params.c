@@ -77,8 +77,8 @@ static const twin TWINS[] = {
           F_(decode_ln_params, flag), F_(decode_ln_params, pad0)),
     TWIN_("09_decode_attention.wgsl", "DecodeAttnParams", decode_attn_params, F_(decode_attn_params, rows),
           F_(decode_attn_params, c), F_(decode_attn_params, nh), F_(decode_attn_params, t),
-          F_(decode_attn_params, scale), F_(decode_attn_params, pad0), F_(decode_attn_params, pad1),
-          F_(decode_attn_params, pad2)),
+          F_(decode_attn_params, scale), F_(decode_attn_params, flag), F_(decode_attn_params, pad0),
+          F_(decode_attn_params, pad1)),
 };
 #define NTWINS (sizeof TWINS / sizeof TWINS[0])
 

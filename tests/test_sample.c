@@ -156,6 +156,13 @@ static void test_stop_and_count(void **state) {
            "--top-k", "1");
     const char *three = "--- sample 1 ---\nabxxx\n--- sample 2 ---\nabxxx\n--- sample 3 ---\nabxxx\n";
     expect_bytes_(&r, three, strlen(three));
+    // --verbose: the start-up phases on stderr, the text unchanged
+    SAMPLE(&r, "--checkpoint", ck, "--prompt", "ab", "--tokens", "10", "--temperature", "0", "--verbose");
+    expect_bytes_(&r, "abxxxxxxxxxx\n", 13);
+    const char *phases[] = {"read checkpoint ", "GPU open ", "model create ", "tokenizer ", "weights upload ",
+                            "first token (prefill + step) ", "to first token ", "9 tokens after the first in "};
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++)
+        if (!strstr(r.errs, phases[i])) fail_msg("--verbose: no '%s' in: %s", phases[i], r.errs);
     SAMPLE(&r, "--checkpoint", ck, "--stop", "");
     assert_int_equal(r.code, 2);
     SAMPLE(&r, "--checkpoint", ck, "--top-p", "0");
@@ -189,6 +196,17 @@ static void test_bench_generate(void **state) {
     assert_non_null(strstr(r.out, "batch 3: prefill"));
     assert_non_null(strstr(r.out, "the KV cache is"));
     assert_non_null(strstr(r.out, "result: decode"));
+    // --profile: every kernel of a step (a device without timestamps: refused, naming them)
+    run_(&r, 0, (const char *const[]){"bench", "--generate", "--layers", "1", "--heads", "2", "--channels", "32",
+                                      "--vocab", "64", "--seq", "32", "--gen-prompt", "4", "--gen-tokens", "2",
+                                      "--gen-batch", "1", "--profile", NULL});
+    if (r.code == 0) {
+        assert_non_null(strstr(r.out, "profile: one decoding step at batch 1"));
+        assert_non_null(strstr(r.out, "decode_attention"));
+        assert_non_null(strstr(r.out, "by kind: matmuls"));
+    } else {
+        assert_non_null(strstr(r.errs, "timestamp"));
+    }
     run_(&r, 0, (const char *const[]){"bench", "--generate", "--seq", "32", "--gen-prompt", "30", "--gen-tokens", "8",
                                       "--layers", "1", "--heads", "2", "--channels", "32", NULL});
     assert_int_equal(r.code, 1);

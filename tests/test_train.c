@@ -25,6 +25,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/generate.h"
+#include "train/generate_stream.h"
 #include "train/load.h"
 #include "train/sampler.h"
 #include "train/trainer.h"
@@ -195,6 +196,64 @@ static void seeded_sampling(void **st) {
     assert_string_not_equal(x, z);
     assert_int_equal(strncmp(x, "the ", 4), 0);  // the prompt comes back first
     free(x), free(y), free(z);
+    wgpt_loaded_free(&l);
+}
+
+typedef struct said_ {
+    char text[8192];
+} said_;
+
+static void keep_sample_(void *ctx, wgpt_train_say_kind kind, const char *line) {
+    said_ *s = ctx;
+    const char *at = strstr(line, "--- sample at step 40 ---\n");
+    (void)kind;
+    if (!at) return;
+    snprintf(s->text, sizeof s->text, "%s", at + strlen("--- sample at step 40 ---\n"));
+    char *end = strstr(s->text, "\n---\n");
+    if (end) *end = 0;
+}
+
+static void emit_bytes_(void *user, uint32_t sample, const char *bytes, size_t len) {
+    said_ *s = user;
+    size_t n = strlen(s->text);
+    (void)sample;
+    if (n + len < sizeof s->text) memcpy(s->text + n, bytes, len), s->text[n + len] = 0;
+}
+
+// The trainer's --sample-every samples as `wgpt sample` does, through the KV
+// cache: with the trainer's sampler and seed, past a full context (40 tokens,
+// context 16: the window slides by half, not by one token as the full
+// recompute's did), the same text as the stream decoder gives from the
+// checkpoint of that step.
+static void trainer_samples_by_kv_cache(void **st) {
+    (void)st;
+    char a[650], path[700], err[2048];
+    snprintf(a, sizeof a, "%s/kvsample", dir);
+    wgpt_train_opts o;
+    opts_(&o, a);
+    o.steps = 40, o.sample_every = 40, o.sample_tokens = 40, o.warmup = 4;
+    said_ got = {{0}}, want = {{0}};
+    o.say = keep_sample_, o.say_ctx = &got;
+    int trc = wgpt_train_run(&o, err, sizeof err);
+    if (trc != 0) fprintf(stderr, "train: %d: %s\n", trc, err), fail();
+    assert_true(got.text[0] != 0);
+    snprintf(path, sizeof path, "%s/latest.ckpt", a);
+    wgpt_gpu_options gpu = {.adapter_index = -1};
+    wgpt_loaded l;
+    assert_int_equal(wgpt_load_for_inference(&l, path, "third_party/gpt2-bpe", &gpu, 1, 0, WGPT_PRECISION_FP32, err,
+                                             sizeof err), 0);
+    wgpt_decoder *d = wgpt_decoder_create(l.model, 1, err, sizeof err);
+    assert_non_null(d);
+    wgpt_sampler s;
+    wgpt_sampler_init(&s, o.temperature, o.top_k, o.seed ^ 0x5DEECE66Dull);  // the trainer's sampler (run_open.c)
+    wgpt_stream_opts so = {.n_new = 40, .stop_at_eot = 1, .on_full = WGPT_FULL_SLIDE, .emit = emit_bytes_,
+                           .user = &want};
+    wgpt_stream_stats ss;
+    assert_int_equal(wgpt_generate_stream(d, l.tok, &s, NULL, 0, 1, &so, &ss, err, sizeof err), 0);
+    assert_true(ss.slides >= 1);  // it went past the context
+    printf("  trainer: %s\n  stream:  %s\n", got.text, want.text);
+    assert_string_equal(got.text, want.text);
+    wgpt_decoder_free(d);
     wgpt_loaded_free(&l);
 }
 
@@ -839,6 +898,7 @@ int main(void) {
         cmocka_unit_test(resume_is_exact),
         cmocka_unit_test(resume_with_other_shape_is_refused),
         cmocka_unit_test(seeded_sampling),
+        cmocka_unit_test(trainer_samples_by_kv_cache),
         cmocka_unit_test(nan_gradient_step_is_skipped),
         cmocka_unit_test(f16_resume_keeps_the_loss_scale),
         cmocka_unit_test(f16_validation_loss_within_1pct_of_fp32),

@@ -204,6 +204,36 @@ static void half_floats_widen_exactly(void **s) {
     assert_true(wgpt_st_get_f32(&t, 2) == 0x1p-133f);
 }
 
+// The bulk conversion (a model's read) gives what the element one does, for
+// all 65536 halves and bf16s, and says whether any was NaN or Inf.
+static void bulk_conversion_matches_elements(void **s) {
+    (void)s;
+    unsigned char *raw = malloc(2 * 65536);
+    float *got = malloc(65536 * sizeof *got);
+    assert_non_null(raw), assert_non_null(got);
+    for (uint32_t i = 0; i < 65536; i++) raw[2 * i] = (unsigned char)i, raw[2 * i + 1] = (unsigned char)(i >> 8);
+    wgpt_st_tensor t = {.name = "x", .dtype = WGPT_ST_F16, .ndim = 1, .shape = {65536}, .count = 65536, .data = raw,
+                        .nbytes = 2 * 65536};
+    for (int d = 0; d < 2; d++) {
+        t.dtype = d ? WGPT_ST_BF16 : WGPT_ST_F16;
+        assert_int_equal(wgpt_st_get_f32_run(&t, 0, 65536, got), 0);  // holds Inf and NaN
+        for (uint32_t i = 0; i < 65536; i++) {
+            float v = wgpt_st_get_f32(&t, i);
+            if (memcmp(&v, &got[i], 4) != 0) fail_msg("%s %04x: bulk %a, element %a", d ? "bf16" : "f16", i, got[i], v);
+        }
+        uint32_t fin = d ? 0x7f7f : 0x7bff;  // the largest finite: the run below it is all finite
+        assert_int_equal(wgpt_st_get_f32_run(&t, 0, fin + 1, got), 1);
+        assert_int_equal(wgpt_st_get_f32_run(&t, fin, 2, got), 0);
+    }
+    float f[3] = {1.0f, -0.0f, 3.5f};
+    t.dtype = WGPT_ST_F32, t.data = (const unsigned char *)f, t.count = 3, t.shape[0] = 3, t.nbytes = 12;
+    assert_int_equal(wgpt_st_get_f32_run(&t, 0, 3, got), 1);
+    assert_memory_equal(got, f, sizeof f);
+    f[1] = NAN;
+    assert_int_equal(wgpt_st_get_f32_run(&t, 0, 3, got), 0);
+    free(raw), free(got);
+}
+
 // ---- Hugging Face GPT-2 ----
 
 static const wgpt_gpt2_config CFG = {.max_seq_len = 16, .vocab_size = 50, .padded_vocab_size = 128,
@@ -884,6 +914,7 @@ int main(void) {
         cmocka_unit_test(safetensors_refuses_bad_tensors),
         cmocka_unit_test(safetensors_open_refuses_what_is_no_file),
         cmocka_unit_test(half_floats_widen_exactly),
+        cmocka_unit_test(bulk_conversion_matches_elements),
         cmocka_unit_test(hf_export_then_import_is_bit_identical),
         cmocka_unit_test(hf_export_has_gpt2lmheadmodel_keys),
         cmocka_unit_test(hf_names_with_or_without_prefix_and_extras),

@@ -1,16 +1,48 @@
 // bench_generate.c: `wgpt bench --generate` (see bench_generate.h).
 #include "bench/bench_generate.h"
 
+#include "bench/bench_step.h"  // wgpt_bench_print_profile
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "model/gpt2_decode.h"
 #include "util/clock.h"
+#include "util/splitmix64.h"
 
 // tokens/s with 3 or more significant digits: lavapipe decodes GPT-2 124M at about one a second
 static const char *rate_(double x, char *buf, size_t n) {
     snprintf(buf, n, x < 10 ? "%.2f" : x < 100 ? "%.1f" : "%.0f", x);
     return buf;
+}
+
+// Random weights for a timing, quickly: GPT-2's initialisation (model/gpt2.h)
+// draws a normal per weight, about a minute for GPT-2 774M; here each weight
+// is uniform with the same standard deviation (0.02, or 0.02 / sqrt(2L) for the
+// residual projections; LayerNorm gains 1, biases 0), two from one draw.
+static void fast_params_(const wgpt_gpt2_config *c, float *params) {
+    size_t sizes[WGPT_GPT2_NUM_TENSORS];
+    wgpt_gpt2_param_sizes(c, sizes);
+    const double resid = 0.02 / sqrt(2.0 * c->num_layers), s3 = sqrt(3.0);  // uniform on [-a, a]: std a / sqrt(3)
+    const double stdev[WGPT_GPT2_NUM_TENSORS] = {0.02, 0.02, -1, 0, 0.02, 0, resid, 0, -1, 0, 0.02, 0, resid, 0, -1, 0};
+    uint64_t st = 1337;
+    float *p = params;
+    for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
+        float a = (float)(stdev[t] * s3), scale = a * 0x1p-31f;
+        if (stdev[t] <= 0) {
+            for (size_t i = 0; i < sizes[t]; i++) p[i] = stdev[t] < 0 ? 1.0f : 0.0f;
+        } else {
+            for (size_t i = 0; i < sizes[t]; i += 2) {
+                uint64_t r = wgpt_splitmix64_next(&st);
+                p[i] = (float)(int32_t)(uint32_t)r * scale;
+                if (i + 1 < sizes[t]) p[i + 1] = (float)(int32_t)(uint32_t)(r >> 32) * scale;
+            }
+        }
+        if (t == 0)  // padded vocabulary rows stay zero, as in the real initialisation
+            for (size_t i = (size_t)c->vocab_size * c->channels; i < sizes[t]; i++) p[i] = 0.0f;
+        p += sizes[t];
+    }
 }
 
 typedef struct timing_ {
@@ -54,7 +86,33 @@ static int run_(wgpt_decoder *d, uint32_t b, uint32_t np, uint32_t steps, const 
     return 0;
 }
 
-static int bench_(wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t *prompt, timing_ *res,
+// --profile: the GPU time of each kernel in one decoding step at batch 1
+// (after a prefill of the prompt), beside that step's wall time.
+static int profile_step_(wgpt_decoder *d, wgpt_gpu *g, const wgpt_bench_generate_opts *o, const int32_t *prompt,
+                         float *logits) {
+    char err[1024];
+    static wgpt_timing drain[4096];
+    uint32_t slot = 0;
+    int32_t next = 1;
+    wgpt_decoder_reset(d, 0);
+    if (wgpt_decoder_prefill(d, 0, prompt, o->prompt, logits, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt bench: prefill: %s\n", err);
+        return -1;
+    }
+    while (wgpt_gpu_timings(g, drain, 4096) > 0) {
+    }
+    double t0 = wgpt_clock_s();
+    if (wgpt_decoder_step(d, &slot, &next, 1, logits, err, sizeof err) < 0) {
+        fprintf(stderr, "wgpt bench: step: %s\n", err);
+        return -1;
+    }
+    printf("profile: one decoding step at batch 1 after %u prompt tokens, %.3f ms wall (one compute pass a "
+           "dispatch while profiling)\n", o->prompt, 1e3 * (wgpt_clock_s() - t0));
+    wgpt_bench_print_profile(g, 1, o->gpu.kernel_stats);
+    return 0;
+}
+
+static int bench_(wgpt_gpu *g, wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t *prompt, timing_ *res,
                   uint32_t *batches, int *nb) {
     char err[1024];
     uint32_t maxb = o->max_batch;
@@ -77,6 +135,7 @@ static int bench_(wgpt_gpt2 *m, const wgpt_bench_generate_opts *o, const int32_t
         rc = run_(d, batches[i], o->prompt, 4, prompt, logits, &warm);  // builds the passes, warms the caches
         if (rc == 0) rc = run_(d, batches[i], o->prompt, o->tokens, prompt, logits, &res[i]);
     }
+    if (rc == 0 && o->gpu.profile) rc = profile_step_(d, g, o, prompt, logits);
     free(logits);
     wgpt_decoder_free(d);
     return rc;
@@ -126,7 +185,7 @@ int wgpt_bench_generate_run(const wgpt_bench_generate_opts *o) {
     int rc = -1;
     if (!m) fprintf(stderr, "wgpt bench: %s\n", err);
     if (!m || !params || !prompt) goto done;
-    wgpt_gpt2_init_params(&c, params, 1337);
+    fast_params_(&c, params);
     if (wgpt_gpt2_set_params(m, params) < 0) {
         fprintf(stderr, "wgpt bench: %s\n", wgpt_gpt2_error(m));
         goto done;
@@ -139,7 +198,7 @@ int wgpt_bench_generate_run(const wgpt_bench_generate_opts *o) {
     timing_ res[2], ref;
     uint32_t batches[2];
     int nb = 0;
-    if (bench_(m, o, prompt, res, batches, &nb) < 0) goto done;
+    if (bench_(g, m, o, prompt, res, batches, &nb) < 0) goto done;
     for (int i = 0; i < nb; i++) {
         double ptoks = (double)batches[i] * o->prompt, dtoks = (double)batches[i] * res[i].steps;
         char a[32], b[32];

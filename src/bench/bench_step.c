@@ -21,15 +21,16 @@ static int cmp_double_(const void *a, const void *b) {
 // attention; 2 the rest (the bias gradients among them, as PyTorch's own
 // reductions; the f16 casts and transposes the matmuls read).
 static int kernel_kind_(const char *name) {
-    if (strncmp(name, "attention_", 10) == 0) return 1;
+    if (strncmp(name, "attention_", 10) == 0 || strncmp(name, "decode_attention", 16) == 0) return 1;
     if (strncmp(name, "matmul_", 7) == 0 && strncmp(name, "matmul_backward_bias", 20) != 0) return 0;
+    if (strncmp(name, "decode_matvec", 13) == 0) return 0;  // the decoder's matmuls (model/decode_kernels.h)
     return 2;
 }
 
 // Sums the GPU time of the last step's dispatches per kernel, largest first;
 // with each, lists every dispatch first, in order.
 // stats_file: options.kernel_stats (WGPT_KERNEL_STATS), or NULL.
-static void print_profile_(wgpt_gpu *g, int each, const char *stats_file) {
+void wgpt_bench_print_profile(wgpt_gpu *g, int each, const char *stats_file) {
     enum { MAXT = 2048, MAXK = 64 };
     static wgpt_timing t[MAXT];
     int n = wgpt_gpu_timings(g, t, MAXT);
@@ -172,7 +173,7 @@ int wgpt_bench_step_run(const wgpt_bench_step_opts *so) {
     double mean = (wgpt_clock_s() - t0) * 1e3 / steps;
     qsort(times, steps, sizeof *times, cmp_double_);
     double ms = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
-    if (profile) print_profile_(g, so->profile_calls, so->gpu.kernel_stats);
+    if (profile) wgpt_bench_print_profile(g, so->profile_calls, so->gpu.kernel_stats);
     double tps = (double)B * T / (ms * 1e-3);
     double flops = wgpt_gpt2_flops_per_token(&c, T);
     double tf = flops * tps * 1e-12;

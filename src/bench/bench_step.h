@@ -27,4 +27,10 @@ typedef struct wgpt_bench_step_opts {
 // fit the device (naming the options).
 int wgpt_bench_step_run(const wgpt_bench_step_opts *o);
 
+// Prints the GPU time of the dispatches since the last read of the timings
+// (gpu opened with profile), per kernel, largest first (each: and every
+// dispatch in order first). Nothing without timestamps. stats_file: the
+// driver statistics file (wgpt_gpu_options.kernel_stats), or NULL.
+void wgpt_bench_print_profile(wgpt_gpu *g, int each, const char *stats_file);
+
 #endif

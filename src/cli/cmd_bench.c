@@ -21,7 +21,7 @@ static const char USAGE_[] =
             "       wgpt bench --micro [--micro-scale F] [--micro-width W] [--micro-runs R] [--micro-wall]\n"
             "                  [--micro-splits S] [--micro-block auto|base|wide] [--micro-only matmul|f16|memory]\n"
             "                  [--adapter N|NAME]\n"
-            "       wgpt bench --generate [--gen-prompt P] [--gen-tokens N] [--gen-batch B] [--gen-recompute]\n"
+            "       wgpt bench --generate [--gen-prompt P] [--gen-tokens N] [--gen-batch B] [--gen-recompute] [--profile]\n"
             "                  [--seq T] [--layers L] [--heads H] [--channels C] [--vocab V] [--precision ...]\n\n"
             "Times full training steps (forward, backward, clipping, AdamW) of a GPT-2 model\n"
             "on random tokens. Defaults: GPT-2 124M (L=12, H=12, C=768, V=50257 padded to\n"
@@ -55,7 +55,8 @@ static const char USAGE_[] =
             "tokens (default 128) and N decoding steps (default 128, after 4 warm-up steps) at\n"
             "batch 1 and B (default 8), greedy, on random weights; prefill and decode tokens/s.\n"
             "--gen-recompute also times the full-recompute reference (a forward over the whole\n"
-            "context T for each token) at batch 1.\n";
+            "context T for each token) at batch 1. --profile prints the GPU time of every kernel of\n"
+            "one decoding step at batch 1.\n";
 
 int wgpt_cmd_bench(int argc, char **argv) {
     wgpt_gpt2_config c = wgpt_gpt2_124m_config();

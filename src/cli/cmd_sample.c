@@ -15,6 +15,7 @@
 #include "train/load.h"
 #include "train/sampler.h"
 #include "train/train_opts.h"  // defines: WGPT_TRAIN_MAX_SAMPLE_TOKENS
+#include "util/clock.h"
 
 #define MAX_STOPS 16
 
@@ -25,11 +26,13 @@ typedef struct out_ {
     char **buf;
     size_t *len, *cap;
     int failed;  // stdout refused a write (a closed pipe, a full disk)
+    double first;  // the clock when sample 0's first bytes came (0: not yet)
 } out_;
 
 static void emit_(void *user, uint32_t sample, const char *bytes, size_t len) {
     out_ *o = user;
     if (sample == 0) {
+        if (!o->first) o->first = wgpt_clock_s();
         if (fwrite(bytes, 1, len, stdout) != len || fflush(stdout) != 0) o->failed = 1;
         return;
     }
@@ -82,12 +85,28 @@ static int take_stops_(int *argc, char **argv, const char **stops) {
     return n;
 }
 
+// --verbose: where the time from the command's start to its first token went.
+static void print_phases_(const wgpt_loaded *l, double t_start, double t_dec, double t_gen, double t_first,
+                          size_t tokens, uint32_t count) {
+    double end = wgpt_clock_s(), first = t_first ? t_first - t_gen : end - t_gen;
+    fprintf(stderr,
+            "wgpt sample: start-up (seconds): read checkpoint %.3f (beside it: GPU open %.3f, model create %.3f), "
+            "tokenizer %.3f, weights upload %.3f, decoder create %.3f, first token (prefill + step) %.3f; to first "
+            "token %.3f\n",
+            l->read_s, l->gpu_s, l->model_s, l->tokenizer_s, l->params_s, t_dec, first,
+            (t_first ? t_first : end) - t_start);
+    if (count == 1 && tokens > 1 && t_first && end > t_first)
+        fprintf(stderr, "wgpt sample: %zu tokens after the first in %.3f s (%.1f tokens/s)\n", tokens - 1,
+                end - t_first, (double)(tokens - 1) / (end - t_first));
+}
+
 int wgpt_cmd_sample(int argc, char **argv) {
     const char *ckpt = "runs/demo/latest.ckpt", *prompt = "", *bpe_dir = wgpt_default_bpe_dir(), *adapter = NULL;
     const char *precision_s = "auto", *stop_help = NULL, *on_full_s = "slide";
     uint32_t tokens = 200, top_k = 40, count = 1;
     float temperature = 0.8f, top_p = 1.0f;
     uint64_t seed = 42;
+    int verbose = 0;
     const char *stops[MAX_STOPS];
     int nstops = take_stops_(&argc, argv, stops);
     if (nstops < 0) return 2;
@@ -105,6 +124,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
         {"bpe-dir", WGPT_OPT_STR, &bpe_dir, "folder with GPT-2's encoder.json and vocab.bpe"},
         {"adapter", WGPT_OPT_STR, &adapter, "GPU adapter: index or part of its name"},
         {"precision", WGPT_OPT_STR, &precision_s, "auto, fp32 or f16: what the matmuls multiply (auto: f16 where the GPU has tensor cores)"},
+        {"verbose", WGPT_OPT_FLAG, &verbose, "print the seconds each start-up phase took to stderr"},
     };
     const wgpt_opt_range ranges[] = {
         {"tokens", 1, WGPT_TRAIN_MAX_SAMPLE_TOKENS, 0},
@@ -121,6 +141,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
                                     "each token as it is decoded (KV cache). Ctrl-C ends it, keeping what was printed.",
                                     pos, 0, &npos);
     if (rc) return rc == 1 ? 0 : 2;
+    double t_start = wgpt_clock_s();
     wgpt_precision precision;
     if (wgpt_precision_arg("sample", precision_s, &precision) < 0) return 2;
     wgpt_on_full on_full;
@@ -157,11 +178,13 @@ int wgpt_cmd_sample(int argc, char **argv) {
         rc = 1;
         goto done;
     }
+    double t_dec = wgpt_clock_s();
     if (!(d = wgpt_decoder_create(l.model, count, err, sizeof err))) {
         fprintf(stderr, "wgpt sample: %s: %s\n", ckpt, err);
         rc = 1;
         goto done;
     }
+    t_dec = wgpt_clock_s() - t_dec;
     wgpt_sampler s;
     wgpt_sampler_init(&s, temperature, top_k, seed);
     wgpt_sampler_set_top_p(&s, top_p);
@@ -171,6 +194,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
     if (count > 1) printf("--- sample 1 ---\n");
     fwrite(prompt, 1, strlen(prompt), stdout);
     fflush(stdout);
+    double t_gen = wgpt_clock_s();
     rc = wgpt_generate_stream(d, l.tok, &s, pids, np, count, &so, &st, err, sizeof err) < 0 ? 1 : 0;
     printf("\n");
     for (uint32_t c = 1; c < count; c++) {
@@ -191,6 +215,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
         fprintf(stderr, "wgpt sample: stopped at the full context of %u tokens (--on-full slide goes on)\n",
                 wgpt_decoder_context(d));
     if (rc == 0 && st.interrupted) fprintf(stderr, "wgpt sample: interrupted after %zu tokens\n", st.tokens);
+    if (verbose) print_phases_(&l, t_start, t_dec, t_gen, out.first, st.tokens, count);
 done:
     wgpt_cli_signals_restore();
     for (uint32_t c = 0; out.buf && c < count; c++) free(out.buf[c]);

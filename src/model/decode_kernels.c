@@ -45,11 +45,14 @@ int wgpt_decode_kv_write(wgpt_gpu *g, wgpt_op *op, wgpt_view kc, wgpt_view vc, w
 }
 
 int wgpt_decode_attention(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view qkv, wgpt_view kc, wgpt_view vc,
-                          wgpt_view meta, uint32_t R, uint32_t C, uint32_t NH, uint32_t T, int f16) {
+                          wgpt_view meta, uint32_t R, uint32_t C, uint32_t NH, uint32_t T, int f16, int write_kv) {
     if (!NH || C % NH || C / NH > ATT_MAX_HS)
         return wgpt_gpu_fail(g, "decode_attention: head size C/NH = %u/%u must be whole and at most %u", C, NH,
                              ATT_MAX_HS);
-    decode_attn_params p = {R, C, NH, T, 1.0f / sqrtf((float)(C / NH)), 0, 0, 0};
+    if (write_kv && f16 && (C / NH) % 2)
+        return wgpt_gpu_fail(g, "decode_attention_f16: storing keys and values needs an even head size, not %u",
+                             C / NH);
+    decode_attn_params p = {R, C, NH, T, 1.0f / sqrtf((float)(C / NH)), write_kv ? 1u : 0u, 0, 0};
     wgpt_view v[5] = {qkv, kc, vc, out, meta};
     return added_(wgpt_op_add(g, op, f16 ? "decode_attention_f16" : "decode_attention", v, 5, &p, sizeof p, R, NH, 1));
 }

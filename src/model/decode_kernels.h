@@ -22,8 +22,11 @@ int wgpt_decode_take_row(wgpt_gpu *g, wgpt_op *op, wgpt_view dst, wgpt_view src,
 int wgpt_decode_kv_write(wgpt_gpu *g, wgpt_op *op, wgpt_view kc, wgpt_view vc, wgpt_view qkv, wgpt_view meta,
                          uint32_t R, uint32_t C, uint32_t T, int f16);
 // out (R, C) = each live row's attention over its slot's cached positions 0..pos.
+// write_kv: each row first stores its own key and value (as wgpt_decode_kv_write,
+// one dispatch fewer), which needs the live rows in distinct slots (a step, not
+// a prefill) and, for f16 caches, an even head size.
 int wgpt_decode_attention(wgpt_gpu *g, wgpt_op *op, wgpt_view out, wgpt_view qkv, wgpt_view kc, wgpt_view vc,
-                          wgpt_view meta, uint32_t R, uint32_t C, uint32_t NH, uint32_t T, int f16);
+                          wgpt_view meta, uint32_t R, uint32_t C, uint32_t NH, uint32_t T, int f16, int write_kv);
 // res = a + b, out = LayerNorm(res) (weight, bias; eps 1e-5) on the live
 // rows; without b (no buffer) out = LayerNorm(a) and res is not written.
 // res, out, a, b (R, C); res overlapping nothing else.

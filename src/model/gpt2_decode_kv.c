@@ -16,6 +16,15 @@
 #include "util/err.h"
 
 #define PREFILL_ROWS 128u  // rows of one prefill pass
+// A pass is handed to the GPU in pieces: the first SUBMIT_FIRST dispatches as
+// soon as they are recorded (the GPU starts while the rest is recorded), then
+// every SUBMIT_NEXT; at batch 1 recording a dispatch costs the host about as
+// long as the GPU takes to run one.
+#ifndef WGPT_DECODE_SUBMIT_FIRST
+#define WGPT_DECODE_SUBMIT_FIRST 8
+#endif
+#define SUBMIT_FIRST WGPT_DECODE_SUBMIT_FIRST
+#define SUBMIT_NEXT 24
 
 static wgpt_view whole_(wgpt_buf *b, uint64_t bytes) { return (wgpt_view){b, 0, bytes}; }
 
@@ -39,6 +48,9 @@ int wgpt_decoder_kv_init_(wgpt_decoder *d, char *err, size_t errlen) {
     const wgpt_gpu_info *info = wgpt_gpu_get_info(m->g);
     uint32_t C = m->c.channels, L = m->c.num_layers, Vp = m->c.padded_vocab_size;
     if (C % 4) return wgpt_errf(err, errlen, "the KV-cache decoder needs C a multiple of 4 (C = %u)", C);
+    if (m->split_masters)  // its embedding reads wte's fp32 values
+        return wgpt_errf(err, errlen, "the KV-cache decoder needs the whole fp32 weights; this model keeps only its "
+                                      "shard of them (ZeRO-1 in f16)");
     d->f16 = m->precision == WGPT_PRECISION_F16 && m->params16;
     d->step.rows = d->slots;
     d->prefill.rows = d->ctx < PREFILL_ROWS ? d->ctx : PREFILL_ROWS;
@@ -97,8 +109,10 @@ void wgpt_decoder_kv_free_(wgpt_decoder *d) {
 
 // One transformer block over R rows: x (the residual stream) and ln (its
 // LayerNorm by this block's ln_1) -> x and ln by the next LayerNorm (the
-// next block's ln_1, or ln_f after the last block). Eight dispatches.
-static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l) {
+// next block's ln_1, or ln_f after the last block). Seven dispatches where
+// the attention stores the rows' keys and values itself (fused_kv: a step),
+// else eight.
+static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l, int fused_kv) {
     wgpt_gpu *g = d->m->g;
     uint32_t C = d->m->c.channels, NH = d->m->c.num_heads, T = d->ctx, L = d->m->c.num_layers;
     int h = d->f16;
@@ -111,8 +125,8 @@ static int block_(wgpt_decoder *d, wgpt_op *op, uint32_t R, uint32_t l) {
     uint32_t nl = l + 1 < L ? l + 1 : 0;
     if (wgpt_decode_matvec(g, op, qkv, ln, param_(d, WGPT_QKVW, l, h), param_(d, WGPT_QKVB, l, 0), meta, R, C, 3 * C,
                            1, h, 0) < 0 ||
-        wgpt_decode_kv_write(g, op, kc, vc, qkv, meta, R, C, T, h) < 0 ||
-        wgpt_decode_attention(g, op, atty, qkv, kc, vc, meta, R, C, NH, T, h) < 0 ||
+        (!fused_kv && wgpt_decode_kv_write(g, op, kc, vc, qkv, meta, R, C, T, h) < 0) ||
+        wgpt_decode_attention(g, op, atty, qkv, kc, vc, meta, R, C, NH, T, h, fused_kv) < 0 ||
         wgpt_decode_matvec(g, op, attproj, atty, param_(d, WGPT_ATTPROJW, l, h), param_(d, WGPT_ATTPROJB, l, 0), meta,
                            R, C, C, 1, h, 0) < 0 ||
         wgpt_decode_residual_layernorm(g, op, res2, ln, x, attproj, param_(d, WGPT_LN2W, l, 0),
@@ -139,8 +153,11 @@ static int build_(wgpt_decoder *d, wgpt_decode_pass *pass) {
         wgpt_decode_residual_layernorm(g, op, none, ln, x, none, param_(d, WGPT_LN1W, 0, 0), param_(d, WGPT_LN1B, 0, 0),
                                        meta, R, C) < 0)
         return -1;
+    // a step's rows are in distinct slots (wgpt_decoder_step checks): its
+    // attention may store each row's key and value itself
+    int fused_kv = !pass->last_only && (!d->f16 || (m->c.channels / m->c.num_heads) % 2 == 0);
     for (uint32_t l = 0; l < m->c.num_layers; l++)
-        if (block_(d, op, R, l) < 0) return -1;
+        if (block_(d, op, R, l, fused_kv) < 0) return -1;
     // ln holds ln_f's output: the logits of every row, or of the last live one
     uint32_t rows = pass->last_only ? 1 : R;
     if (pass->last_only) {
@@ -163,9 +180,14 @@ int wgpt_decoder_kv_run_(wgpt_decoder *d, wgpt_decode_pass *pass, uint32_t n, fl
         return wgpt_errf(err, errlen, "preparing the decoder: %s", wgpt_gpu_error(g));
     }
     d->meta_host[0] = n;
-    if (wgpt_buf_upload(g, d->meta, 0, d->meta_host, (WGPT_DECODE_META_U32 + 4ull * n) * 4) < 0 ||
-        wgpt_op_record(g, &pass->op) < 0)
+    if (wgpt_buf_upload(g, d->meta, 0, d->meta_host, (WGPT_DECODE_META_U32 + 4ull * n) * 4) < 0)
         return wgpt_errf(err, errlen, "decoding: %s", wgpt_gpu_error(g));
+    for (int from = 0, to; from < pass->op.n; from = to) {
+        to = from ? from + SUBMIT_NEXT : SUBMIT_FIRST;
+        if (to > pass->op.n) to = pass->op.n;
+        if (wgpt_op_record_range(g, &pass->op, from, to) < 0 || (to < pass->op.n && wgpt_gpu_submit(g) < 0))
+            return wgpt_errf(err, errlen, "decoding: %s", wgpt_gpu_error(g));
+    }
     if (!logits) return wgpt_gpu_submit(g) < 0 ? wgpt_errf(err, errlen, "decoding: %s", wgpt_gpu_error(g)) : 0;
     uint32_t rows = pass->last_only ? 1 : n;
     if (wgpt_buf_download(g, d->logits, 0, d->logits_host, (uint64_t)rows * Vp * 4) < 0)

@@ -37,6 +37,22 @@ static int move_(wgpt_gpt2 *m, wgpt_buf *buf, float *ref, int upload) {
 }
 
 int wgpt_gpt2_set_params(wgpt_gpt2 *m, const float *params) {
+    if (!m->split_masters) {
+        // tensor by tensor from the reference layout, without a padded copy on the
+        // host (a model's load: 0.5 GB for GPT-2 124M); the padding between slices
+        // is zero from the buffer's creation and nothing writes it
+        size_t src = 0;
+        for (int t = 0; t < WGPT_GPT2_NUM_TENSORS; t++) {
+            const wgpt_gpt2_tensor *p = &m->pt[t];
+            // slices already aligned lie back to back in both layouts: one upload
+            uint32_t run = p->stride == p->slice_floats ? p->slices : 1;
+            for (uint32_t l = 0; l < p->slices; l += run, src += (size_t)run * p->slice_floats)
+                if (wgpt_buf_upload(m->g, m->params, (p->base + (uint64_t)l * p->stride) * 4, params + src,
+                                    (uint64_t)run * p->slice_floats * 4) < 0)
+                    return wgpt_gpt2_fail_(m, "%s", wgpt_gpu_error(m->g));
+        }
+        return wgpt_gpt2_refresh_f16_(m);  // the f16 copies follow the fp32 masters
+    }
     float *tmp = calloc(m->padded_params, sizeof *tmp);
     if (!tmp) return wgpt_gpt2_fail_(m, "out of host memory (%llu floats)", (unsigned long long)m->padded_params);
     convert_(m, tmp, (float *)params, 1);

@@ -111,7 +111,8 @@ typedef struct decode_ln_params {
 typedef struct decode_attn_params {
     uint32_t rows, c, nh, t;
     float scale;
-    uint32_t pad0, pad1, pad2;
+    uint32_t flag;  // bit 0: each row stores its own key and value first (a step: one row a slot)
+    uint32_t pad0, pad1;
 } decode_attn_params;
 
 #endif

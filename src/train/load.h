@@ -13,12 +13,17 @@ typedef struct wgpt_loaded {
     wgpt_gpt2 *model;
     wgpt_gpt2_config cfg;
     unsigned long long step;
+    // seconds each phase of the load took (for `wgpt sample --verbose`); the
+    // device and the model are made on a second thread while the file is read
+    double read_s, tokenizer_s, gpu_s, model_s, params_s;
 } wgpt_loaded;
 
 // Opens the checkpoint's tokenizer (GPT-2's files from bpe_dir), a device and
 // a forward-only model of batch B and context T (0 or more than the
-// checkpoint's context: the checkpoint's) in the
-// given precision (auto: model/gpt2.h), with the checkpoint's weights.
+// checkpoint's context: the checkpoint's) in the given precision (auto:
+// model/gpt2.h), with the checkpoint's weights. The device and the model are
+// made from the file's config while its weights are read (a second thread,
+// where there are threads).
 // Returns 0, or -1 with err (l is then empty).
 int wgpt_load_for_inference(wgpt_loaded *l, const char *checkpoint, const char *bpe_dir,
                             const wgpt_gpu_options *gpu, uint32_t B, uint32_t T, wgpt_precision precision,

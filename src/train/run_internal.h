@@ -22,6 +22,7 @@
 #include "dist/comm.h"
 #include "model/gpt2.h"
 #include "train/history.h"
+#include "model/gpt2_decode.h"
 #include "train/sampler.h"
 #include "train/train_opts.h"
 
@@ -42,6 +43,8 @@ typedef struct run_ {
     wgpt_loader *loader;
     wgpt_gpt2_config cfg;
     wgpt_gpt2 *model, *sampler_model;
+    wgpt_decoder *sampler_dec;  // the KV-cache decoder of sampler_model (NULL: the full recompute samples)
+    int sampler_tried;          // the decoder was tried (a failure is not retried)
     wgpt_sampler sampler;
     wgpt_history hist;
     FILE *metrics;

@@ -232,6 +232,7 @@ int wgpt_run_open_(run_ *r) {
 void wgpt_run_close_(run_ *r) {
     if (r->metrics) fclose(r->metrics);
     wgpt_history_free(&r->hist);
+    wgpt_decoder_free(r->sampler_dec);
     wgpt_gpt2_free(r->sampler_model);
     wgpt_gpt2_free(r->model);
     wgpt_gpu_close(r->g);

@@ -7,6 +7,7 @@ int wgpt_bus_guard_run(void (*fn)(void *arg), void *arg) {
     fn(arg);
     return 0;
 }
+int wgpt_bus_guard_run_within(void (*fn)(void *arg), void *arg) { return wgpt_bus_guard_run(fn, arg); }
 #else
 #include <setjmp.h>
 #include <signal.h>
@@ -40,6 +41,16 @@ int wgpt_bus_guard_run(void (*fn)(void *arg), void *arg) {
     else faulted = 1;
     jump_ = NULL;
     sigaction(SIGBUS, &old, NULL);
+    return faulted ? -1 : 0;
+}
+
+int wgpt_bus_guard_run_within(void (*fn)(void *arg), void *arg) {
+    sigjmp_buf env, *outer = jump_;  // (on the outer call's own thread: its jump, back after)
+    int faulted = 0;
+    jump_ = &env;
+    if (sigsetjmp(env, 1) == 0) fn(arg);
+    else faulted = 1;
+    jump_ = outer;
     return faulted ? -1 : 0;
 }
 #endif

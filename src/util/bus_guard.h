@@ -12,4 +12,10 @@
 // thread; not reentrant on one.
 int wgpt_bus_guard_run(void (*fn)(void *arg), void *arg);
 
+// The same inside a wgpt_bus_guard_run: on a thread that its fn started and
+// joins before it returns, or on its own thread (so that a fault there does
+// not jump past the joins): it catches this thread's faults with the handler
+// the outer call put in place (it installs none itself).
+int wgpt_bus_guard_run_within(void (*fn)(void *arg), void *arg);
+
 #endif

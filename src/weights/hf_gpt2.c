@@ -5,12 +5,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifndef __wasi__
+#include <pthread.h>
+#endif
 
 #include "util/bus_guard.h"
 #include "weights/file_out.h"
@@ -137,19 +141,97 @@ static void shape_str_(char *out, size_t n, uint32_t ndim, const uint64_t *dims)
     if (at < n) snprintf(out + at, n - at, ")");
 }
 
-// Converts (and transposes) one tensor into dst; refuses NaN/Inf.
-static int convert_(const wgpt_st_tensor *t, float *dst, int transposed, const char *label, char *err,
-                    size_t errlen) {
+// The first NaN/Inf of t (after a bulk conversion found one): the error.
+static int not_finite_(const wgpt_st_tensor *t, const char *label, char *err, size_t errlen) {
+    for (uint64_t i = 0; i < t->count; i++) {
+        float v = wgpt_st_get_f32(t, i);
+        if (!isfinite(v))
+            return wgpt_errf(err, errlen, "%s: tensor '%s' element %llu is %s", label, t->name, (unsigned long long)i,
+                             isnan(v) ? "NaN" : "Inf");
+    }
+    return wgpt_errf(err, errlen, "%s: tensor '%s' holds a NaN or Inf", label, t->name);
+}
+
+#define TR_ROWS 32u  // rows converted at once before a transposed tensor is scattered
+
+// One piece of the conversion: rows [r0, r1) of tensor t into dst (the
+// tensor's whole destination), transposed or not.
+typedef struct job_ {
+    const wgpt_st_tensor *t;
+    float *dst;
+    int transposed;
+    uint64_t r0, r1;
+    int finite;  // its values were all finite
+} job_;
+
+// Converts (and transposes) a job's rows. A transposed tensor goes TR_ROWS
+// rows at a time through buf (TR_ROWS x cols floats), so that its scattered
+// writes land TR_ROWS floats together.
+static int convert_rows_(const job_ *j, float *buf) {
+    const wgpt_st_tensor *t = j->t;
     uint64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
-    for (uint64_t r = 0; r < rows; r++)
-        for (uint64_t k = 0; k < cols; k++) {
-            float v = wgpt_st_get_f32(t, r * cols + k);
-            if (!isfinite(v))
-                return wgpt_errf(err, errlen, "%s: tensor '%s' element %llu is %s", label, t->name,
-                             (unsigned long long)(r * cols + k), isnan(v) ? "NaN" : "Inf");
-            dst[transposed ? k * rows + r : r * cols + k] = v;
-        }
-    return 0;
+    if (!j->transposed || cols == 1)
+        return wgpt_st_get_f32_run(t, j->r0 * cols, (j->r1 - j->r0) * cols, j->dst + j->r0 * cols);
+    int ok = 1;
+    for (uint64_t r0 = j->r0; r0 < j->r1; r0 += TR_ROWS) {
+        uint64_t nr = j->r1 - r0 < TR_ROWS ? j->r1 - r0 : TR_ROWS;
+        ok &= wgpt_st_get_f32_run(t, r0 * cols, nr * cols, buf);
+        for (uint64_t k = 0; k < cols; k++)
+            for (uint64_t r = 0; r < nr; r++) j->dst[k * rows + r0 + r] = buf[r * cols + k];
+    }
+    return ok;
+}
+
+#define JOB_FLOATS (1u << 20)  // floats a job converts (about)
+#define MAX_THREADS 8
+
+typedef struct pool_ {
+    job_ *jobs;
+    size_t n;
+    atomic_size_t next;
+    size_t buf_floats;  // TR_ROWS x the widest transposed row
+    atomic_int faulted, oom;
+} pool_;
+
+static void work_(void *arg) {
+    pool_ *p = arg;
+    float *buf = malloc(p->buf_floats * sizeof *buf);
+    if (!buf) {
+        atomic_store(&p->oom, 1);
+        return;
+    }
+    for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) p->jobs[i].finite = convert_rows_(&p->jobs[i], buf);
+    free(buf);
+}
+
+#ifndef __wasi__
+static void *thread_(void *arg) {
+    pool_ *p = arg;
+    if (wgpt_bus_guard_run_within(work_, p) < 0) atomic_store(&p->faulted, 1);
+    return NULL;
+}
+#endif
+
+// Runs the jobs on up to MAX_THREADS threads (the caller's among them; a
+// model's read is mostly this). 0, or -1 if a thread touched a page of the
+// file that no longer exists (*faulted) or ran out of memory.
+static int run_jobs_(job_ *jobs, size_t n, size_t buf_floats, int *faulted) {
+    pool_ p = {.jobs = jobs, .n = n, .buf_floats = buf_floats ? buf_floats : 1};
+    atomic_init(&p.next, 0), atomic_init(&p.faulted, 0), atomic_init(&p.oom, 0);
+#ifndef __wasi__
+    int nt = 0;
+    pthread_t th[MAX_THREADS - 1];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cpus > MAX_THREADS ? MAX_THREADS : cpus > 1 ? (int)cpus : 1;
+    if ((size_t)want > n) want = (int)(n ? n : 1);
+    while (nt < want - 1 && pthread_create(&th[nt], NULL, thread_, &p) == 0) nt++;
+#endif
+    if (wgpt_bus_guard_run_within(work_, &p) < 0) atomic_store(&p.faulted, 1);  // a fault never skips the joins
+#ifndef __wasi__
+    for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
+#endif
+    *faulted = atomic_load(&p.faulted);
+    return *faulted || atomic_load(&p.oom) ? -1 : 0;
 }
 
 typedef struct reader_ {
@@ -160,9 +242,29 @@ typedef struct reader_ {
     float *params;        // NULL: check only
     char *err;
     size_t errlen;
+    job_ *jobs;           // with params: the conversion's pieces, in order
+    size_t njobs, capjobs, buf_floats;
 } reader_;
 
-// Finds, checks and (with params) converts every reference tensor.
+// Tensor x's conversion into dst as jobs of about JOB_FLOATS floats.
+static int add_jobs_(reader_ *r, const wgpt_st_tensor *x, float *dst, int transposed) {
+    uint64_t rows = x->shape[0], cols = x->ndim == 2 ? x->shape[1] : 1;
+    uint64_t per = JOB_FLOATS / cols;
+    per = per < TR_ROWS ? TR_ROWS : per / TR_ROWS * TR_ROWS;
+    if (transposed && cols > 1 && TR_ROWS * cols > r->buf_floats) r->buf_floats = TR_ROWS * cols;
+    for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+        if (r->njobs == r->capjobs) {
+            size_t cap = r->capjobs ? 2 * r->capjobs : 256;
+            job_ *j = realloc(r->jobs, cap * sizeof *j);
+            if (!j) return wgpt_errf(r->err, r->errlen, "%s: out of host memory", r->label);
+            r->jobs = j, r->capjobs = cap;
+        }
+        r->jobs[r->njobs++] = (job_){x, dst, transposed, r0, rows - r0 < per ? rows : r0 + per, 0};
+    }
+    return 0;
+}
+
+// Finds and checks every reference tensor; with params, lists their conversion (r->jobs).
 static int map_tensors_(reader_ *r, wgpt_st_dtype *first_dtype, int *mixed) {
     size_t sizes[WGPT_GPT2_NUM_TENSORS];
     wgpt_gpt2_param_sizes(r->c, sizes);
@@ -191,8 +293,7 @@ static int map_tensors_(reader_ *r, wgpt_st_dtype *first_dtype, int *mixed) {
             else if (x->dtype != *first_dtype) *mixed = 1;
             r->used[x - r->st->tensors] = 1;
             size_t slice = sizes[t] / n;
-            if (r->params && convert_(x, r->params + base + l * slice, HF[t].transposed, r->label, r->err, r->errlen) < 0)
-                return -1;
+            if (r->params && add_jobs_(r, x, r->params + base + l * slice, HF[t].transposed) < 0) return -1;
         }
     }
     return 0;
@@ -238,11 +339,26 @@ typedef struct guarded_ {
     reader_ *r;
     wgpt_st_dtype dtype;
     int mixed, rc;
+    int shrank;  // a conversion thread touched a page past the file's end
 } guarded_;
 
 static void convert_all_(void *arg) {
     guarded_ *g = arg;
-    g->rc = map_tensors_(g->r, &g->dtype, &g->mixed) < 0 || check_lm_head_(g->r) < 0 ? -1 : 0;
+    reader_ *r = g->r;
+    g->rc = -1;
+    if (map_tensors_(r, &g->dtype, &g->mixed) < 0) return;
+    int faulted = 0;
+    if (run_jobs_(r->jobs, r->njobs, r->buf_floats, &faulted) < 0) {
+        g->shrank = faulted;
+        if (!faulted) wgpt_errf(r->err, r->errlen, "%s: out of host memory converting the tensors", r->label);
+        return;
+    }
+    for (size_t i = 0; i < r->njobs; i++)  // the first tensor (in order) holding a NaN or Inf
+        if (!r->jobs[i].finite) {
+            not_finite_(r->jobs[i].t, r->label, r->err, r->errlen);
+            return;
+        }
+    g->rc = check_lm_head_(r) < 0 ? -1 : 0;
 }
 
 int wgpt_hf_gpt2_from_safetensors(const wgpt_safetensors *st, const char *config_json, size_t config_len,
@@ -252,18 +368,19 @@ int wgpt_hf_gpt2_from_safetensors(const wgpt_safetensors *st, const char *config
     int rc = config_json ? wgpt_hf_config_parse(config_json, config_len, label, &c, err, errlen)
                          : config_from_shapes_(st, label, &c, err, errlen);
     if (rc < 0) return -1;
-    reader_ r = {st, &c, label, calloc(st->count ? st->count : 1, 1), NULL, err, errlen};
-    guarded_ g = {&r, WGPT_ST_F32, 0, 0};
+    reader_ r = {st, &c, label, calloc(st->count ? st->count : 1, 1), NULL, err, errlen, NULL, 0, 0, 0};
+    guarded_ g = {&r, WGPT_ST_F32, 0, 0, 0};
     if (!r.used) rc = wgpt_errf(err, errlen, "%s: out of host memory", label);
     // Every name and shape first: a config.json claiming a huge model is refused before memory is taken for it.
     else if (map_tensors_(&r, &g.dtype, &g.mixed) < 0 || check_lm_head_(&r) < 0 || check_leftovers_(&r) < 0) rc = -1;
     else if (with_params && !(r.params = calloc(wgpt_gpt2_num_params(&c), sizeof(float))))  // padded wte rows stay 0
         rc = wgpt_errf(err, errlen, "%s: out of host memory for %zu parameters", label, wgpt_gpt2_num_params(&c));
-    else if (with_params && wgpt_bus_guard_run(convert_all_, &g) < 0)
+    else if (with_params && (wgpt_bus_guard_run(convert_all_, &g) < 0 || g.shrank))
         rc = wgpt_errf(err, errlen, "%s: the file shrank while it was read (another program truncated or rewrote it?)",
                        label);
     else if (g.rc < 0) rc = -1;
     free(r.used);
+    free(r.jobs);
     if (rc < 0) {
         free(r.params);
         return -1;

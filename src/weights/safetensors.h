@@ -76,6 +76,9 @@ unsigned wgpt_st_dtype_size(wgpt_st_dtype d);
 // Element i of an F32, F16 or BF16 tensor as a float (exact: each widens).
 // The caller checks the dtype (wgpt_st_is_float) and i < count.
 float wgpt_st_get_f32(const wgpt_st_tensor *t, uint64_t i);
+// Elements [i, i + n) as floats into dst (wgpt_st_get_f32 of each, in bulk);
+// returns 1 if every one is finite, else 0 (dst written all the same).
+int wgpt_st_get_f32_run(const wgpt_st_tensor *t, uint64_t i, uint64_t n, float *dst);
 int wgpt_st_is_float(wgpt_st_dtype d);
 
 // A tensor to be written: F32, shape as given, count floats.

@@ -5,24 +5,28 @@
 //
 // Shapes: decode_matvec with rows 1 (the _r1 variant), 3, 8 and 11 (two row
 // blocks, the second partial), k = 40 and 136 (a lane's last vec4 ragged
-// across the 32 lanes), n = 37 (a partial block of 8 outputs), with and
+// across the 32 lanes) and 1000 (the main loop's four vec4s a lane, some
+// lanes twice, then the ragged rest), n = 37 (a partial block of 8 outputs), with and
 // without bias, f32 and f16 weights, the GELU epilogue, the live-rows flag
 // (rows past meta[0] must keep what they held), and weights past a 16 KiB
 // binding (pieces of rows). decode_residual_layernorm: C = 768 and 20, with
 // and without the residual, an idle row. decode_attention: head sizes 16 and 128
 // (2 output channels a thread), positions 0, 100, 256 and 299 of a cache of
 // T = 300 (one and two chunks of 256 scores), rows of several slots, f32 and
-// f16 caches, an idle row that must stay untouched. decode_kv_write: only the
-// rows' (slot, position) entries change.
+// f16 caches, an idle row that must stay untouched; and with each row storing
+// its own key and value first (write_kv, one row a slot). decode_kv_write:
+// only the rows' (slot, position) entries change.
 //
 // Tolerance. Every GPU value is an f32 sum of K terms in another order than
-// the double reference: matvec K = k <= 136 products of values in [-1, 1];
+// the double reference: matvec K = k <= 1000 products of values in [-1, 1];
 // attention K = hs for a score and K = pos + 1 <= 300 for the softmax sums
 // and out = P @ V. A reordered f32 sum errs by about K * 2^-24 * sum|terms|,
 // at most 2e-5 of the result's scale here, so we allow 3e-5 * max|expected|
-// + 3e-5 * |expected|. An f16 operand is rounded the same way on both sides
-// (the reference reads the very halves the kernel reads), so f16 needs no
-// more. A wrong index, a missed chunk or the scale left out moves values by
+// + 3e-5 * |expected|; for k = 1000 the bound is looser (1000 terms) but the
+// errors of a long f32 sum add like a random walk, about sqrt(k) 2^-24 times
+// its partial sums (~1e-5 of the scale here). An f16 operand is rounded the
+// same way on both sides (the reference reads the very halves the kernel
+// reads), so f16 needs no more. A wrong index, a missed chunk or the scale left out moves values by
 // far more (1e-2 and up).
 #include "model/decode_kernels.h"
 #include "ops/ops.h"
@@ -101,34 +105,56 @@ static void matvec_case_(uint32_t rows, uint32_t k, uint32_t n, int with_bias, i
     free(x), free(w), free(b), free(got), free(want), free(w16);
 }
 
-// Caches of S slots x T positions, rows attending at (slot, pos); row R-1 idle.
-static void attention_case_(uint32_t C, uint32_t NH, int f16) {
-    enum { S = 3, T = 300, R = 5 };
-    const uint32_t slot[R] = {0, 2, 1, 2, 0}, pos[R] = {0, 299, 256, 100, 7};
-    const int islot[R] = {0, 2, 1, 2, 0}, ipos[R] = {0, 299, 256, 100, 7};
+// Caches of S slots x T positions, rows attending at (slot, pos); row R-1
+// idle. fused: each live row (one a slot) stores its own key and value first
+// (write_kv): the caches must then hold them, exactly, and the attention read them.
+static void attention_case_(uint32_t C, uint32_t NH, int f16, int fused) {
+    enum { S = 4, T = 300, R = 5 };
+    const uint32_t slots[2][R] = {{0, 2, 1, 2, 0}, {0, 2, 1, 3, 0}}, pos[R] = {0, 299, 256, 100, 7};
+    const uint32_t *slot = slots[fused];
+    int islot[R], ipos[R];
+    for (int r = 0; r < R; r++) islot[r] = (int)slot[r], ipos[r] = (int)pos[r];
     size_t cn = (size_t)S * T * C;
     float *kc = malloc(cn * 4), *vc = malloc(cn * 4), *qkv = malloc(R * 3 * C * 4);
-    float *got = malloc(R * C * 4), *want = malloc(R * C * 4);
+    float *got = malloc(R * C * 4), *want = malloc(R * C * 4), *cache = malloc(cn * 4);
     tu_fill(kc, cn, -1, 1), tu_fill(vc, cn, -1, 1), tu_fill(qkv, R * 3 * C, -1, 1);
     uint32_t *k16 = f16 ? pack16_(kc, cn) : NULL, *v16 = f16 ? pack16_(vc, cn) : NULL;
-    ref_decode_attention(want, qkv, kc, vc, islot, ipos, R - 1, (int)C, (int)NH, T);
-    for (uint32_t i = 0; i < C; i++) want[(R - 1) * C + i] = got[(R - 1) * C + i] = -7.0f;
     wgpt_buf *bk = f16 ? tu_upload(G_, k16, (cn / 2 + 1) * 4, "k16") : tu_upload(G_, kc, cn * 4, "k");
     wgpt_buf *bv = f16 ? tu_upload(G_, v16, (cn / 2 + 1) * 4, "v16") : tu_upload(G_, vc, cn * 4, "v");
+    for (uint32_t r = 0; fused && r < R - 1; r++)  // what the rows store (rounded to f16 where the caches are)
+        for (uint32_t c = 0; c < C; c++) {
+            float k = qkv[r * 3 * C + C + c], v = qkv[r * 3 * C + 2 * C + c];
+            size_t e = ((size_t)slot[r] * T + pos[r]) * C + c;
+            kc[e] = f16 ? ref_f32_from_f16(ref_f16_from_f32(k)) : k;
+            vc[e] = f16 ? ref_f32_from_f16(ref_f16_from_f32(v)) : v;
+        }
+    ref_decode_attention(want, qkv, kc, vc, islot, ipos, R - 1, (int)C, (int)NH, T);
+    for (uint32_t i = 0; i < C; i++) want[(R - 1) * C + i] = got[(R - 1) * C + i] = -7.0f;
     wgpt_buf *bq = tu_upload(G_, qkv, R * 3 * C * 4, "qkv"), *bo = tu_upload(G_, got, R * C * 4, "out");
     wgpt_buf *bm = meta_(R - 1, NULL, slot, pos, R);
     wgpt_op op;
     wgpt_op_init(&op);
     TU_OK(G_, wgpt_decode_attention(G_, &op, (wgpt_view){bo, 0, 0}, (wgpt_view){bq, 0, 0}, (wgpt_view){bk, 0, 0},
-                                   (wgpt_view){bv, 0, 0}, (wgpt_view){bm, 0, 0}, R, C, NH, T, f16));
+                                   (wgpt_view){bv, 0, 0}, (wgpt_view){bm, 0, 0}, R, C, NH, T, f16, fused));
     run_(&op);
     TU_OK(G_, wgpt_buf_download(G_, bo, 0, got, R * C * 4));
-    char what[64];
-    snprintf(what, sizeof what, "decode attention C %u NH %u f16 %d", C, NH, f16);
+    char what[80];
+    snprintf(what, sizeof what, "decode attention C %u NH %u f16 %d fused %d", C, NH, f16, fused);
     close_(what, got, want, (size_t)R * C);
+    for (int which = 0; fused && which < 2; which++) {
+        if (f16) {
+            uint32_t *u = calloc(cn / 2 + 1, 4);
+            TU_OK(G_, wgpt_buf_download(G_, which ? bv : bk, 0, u, cn * 2));
+            for (size_t i = 0; i < cn; i++) cache[i] = ref_f32_from_f16((uint16_t)(u[i / 2] >> (16 * (i % 2))));
+            free(u);
+        } else {
+            TU_OK(G_, wgpt_buf_download(G_, which ? bv : bk, 0, cache, cn * 4));
+        }
+        tu_assert_close(which ? "attention's stored v" : "attention's stored k", cache, which ? vc : kc, cn, 0, 0);
+    }
     wgpt_buf *bufs[] = {bk, bv, bq, bo, bm};
     for (int i = 0; i < 5; i++) wgpt_buf_free(bufs[i]);
-    free(kc), free(vc), free(qkv), free(got), free(want), free(k16), free(v16);
+    free(kc), free(vc), free(qkv), free(got), free(want), free(k16), free(v16), free(cache);
 }
 
 // kv_write: rows' k and v land at (slot, pos); every other entry stays.
@@ -238,7 +264,7 @@ enum { MATVEC, ATTENTION, KV_WRITE, EMBED, RESIDUAL_LN };
 
 // The kind of case is the variant's arg / 2, f16 its arg % 2.
 //   matvec: (rows, k, n, bias, live rows flag, GELU)
-//   attention: (C, NH)
+//   attention: (C, NH, rows store their own key and value)
 //   residual_layernorm: (C, with b)
 static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
     G_ = g;
@@ -247,7 +273,7 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
     const uint32_t *d = s->d;
     switch (v->arg / 2) {
     case MATVEC: matvec_case_(d[0], d[1], d[2], (int)d[3], f16, (int)d[4], (int)d[5]); break;
-    case ATTENTION: attention_case_(d[0], d[1], f16); break;
+    case ATTENTION: attention_case_(d[0], d[1], f16, (int)d[2]); break;
     case KV_WRITE: kv_write_case_(f16); break;
     case EMBED: embed_case_(); break;
     default: ln_case_(d[0], (int)d[1]); break;
@@ -285,10 +311,14 @@ static const op_shape shapes_[] = {
     {{11, 40, 37, 1, 0, 0}, 0, MV_},
     {{11, 136, 37, 0, 0, 0}, 0, MV_},
     {{11, 40, 37, 1, 1, 0}, 0, MV_},
+    {{1, 1000, 37, 1, 0, 0}, 0, MV_},
+    {{3, 1000, 37, 1, 0, 1}, 0, MV_},
     {{3, 40, 200, 1, 0, 0}, 16384, MV_},
     {{1, 40, 200, 0, 0, 1}, 16384, MV_},
-    {{48, 3}, 0, ATT_},
-    {{256, 2}, 0, ATT_},
+    {{48, 3, 0}, 0, ATT_},
+    {{256, 2, 0}, 0, ATT_},
+    {{48, 3, 1}, 0, ATT_},
+    {{256, 2, 1}, 0, ATT_},
     {{2, 9, 24, 4}, 0, KV_},
     {{4, 64, 200, 6}, 0, EMB_},
     {{4, 64, 200, 6}, 16384, EMB_},
