@@ -100,6 +100,32 @@ static void print_phases_(const wgpt_loaded *l, double t_start, double t_dec, do
                 end - t_first, (double)(tokens - 1) / (end - t_first));
 }
 
+// After the stream: the other samples, then what ended it; the exit status.
+static int finish_(out_ *out, const char *prompt, const wgpt_decoder *d, const wgpt_stream_stats *st, int rc,
+                   const char *ckpt, const char *err) {
+    uint32_t count = out->count;
+    printf("\n");
+    for (uint32_t c = 1; c < count; c++) {
+        printf("--- sample %u ---\n", c + 1);
+        fwrite(prompt, 1, strlen(prompt), stdout);
+        if (out->len[c]) fwrite(out->buf[c], 1, out->len[c], stdout);
+        printf("\n");
+    }
+    if (rc) fprintf(stderr, "wgpt sample: %s: %s\n", ckpt, err);
+    if (fflush(stdout) != 0 || out->failed) {
+        fprintf(stderr, "wgpt sample: writing the text to stdout failed\n");
+        rc = 1;
+    }
+    if (rc == 0 && st->prompt_cut)
+        fprintf(stderr, "wgpt sample: the prompt is longer than the context of %u tokens: only its last %zu were used\n",
+                wgpt_decoder_context(d), st->prompt_tokens - 1);
+    if (rc == 0 && st->full)
+        fprintf(stderr, "wgpt sample: stopped at the full context of %u tokens (--on-full slide goes on)\n",
+                wgpt_decoder_context(d));
+    if (rc == 0 && st->interrupted) fprintf(stderr, "wgpt sample: interrupted after %zu tokens\n", st->tokens);
+    return rc;
+}
+
 int wgpt_cmd_sample(int argc, char **argv) {
     const char *ckpt = "runs/demo/latest.ckpt", *prompt = "", *bpe_dir = wgpt_default_bpe_dir(), *adapter = NULL;
     const char *precision_s = "auto", *stop_help = NULL, *on_full_s = "slide";
@@ -196,25 +222,7 @@ int wgpt_cmd_sample(int argc, char **argv) {
     fflush(stdout);
     double t_gen = wgpt_clock_s();
     rc = wgpt_generate_stream(d, l.tok, &s, pids, np, count, &so, &st, err, sizeof err) < 0 ? 1 : 0;
-    printf("\n");
-    for (uint32_t c = 1; c < count; c++) {
-        printf("--- sample %u ---\n", c + 1);
-        fwrite(prompt, 1, strlen(prompt), stdout);
-        if (out.len[c]) fwrite(out.buf[c], 1, out.len[c], stdout);
-        printf("\n");
-    }
-    if (rc) fprintf(stderr, "wgpt sample: %s: %s\n", ckpt, err);
-    if (fflush(stdout) != 0 || out.failed) {
-        fprintf(stderr, "wgpt sample: writing the text to stdout failed\n");
-        rc = 1;
-    }
-    if (rc == 0 && st.prompt_cut)
-        fprintf(stderr, "wgpt sample: the prompt is longer than the context of %u tokens: only its last %zu were used\n",
-                wgpt_decoder_context(d), st.prompt_tokens - 1);
-    if (rc == 0 && st.full)
-        fprintf(stderr, "wgpt sample: stopped at the full context of %u tokens (--on-full slide goes on)\n",
-                wgpt_decoder_context(d));
-    if (rc == 0 && st.interrupted) fprintf(stderr, "wgpt sample: interrupted after %zu tokens\n", st.tokens);
+    rc = finish_(&out, prompt, d, &st, rc, ckpt, err);
     if (verbose) print_phases_(&l, t_start, t_dec, t_gen, out.first, st.tokens, count);
 done:
     wgpt_cli_signals_restore();
