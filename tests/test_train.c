@@ -232,6 +232,7 @@ static void trainer_samples_by_kv_cache(void **st) {
     wgpt_train_opts o;
     opts_(&o, a);
     o.steps = 40, o.sample_every = 40, o.sample_tokens = 40, o.warmup = 4;
+    o.precision = WGPT_PRECISION_FP32;  // as the stream below (auto is f16 where the GPU has tensor cores)
     said_ got = {{0}}, want = {{0}};
     o.say = keep_sample_, o.say_ctx = &got;
     int trc = wgpt_train_run(&o, err, sizeof err);
