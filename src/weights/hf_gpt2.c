@@ -193,24 +193,28 @@ typedef struct pool_ {
     atomic_int faulted, oom;
 } pool_;
 
+// One thread's share: its scratch is allocated and freed outside the bus
+// guard, so that a fault (which jumps out of work_) leaks nothing.
+typedef struct worker_ {
+    pool_ *p;
+    float *buf;
+} worker_;
+
 static void work_(void *arg) {
-    pool_ *p = arg;
-    float *buf = malloc(p->buf_floats * sizeof *buf);
-    if (!buf) {
-        atomic_store(&p->oom, 1);
-        return;
-    }
-    for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) p->jobs[i].finite = convert_rows_(&p->jobs[i], buf);
-    free(buf);
+    worker_ *w = arg;
+    pool_ *p = w->p;
+    for (size_t i; (i = atomic_fetch_add(&p->next, 1)) < p->n;) p->jobs[i].finite = convert_rows_(&p->jobs[i], w->buf);
 }
 
-#ifndef __wasi__
-static void *thread_(void *arg) {
+// work_ under the bus guard, with its own scratch.
+static void *guarded_work_(void *arg) {
     pool_ *p = arg;
-    if (wgpt_bus_guard_run_within(work_, p) < 0) atomic_store(&p->faulted, 1);
+    worker_ w = {p, malloc(p->buf_floats * sizeof(float))};
+    if (!w.buf) atomic_store(&p->oom, 1);
+    else if (wgpt_bus_guard_run_within(work_, &w) < 0) atomic_store(&p->faulted, 1);
+    free(w.buf);
     return NULL;
 }
-#endif
 
 // Runs the jobs on up to MAX_THREADS threads (the caller's among them; a
 // model's read is mostly this). 0, or -1 if a thread touched a page of the
@@ -224,9 +228,9 @@ static int run_jobs_(job_ *jobs, size_t n, size_t buf_floats, int *faulted) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int want = cpus > MAX_THREADS ? MAX_THREADS : cpus > 1 ? (int)cpus : 1;
     if ((size_t)want > n) want = (int)(n ? n : 1);
-    while (nt < want - 1 && pthread_create(&th[nt], NULL, thread_, &p) == 0) nt++;
+    while (nt < want - 1 && pthread_create(&th[nt], NULL, guarded_work_, &p) == 0) nt++;
 #endif
-    if (wgpt_bus_guard_run_within(work_, &p) < 0) atomic_store(&p.faulted, 1);  // a fault never skips the joins
+    guarded_work_(&p);  // a fault never skips the joins
 #ifndef __wasi__
     for (int i = 0; i < nt; i++) pthread_join(th[i], NULL);
 #endif
