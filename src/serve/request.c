@@ -28,7 +28,8 @@ static int whole_(why_ *w, const cJSON *v, const char *name, double lo, double h
         return refuse_(w, name, "'%s' must be a whole number", name);
     if (v->valuedouble < lo || v->valuedouble > hi)
         return refuse_(w, name, "'%s' is %.17g; it must be from %.17g to %.17g", name, v->valuedouble, lo, hi);
-    *out = (uint64_t)v->valuedouble;
+    // a negative value (seed's range) as its two's complement: a double below 0 has no uint64_t value
+    *out = v->valuedouble < 0 ? (uint64_t)(int64_t)v->valuedouble : (uint64_t)v->valuedouble;
     return 0;
 }
 
