@@ -34,13 +34,6 @@ static int layernorm_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view mean, 
 }
 
 // d inp (into dres, accumulated), d weight, d bias of a LayerNorm (tensors w, b of layer l).
-static int layernorm_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view inp, wgpt_view mean, wgpt_view rstd, int w, int b,
-                          uint32_t l) {
-    GPU_OK(m, wgpt_layernorm_backward(m->g, op, A(dres, 0), D(w, l), D(b, l), A(dln, 0), inp, P(w, l), mean, rstd,
-                                      m->B * m->T, m->c.channels, A(ln_scratch, 0)));
-    return 0;
-}
-
 static int gelu_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     GPU_OK(m, wgpt_gelu_forward(m->g, op, A(fch_gelu, l), A(fch, l), (uint64_t)m->B * m->T * 4 * m->c.channels));
     return 0;
@@ -111,7 +104,7 @@ static int block_backward_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
         return -1;
     GPU_OK(m, wgpt_gelu_backward(m->g, op, A(dfch, 0), A(fch, l), A(dfch_gelu, 0), (uint64_t)BT * 4 * C));
     if (linear_bwd_(m, op, A(dln, 0), WGPT_FCW, WGPT_FCB, l, A(dfch, 0), A(ln2, l), BT, C, 4 * C) < 0 ||
-        layernorm_bwd_(m, op, A(res2, l), A(ln2_mean, l), A(ln2_rstd, l), WGPT_LN2W, WGPT_LN2B, l) < 0)
+        wgpt_gpt2_layernorm_bwd_(m, op, A(res2, l), A(ln2_mean, l), A(ln2_rstd, l), WGPT_LN2W, WGPT_LN2B, l) < 0)
         return -1;
     // res2 = residual + attproj: d attproj = dres (now d res2)
     if (linear_bwd_(m, op, A(datty, 0), WGPT_ATTPROJW, WGPT_ATTPROJB, l, A(dres, 0), A(atty, l), BT, C, C) < 0)
@@ -119,23 +112,7 @@ static int block_backward_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     GPU_OK(m, wgpt_attention_backward(m->g, op, A(dqkv, 0), A(att_d, 0), A(datty, 0), A(qkv, l), A(atty, l),
                                       A(att_lse, l), B, T, C, NH));
     if (linear_bwd_(m, op, A(dln, 0), WGPT_QKVW, WGPT_QKVB, l, A(dqkv, 0), A(ln1, l), BT, C, 3 * C) < 0) return -1;
-    return layernorm_bwd_(m, op, residual, A(ln1_mean, l), A(ln1_rstd, l), WGPT_LN1W, WGPT_LN1B, l);
+    return wgpt_gpt2_layernorm_bwd_(m, op, residual, A(ln1_mean, l), A(ln1_rstd, l), WGPT_LN1W, WGPT_LN1B, l);
 }
 
-int wgpt_gpt2_backward_fp32_(wgpt_gpt2 *m) {
-    wgpt_op *op = &m->bwd;
-    uint32_t last = m->c.num_layers - 1;
-    // the classifier and the loss, chunk by chunk, with their gradient into d lnf and d wte
-    if (wgpt_gpt2_classifier_(m, op, 1) < 0 ||
-        layernorm_bwd_(m, op, A(res3, last), A(lnf_mean, 0), A(lnf_rstd, 0), WGPT_LNFW, WGPT_LNFB, 0) < 0)
-        return -1;
-    m->bwd_cut[0] = op->n;  // segment 0 ends: lnfw and lnfb are final
-    for (int l = (int)last; l >= 0; l--) {
-        if (block_backward_(m, op, (uint32_t)l) < 0) return -1;
-        m->bwd_cut[1 + last - (uint32_t)l] = op->n;  // layer l's 12 tensors are final
-    }
-    GPU_OK(m, wgpt_encoder_backward(m->g, op, D(WGPT_WTE, 0), D(WGPT_WPE, 0), A(dres, 0), A(bucket, 0), m->B, m->T,
-                                    m->c.channels, m->c.padded_vocab_size));
-    m->bwd_cut[last + 2] = op->n;
-    return 0;
-}
+int wgpt_gpt2_backward_fp32_(wgpt_gpt2 *m) { return wgpt_gpt2_backward_(m, block_backward_); }

@@ -182,6 +182,11 @@ int wgpt_gpt2_forward_fp32_(wgpt_gpt2 *m);
 int wgpt_gpt2_backward_fp32_(wgpt_gpt2 *m);
 int wgpt_gpt2_forward_f16_(wgpt_gpt2 *m);
 int wgpt_gpt2_backward_f16_(wgpt_gpt2 *m);
+// gpt2_backward.c: the backward both plans share, around the plan's own
+// block_backward of layer l; and the LayerNorm backward (d res from d ln).
+int wgpt_gpt2_backward_(wgpt_gpt2 *m, int (*block_backward)(wgpt_gpt2 *m, wgpt_op *op, uint32_t l));
+int wgpt_gpt2_layernorm_bwd_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view inp, wgpt_view mean, wgpt_view rstd, int w, int b,
+                             uint32_t l);
 // gpt2_plan.c: the f16 mode's shape rules (-1 and the error if broken); the
 // plan's choices (m->plan, from the precision, shape and device); the
 // forward and backward of the model's precision.
