@@ -180,86 +180,23 @@ fn decode_residual_layernorm(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     }
 }
 
-// --- KERNEL: decode_matvec ---
+// --- TEMPLATE: decode_matvecw ---
+// decode_matvec and decode_matvec_f16: {{W}} a weight element (four floats,
+// or four halves in two u32s), {{LW}} what turns one into a vec4<f32>
+// (nothing, or unpack4), {{LX}} what the input goes through (nothing, or
+// round16: the f16 mode's cast); {{F16}} the entry point's suffix.
+// --- KERNEL: decode_matvec = decode_matvecw with W=vec4<f32>, LW=, LX=, F16= ---
+// --- KERNEL: decode_matvec_r1 = decode_matvec with MV_ROWS=1 ---
+// --- KERNEL: decode_matvec_f16 = decode_matvecw with W=vec2<u32>, LW=unpack4, LX=round16, F16=_f16 ---
+// --- KERNEL: decode_matvec_f16_r1 = decode_matvec_f16 with MV_ROWS=1 ---
 @group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;   // (rows, k / 4)
-@group(0) @binding(1) var<storage, read> w: array<vec4<f32>>;     // (n, k / 4)
+@group(0) @binding(1) var<storage, read> w: array<{{W}}>;     // (n, k / 4): 4 floats, or 4 halves, each
 @group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n); a stand-in without bit 0
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (rows, ldo): columns [o0, o0 + n)
 @group(0) @binding(4) var<storage, read> rows_meta: array<u32>;
 @group(0) @binding(5) var<uniform> p: MatvecParams;
 
 var<workgroup> mv_part: array<f32, 2048>;  // [output][row][lane]: MV_OUTS * MV_ROWS_MAX * MV_LANES
-var<workgroup> mv_rows: u32;
-
-fn mv_live_rows(tid: u32) -> u32 {
-    if (tid == 0u) {
-        mv_rows = select(p.rows, min(p.rows, rows_meta[0]), (p.flag & 2u) != 0u);
-    }
-    return workgroupUniformLoad(&mv_rows);
-}
-
-@compute @workgroup_size(WG)
-fn decode_matvec(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let nrows = mv_live_rows(tid);
-    let r0 = wid.y * MV_ROWS;
-    if (r0 >= nrows) { return; }
-    let ol = tid / MV_LANES;
-    let lane = tid % MV_LANES;
-    let o = wid.x * MV_OUTS + ol;
-    let k4 = p.k / 4u;
-    let nr = min(MV_ROWS, nrows - r0);  // live rows of this workgroup's block
-    var acc: array<f32, MV_ROWS_MAX>;
-    if (o < p.n) {
-        let wb = o * k4;
-        var i = lane;
-        // four vec4s of the weight row a lane at a time: four loads in flight
-        for (; i + 3u * MV_LANES < k4; i += 4u * MV_LANES) {
-            let w0 = w[wb + i];
-            let w1 = w[wb + i + MV_LANES];
-            let w2 = w[wb + i + 2u * MV_LANES];
-            let w3 = w[wb + i + 3u * MV_LANES];
-            for (var r = 0u; r < MV_ROWS; r++) {
-                if (r >= nr) { break; }
-                let xb = (r0 + r) * k4 + i;
-                acc[r] += (dot(w0, inp[xb]) + dot(w1, inp[xb + MV_LANES])) +
-                          (dot(w2, inp[xb + 2u * MV_LANES]) + dot(w3, inp[xb + 3u * MV_LANES]));
-            }
-        }
-        for (; i < k4; i += MV_LANES) {
-            let wv = w[wb + i];
-            for (var r = 0u; r < MV_ROWS; r++) {
-                if (r >= nr) { break; }
-                acc[r] += dot(wv, inp[(r0 + r) * k4 + i]);
-            }
-        }
-    }
-    for (var r = 0u; r < MV_ROWS; r++) { mv_part[(ol * MV_ROWS + r) * MV_LANES + lane] = acc[r]; }
-    workgroupBarrier();
-    if (tid < MV_OUTS * MV_ROWS) {
-        let ol2 = tid / MV_ROWS;
-        let r = tid % MV_ROWS;
-        let o2 = wid.x * MV_OUTS + ol2;
-        if (o2 < p.n && r0 + r < nrows) {
-            var s = 0.0;
-            for (var l = 0u; l < MV_LANES; l++) { s += mv_part[(ol2 * MV_ROWS + r) * MV_LANES + l]; }
-            if ((p.flag & 1u) != 0u) { s += bias[o2]; }
-            if ((p.flag & 4u) != 0u) { s = gelu_value(s); }
-            out[(r0 + r) * p.ldo + p.o0 + o2] = s;
-        }
-    }
-}
-
-// --- KERNEL: decode_matvec_r1 = decode_matvec with MV_ROWS=1 ---
-
-// --- KERNEL: decode_matvec_f16 ---
-@group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;   // (rows, k / 4)
-@group(0) @binding(1) var<storage, read> w: array<vec2<u32>>;     // (n, k / 4): 4 halves each
-@group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n); a stand-in without bit 0
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (rows, ldo): columns [o0, o0 + n)
-@group(0) @binding(4) var<storage, read> rows_meta: array<u32>;
-@group(0) @binding(5) var<uniform> p: MatvecParams;
-
-var<workgroup> mv_part: array<f32, 2048>;
 var<workgroup> mv_rows: u32;
 
 fn mv_live_rows(tid: u32) -> u32 {
@@ -278,7 +215,7 @@ fn round16(x: vec4<f32>) -> vec4<f32> {
 }
 
 @compute @workgroup_size(WG)
-fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+fn decode_matvec{{F16}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let nrows = mv_live_rows(tid);
     let r0 = wid.y * MV_ROWS;
     if (r0 >= nrows) { return; }
@@ -291,24 +228,24 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     if (o < p.n) {
         let wb = o * k4;
         var i = lane;
-        // four pairs of the weight row a lane at a time: four loads in flight
+        // four weight elements (4 floats or 4 halves each) of the row a lane at a time: four loads in flight
         for (; i + 3u * MV_LANES < k4; i += 4u * MV_LANES) {
-            let w0 = unpack4(w[wb + i]);
-            let w1 = unpack4(w[wb + i + MV_LANES]);
-            let w2 = unpack4(w[wb + i + 2u * MV_LANES]);
-            let w3 = unpack4(w[wb + i + 3u * MV_LANES]);
+            let w0 = {{LW}}(w[wb + i]);
+            let w1 = {{LW}}(w[wb + i + MV_LANES]);
+            let w2 = {{LW}}(w[wb + i + 2u * MV_LANES]);
+            let w3 = {{LW}}(w[wb + i + 3u * MV_LANES]);
             for (var r = 0u; r < MV_ROWS; r++) {
                 if (r >= nr) { break; }
                 let xb = (r0 + r) * k4 + i;
-                acc[r] += (dot(w0, round16(inp[xb])) + dot(w1, round16(inp[xb + MV_LANES]))) +
-                          (dot(w2, round16(inp[xb + 2u * MV_LANES])) + dot(w3, round16(inp[xb + 3u * MV_LANES])));
+                acc[r] += (dot(w0, {{LX}}(inp[xb])) + dot(w1, {{LX}}(inp[xb + MV_LANES]))) +
+                          (dot(w2, {{LX}}(inp[xb + 2u * MV_LANES])) + dot(w3, {{LX}}(inp[xb + 3u * MV_LANES])));
             }
         }
         for (; i < k4; i += MV_LANES) {
-            let wv = unpack4(w[wb + i]);
+            let wv = {{LW}}(w[wb + i]);
             for (var r = 0u; r < MV_ROWS; r++) {
                 if (r >= nr) { break; }
-                acc[r] += dot(wv, round16(inp[(r0 + r) * k4 + i]));
+                acc[r] += dot(wv, {{LX}}(inp[(r0 + r) * k4 + i]));
             }
         }
     }
@@ -327,5 +264,3 @@ fn decode_matvec_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         }
     }
 }
-
-// --- KERNEL: decode_matvec_f16_r1 = decode_matvec_f16 with MV_ROWS=1 ---
