@@ -97,43 +97,32 @@ fn decode_take_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     dst[ch] = src[r * p.c + ch];
 }
 
-// --- KERNEL: decode_kv_write ---
-@group(0) @binding(0) var<storage, read_write> kc: array<f32>;    // (slots, T, C)
-@group(0) @binding(1) var<storage, read_write> vc: array<f32>;    // (slots, T, C)
+// --- TEMPLATE: decode_kv_writew ---
+// decode_kv_write and decode_kv_write_f16: {{E}} a cache element (f32, or
+// u32: a pair of halves), {{N}} channels a thread (C even for 2), {{KV}} the
+// function that reads them from qkv (kv1, kv2); {{F16}} the entry point's suffix.
+// --- KERNEL: decode_kv_write = decode_kv_writew with E=f32, N=1u, KV=kv1, F16= ---
+// --- KERNEL: decode_kv_write_f16 = decode_kv_writew with E=u32, N=2u, KV=kv2, F16=_f16 ---
+@group(0) @binding(0) var<storage, read_write> kc: array<{{E}}>;    // (slots, T, C / N)
+@group(0) @binding(1) var<storage, read_write> vc: array<{{E}}>;    // (slots, T, C / N)
 @group(0) @binding(2) var<storage, read> qkv: array<f32>;         // (R, 3C)
 @group(0) @binding(3) var<storage, read> rows_meta: array<u32>;
 @group(0) @binding(4) var<uniform> p: RowParams;
 
-@compute @workgroup_size(WG)
-fn decode_kv_write(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    let r = i / p.c;
-    if (r >= min(p.rows, rows_meta[0])) { return; }
-    let ch = i - r * p.c;
-    let dst = (rows_meta[4u + 4u * r + 1u] * p.t + rows_meta[4u + 4u * r + 2u]) * p.c + ch;
-    kc[dst] = qkv[r * 3u * p.c + p.c + ch];
-    vc[dst] = qkv[r * 3u * p.c + 2u * p.c + ch];
-}
-
-// --- KERNEL: decode_kv_write_f16 ---
-// One thread a pair of channels (C even).
-@group(0) @binding(0) var<storage, read_write> kc: array<u32>;    // (slots, T, C / 2) f16 pairs
-@group(0) @binding(1) var<storage, read_write> vc: array<u32>;    // (slots, T, C / 2)
-@group(0) @binding(2) var<storage, read> qkv: array<f32>;         // (R, 3C)
-@group(0) @binding(3) var<storage, read> rows_meta: array<u32>;
-@group(0) @binding(4) var<uniform> p: RowParams;
+fn kv1(q: u32) -> f32 { return qkv[q]; }
+fn kv2(q: u32) -> u32 { return f16_pair(qkv[q], qkv[q + 1u]); }
 
 @compute @workgroup_size(WG)
-fn decode_kv_write_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn decode_kv_write{{F16}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
-    let half_c = p.c / 2u;
-    let r = i / half_c;
+    let cn = p.c / {{N}};  // threads a row
+    let r = i / cn;
     if (r >= min(p.rows, rows_meta[0])) { return; }
-    let j = i - r * half_c;
-    let dst = (rows_meta[4u + 4u * r + 1u] * p.t + rows_meta[4u + 4u * r + 2u]) * half_c + j;
-    let k0 = r * 3u * p.c + p.c + 2u * j;
-    kc[dst] = f16_pair(qkv[k0], qkv[k0 + 1u]);
-    vc[dst] = f16_pair(qkv[k0 + p.c], qkv[k0 + p.c + 1u]);
+    let j = i - r * cn;
+    let dst = (rows_meta[4u + 4u * r + 1u] * p.t + rows_meta[4u + 4u * r + 2u]) * cn + j;
+    let k0 = r * 3u * p.c + p.c + {{N}} * j;
+    kc[dst] = {{KV}}(k0);
+    vc[dst] = {{KV}}(k0 + p.c);
 }
 
 // --- KERNEL: decode_residual_layernorm ---
