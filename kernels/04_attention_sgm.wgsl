@@ -95,6 +95,46 @@ fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
 alias Raw16 = array<vec4<u32>, LPT>;
 alias Raw32 = array<vec4<f32>, 2u * LPT>;
 
+// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv (src), or
+// (fetch32) of dout: this thread's share; zeros past T. The binding is passed
+// (&qkv, &dout), as not every section has it; p is every section's.
+fn fetch(src: ptr<storage, array<vec4<u32>>, read>, b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
+    var r: Raw16;
+    for (var i = 0u; i < LPT; i++) {
+        let u = lidx + i * NT;
+        let t = t0 + u / (HS / 8u);
+        if (t < p.T) { r[i] = (*src)[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
+    }
+    return r;
+}
+
+fn fetch32(src: ptr<storage, array<vec4<f32>>, read>, b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
+    var r: Raw32;
+    for (var i = 0u; i < LPT; i++) {
+        let u = lidx + i * NT;
+        let t = t0 + u / (HS / 8u);
+        if (t < p.T) {
+            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
+            r[2u * i] = (*src)[j];
+            r[2u * i + 1u] = (*src)[j + 1u];
+        }
+    }
+    return r;
+}
+
+// Rows t0 .. t0 + RB - 1 of tile_s (HS floats each) into head h's part
+// (0 q, 1 k, 2 v) of dqkv (dst, passed as fetch's src); rows past T dropped.
+fn put_rows(dst: ptr<storage, array<vec4<f32>>, read_write>, t0: u32, b: u32, h: u32, part: u32, lidx: u32) {
+    for (var u = lidx; u < RB * HS / 4u; u += NT) {
+        let r = u / (HS / 4u);
+        let c = (u % (HS / 4u)) * 4u;
+        if (t0 + r < p.T) {
+            (*dst)[((b * p.T + t0 + r) * 3u * p.C + part * p.C + h * HS + c) / 4u] =
+                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
+        }
+    }
+}
+
 // Raw16 into tile_a (dst 0), tile_b (1) or tile_p (2: staging for fragments).
 fn put16(dst: u32, r: Raw16, lidx: u32) {
     for (var i = 0u; i < LPT; i++) {
@@ -144,6 +184,17 @@ fn scores(a0: LT, a1: LT, a2: LT, a3: LT, in_b: bool, r0: u32, h0: u32) {
     }
 }
 
+// o0..o3 += a times the four right fragments (tile rows kk.., d h0 ..) of
+// tile_a or tile_b (in_b): a product's step into this subgroup's half of an
+// output.
+fn mma4(a: LT, in_b: bool, kk: u32, h0: u32, o0: ptr<function, CT>, o1: ptr<function, CT>, o2: ptr<function, CT>,
+        o3: ptr<function, CT>) {
+    *o0 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0), *o0);
+    *o1 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 8u), *o1);
+    *o2 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 16u), *o2);
+    *o3 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 24u), *o3);
+}
+
 // The four output fragments of this subgroup's 16 rows and half (columns h0 ..), to tile_s.
 fn store4(r0: u32, h0: u32, o0: CT, o1: CT, o2: CT, o3: CT) {
     subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0, o0, SS);
@@ -182,6 +233,14 @@ fn unpack8(v: vec4<u32>) -> array<f32, 8> {
     return array<f32, 8>(a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y);
 }
 
+// Eight values of this thread's score row (its columns col0 + 8 j8 ..) into
+// tile_p as f16; the packed vec4 returned.
+fn put_p8(row: u32, col0: u32, j8: u32, e: array<f32, 8>) -> vec4<u32> {
+    let v = pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+    tile_p[row * PV + col0 / 8u + j8] = v;
+    return v;
+}
+
 // --- KERNEL: attention_sgm_forward ---
 // out in f16 twice: row-major, as the attention projection's backward and D
 // read it, and transposed, as its forward reads it (the engine's f16 matmuls
@@ -193,17 +252,6 @@ fn unpack8(v: vec4<u32>) -> array<f32, 8> {
 @group(0) @binding(2) var<storage, read> qkv: array<vec4<u32>>;          // (B, T, 3C) f16
 @group(0) @binding(3) var<storage, read_write> out16_t: array<u32>;      // (C, B T) f16
 @group(0) @binding(4) var<uniform> p: AttnParams;
-
-// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1: this thread's share; zeros past T.
-fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
-    var r: Raw16;
-    for (var i = 0u; i < LPT; i++) {
-        let u = lidx + i * NT;
-        let t = t0 + u / (HS / 8u);
-        if (t < p.T) { r[i] = qkv[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
-    }
-    return r;
-}
 
 @compute @workgroup_size(NT)
 fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lidx: u32,
@@ -218,9 +266,9 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let col0 = (lidx % TPR) * CPT;
     let q = q0 + row;
 
-    put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
-    var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
-    var rb = fetch(b, 0u, 2u, h, lidx);
+    put16(2u, fetch(&qkv, b, q0, 0u, h, lidx), lidx);
+    var ra = fetch(&qkv, b, 0u, 1u, h, lidx);  // K and V of the first block
+    var rb = fetch(&qkv, b, 0u, 2u, h, lidx);
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
@@ -241,8 +289,8 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         put16(1u, rb, lidx);
         workgroupBarrier();
         if (kb < qb) {
-            ra = fetch(b, k0 + RB, 1u, h, lidx);
-            rb = fetch(b, k0 + RB, 2u, h, lidx);
+            ra = fetch(&qkv, b, k0 + RB, 1u, h, lidx);
+            rb = fetch(&qkv, b, k0 + RB, 2u, h, lidx);
         }
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
@@ -267,8 +315,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
                 if (x > NEG_INF) { e[i] = exp(x - m); }
                 sum += e[i];
             }
-            tile_p[row * PV + col0 / 8u + j8] =
-                pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+            put_p8(row, col0, j8, e);
         }
         l = l * alpha + row_sum(sum);
         workgroupBarrier();  // P complete, every score read
@@ -278,10 +325,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         var o3 = CT();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let pf = frag_p(r0, kk);
-            o0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), o0);
-            o1 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 8u), o1);
-            o2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 16u), o2);
-            o3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), o3);
+            mma4(pf, true, kk, h0, &o0, &o1, &o2, &o3);
         }
         store4(r0, h0, o0, o1, o2, o3);
         workgroupBarrier();
@@ -332,46 +376,13 @@ override DS_IN: u32 = 0u;
 @group(0) @binding(5) var<storage, read> ds: array<vec4<u32>>;          // DS_IN: dS^T tiles (ds_tile), f16
 @group(0) @binding(6) var<uniform> p: AttnParams;
 
-// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
-// of dout: this thread's share; zeros past T.
-fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
-    var r: Raw16;
-    for (var i = 0u; i < LPT; i++) {
-        let u = lidx + i * NT;
-        let t = t0 + u / (HS / 8u);
-        if (t < p.T) { r[i] = qkv[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
-    }
-    return r;
-}
-
-fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
-    var r: Raw32;
-    for (var i = 0u; i < LPT; i++) {
-        let u = lidx + i * NT;
-        let t = t0 + u / (HS / 8u);
-        if (t < p.T) {
-            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-            r[2u * i] = dout[j];
-            r[2u * i + 1u] = dout[j + 1u];
-        }
-    }
-    return r;
-}
-
 // This subgroup's four dq fragments, through tile_s, into the q columns of
 // query rows q0 .. (rows past T dropped).
 fn store_dq(q0: u32, b: u32, h: u32, r0: u32, h0: u32, lidx: u32, o0: CT, o1: CT, o2: CT, o3: CT) {
     workgroupBarrier();
     store4(r0, h0, o0, o1, o2, o3);
     workgroupBarrier();
-    for (var u = lidx; u < RB * HS / 4u; u += NT) {
-        let r = u / (HS / 4u);
-        let c = (u % (HS / 4u)) * 4u;
-        if (q0 + r < p.T) {
-            dqkv[((b * p.T + q0 + r) * 3u * p.C + h * HS + c) / 4u] =
-                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
-        }
-    }
+    put_rows(&dqkv, q0, b, h, 0u, lidx);
 }
 
 // This thread's share of the dS^T tile at ds[at ..] (RB x RB halves, row-major).
@@ -389,7 +400,7 @@ fn dq_from_ds(qb: u32, h: u32, b: u32, lidx: u32, sg: u32) {
     let r0 = (sg % (NSG / 2u)) * RS;
     let h0 = (sg / (NSG / 2u)) * HALF;
     var rs = fetch_ds(first, lidx);
-    var ra = fetch(b, 0u, 1u, h, lidx);
+    var ra = fetch(&qkv, b, 0u, 1u, h, lidx);
     var o0 = CT();
     var o1 = CT();
     var o2 = CT();
@@ -401,14 +412,11 @@ fn dq_from_ds(qb: u32, h: u32, b: u32, lidx: u32, sg: u32) {
         workgroupBarrier();
         if (kb < qb) {
             rs = fetch_ds(first + (kb + 1u) * (RB * HS / 8u), lidx);
-            ra = fetch(b, (kb + 1u) * RB, 1u, h, lidx);
+            ra = fetch(&qkv, b, (kb + 1u) * RB, 1u, h, lidx);
         }
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let sf = subgroupMatrixLoad<LT, col_major>(&tile_p, kk * PV + r0 / 8u, PV);
-            o0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0), o0);
-            o1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 8u), o1);
-            o2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 16u), o2);
-            o3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 24u), o3);
+            mma4(sf, false, kk, h0, &o0, &o1, &o2, &o3);
         }
     }
     store_dq(qb * RB, b, h, r0, h0, lidx, o0, o1, o2, o3);
@@ -436,10 +444,10 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     let lrow = lse[stat];
     let drow = delta[stat];
 
-    put16(2u, fetch(b, q0, 0u, h, lidx), lidx);
-    let rdo = fetch32(b, q0, h, lidx);
-    var ra = fetch(b, 0u, 1u, h, lidx);  // K and V of the first block
-    var rb = fetch(b, 0u, 2u, h, lidx);
+    put16(2u, fetch(&qkv, b, q0, 0u, h, lidx), lidx);
+    let rdo = fetch32(&dout, b, q0, h, lidx);
+    var ra = fetch(&qkv, b, 0u, 1u, h, lidx);  // K and V of the first block
+    var rb = fetch(&qkv, b, 0u, 2u, h, lidx);
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
@@ -464,8 +472,8 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
         put16(1u, rb, lidx);
         workgroupBarrier();
         if (kb < qb) {
-            ra = fetch(b, k0 + RB, 1u, h, lidx);
-            rb = fetch(b, k0 + RB, 2u, h, lidx);
+            ra = fetch(&qkv, b, k0 + RB, 1u, h, lidx);
+            rb = fetch(&qkv, b, k0 + RB, 2u, h, lidx);
         }
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
@@ -475,8 +483,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
                 let c = col0 + 8u * j8 + i;
                 if (k0 + c <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - lrow); }
             }
-            tile_p[row * PV + col0 / 8u + j8] =
-                pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+            put_p8(row, col0, j8, e);
         }
         workgroupBarrier();
         scores(df0, df1, df2, df3, true, r0, h0);  // dP = dout V^T
@@ -489,16 +496,12 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
                 let c = col0 + 8u * j8 + i;
                 e[i] = pe[i] * (tile_s[row * SS + c] - drow) * p.scale;
             }
-            tile_p[row * PV + col0 / 8u + j8] =
-                pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+            put_p8(row, col0, j8, e);
         }
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let sf = frag_p(r0, kk);
-            o0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0), o0);
-            o1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 8u), o1);
-            o2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 16u), o2);
-            o3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 24u), o3);
+            mma4(sf, false, kk, h0, &o0, &o1, &o2, &o3);
         }
     }
 
@@ -518,43 +521,10 @@ override DS_OUT: u32 = 0u;
 @group(0) @binding(5) var<storage, read_write> ds: array<vec4<u32>>;    // DS_OUT: dS^T tiles (ds_tile), f16
 @group(0) @binding(6) var<uniform> p: AttnParams;
 
-// Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv, or (fetch32)
-// of dout: this thread's share; zeros past T.
-fn fetch(b: u32, t0: u32, part: u32, h: u32, lidx: u32) -> Raw16 {
-    var r: Raw16;
-    for (var i = 0u; i < LPT; i++) {
-        let u = lidx + i * NT;
-        let t = t0 + u / (HS / 8u);
-        if (t < p.T) { r[i] = qkv[((b * p.T + t) * 3u * p.C + part * p.C + h * HS) / 8u + u % (HS / 8u)]; }
-    }
-    return r;
-}
-
-fn fetch32(b: u32, t0: u32, h: u32, lidx: u32) -> Raw32 {
-    var r: Raw32;
-    for (var i = 0u; i < LPT; i++) {
-        let u = lidx + i * NT;
-        let t = t0 + u / (HS / 8u);
-        if (t < p.T) {
-            let j = ((b * p.T + t) * p.C + h * HS) / 4u + 2u * (u % (HS / 8u));
-            r[2u * i] = dout[j];
-            r[2u * i + 1u] = dout[j + 1u];
-        }
-    }
-    return r;
-}
-
 // This subgroup's dk or dv (which: 1 or 2) through tile_s into dqkv.
 fn store_rows(k0: u32, b: u32, h: u32, part: u32, lidx: u32) {
     workgroupBarrier();
-    for (var u = lidx; u < RB * HS / 4u; u += NT) {
-        let r = u / (HS / 4u);
-        let c = (u % (HS / 4u)) * 4u;
-        if (k0 + r < p.T) {
-            dqkv[((b * p.T + k0 + r) * 3u * p.C + part * p.C + h * HS + c) / 4u] =
-                vec4<f32>(tile_s[r * SS + c], tile_s[r * SS + c + 1u], tile_s[r * SS + c + 2u], tile_s[r * SS + c + 3u]);
-        }
-    }
+    put_rows(&dqkv, k0, b, h, part, lidx);
     workgroupBarrier();
 }
 
@@ -576,10 +546,10 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     let key = k0 + row;
     let stat0 = (b * p.NH + h) * p.T;
 
-    put16(2u, fetch(b, k0, 1u, h, lidx), lidx);
-    let rv = fetch(b, k0, 2u, h, lidx);
-    var ra = fetch(b, k0, 0u, h, lidx);  // Q and dout of the first query block (the diagonal)
-    var rb = fetch32(b, k0, h, lidx);
+    put16(2u, fetch(&qkv, b, k0, 1u, h, lidx), lidx);
+    let rv = fetch(&qkv, b, k0, 2u, h, lidx);
+    var ra = fetch(&qkv, b, k0, 0u, h, lidx);  // Q and dout of the first query block (the diagonal)
+    var rb = fetch32(&dout, b, k0, h, lidx);
     var rl = 0.0;                        // and lse, D of its queries (threads 0 .. RB - 1)
     var rd = 0.0;
     if (lidx < RB) {
@@ -618,8 +588,8 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         }
         workgroupBarrier();
         if (qb + 1u < nb) {
-            ra = fetch(b, q0 + RB, 0u, h, lidx);
-            rb = fetch32(b, q0 + RB, h, lidx);
+            ra = fetch(&qkv, b, q0 + RB, 0u, h, lidx);
+            rb = fetch32(&dout, b, q0 + RB, h, lidx);
             if (lidx < RB) {
                 rl = lse[stat0 + min(q0 + RB + lidx, p.T - 1u)];
                 rd = delta[stat0 + min(q0 + RB + lidx, p.T - 1u)];
@@ -634,16 +604,12 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
                 let q = q0 + c;
                 if (key <= q && q < p.T) { e[i] = exp(tile_s[row * SS + c] * p.scale - tile_l[c]); }
             }
-            tile_p[row * PV + col0 / 8u + j8] =
-                pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
+            put_p8(row, col0, j8, e);
         }
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {  // dv += P^T dout
             let pf = frag_p(r0, kk);
-            dv0 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0), dv0);
-            dv1 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 8u), dv1);
-            dv2 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 16u), dv2);
-            dv3 = subgroupMatrixMultiplyAccumulate(pf, frag_n(true, kk, h0 + 24u), dv3);
+            mma4(pf, true, kk, h0, &dv0, &dv1, &dv2, &dv3);
         }
         scores(vf0, vf1, vf2, vf3, true, r0, h0);  // dP^T = V dout^T
         // The barrier also keeps every subgroup's P^T reads (dv) before dS^T overwrites them.
@@ -656,17 +622,13 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
                 let c = col0 + 8u * j8 + i;
                 e[i] = pe[i] * (tile_s[row * SS + c] - tile_l[RB + c]) * p.scale;
             }
-            let v = pack8(vec4<f32>(e[0], e[1], e[2], e[3]), vec4<f32>(e[4], e[5], e[6], e[7]));
-            tile_p[row * PV + col0 / 8u + j8] = v;
+            let v = put_p8(row, col0, j8, e);
             if (DS_OUT != 0u) { ds[dsb + j8] = v; }
         }
         workgroupBarrier();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {  // dk += dS^T Q
             let sf = frag_p(r0, kk);
-            dk0 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0), dk0);
-            dk1 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 8u), dk1);
-            dk2 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 16u), dk2);
-            dk3 = subgroupMatrixMultiplyAccumulate(sf, frag_n(false, kk, h0 + 24u), dk3);
+            mma4(sf, false, kk, h0, &dk0, &dk1, &dk2, &dk3);
         }
     }
 
