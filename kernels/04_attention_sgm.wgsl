@@ -154,6 +154,21 @@ fn put32(dst: u32, r: Raw32, lidx: u32) {
     put16(dst, h, lidx);
 }
 
+// A step of the forward's and dq's loop over key blocks, k0 the block's
+// first key: its K and V (fetched a block ahead into ra, rb) into tile_a and
+// tile_b; then, if next, the next block's fetched into ra, rb (src: &qkv).
+fn stage_kv(src: ptr<storage, array<vec4<u32>>, read>, k0: u32, next: bool, b: u32, h: u32, lidx: u32,
+            ra: ptr<function, Raw16>, rb: ptr<function, Raw16>) {
+    workgroupBarrier();
+    put16(0u, *ra, lidx);
+    put16(1u, *rb, lidx);
+    workgroupBarrier();
+    if (next) {
+        *ra = fetch(src, b, k0 + RB, 1u, h, lidx);
+        *rb = fetch(src, b, k0 + RB, 2u, h, lidx);
+    }
+}
+
 // Fragment (d kk.., tile rows c0..) of a tile's transpose: K^T, V^T, Q^T, dout^T.
 fn frag_t(in_b: bool, c0: u32, kk: u32) -> RT {
     if (in_b) { return subgroupMatrixLoad<RT, col_major>(&tile_b, c0 * LV + kk / 8u, LV); }
@@ -284,14 +299,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     var acc = array<f32, CPT>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
-        workgroupBarrier();
-        put16(0u, ra, lidx);
-        put16(1u, rb, lidx);
-        workgroupBarrier();
-        if (kb < qb) {
-            ra = fetch(&qkv, b, k0 + RB, 1u, h, lidx);
-            rb = fetch(&qkv, b, k0 + RB, 2u, h, lidx);
-        }
+        stage_kv(&qkv, k0, kb < qb, b, h, lidx, &ra, &rb);
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
         // this thread's scaled scores read once; masked ones NEG_INF (keys
@@ -467,14 +475,7 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     var o3 = CT();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
-        workgroupBarrier();
-        put16(0u, ra, lidx);
-        put16(1u, rb, lidx);
-        workgroupBarrier();
-        if (kb < qb) {
-            ra = fetch(&qkv, b, k0 + RB, 1u, h, lidx);
-            rb = fetch(&qkv, b, k0 + RB, 2u, h, lidx);
-        }
+        stage_kv(&qkv, k0, kb < qb, b, h, lidx, &ra, &rb);
         scores(qf0, qf1, qf2, qf3, false, r0, h0);
         workgroupBarrier();
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
