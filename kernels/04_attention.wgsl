@@ -74,6 +74,41 @@ const_assert FHS == FB;
 const_assert FV * FV == WG;
 const_assert FT == FHS * FV;
 
+// The fast kernels' addresses, in vec4s, for head wid.y of batch wid.z: C4 a
+// row of out (dout), rs a row of qkv (dqkv), hs4 the head; base: q of (b, t =
+// 0, h) in qkv and dqkv (k at + C4, v at + 2 C4); obase: (b, 0, h) in out and
+// dout; lb: (b, h, t = 0) in lse and D.
+struct FastAddr {
+    C4: u32,
+    hs4: u32,
+    rs: u32,
+    base: u32,
+    obase: u32,
+    lb: u32,
+}
+fn fast_addr(wid: vec3<u32>) -> FastAddr {
+    let h = wid.y;
+    let b = wid.z;
+    var a: FastAddr;
+    a.C4 = p.C / 4u;
+    a.hs4 = p.hs / 4u;
+    a.rs = 3u * a.C4;
+    a.base = b * p.T * a.rs + h * a.hs4;
+    a.obase = b * p.T * a.C4 + h * a.hs4;
+    a.lb = (b * p.NH + h) * p.T;
+    return a;
+}
+
+// One step of a fast kernel's 4 x 4 register tile: acc[i] += x[i] * y.
+fn fma4x4(acc: array<vec4<f32>, 4>, x: vec4<f32>, y: vec4<f32>) -> array<vec4<f32>, 4> {
+    var a = acc;
+    a[0] = fma(vec4<f32>(x.x), y, a[0]);
+    a[1] = fma(vec4<f32>(x.y), y, a[1]);
+    a[2] = fma(vec4<f32>(x.z), y, a[2]);
+    a[3] = fma(vec4<f32>(x.w), y, a[3]);
+    return a;
+}
+
 // The generic kernels. Tiles: a block of BQ queries meets a block of BK keys; head columns pass
 // through workgroup memory DC at a time, so any hs <= MAX_HS fits in
 // 3 * BQ * PAD * 4 = 12,672 bytes (under WebGPU's default 16 KiB).
@@ -229,35 +264,37 @@ const TH: u32 = 512u;  // vec4 of P^T (or V) for half a block: FB / 2 * FV
 const_assert 2u * TH == FT;
 const TV: u32 = FT;    // ATTN_48K: where V starts in tk
 
-@compute @workgroup_size(WG)
-fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
-                     @builtin(subgroup_size) sg_size: u32) {
-    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;                              // vec4 per row of qkv
-    let base = b * p.T * rs + h * hs4;             // q of (b, t = 0, head h); k at + C4, v at + 2 C4
-    let q0 = qb * FB;
-    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
-    // transposed stores do not conflict), vec4 column e / FB.
-    var kn = array<vec4<f32>, 4>();                // K of the next key block (block 0 first)
+// K of the key block from k1 as the tiles take it (element e = tid + u * WG:
+// row e % FB, vec4 column e / FB); rows past T and columns past the head 0.
+fn ff_krows(fa: FastAddr, tid: u32, k1: u32) -> array<vec4<f32>, 4> {
+    var kn = array<vec4<f32>, 4>();
     for (var u = 0u; u < 4u; u++) {
         let e = tid + u * WG;
         let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
-        if (r < p.T && j < hs4) { v = qkv[base + C4 + r * rs + j]; }
+        if (k1 + r < p.T && j < fa.hs4) { v = qkv[fa.base + fa.C4 + (k1 + r) * fa.rs + j]; }
         kn[u] = v;
     }
+    return kn;
+}
+
+@compute @workgroup_size(WG)
+fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+                     @builtin(subgroup_size) sg_size: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let fa = fast_addr(wid);
+    let q0 = qb * FB;
+    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
+    // transposed stores do not conflict), vec4 column e / FB.
+    var kn = ff_krows(fa, tid, 0u);  // K of the next key block (block 0 first)
     for (var e = tid; e < FT; e += WG) {
         let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
-        if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
+        if (q0 + r < p.T && j < fa.hs4) { v = qkv[fa.base + (q0 + r) * fa.rs + j]; }
         let o = 4u * j * FV + r / 4u;
         tq[o][r % 4u] = v.x;
         tq[o + FV][r % 4u] = v.y;
@@ -291,19 +328,12 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             let r = e / FV;
             let j = e % FV;
             var v = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) { v = qkv[base + 2u * C4 + (k0 + r) * rs + j]; }
+            if (k0 + r < p.T && j < fa.hs4) { v = qkv[fa.base + 2u * fa.C4 + (k0 + r) * fa.rs + j]; }
             vr[u] = v;
         }
         workgroupBarrier();
         var s = array<vec4<f32>, 4>();
-        for (var d = 0u; d < FHS; d++) {
-            let a = tq[d * FV + ty];
-            let kv = tk[d * FV + tx];
-            s[0] = fma(vec4<f32>(a.x), kv, s[0]);
-            s[1] = fma(vec4<f32>(a.y), kv, s[1]);
-            s[2] = fma(vec4<f32>(a.z), kv, s[2]);
-            s[3] = fma(vec4<f32>(a.w), kv, s[3]);
-        }
+        for (var d = 0u; d < FHS; d++) { s = fma4x4(s, tq[d * FV + ty], tk[d * FV + tx]); }
         let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
         var bm = vec4<f32>(NEG_INF);
         if (diag) {
@@ -346,17 +376,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             acc[i] *= alpha[i];
         }
         // The next block's K: in flight during P V.
-        if (!diag) {
-            let k1 = k0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var v = vec4<f32>();
-                if (k1 + r < p.T && j < hs4) { v = qkv[base + C4 + (k1 + r) * rs + j]; }
-                kn[u] = v;
-            }
-        }
+        if (!diag) { kn = ff_krows(fa, tid, k0 + FB); }
         if (ATTN_48K) {
             // P V over the whole block: V in its own tile.
             for (var u = 0u; u < 4u; u++) { tk[TV + tid + u * WG] = vr[u]; }
@@ -367,13 +387,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
             }
             workgroupBarrier();
-            for (var k = 0u; k < FB; k++) {
-                let pv = tk[k * FV + (ty ^ (k / 4u))];
-                let vv = tk[TV + k * FV + tx];  // keys past T: V = 0 and P = 0
-                acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
-                acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
-                acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
-                acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+            for (var k = 0u; k < FB; k++) {  // keys past T: V = 0 and P = 0
+                acc = fma4x4(acc, tk[k * FV + (ty ^ (k / 4u))], tk[TV + k * FV + tx]);
             }
         } else {
             // P V in two halves of 32 keys (threads tx < 8 own the first half's P).
@@ -389,13 +404,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 tk[TH + tid] = vr[2u * hf];
                 tk[TH + WG + tid] = vr[2u * hf + 1u];
                 workgroupBarrier();
-                for (var k = 0u; k < FB / 2u; k++) {
-                    let pv = tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))];
-                    let vv = tk[TH + k * FV + tx];  // keys past T: V = 0 and P = 0
-                    acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
-                    acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
-                    acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
-                    acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+                for (var k = 0u; k < FB / 2u; k++) {  // keys past T: V = 0 and P = 0
+                    acc = fma4x4(acc, tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))], tk[TH + k * FV + tx]);
                 }
             }
         }
@@ -409,8 +419,8 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     for (var i = 0u; i < 4u; i++) {
         let t = qpos[i];
         if (t < p.T) {
-            if (tx < hs4) { out[(b * p.T + t) * C4 + h * hs4 + tx] = acc[i] / lsum[i]; }
-            if (tx == 0u) { lse[(b * p.NH + h) * p.T + t] = m[i] + log(lsum[i]); }
+            if (tx < fa.hs4) { out[fa.obase + t * fa.C4 + tx] = acc[i] / lsum[i]; }
+            if (tx == 0u) { lse[fa.lb + t] = m[i] + log(lsum[i]); }
         }
     }
 }
@@ -542,44 +552,74 @@ var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
 var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query] (swizzled)
 const TQ: u32 = FT;  // ATTN_48K: where Q^T starts in tk
 
-@compute @workgroup_size(WG)
-fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;
-    let base = b * p.T * rs + h * hs4;      // q of (b, 0, h) in qkv and dqkv
-    let obase = b * p.T * C4 + h * hs4;     // (b, 0, h) in dout
-    let q0 = qb * FB;
-    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
-    let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
-    let lb = (b * p.NH + h) * p.T;
-    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
-    var kn = array<vec4<f32>, 4>();  // K and V of the next key block (block 0 first)
-    var vn = array<vec4<f32>, 4>();
+// The fast backward's operand rows (vec4 column j): part 0 q, 1 k, 2 v (qkv), 3 dout.
+fn fb_ld(fa: FastAddr, part: u32, row: u32, j: u32) -> vec4<f32> {
+    if (part == 3u) { return dout[fa.obase + row * fa.C4 + j]; }
+    return qkv[fa.base + part * fa.C4 + row * fa.rs + j];
+}
+
+// Two parts (pa, pb) of a block's rows r0 .. r0 + FB - 1 as the tiles take
+// them (element e = tid + u * WG: row e % FB, vec4 column e / FB), or of rows
+// rows[i] at one vec4 column (fb_rows4); 0 past T and past the head.
+struct FbRows {
+    a: array<vec4<f32>, 4>,
+    b: array<vec4<f32>, 4>,
+}
+fn fb_rows(fa: FastAddr, tid: u32, r0: u32, pa: u32, pb: u32) -> FbRows {
+    var n: FbRows;
     for (var u = 0u; u < 4u; u++) {
         let e = tid + u * WG;
         let r = e % FB;
         let j = e / FB;
-        var kv = vec4<f32>();
-        var vv = vec4<f32>();
-        if (r < p.T && j < hs4) {
-            kv = qkv[base + C4 + r * rs + j];
-            vv = qkv[base + 2u * C4 + r * rs + j];
+        var av = vec4<f32>();
+        var bv = vec4<f32>();
+        if (r0 + r < p.T && j < fa.hs4) {
+            av = fb_ld(fa, pa, r0 + r, j);
+            bv = fb_ld(fa, pb, r0 + r, j);
         }
-        kn[u] = kv;
-        vn[u] = vv;
+        n.a[u] = av;
+        n.b[u] = bv;
     }
+    return n;
+}
+fn fb_rows4(fa: FastAddr, rows: vec4<u32>, j: u32, live: bool, pa: u32, pb: u32) -> FbRows {
+    var n: FbRows;
+    for (var i = 0u; i < 4u; i++) {
+        n.a[i] = select(vec4<f32>(), fb_ld(fa, pa, rows[i], j), live);
+        n.b[i] = select(vec4<f32>(), fb_ld(fa, pb, rows[i], j), live);
+    }
+    return n;
+}
+
+// The lse and D of queries q1 + 4 tx + i (i < 4; rows past T: the last one's).
+struct FbStats {
+    lse: vec4<f32>,
+    d: vec4<f32>,
+}
+fn fb_stats(fa: FastAddr, q1: u32, tx: u32) -> FbStats {
+    let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
+    let lse_n = vec4<f32>(lse[fa.lb + qr.x], lse[fa.lb + qr.y], lse[fa.lb + qr.z], lse[fa.lb + qr.w]);
+    let d_n = vec4<f32>(delta[fa.lb + qr.x], delta[fa.lb + qr.y], delta[fa.lb + qr.z], delta[fa.lb + qr.w]);
+    return FbStats(lse_n, d_n);
+}
+
+@compute @workgroup_size(WG)
+fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let fa = fast_addr(wid);
+    let q0 = qb * FB;
+    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
+    let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
+    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
+    var kvn = fb_rows(fa, tid, 0u, 1u, 2u);  // K and V of the next key block (block 0 first)
     if (ATTN_48K) {
         for (var e = tid; e < FT; e += WG) {
             let r = e % FB;
             let j = e / FB;
             var v = vec4<f32>();
-            if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
+            if (q0 + r < p.T && j < fa.hs4) { v = qkv[fa.base + (q0 + r) * fa.rs + j]; }
             let o = TQ + 4u * j * FV + r / 4u;
             tk[o][r % 4u] = v.x;
             tk[o + FV][r % 4u] = v.y;
@@ -590,8 +630,8 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     var lse_r = vec4<f32>();
     var d_r = vec4<f32>();
     for (var i = 0u; i < 4u; i++) {
-        lse_r[i] = lse[lb + qrow[i]];
-        d_r[i] = delta[lb + qrow[i]];
+        lse_r[i] = lse[fa.lb + qrow[i]];
+        d_r[i] = delta[fa.lb + qrow[i]];
     }
     var acc = array<vec4<f32>, 4>();
     for (var kb = 0u; kb <= qb; kb++) {
@@ -602,8 +642,8 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             let r = e % FB;
             let o = 4u * (e / FB) * FV + r / 4u;
             let ok = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let kv = kn[u];
-            let vv = vn[u];
+            let kv = kvn.a[u];
+            let vv = kvn.b[u];
             tk[ok][r % 4u] = kv.x;
             tk[ok + FV][r % 4u] = kv.y;
             tk[ok + 2u * FV][r % 4u] = kv.z;
@@ -618,13 +658,11 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         var s = array<vec4<f32>, 4>();
         var dp = array<vec4<f32>, 4>();
         for (var j = 0u; j < FV; j++) {
-            let live = j < hs4;
-            let jj = min(j, hs4 - 1u);
+            let live = j < fa.hs4;
+            let jj = min(j, fa.hs4 - 1u);
             if (ATTN_48K) {  // Q from Q^T in tk[TQ ..]
                 var oa = array<vec4<f32>, 4>();
-                for (var i = 0u; i < 4u; i++) {
-                    oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
-                }
+                for (var i = 0u; i < 4u; i++) { oa[i] = select(vec4<f32>(), fb_ld(fa, 3u, qrow[i], jj), live); }
                 for (var c = 0u; c < 4u; c++) {
                     let qa = tk[TQ + (4u * j + c) * FV + ty];
                     let kv = tk[(4u * j + c) * FV + (tx ^ j)];
@@ -635,18 +673,13 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
                     }
                 }
             } else {  // Q rows from global memory, like dout's
-                var qa = array<vec4<f32>, 4>();
-                var oa = array<vec4<f32>, 4>();
-                for (var i = 0u; i < 4u; i++) {
-                    qa[i] = select(vec4<f32>(), qkv[base + qrow[i] * rs + jj], live);
-                    oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
-                }
+                let qo = fb_rows4(fa, qrow, jj, live, 0u, 3u);
                 for (var c = 0u; c < 4u; c++) {
                     let kv = tk[(4u * j + c) * FV + (tx ^ j)];
                     let vv = tv[(4u * j + c) * FV + tx];
                     for (var i = 0u; i < 4u; i++) {
-                        s[i] = fma(vec4<f32>(qa[i][c]), kv, s[i]);
-                        dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
+                        s[i] = fma(vec4<f32>(qo.a[i][c]), kv, s[i]);
+                        dp[i] = fma(vec4<f32>(qo.b[i][c]), vv, dp[i]);
                     }
                 }
             }
@@ -666,41 +699,21 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             tv[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
         }
         // The next block's K and V: in flight during dS K.
-        if (!diag) {
-            let k1 = k0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var kv = vec4<f32>();
-                var vv = vec4<f32>();
-                if (k1 + r < p.T && j < hs4) {
-                    kv = qkv[base + C4 + (k1 + r) * rs + j];
-                    vv = qkv[base + 2u * C4 + (k1 + r) * rs + j];
-                }
-                kn[u] = kv;
-                vn[u] = vv;
-            }
-        }
+        if (!diag) { kvn = fb_rows(fa, tid, k0 + FB, 1u, 2u); }
         workgroupBarrier();
         // Keys past T: K = 0 and dS = 0. Columns past hs: K = 0.
         for (var kg = 0u; kg < FV; kg++) {
             var kt = array<vec4<f32>, 4>();  // kt[c][kk] = K[k0 + 4kg + kk][4tx + c]
             for (var c = 0u; c < 4u; c++) { kt[c] = tk[(4u * tx + c) * FV + (kg ^ tx)]; }
             for (var kk = 0u; kk < 4u; kk++) {
-                let dv = tv[(4u * kg + kk) * FV + (ty ^ kg)];
-                let kv = vec4<f32>(kt[0][kk], kt[1][kk], kt[2][kk], kt[3][kk]);
-                acc[0] = fma(vec4<f32>(dv.x), kv, acc[0]);
-                acc[1] = fma(vec4<f32>(dv.y), kv, acc[1]);
-                acc[2] = fma(vec4<f32>(dv.z), kv, acc[2]);
-                acc[3] = fma(vec4<f32>(dv.w), kv, acc[3]);
+                acc = fma4x4(acc, tv[(4u * kg + kk) * FV + (ty ^ kg)], vec4<f32>(kt[0][kk], kt[1][kk], kt[2][kk], kt[3][kk]));
             }
         }
         workgroupBarrier();  // dS^T and K^T are read before the next block
     }
-    if (tx < hs4) {
+    if (tx < fa.hs4) {
         for (var i = 0u; i < 4u; i++) {
-            if (qpos[i] < p.T) { dqkv[base + qpos[i] * rs + tx] = p.scale * acc[i]; }
+            if (qpos[i] < p.T) { dqkv[fa.base + qpos[i] * fa.rs + tx] = p.scale * acc[i]; }
         }
     }
 }
@@ -735,46 +748,19 @@ const TP: u32 = FT;  // ATTN_48K: where P and dS start in tq
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;  // the first key blocks meet the most queries: they start first
-    let h = wid.y;
-    let b = wid.z;
     let ty = tid / FV;
     let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;
-    let base = b * p.T * rs + h * hs4;
-    let obase = b * p.T * C4 + h * hs4;
+    let fa = fast_addr(wid);
     let k0 = kb * FB;
     let nqb = (p.T + FB - 1u) / FB;
-    let jc = min(tx, hs4 - 1u);
+    let jc = min(tx, fa.hs4 - 1u);
     let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
-    let lb = (b * p.NH + h) * p.T;
     let po = select(0u, TP, ATTN_48K);  // P and dS in tq: over Q^T, or in their own tile
     // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
     // Q, dout, lse and D of the next query block (the diagonal one first).
-    var qn = array<vec4<f32>, 4>();
-    var on = array<vec4<f32>, 4>();
-    var lse_n = vec4<f32>();
-    var d_n = vec4<f32>();
-    {
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let j = e / FB;
-            var qv = vec4<f32>();
-            var ov = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) {
-                qv = qkv[base + (k0 + r) * rs + j];
-                ov = dout[obase + (k0 + r) * C4 + j];
-            }
-            qn[u] = qv;
-            on[u] = ov;
-        }
-        let qr = min(vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
-        lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
-        d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
-    }
+    var qon = fb_rows(fa, tid, k0, 0u, 3u);
+    var stn = fb_stats(fa, k0, tx);
     var dk = array<vec4<f32>, 4>();
     var dv = array<vec4<f32>, 4>();
     for (var qb = kb; qb < nqb; qb++) {
@@ -786,8 +772,8 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             let o = 4u * (e / FB) * FV + r / 4u;
             let oo = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
             let oq = select(o, oo, ATTN_48K);
-            let qv = qn[u];
-            let ov = on[u];
+            let qv = qon.a[u];
+            let ov = qon.b[u];
             tq[oq][r % 4u] = qv.x;
             tq[oq + FV][r % 4u] = qv.y;
             tq[oq + 2u * FV][r % 4u] = qv.z;
@@ -798,41 +784,33 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             tdo[oo + 3u * FV][r % 4u] = ov.w;
         }
         let qpos = vec4<u32>(q0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
-        let lse_c = lse_n;
-        let d_c = d_n;
+        let st = stn;
         workgroupBarrier();
         // s^T = k . q: the forward's products in the forward's order; dp^T = v . dout.
         var s = array<vec4<f32>, 4>();
         var dp = array<vec4<f32>, 4>();
         for (var j = 0u; j < FV; j++) {
-            let live = j < hs4;
-            let jj = min(j, hs4 - 1u);
-            var ka = array<vec4<f32>, 4>();
-            var va = array<vec4<f32>, 4>();
-            for (var i = 0u; i < 4u; i++) {
-                ka[i] = select(vec4<f32>(), qkv[base + C4 + krow[i] * rs + jj], live);
-                va[i] = select(vec4<f32>(), qkv[base + 2u * C4 + krow[i] * rs + jj], live);
-            }
+            let kv = fb_rows4(fa, krow, min(j, fa.hs4 - 1u), j < fa.hs4, 1u, 2u);
             for (var c = 0u; c < 4u; c++) {
                 let qv = tq[(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
                 let ov = tdo[(4u * j + c) * FV + (tx ^ j)];
                 for (var i = 0u; i < 4u; i++) {
-                    s[i] = fma(vec4<f32>(ka[i][c]), qv, s[i]);
-                    dp[i] = fma(vec4<f32>(va[i][c]), ov, dp[i]);
+                    s[i] = fma(vec4<f32>(kv.a[i][c]), qv, s[i]);
+                    dp[i] = fma(vec4<f32>(kv.b[i][c]), ov, dp[i]);
                 }
             }
         }
         var pr = array<vec4<f32>, 4>();
         var ds = array<vec4<f32>, 4>();
         for (var i = 0u; i < 4u; i++) {
-            var e4 = exp(s[i] * p.scale - lse_c);
+            var e4 = exp(s[i] * p.scale - st.lse);
             if (edge) {
                 // kpos <= qpos < T also keeps keys past T out.
                 let ok = (vec4<u32>(kpos[i]) <= qpos) & (qpos < vec4<u32>(p.T));
                 e4 = select(vec4<f32>(), e4, ok);
             }
             pr[i] = e4;
-            ds[i] = pr[i] * (dp[i] - d_c);
+            ds[i] = pr[i] * (dp[i] - st.d);
         }
         if (!ATTN_48K) {
             workgroupBarrier();  // Q^T is read (ATTN_48K: P's tile was last read before this block's top barrier)
@@ -842,23 +820,8 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         }
         // The next query block: in flight during the dv, dk products.
         if (qb + 1u < nqb) {
-            let q1 = q0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var qv = vec4<f32>();
-                var ov = vec4<f32>();
-                if (q1 + r < p.T && j < hs4) {
-                    qv = qkv[base + (q1 + r) * rs + j];
-                    ov = dout[obase + (q1 + r) * C4 + j];
-                }
-                qn[u] = qv;
-                on[u] = ov;
-            }
-            let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
-            lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
-            d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
+            qon = fb_rows(fa, tid, q0 + FB, 0u, 3u);
+            stn = fb_stats(fa, q0 + FB, tx);
         }
         workgroupBarrier();
         // dv += P^T dout; queries past T have P = 0 and dout = 0, columns past hs dout = 0.
@@ -866,12 +829,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             var ot = array<vec4<f32>, 4>();  // ot[c][qq] = dout[q0 + 4qg + qq][4tx + c]
             for (var c = 0u; c < 4u; c++) { ot[c] = tdo[(4u * tx + c) * FV + (qg ^ tx)]; }
             for (var qq = 0u; qq < 4u; qq++) {
-                let pv = tq[po + (4u * qg + qq) * FV + (ty ^ qg)];
-                let ov = vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]);
-                dv[0] = fma(vec4<f32>(pv.x), ov, dv[0]);
-                dv[1] = fma(vec4<f32>(pv.y), ov, dv[1]);
-                dv[2] = fma(vec4<f32>(pv.z), ov, dv[2]);
-                dv[3] = fma(vec4<f32>(pv.w), ov, dv[3]);
+                dv = fma4x4(dv, tq[po + (4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]));
             }
         }
         workgroupBarrier();  // P is read
@@ -885,12 +843,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
                 var qt = array<vec4<f32>, 4>();  // qt[c][qq] = Q[q0 + 4qg + qq][4tx + c]
                 for (var c = 0u; c < 4u; c++) { qt[c] = tq[(4u * tx + c) * FV + (qg ^ tx)]; }
                 for (var qq = 0u; qq < 4u; qq++) {
-                    let dsv = tq[TP + (4u * qg + qq) * FV + (ty ^ qg)];
-                    let qv = vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]);
-                    dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
-                    dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
-                    dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
-                    dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
+                    dk = fma4x4(dk, tq[TP + (4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]));
                 }
             }
         } else {
@@ -898,21 +851,17 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             for (var q = 0u; q < FB; q++) {
                 let dsv = tq[q * FV + (ty ^ (q / 4u))];
                 let row = min(q0 + q, p.T - 1u);  // queries past T have dS = 0
-                let qv = qkv[base + row * rs + jc];
-                dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
-                dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
-                dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
-                dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
+                dk = fma4x4(dk, dsv, qkv[fa.base + row * fa.rs + jc]);
             }
         }
         workgroupBarrier();  // dS, dout^T (and Q^T) are read before the next block
     }
-    if (tx < hs4) {
+    if (tx < fa.hs4) {
         for (var i = 0u; i < 4u; i++) {
             if (kpos[i] < p.T) {
-                let o = base + kpos[i] * rs + tx;
-                dqkv[o + C4] = p.scale * dk[i];
-                dqkv[o + 2u * C4] = dv[i];
+                let o = fa.base + kpos[i] * fa.rs + tx;
+                dqkv[o + fa.C4] = p.scale * dk[i];
+                dqkv[o + 2u * fa.C4] = dv[i];
             }
         }
     }
