@@ -1179,6 +1179,44 @@ fn gb_dots(q0: u32, k0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u3
     return s;
 }
 
+// acc += W X, the weights W of thread row's row in ts (BK of them, as dS of
+// dq or P^T, dS^T of dkdv) and X the rows r0 .. r0 + BK - 1 of k (part 1,
+// staged in tk), q (part 0) or dout (part 3, both staged in tq), chunk by
+// chunk over the head; constant trip counts keep acc in registers. Called
+// with constants, from uniform control flow (it holds barriers; the one after
+// the first load also publishes ts).
+fn gb_mix(acc: array<f32, NACC>, r0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u32,
+          part: u32) -> array<f32, NACC> {
+    let C3 = 3u * p.C;
+    let tile_k = part == 1u;
+    var a = acc;
+    for (var ch = 0u; ch < NCH; ch++) {
+        let c0 = ch * DC;
+        if (c0 < p.hs) {
+            for (var e = tid; e < BK * DC; e += WG) {
+                let r = e / DC;
+                let c = e % DC;
+                var x = 0.0;
+                if (c0 + c < p.hs && r0 + r < p.T) {
+                    if (part == 3u) { x = dout[obase + (r0 + r) * p.C + c0 + c]; } else { x = qkv[base + (r0 + r) * C3 + part * p.C + c0 + c]; }
+                }
+                if (tile_k) { tk[r * PAD + c] = x; } else { tq[r * PAD + c] = x; }
+            }
+            workgroupBarrier();
+            for (var j = 0u; j < BK; j++) {
+                let w = ts[row * PAD + j];
+                if (tile_k) {
+                    for (var u = 0u; u < CPT; u++) { a[ch * CPT + u] += w * tk[j * PAD + lane + u * TPR]; }
+                } else {
+                    for (var u = 0u; u < CPT; u++) { a[ch * CPT + u] += w * tq[j * PAD + lane + u * TPR]; }
+                }
+            }
+            workgroupBarrier();
+        }
+    }
+    return a;
+}
+
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
@@ -1210,25 +1248,7 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
             ts[row * PAD + lane + j * TPR] = pij * (dp[j] - d_i);
         }
-        // acc += dS @ K, chunk by chunk (the barrier after the load also publishes ts).
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BK * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var kv = 0.0;
-                    if (c0 + c < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + c0 + c]; }
-                    tk[r * PAD + c] = kv;
-                }
-                workgroupBarrier();
-                for (var j = 0u; j < BK; j++) {
-                    let dsj = ts[row * PAD + j];
-                    for (var u = 0u; u < CPT; u++) { acc[ch * CPT + u] += dsj * tk[j * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        acc = gb_mix(acc, k0, base, obase, tid, row, lane, 1u);  // acc += dS @ K
     }
     if (live) {
         let drow = base + qpos * C3;
@@ -1283,45 +1303,9 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
             ds[j] = pr[j] * (dp[j] - d_j);
             ts[row * PAD + lane + j * TPR] = pr[j];
         }
-        // dv += P^T @ dout (the barrier after the load also publishes ts).
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BQ * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var ov = 0.0;
-                    if (c0 + c < p.hs && q0 + r < p.T) { ov = dout[obase + (q0 + r) * p.C + c0 + c]; }
-                    tq[r * PAD + c] = ov;
-                }
-                workgroupBarrier();
-                for (var i = 0u; i < BQ; i++) {
-                    let pv = ts[row * PAD + i];
-                    for (var u = 0u; u < CPT; u++) { dv[ch * CPT + u] += pv * tq[i * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        dv = gb_mix(dv, q0, base, obase, tid, row, lane, 3u);  // dv += P^T @ dout
         for (var j = 0u; j < KPT; j++) { ts[row * PAD + lane + j * TPR] = ds[j]; }
-        // dk += dS^T @ Q (scaled once at the end)
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BQ * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var qv = 0.0;
-                    if (c0 + c < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + c0 + c]; }
-                    tq[r * PAD + c] = qv;
-                }
-                workgroupBarrier();
-                for (var i = 0u; i < BQ; i++) {
-                    let dsi = ts[row * PAD + i];
-                    for (var u = 0u; u < CPT; u++) { dk[ch * CPT + u] += dsi * tq[i * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        dk = gb_mix(dk, q0, base, obase, tid, row, lane, 0u);  // dk += dS^T @ Q (scaled once at the end)
     }
     if (kpos < p.T) {
         let krow = base + kpos * C3 + p.C;
