@@ -74,27 +74,28 @@ const_assert FHS == FB;
 const_assert FV * FV == WG;
 const_assert FT == FHS * FV;
 
-// The fast kernels' addresses, in vec4s, for head wid.y of batch wid.z: C4 a
-// row of out (dout), rs a row of qkv (dqkv), hs4 the head; base: q of (b, t =
-// 0, h) in qkv and dqkv (k at + C4, v at + 2 C4); obase: (b, 0, h) in out and
-// dout; lb: (b, h, t = 0) in lse and D.
-struct FastAddr {
-    C4: u32,
-    hs4: u32,
-    rs: u32,
+// Where head wid.y of batch wid.z lies, counted in elements of w floats (the
+// fast kernels and the flat4 and flath twins: vec4s; the flat twin: floats),
+// hsw of them a head: CW a row of out (dout), C3W a row of qkv (dqkv), hsW
+// the head; base: q of (b, t = 0, h) in qkv and dqkv (k at + CW, v at + 2
+// CW); ob: (b, 0, h) in out and dout; lb: (b, h, t = 0) in lse and D.
+struct HeadAddr {
+    CW: u32,
+    C3W: u32,
+    hsW: u32,
     base: u32,
-    obase: u32,
+    ob: u32,
     lb: u32,
 }
-fn fast_addr(wid: vec3<u32>) -> FastAddr {
+fn head_addr(wid: vec3<u32>, w: u32, hsw: u32) -> HeadAddr {
     let h = wid.y;
     let b = wid.z;
-    var a: FastAddr;
-    a.C4 = p.C / 4u;
-    a.hs4 = p.hs / 4u;
-    a.rs = 3u * a.C4;
-    a.base = b * p.T * a.rs + h * a.hs4;
-    a.obase = b * p.T * a.C4 + h * a.hs4;
+    var a: HeadAddr;
+    a.CW = p.C / w;
+    a.C3W = 3u * a.CW;
+    a.hsW = hsw;
+    a.base = b * p.T * a.C3W + h * hsw;
+    a.ob = b * p.T * a.CW + h * hsw;
     a.lb = (b * p.NH + h) * p.T;
     return a;
 }
@@ -215,6 +216,18 @@ fn af_key_pds16(s: array<f32, AF_K>, dp: array<f32, AF_K>, lse0: f32, d0: f32, l
     return r;
 }
 
+// The two rows lane sid & 7 of a group loads for the block from i0, i0 + gl
+// and i0 + AF_G + gl, clamped to T - 1 (af_rows); as keys, where their k
+// starts in qkv (af_krows; v at + CW).
+fn af_rows(sid: u32, i0: u32) -> vec2<u32> {
+    let gl = sid & (AF_G - 1u);
+    return vec2<u32>(min(i0 + gl, p.T - 1u), min(i0 + AF_G + gl, p.T - 1u));
+}
+fn af_krows(ha: HeadAddr, sid: u32, j0: u32) -> vec2<u32> {
+    let kl = af_rows(sid, j0);
+    return vec2<u32>(ha.base + kl.x * ha.C3W + ha.CW, ha.base + kl.y * ha.C3W + ha.CW);
+}
+
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
 const_assert BK == TPR * KPT;
@@ -266,14 +279,14 @@ const TV: u32 = FT;    // ATTN_48K: where V starts in tk
 
 // K of the key block from k1 as the tiles take it (element e = tid + u * WG:
 // row e % FB, vec4 column e / FB); rows past T and columns past the head 0.
-fn ff_krows(fa: FastAddr, tid: u32, k1: u32) -> array<vec4<f32>, 4> {
+fn ff_krows(fa: HeadAddr, tid: u32, k1: u32) -> array<vec4<f32>, 4> {
     var kn = array<vec4<f32>, 4>();
     for (var u = 0u; u < 4u; u++) {
         let e = tid + u * WG;
         let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
-        if (k1 + r < p.T && j < fa.hs4) { v = qkv[fa.base + fa.C4 + (k1 + r) * fa.rs + j]; }
+        if (k1 + r < p.T && j < fa.hsW) { v = qkv[fa.base + fa.CW + (k1 + r) * fa.C3W + j]; }
         kn[u] = v;
     }
     return kn;
@@ -285,7 +298,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
     let ty = tid / FV;
     let tx = tid % FV;
-    let fa = fast_addr(wid);
+    let fa = head_addr(wid, 4u, p.hs / 4u);
     let q0 = qb * FB;
     // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
     // transposed stores do not conflict), vec4 column e / FB.
@@ -294,7 +307,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
-        if (q0 + r < p.T && j < fa.hs4) { v = qkv[fa.base + (q0 + r) * fa.rs + j]; }
+        if (q0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + (q0 + r) * fa.C3W + j]; }
         let o = 4u * j * FV + r / 4u;
         tq[o][r % 4u] = v.x;
         tq[o + FV][r % 4u] = v.y;
@@ -328,7 +341,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             let r = e / FV;
             let j = e % FV;
             var v = vec4<f32>();
-            if (k0 + r < p.T && j < fa.hs4) { v = qkv[fa.base + 2u * fa.C4 + (k0 + r) * fa.rs + j]; }
+            if (k0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + 2u * fa.CW + (k0 + r) * fa.C3W + j]; }
             vr[u] = v;
         }
         workgroupBarrier();
@@ -419,7 +432,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     for (var i = 0u; i < 4u; i++) {
         let t = qpos[i];
         if (t < p.T) {
-            if (tx < fa.hs4) { out[fa.obase + t * fa.C4 + tx] = acc[i] / lsum[i]; }
+            if (tx < fa.hsW) { out[fa.ob + t * fa.CW + tx] = acc[i] / lsum[i]; }
             if (tx == 0u) { lse[fa.lb + t] = m[i] + log(lsum[i]); }
         }
     }
@@ -439,16 +452,11 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
 @compute @workgroup_size(AF_WG)
 fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                            @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
     let q0 = wid.x * AF_WG;
     let t = q0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
-    let qrow = base + min(t, p.T - 1u) * C34;
+    let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
+    let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
     let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     var q: array<vec4<f32>, AF_MAX_HS4>;
     var o: array<vec4<f32>, AF_MAX_HS4>;
@@ -459,13 +467,12 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     var m = NEG_INF;
     var l = 0.0;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let kr = af_krows(ha, sid, j0);
         var s = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let qv = q[c];
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
+            let kv0 = qkv[kr.x + c];
+            let kv1 = qkv[kr.y + c];
             s = af_dot16_4(s, qv, kv0, kv1, g0);
         }
         var bmax = NEG_INF;
@@ -483,16 +490,16 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         l = l * alpha + bsum;
         m = m_new;
         for (var c = 0u; c < AF_HS4; c++) {
-            let vv0 = qkv[kr0 + C4 + c];
-            let vv1 = qkv[kr1 + C4 + c];
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             o[c] = af_mix16_4(o[c] * alpha, pr, vv0, vv1, g0);
         }
     }
     if (t < p.T) {
-        let orow = (b * p.T + t) * C4 + h * AF_HS4;
+        let orow = ha.ob + t * ha.CW;
         let inv = 1.0 / l;
         for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
-        lse[(b * p.NH + h) * p.T + t] = m + log(l);
+        lse[ha.lb + t] = m + log(l);
     }
 }
 
@@ -553,9 +560,9 @@ var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query
 const TQ: u32 = FT;  // ATTN_48K: where Q^T starts in tk
 
 // The fast backward's operand rows (vec4 column j): part 0 q, 1 k, 2 v (qkv), 3 dout.
-fn fb_ld(fa: FastAddr, part: u32, row: u32, j: u32) -> vec4<f32> {
-    if (part == 3u) { return dout[fa.obase + row * fa.C4 + j]; }
-    return qkv[fa.base + part * fa.C4 + row * fa.rs + j];
+fn fb_ld(fa: HeadAddr, part: u32, row: u32, j: u32) -> vec4<f32> {
+    if (part == 3u) { return dout[fa.ob + row * fa.CW + j]; }
+    return qkv[fa.base + part * fa.CW + row * fa.C3W + j];
 }
 
 // Two parts (pa, pb) of a block's rows r0 .. r0 + FB - 1 as the tiles take
@@ -565,7 +572,7 @@ struct FbRows {
     a: array<vec4<f32>, 4>,
     b: array<vec4<f32>, 4>,
 }
-fn fb_rows(fa: FastAddr, tid: u32, r0: u32, pa: u32, pb: u32) -> FbRows {
+fn fb_rows(fa: HeadAddr, tid: u32, r0: u32, pa: u32, pb: u32) -> FbRows {
     var n: FbRows;
     for (var u = 0u; u < 4u; u++) {
         let e = tid + u * WG;
@@ -573,7 +580,7 @@ fn fb_rows(fa: FastAddr, tid: u32, r0: u32, pa: u32, pb: u32) -> FbRows {
         let j = e / FB;
         var av = vec4<f32>();
         var bv = vec4<f32>();
-        if (r0 + r < p.T && j < fa.hs4) {
+        if (r0 + r < p.T && j < fa.hsW) {
             av = fb_ld(fa, pa, r0 + r, j);
             bv = fb_ld(fa, pb, r0 + r, j);
         }
@@ -582,7 +589,7 @@ fn fb_rows(fa: FastAddr, tid: u32, r0: u32, pa: u32, pb: u32) -> FbRows {
     }
     return n;
 }
-fn fb_rows4(fa: FastAddr, rows: vec4<u32>, j: u32, live: bool, pa: u32, pb: u32) -> FbRows {
+fn fb_rows4(fa: HeadAddr, rows: vec4<u32>, j: u32, live: bool, pa: u32, pb: u32) -> FbRows {
     var n: FbRows;
     for (var i = 0u; i < 4u; i++) {
         n.a[i] = select(vec4<f32>(), fb_ld(fa, pa, rows[i], j), live);
@@ -596,7 +603,7 @@ struct FbStats {
     lse: vec4<f32>,
     d: vec4<f32>,
 }
-fn fb_stats(fa: FastAddr, q1: u32, tx: u32) -> FbStats {
+fn fb_stats(fa: HeadAddr, q1: u32, tx: u32) -> FbStats {
     let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
     let lse_n = vec4<f32>(lse[fa.lb + qr.x], lse[fa.lb + qr.y], lse[fa.lb + qr.z], lse[fa.lb + qr.w]);
     let d_n = vec4<f32>(delta[fa.lb + qr.x], delta[fa.lb + qr.y], delta[fa.lb + qr.z], delta[fa.lb + qr.w]);
@@ -608,7 +615,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
     let ty = tid / FV;
     let tx = tid % FV;
-    let fa = fast_addr(wid);
+    let fa = head_addr(wid, 4u, p.hs / 4u);
     let q0 = qb * FB;
     let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
@@ -619,7 +626,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             let r = e % FB;
             let j = e / FB;
             var v = vec4<f32>();
-            if (q0 + r < p.T && j < fa.hs4) { v = qkv[fa.base + (q0 + r) * fa.rs + j]; }
+            if (q0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + (q0 + r) * fa.C3W + j]; }
             let o = TQ + 4u * j * FV + r / 4u;
             tk[o][r % 4u] = v.x;
             tk[o + FV][r % 4u] = v.y;
@@ -658,8 +665,8 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         var s = array<vec4<f32>, 4>();
         var dp = array<vec4<f32>, 4>();
         for (var j = 0u; j < FV; j++) {
-            let live = j < fa.hs4;
-            let jj = min(j, fa.hs4 - 1u);
+            let live = j < fa.hsW;
+            let jj = min(j, fa.hsW - 1u);
             if (ATTN_48K) {  // Q from Q^T in tk[TQ ..]
                 var oa = array<vec4<f32>, 4>();
                 for (var i = 0u; i < 4u; i++) { oa[i] = select(vec4<f32>(), fb_ld(fa, 3u, qrow[i], jj), live); }
@@ -711,9 +718,9 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         }
         workgroupBarrier();  // dS^T and K^T are read before the next block
     }
-    if (tx < fa.hs4) {
+    if (tx < fa.hsW) {
         for (var i = 0u; i < 4u; i++) {
-            if (qpos[i] < p.T) { dqkv[fa.base + qpos[i] * fa.rs + tx] = p.scale * acc[i]; }
+            if (qpos[i] < p.T) { dqkv[fa.base + qpos[i] * fa.C3W + tx] = p.scale * acc[i]; }
         }
     }
 }
@@ -750,10 +757,10 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     let kb = wid.x;  // the first key blocks meet the most queries: they start first
     let ty = tid / FV;
     let tx = tid % FV;
-    let fa = fast_addr(wid);
+    let fa = head_addr(wid, 4u, p.hs / 4u);
     let k0 = kb * FB;
     let nqb = (p.T + FB - 1u) / FB;
-    let jc = min(tx, fa.hs4 - 1u);
+    let jc = min(tx, fa.hsW - 1u);
     let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
     let po = select(0u, TP, ATTN_48K);  // P and dS in tq: over Q^T, or in their own tile
@@ -790,7 +797,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         var s = array<vec4<f32>, 4>();
         var dp = array<vec4<f32>, 4>();
         for (var j = 0u; j < FV; j++) {
-            let kv = fb_rows4(fa, krow, min(j, fa.hs4 - 1u), j < fa.hs4, 1u, 2u);
+            let kv = fb_rows4(fa, krow, min(j, fa.hsW - 1u), j < fa.hsW, 1u, 2u);
             for (var c = 0u; c < 4u; c++) {
                 let qv = tq[(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
                 let ov = tdo[(4u * j + c) * FV + (tx ^ j)];
@@ -851,17 +858,17 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             for (var q = 0u; q < FB; q++) {
                 let dsv = tq[q * FV + (ty ^ (q / 4u))];
                 let row = min(q0 + q, p.T - 1u);  // queries past T have dS = 0
-                dk = fma4x4(dk, dsv, qkv[fa.base + row * fa.rs + jc]);
+                dk = fma4x4(dk, dsv, qkv[fa.base + row * fa.C3W + jc]);
             }
         }
         workgroupBarrier();  // dS, dout^T (and Q^T) are read before the next block
     }
-    if (tx < fa.hs4) {
+    if (tx < fa.hsW) {
         for (var i = 0u; i < 4u; i++) {
             if (kpos[i] < p.T) {
-                let o = fa.base + kpos[i] * fa.rs + tx;
-                dqkv[o + fa.C4] = p.scale * dk[i];
-                dqkv[o + 2u * fa.C4] = dv[i];
+                let o = fa.base + kpos[i] * fa.C3W + tx;
+                dqkv[o + fa.CW] = p.scale * dk[i];
+                dqkv[o + 2u * fa.CW] = dv[i];
             }
         }
     }
@@ -879,20 +886,15 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
     let q0 = wid.x * AF_WG;
     let t = q0 + lid;
     let tc = min(t, p.T - 1u);
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;
-    let qrow = base + tc * C34;
-    let orow = (b * p.T + tc) * C4 + h * AF_HS4;  // this query's dout
+    let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
+    let qrow = ha.base + tc * ha.C3W;
+    let orow = ha.ob + tc * ha.CW;  // this query's dout
     let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let lse_t = lse[ha.lb + tc];
+    let d_t = delta[ha.lb + tc];
     let kend = min(q0 + AF_WG, p.T);
     var q: array<vec4<f32>, AF_MAX_HS4>;
     var o: array<vec4<f32>, AF_MAX_HS4>;
@@ -905,17 +907,16 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         dq[c] = vec4<f32>();
     }
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let kr = af_krows(ha, sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let qv = q[c];
             let ov = o[c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + C4 + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + C4 + c];
+            let kv0 = qkv[kr.x + c];
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let kv1 = qkv[kr.y + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             k0[c] = kv0;
             k1[c] = kv1;
             s = af_dot16_4(s, qv, kv0, kv1, g0);
@@ -946,17 +947,11 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                  @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
     let k0 = wid.x * AF_WG;
     let j = k0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;
-    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
+    let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
+    let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + CW
     let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
     var kk: array<vec4<f32>, AF_MAX_HS4>;
     var vk: array<vec4<f32>, AF_MAX_HS4>;
     var dk: array<vec4<f32>, AF_MAX_HS4>;
@@ -967,31 +962,26 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     var oa1: array<vec4<f32>, AF_MAX_HS4>;
     for (var c = 0u; c < AF_HS4; c++) {
         kk[c] = qkv[krow + c];
-        vk[c] = qkv[krow + C4 + c];
+        vk[c] = qkv[krow + ha.CW + c];
         dk[c] = vec4<f32>();
         dv[c] = vec4<f32>();
     }
     // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C34;
-        let qrow1 = base + il1 * C34;
-        let orow0 = (b * p.T + il0) * C4 + h * AF_HS4;
-        let orow1 = (b * p.T + il1) * C4 + h * AF_HS4;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
+        let il = af_rows(sid, i0);
+        let qrow = ha.base + il * ha.C3W;
+        let orow = ha.ob + il * ha.CW;
+        let lse_l = vec2<f32>(lse[ha.lb + il.x], lse[ha.lb + il.y]);
+        let d_l = vec2<f32>(delta[ha.lb + il.x], delta[ha.lb + il.y]);
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let kv = kk[c];
             let vv = vk[c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
+            let qv0 = qkv[qrow.x + c];
+            let ov0 = dout[orow.x + c];
+            let qv1 = qkv[qrow.y + c];
+            let ov1 = dout[orow.y + c];
             qa0[c] = qv0;
             oa0[c] = ov0;
             qa1[c] = qv1;
@@ -999,7 +989,7 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             s = af_dot16_4(s, kv, qv0, qv1, g0);
             dp = af_dot16_4(dp, vv, ov0, ov1, g0);
         }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pd = af_key_pds16(s, dp, lse_l.x, d_l.x, lse_l.y, d_l.y, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         for (var c = 0u; c < AF_HS4; c++) {
@@ -1014,7 +1004,7 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     if (j < p.T) {
         for (var c = 0u; c < AF_HS4; c++) {
             dqkv[krow + c] = dk[c];
-            dqkv[krow + C4 + c] = dv[c];
+            dqkv[krow + ha.CW + c] = dv[c];
         }
     }
 }
@@ -1361,27 +1351,20 @@ fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
 @compute @workgroup_size(AF_WG)
 fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                            @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
     let q0 = wid.x * AF_WG;
     let t = q0 + lid;
     let live = t < p.T;
-    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
-    let C3W = 3u * CW;
-    let hsW = p.hs / {{W}}u;
-    let base = b * p.T * C3W + h * hsW;  // q of (b, t = 0, head h); k at + CW, v at + 2 CW
-    let qrow = base + min(t, p.T - 1u) * C3W;
+    let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
+    let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
     let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
     // Keys that some query of the workgroup sees: a uniform loop bound, so
     // every lane takes part in every shuffle; rows past T are clamped.
     let kend = min(q0 + AF_WG, p.T);
     var m = NEG_INF;
     var l = 0.0;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
-        let s = af_scores(qrow, kr0, kr1, g0);
+        let kr = af_krows(ha, sid, j0);
+        let s = af_scores(qrow, kr.x, kr.y, g0);
         var bmax = NEG_INF;
         for (var jj = 0u; jj < AF_K; jj++) {
             if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
@@ -1394,24 +1377,23 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     }
     // Key 0 is in every row: l >= 1.
     let lse_t = m + log(l);
-    let orow = (b * p.T + t) * CW + h * hsW;
+    let orow = ha.ob + t * ha.CW;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
-        let s = af_scores(qrow, kr0, kr1, g0);
+        let kr = af_krows(ha, sid, j0);
+        let s = af_scores(qrow, kr.x, kr.y, g0);
         var pr = array<f32, AF_K>();
         for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
         let add = live && j0 <= t;  // the block holds a key of this query
-        for (var c = 0u; c < hsW; c++) {
-            let vv0 = qkv[kr0 + CW + c];
-            let vv1 = qkv[kr1 + CW + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             let o = af_mix16_{{W}}({{V}}(), pr, vv0, vv1, g0);
             if (add) {
                 if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
             }
         }
     }
-    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+    if (live) { lse[ha.lb + t] = lse_t; }
 }
 
 // --- TEMPLATE: attention_backward_flatw ---
@@ -1436,43 +1418,36 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
     let q0 = wid.x * AF_WG;
     let t = q0 + lid;
     let live = t < p.T;
     let tc = min(t, p.T - 1u);
-    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
-    let C3W = 3u * CW;
-    let hsW = p.hs / {{W}}u;
-    let base = b * p.T * C3W + h * hsW;
-    let qrow = base + tc * C3W;
-    let orow = (b * p.T + tc) * CW + h * hsW;  // this query's dout
+    let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
+    let qrow = ha.base + tc * ha.C3W;
+    let orow = ha.ob + tc * ha.CW;  // this query's dout
     let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let lse_t = lse[ha.lb + tc];
+    let d_t = delta[ha.lb + tc];
     let kend = min(q0 + AF_WG, p.T);
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;  // key j0 + gl; its v at + CW
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
+        let kr = af_krows(ha, sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + ha.CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hsW; c++) {
+        for (var c = 0u; c < ha.hsW; c++) {
             let qv = qkv[qrow + c];
             let ov = dout[orow + c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + CW + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + CW + c];
+            let kv0 = qkv[kr.x + c];
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let kv1 = qkv[kr.y + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             s = af_dot16_{{W}}(s, qv, kv0, kv1, g0);
             dp = af_dot16_{{W}}(dp, ov, vv0, vv1, g0);
         }
         let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
         let add = live && j0 <= t;
-        for (var c = 0u; c < hsW; c++) {
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let kv0 = qkv[kr.x + c];
+            let kv1 = qkv[kr.y + c];
             let a = af_mix16_{{W}}({{V}}(), ds, kv0, kv1, g0);
             if (add) {
                 if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
@@ -1489,59 +1464,47 @@ fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @built
 @compute @workgroup_size(AF_WG)
 fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
                                  @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
     let k0 = wid.x * AF_WG;
     let j = k0 + lid;
     let live = j < p.T;
-    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
-    let C3W = 3u * CW;
-    let hsW = p.hs / {{W}}u;
-    let base = b * p.T * C3W + h * hsW;
-    let krow = base + min(j, p.T - 1u) * C3W + CW;  // this key's k; its v at + CW
+    let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
+    let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + ha.CW
     let jb = j & ~(AF_K - 1u);                      // the query block that holds j
     let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
     // k0 is a multiple of AF_K: the blocks start at the workgroup's own.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);  // the queries this lane loads for the group
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C3W;
-        let qrow1 = base + il1 * C3W;
-        let orow0 = (b * p.T + il0) * CW + h * hsW;
-        let orow1 = (b * p.T + il1) * CW + h * hsW;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
+        let il = af_rows(sid, i0);  // the queries this lane loads for the group
+        let qrow = ha.base + il * ha.C3W;
+        let orow = ha.ob + il * ha.CW;
+        let lse_l = vec2<f32>(lse[ha.lb + il.x], lse[ha.lb + il.y]);
+        let d_l = vec2<f32>(delta[ha.lb + il.x], delta[ha.lb + il.y]);
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hsW; c++) {
+        for (var c = 0u; c < ha.hsW; c++) {
             let kv = qkv[krow + c];
-            let vv = qkv[krow + CW + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
+            let vv = qkv[krow + ha.CW + c];
+            let qv0 = qkv[qrow.x + c];
+            let ov0 = dout[orow.x + c];
+            let qv1 = qkv[qrow.y + c];
+            let ov1 = dout[orow.y + c];
             s = af_dot16_{{W}}(s, kv, qv0, qv1, g0);
             dp = af_dot16_{{W}}(dp, vv, ov0, ov1, g0);
         }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pd = af_key_pds16(s, dp, lse_l.x, d_l.x, lse_l.y, d_l.y, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         let add = live && i0 >= jb;
         let first = i0 == jb;
-        for (var c = 0u; c < hsW; c++) {
-            let ov0 = dout[orow0 + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov1 = dout[orow1 + c];
-            let qv1 = qkv[qrow1 + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let ov0 = dout[orow.x + c];
+            let qv0 = qkv[qrow.x + c];
+            let ov1 = dout[orow.y + c];
+            let qv1 = qkv[qrow.y + c];
             let dv = af_mix16_{{W}}({{V}}(), pr, ov0, ov1, g0);
             let dk = af_mix16_{{W}}({{V}}(), ds, qv0, qv1, g0);
             if (add) {
                 let ki = krow + c;
-                let vi = krow + CW + c;
+                let vi = krow + ha.CW + c;
                 if (first) {
                     dqkv[ki] = dk;
                     dqkv[vi] = dv;
