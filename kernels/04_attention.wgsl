@@ -1025,12 +1025,9 @@ var<workgroup> ts: array<f32, TILE>;  // scores, then probabilities (BQ x BK)
 @compute @workgroup_size(WG)
 fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
-    let h = wid.y;
-    let b = wid.z;
     let row = tid / TPR;
     let lane = tid % TPR;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;  // q of (b, t = 0, head h); k at + C, v at + 2C
+    let ga = head_addr(wid, 1u, p.hs);  // in floats
     let q0 = qb * BQ;
     let qpos = q0 + row;
 
@@ -1048,8 +1045,8 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
                 let col = c0 + c;
                 var qv = 0.0;
                 var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + col]; }
+                if (col < p.hs && q0 + r < p.T) { qv = qkv[ga.base + (q0 + r) * ga.C3W + col]; }
+                if (col < p.hs && k0 + r < p.T) { kv = qkv[ga.base + (k0 + r) * ga.C3W + p.C + col]; }
                 tq[r * PAD + c] = qv;
                 tk[r * PAD + c] = kv;
             }
@@ -1090,7 +1087,7 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
                     let r = e / DC;
                     let c = e % DC;
                     var vv = 0.0;
-                    if (c0 + c < p.hs && k0 + r < p.T) { vv = qkv[base + (k0 + r) * C3 + 2u * p.C + c0 + c]; }
+                    if (c0 + c < p.hs && k0 + r < p.T) { vv = qkv[ga.base + (k0 + r) * ga.C3W + 2u * p.C + c0 + c]; }
                     tk[r * PAD + c] = vv;
                 }
                 workgroupBarrier();
@@ -1103,14 +1100,14 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
         }
     }
     if (qpos < p.T) {
-        let orow = (b * p.T + qpos) * p.C + h * p.hs;
+        let orow = ga.ob + qpos * p.C;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
                 let col = attn_col(ch, lane, u);
                 if (col < p.hs) { out[orow + col] = acc[ch * CPT + u] / l; }
             }
         }
-        if (lane == 0u) { lse[(b * p.NH + h) * p.T + qpos] = m + log(l); }
+        if (lane == 0u) { lse[ga.lb + qpos] = m + log(l); }
     }
 }
 
@@ -1210,38 +1207,34 @@ fn gb_mix(acc: array<f32, NACC>, r0: u32, base: u32, obase: u32, tid: u32, row: 
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
-    let h = wid.y;
-    let b = wid.z;
     let row = tid / TPR;
     let lane = tid % TPR;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;  // q of (b, 0, h) in qkv and dqkv
-    let obase = b * p.T * p.C + h * p.hs;  // (b, 0, h) in dout
+    let ga = head_addr(wid, 1u, p.hs);  // in floats
     let q0 = qb * BQ;
     let qpos = q0 + row;
     let live = qpos < p.T;
     var lse_i = 0.0;
     var d_i = 0.0;
     if (live) {
-        lse_i = lse[(b * p.NH + h) * p.T + qpos];
-        d_i = delta[(b * p.NH + h) * p.T + qpos];
+        lse_i = lse[ga.lb + qpos];
+        d_i = delta[ga.lb + qpos];
     }
 
     var acc = array<f32, NACC>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
         // s = q . k in the forward's order, so P stays <= 1 up to rounding; dP = dout . v.
-        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, false);
-        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, false);
+        let s = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, false, false);
+        let dp = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, true, false);
         for (var j = 0u; j < KPT; j++) {
             let key = k0 + lane + j * TPR;
             let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
             ts[row * PAD + lane + j * TPR] = pij * (dp[j] - d_i);
         }
-        acc = gb_mix(acc, k0, base, obase, tid, row, lane, 1u);  // acc += dS @ K
+        acc = gb_mix(acc, k0, ga.base, ga.ob, tid, row, lane, 1u);  // acc += dS @ K
     }
     if (live) {
-        let drow = base + qpos * C3;
+        let drow = ga.base + qpos * ga.C3W;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
                 let col = attn_col(ch, lane, u);
@@ -1260,13 +1253,9 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;
-    let h = wid.y;
-    let b = wid.z;
     let row = tid / TPR;
     let lane = tid % TPR;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;
-    let obase = b * p.T * p.C + h * p.hs;
+    let ga = head_addr(wid, 1u, p.hs);  // in floats
     let k0 = kb * BK;
     let kpos = k0 + row;
     let nqb = (p.T + BQ - 1u) / BQ;
@@ -1276,8 +1265,8 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     for (var qb = kb; qb < nqb; qb++) {
         let q0 = qb * BQ;
         // s^T = k . q: the forward's products in the forward's order; dP^T = v . dout.
-        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, true);
-        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, true);
+        let s = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, false, true);
+        let dp = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, true, true);
         var pr = array<f32, KPT>();
         var ds = array<f32, KPT>();
         for (var j = 0u; j < KPT; j++) {
@@ -1285,20 +1274,20 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
             var lse_j = 0.0;
             var d_j = 0.0;
             if (qpos < p.T) {
-                lse_j = lse[(b * p.NH + h) * p.T + qpos];
-                d_j = delta[(b * p.NH + h) * p.T + qpos];
+                lse_j = lse[ga.lb + qpos];
+                d_j = delta[ga.lb + qpos];
             }
             // kpos <= qpos < T also keeps keys past T out.
             pr[j] = select(0.0, exp(s[j] * p.scale - lse_j), kpos <= qpos && qpos < p.T);
             ds[j] = pr[j] * (dp[j] - d_j);
             ts[row * PAD + lane + j * TPR] = pr[j];
         }
-        dv = gb_mix(dv, q0, base, obase, tid, row, lane, 3u);  // dv += P^T @ dout
+        dv = gb_mix(dv, q0, ga.base, ga.ob, tid, row, lane, 3u);  // dv += P^T @ dout
         for (var j = 0u; j < KPT; j++) { ts[row * PAD + lane + j * TPR] = ds[j]; }
-        dk = gb_mix(dk, q0, base, obase, tid, row, lane, 0u);  // dk += dS^T @ Q (scaled once at the end)
+        dk = gb_mix(dk, q0, ga.base, ga.ob, tid, row, lane, 0u);  // dk += dS^T @ Q (scaled once at the end)
     }
     if (kpos < p.T) {
-        let krow = base + kpos * C3 + p.C;
+        let krow = ga.base + kpos * ga.C3W + p.C;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
                 let col = attn_col(ch, lane, u);
