@@ -242,6 +242,82 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
     return ch * DC + lane + u * TPR;
 }
 
+// The generic kernels' two products through workgroup memory, forward and
+// backward alike; the arrays come as pointers (a file preamble names no
+// binding): qkv_a and dout_a the sections' qkv and dout (the forward passes
+// qkv for both: it never reads dout), the tiles their tq, tk and ts. Both
+// hold barriers: call them from uniform control flow, with constants.
+// gen_dots: the scores of a block over the head, DC columns at a time: the
+// rows q0 .. of q (or, dv, of dout) staged in tq_a and the rows k0 .. of k
+// (or v) in tk_a; thread (row, lane) sums, for j < KPT, query row . key lane
+// + j TPR (keyrows false: s) or query lane + j TPR . key row (keyrows true:
+// s^T), columns in order.
+fn gen_dots(tq_a: ptr<workgroup, array<f32, TILE>>, tk_a: ptr<workgroup, array<f32, TILE>>,
+            qkv_a: ptr<storage, array<f32>, read>, dout_a: ptr<storage, array<f32>, read>, ga: HeadAddr,
+            q0: u32, k0: u32, tid: u32, row: u32, lane: u32, dv: bool, keyrows: bool) -> array<f32, KPT> {
+    let kcol = select(p.C, 2u * p.C, dv);  // k or v within a qkv row
+    var s = array<f32, KPT>();
+    for (var c0 = 0u; c0 < p.hs; c0 += DC) {
+        for (var e = tid; e < BQ * DC; e += WG) {
+            let r = e / DC;
+            let c = e % DC;
+            let col = c0 + c;
+            var qv = 0.0;
+            var kv = 0.0;
+            if (col < p.hs && q0 + r < p.T) {
+                if (dv) { qv = (*dout_a)[ga.ob + (q0 + r) * p.C + col]; } else { qv = (*qkv_a)[ga.base + (q0 + r) * ga.C3W + col]; }
+            }
+            if (col < p.hs && k0 + r < p.T) { kv = (*qkv_a)[ga.base + (k0 + r) * ga.C3W + kcol + col]; }
+            (*tq_a)[r * PAD + c] = qv;
+            (*tk_a)[r * PAD + c] = kv;
+        }
+        workgroupBarrier();
+        for (var c = 0u; c < DC; c++) {
+            if (keyrows) {
+                let kv = (*tk_a)[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += (*tq_a)[(lane + j * TPR) * PAD + c] * kv; }
+            } else {
+                let qv = (*tq_a)[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += qv * (*tk_a)[(lane + j * TPR) * PAD + c]; }
+            }
+        }
+        workgroupBarrier();
+    }
+    return s;
+}
+
+// gen_mix: acc + W X, the weights W of thread row's row in ts_a (BK of them:
+// P of the forward, dS of dq, P^T, dS^T of dkdv) and X the rows r0 .. r0 +
+// BK - 1 of q (part 0), k (1), v (2) or dout (3), staged in tx_a chunk by
+// chunk over the head; constant trip counts keep acc in registers. The
+// barrier after the first load also publishes ts.
+fn gen_mix(acc: array<f32, NACC>, tx_a: ptr<workgroup, array<f32, TILE>>, ts_a: ptr<workgroup, array<f32, TILE>>,
+           qkv_a: ptr<storage, array<f32>, read>, dout_a: ptr<storage, array<f32>, read>, ga: HeadAddr,
+           r0: u32, part: u32, tid: u32, row: u32, lane: u32) -> array<f32, NACC> {
+    var a = acc;
+    for (var ch = 0u; ch < NCH; ch++) {
+        let c0 = ch * DC;
+        if (c0 < p.hs) {
+            for (var e = tid; e < BK * DC; e += WG) {
+                let r = e / DC;
+                let c = e % DC;
+                var x = 0.0;
+                if (c0 + c < p.hs && r0 + r < p.T) {
+                    if (part == 3u) { x = (*dout_a)[ga.ob + (r0 + r) * p.C + c0 + c]; } else { x = (*qkv_a)[ga.base + (r0 + r) * ga.C3W + part * p.C + c0 + c]; }
+                }
+                (*tx_a)[r * PAD + c] = x;
+            }
+            workgroupBarrier();
+            for (var j = 0u; j < BK; j++) {
+                let w = (*ts_a)[row * PAD + j];
+                for (var u = 0u; u < CPT; u++) { a[ch * CPT + u] += w * (*tx_a)[j * PAD + lane + u * TPR]; }
+            }
+            workgroupBarrier();
+        }
+    }
+    return a;
+}
+
 // --- KERNEL: attention_forward ---
 // --- KERNEL: attention_forward_48k = attention_forward with ATTN_48K=1 ---
 // The fast forward (hs <= FHS, hs % 4 == 0). One workgroup per (query block
@@ -1037,26 +1113,7 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     // Causal: key blocks after the diagonal one (kb == qb) are all masked.
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
-        var s = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[ga.base + (q0 + r) * ga.C3W + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[ga.base + (k0 + r) * ga.C3W + p.C + col]; }
-                tq[r * PAD + c] = qv;
-                tk[r * PAD + c] = kv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let qv = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
-            }
-            workgroupBarrier();
-        }
+        var s = gen_dots(&tq, &tk, &qkv, &qkv, ga, q0, k0, tid, row, lane, false, false);
         // Every processed row has a key (k0 <= qpos, k0 < T), so the block max is finite.
         for (var j = 0u; j < KPT; j++) {
             let key = k0 + lane + j * TPR;
@@ -1079,25 +1136,7 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
         l = l * alpha + bsum;
         m = m_new;
         for (var i = 0u; i < NACC; i++) { acc[i] *= alpha; }
-        // acc += P @ V, chunk by chunk; constant trip counts keep acc in registers.
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BK * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var vv = 0.0;
-                    if (c0 + c < p.hs && k0 + r < p.T) { vv = qkv[ga.base + (k0 + r) * ga.C3W + 2u * p.C + c0 + c]; }
-                    tk[r * PAD + c] = vv;
-                }
-                workgroupBarrier();
-                for (var j = 0u; j < BK; j++) {
-                    let pj = ts[row * PAD + j];
-                    for (var u = 0u; u < CPT; u++) { acc[ch * CPT + u] += pj * tk[j * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        acc = gen_mix(acc, &tk, &ts, &qkv, &qkv, ga, k0, 2u, tid, row, lane);  // acc += P @ V
     }
     if (qpos < p.T) {
         let orow = ga.ob + qpos * p.C;
@@ -1126,84 +1165,6 @@ var<workgroup> tq: array<f32, TILE>;  // dq: Q chunk, then dout chunk (BQ x DC);
 var<workgroup> tk: array<f32, TILE>;  // dq: K, V, K chunks (BK x DC); dkdv: K chunk, then V chunk
 var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T (BK x BQ)
 
-// The score passes of dq and dkdv, over the head DC columns at a time: the
-// block's q (rows q0 ..) staged in tq and k (rows k0 ..) in tk, or with dv
-// its dout and v; then thread (row, lane) sums, for j < KPT, query row .
-// key lane + j TPR (keyrows false: dq, s) or query lane + j TPR . key row
-// (keyrows true: dkdv, s^T), columns in order. Called with constants, from
-// uniform control flow (it holds barriers).
-fn gb_dots(q0: u32, k0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u32, dv: bool,
-           keyrows: bool) -> array<f32, KPT> {
-    let C3 = 3u * p.C;
-    let kcol = select(p.C, 2u * p.C, dv);  // k or v within a qkv row
-    var s = array<f32, KPT>();
-    for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-        for (var e = tid; e < BQ * DC; e += WG) {
-            let r = e / DC;
-            let c = e % DC;
-            let col = c0 + c;
-            var qv = 0.0;
-            var kv = 0.0;
-            if (col < p.hs && q0 + r < p.T) {
-                if (dv) { qv = dout[obase + (q0 + r) * p.C + col]; } else { qv = qkv[base + (q0 + r) * C3 + col]; }
-            }
-            if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + kcol + col]; }
-            tq[r * PAD + c] = qv;
-            tk[r * PAD + c] = kv;
-        }
-        workgroupBarrier();
-        for (var c = 0u; c < DC; c++) {
-            if (keyrows) {
-                let kv = tk[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += tq[(lane + j * TPR) * PAD + c] * kv; }
-            } else {
-                let qv = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
-            }
-        }
-        workgroupBarrier();
-    }
-    return s;
-}
-
-// acc += W X, the weights W of thread row's row in ts (BK of them, as dS of
-// dq or P^T, dS^T of dkdv) and X the rows r0 .. r0 + BK - 1 of k (part 1,
-// staged in tk), q (part 0) or dout (part 3, both staged in tq), chunk by
-// chunk over the head; constant trip counts keep acc in registers. Called
-// with constants, from uniform control flow (it holds barriers; the one after
-// the first load also publishes ts).
-fn gb_mix(acc: array<f32, NACC>, r0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u32,
-          part: u32) -> array<f32, NACC> {
-    let C3 = 3u * p.C;
-    let tile_k = part == 1u;
-    var a = acc;
-    for (var ch = 0u; ch < NCH; ch++) {
-        let c0 = ch * DC;
-        if (c0 < p.hs) {
-            for (var e = tid; e < BK * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                var x = 0.0;
-                if (c0 + c < p.hs && r0 + r < p.T) {
-                    if (part == 3u) { x = dout[obase + (r0 + r) * p.C + c0 + c]; } else { x = qkv[base + (r0 + r) * C3 + part * p.C + c0 + c]; }
-                }
-                if (tile_k) { tk[r * PAD + c] = x; } else { tq[r * PAD + c] = x; }
-            }
-            workgroupBarrier();
-            for (var j = 0u; j < BK; j++) {
-                let w = ts[row * PAD + j];
-                if (tile_k) {
-                    for (var u = 0u; u < CPT; u++) { a[ch * CPT + u] += w * tk[j * PAD + lane + u * TPR]; }
-                } else {
-                    for (var u = 0u; u < CPT; u++) { a[ch * CPT + u] += w * tq[j * PAD + lane + u * TPR]; }
-                }
-            }
-            workgroupBarrier();
-        }
-    }
-    return a;
-}
-
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
@@ -1224,14 +1185,14 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
         // s = q . k in the forward's order, so P stays <= 1 up to rounding; dP = dout . v.
-        let s = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, false, false);
-        let dp = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, true, false);
+        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, false, false);
+        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, true, false);
         for (var j = 0u; j < KPT; j++) {
             let key = k0 + lane + j * TPR;
             let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
             ts[row * PAD + lane + j * TPR] = pij * (dp[j] - d_i);
         }
-        acc = gb_mix(acc, k0, ga.base, ga.ob, tid, row, lane, 1u);  // acc += dS @ K
+        acc = gen_mix(acc, &tk, &ts, &qkv, &dout, ga, k0, 1u, tid, row, lane);  // acc += dS @ K
     }
     if (live) {
         let drow = ga.base + qpos * ga.C3W;
@@ -1265,8 +1226,8 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     for (var qb = kb; qb < nqb; qb++) {
         let q0 = qb * BQ;
         // s^T = k . q: the forward's products in the forward's order; dP^T = v . dout.
-        let s = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, false, true);
-        let dp = gb_dots(q0, k0, ga.base, ga.ob, tid, row, lane, true, true);
+        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, false, true);
+        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, true, true);
         var pr = array<f32, KPT>();
         var ds = array<f32, KPT>();
         for (var j = 0u; j < KPT; j++) {
@@ -1282,9 +1243,9 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
             ds[j] = pr[j] * (dp[j] - d_j);
             ts[row * PAD + lane + j * TPR] = pr[j];
         }
-        dv = gb_mix(dv, q0, ga.base, ga.ob, tid, row, lane, 3u);  // dv += P^T @ dout
+        dv = gen_mix(dv, &tq, &ts, &qkv, &dout, ga, q0, 3u, tid, row, lane);  // dv += P^T @ dout
         for (var j = 0u; j < KPT; j++) { ts[row * PAD + lane + j * TPR] = ds[j]; }
-        dk = gb_mix(dk, q0, ga.base, ga.ob, tid, row, lane, 0u);  // dk += dS^T @ Q (scaled once at the end)
+        dk = gen_mix(dk, &tq, &ts, &qkv, &dout, ga, q0, 0u, tid, row, lane);  // dk += dS^T @ Q (scaled once at the end)
     }
     if (kpos < p.T) {
         let krow = ga.base + kpos * ga.C3W + p.C;
