@@ -110,6 +110,24 @@ fn fma4x4(acc: array<vec4<f32>, 4>, x: vec4<f32>, y: vec4<f32>) -> array<vec4<f3
     return a;
 }
 
+// A fast kernel's workgroup array that ATTN_48K doubles is two tiles of FT,
+// [0] and [T2]: T2 is 1 where ATTN_48K (the code that uses it is dead where
+// not). Each tile can so be passed to ft_put.
+override T2: u32 = select(0u, 1u, ATTN_48K);
+
+// The fast kernels' transposed stores: element e = tid + u * WG of a block's
+// rows (row r = e % FB, vec4 column j = e / FB) goes to tile t, its 4 columns
+// on lines 4j .. 4j + 3 (FV vec4 apart), slot r / 4 (swz: (r / 4) ^ j),
+// component r % 4.
+fn ft_put(t: ptr<workgroup, array<vec4<f32>, FT>>, e: u32, swz: bool, v: vec4<f32>) {
+    let r = e % FB;
+    let o = 4u * (e / FB) * FV + select(r / 4u, (r / 4u) ^ (e / FB), swz);
+    (*t)[o][r % 4u] = v.x;
+    (*t)[o + FV][r % 4u] = v.y;
+    (*t)[o + 2u * FV][r % 4u] = v.z;
+    (*t)[o + 3u * FV][r % 4u] = v.w;
+}
+
 // The generic kernels. Tiles: a block of BQ queries meets a block of BK keys; head columns pass
 // through workgroup memory DC at a time, so any hs <= MAX_HS fits in
 // 3 * BQ * PAD * 4 = 12,672 bytes (under WebGPU's default 16 KiB).
@@ -336,7 +354,7 @@ fn gen_mix(acc: array<f32, NACC>, tx_a: ptr<workgroup, array<f32, TILE>>, ts_a: 
 // ([key][vec4 column], rows at TH + ...). V of the block is loaded into
 // registers (vr) at the block's top, so its latency hides behind S = Q K^T.
 // attention_forward_48k (ATTN_48K: 48 KiB, where the device has it): V has
-// a third tile, tk[TV ..] ([key][vec4 column]), stored from vr after S, so
+// a third tile, tk[T2] ([key][vec4 column]), stored from vr after S, so
 // P V runs over the whole block at once, P^T of all 64 keys in tk: 4 barriers
 // a block instead of 6 (with subgroups of 16 or more; 2 more for the row max
 // otherwise). Same order of summation (keys 0 .. 63 in order): the same results.
@@ -347,11 +365,10 @@ fn gen_mix(acc: array<f32, NACC>, tx_a: ptr<workgroup, array<f32, TILE>>, ts_a: 
 
 var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
 // K^T [d][key]; then, per half block, P^T [key][query] (swizzled) | V [key][d]; or scratch.
-// ATTN_48K: K^T, then P^T of the whole block; V [key][d] in a second tile at TV.
-var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
+// ATTN_48K: K^T, then P^T of the whole block; V [key][d] in the second tile, tk[T2].
+var<workgroup> tk: array<array<vec4<f32>, FT>, T2 + 1u>;
 const TH: u32 = 512u;  // vec4 of P^T (or V) for half a block: FB / 2 * FV
 const_assert 2u * TH == FT;
-const TV: u32 = FT;    // ATTN_48K: where V starts in tk
 
 // K of the key block from k1 as the tiles take it (element e = tid + u * WG:
 // row e % FB, vec4 column e / FB); rows past T and columns past the head 0.
@@ -384,11 +401,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         let j = e / FB;
         var v = vec4<f32>();
         if (q0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + (q0 + r) * fa.C3W + j]; }
-        let o = 4u * j * FV + r / 4u;
-        tq[o][r % 4u] = v.x;
-        tq[o + FV][r % 4u] = v.y;
-        tq[o + 2u * FV][r % 4u] = v.z;
-        tq[o + 3u * FV][r % 4u] = v.w;
+        ft_put(&tq, e, false, v);
     }
 
     var m = vec4<f32>(NEG_INF);        // running max of rows 4ty + i
@@ -398,18 +411,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * FB;
         let diag = kb == qb;
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let v = kn[u];
-            tk[o][r % 4u] = v.x;
-            tk[o + FV][r % 4u] = v.y;
-            tk[o + 2u * FV][r % 4u] = v.z;
-            tk[o + 3u * FV][r % 4u] = v.w;
-        }
+        for (var u = 0u; u < 4u; u++) { ft_put(&tk[0], tid + u * WG, false, kn[u]); }
         // V of this block, element e = tid + u * WG: row e / FV, vec4 column e % FV
-        // (u < 2: the first half of the keys; ATTN_48K: stored to tk[TV + e] after S, that
+        // (u < 2: the first half of the keys; ATTN_48K: stored to tk[T2][e] after S, that
         // tile last read before the last block's end barrier).
         var vr = array<vec4<f32>, 4>();
         for (var u = 0u; u < 4u; u++) {
@@ -422,7 +426,7 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         }
         workgroupBarrier();
         var s = array<vec4<f32>, 4>();
-        for (var d = 0u; d < FHS; d++) { s = fma4x4(s, tq[d * FV + ty], tk[d * FV + tx]); }
+        for (var d = 0u; d < FHS; d++) { s = fma4x4(s, tq[d * FV + ty], tk[0][d * FV + tx]); }
         let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
         var bm = vec4<f32>(NEG_INF);
         if (diag) {
@@ -445,9 +449,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             bm = max(bm, subgroupShuffleXor(bm, 8u));
         } else {
             workgroupBarrier();  // K^T is read
-            tk[tid] = bm;
+            tk[0][tid] = bm;
             workgroupBarrier();
-            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[ty * FV + t]); }
+            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[0][ty * FV + t]); }
         }
         // Every row has a key in the block (k0 <= q0 < T), so bm is finite.
         let m_new = max(m, bm);
@@ -468,16 +472,16 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
         if (!diag) { kn = ff_krows(fa, tid, k0 + FB); }
         if (ATTN_48K) {
             // P V over the whole block: V in its own tile.
-            for (var u = 0u; u < 4u; u++) { tk[TV + tid + u * WG] = vr[u]; }
+            for (var u = 0u; u < 4u; u++) { tk[T2][tid + u * WG] = vr[u]; }
             workgroupBarrier();  // K^T or the scratch is read
             // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
             // spreads the 16 threads tx of one store over the banks.
             for (var j = 0u; j < 4u; j++) {
-                tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+                tk[0][(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
             }
             workgroupBarrier();
             for (var k = 0u; k < FB; k++) {  // keys past T: V = 0 and P = 0
-                acc = fma4x4(acc, tk[k * FV + (ty ^ (k / 4u))], tk[TV + k * FV + tx]);
+                acc = fma4x4(acc, tk[0][k * FV + (ty ^ (k / 4u))], tk[T2][k * FV + tx]);
             }
         } else {
             // P V in two halves of 32 keys (threads tx < 8 own the first half's P).
@@ -486,25 +490,25 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 // P^T [key][query], swizzled as above.
                 if (tx / 8u == hf) {
                     for (var j = 0u; j < 4u; j++) {
-                        tk[(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
+                        tk[0][(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
                             vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
                     }
                 }
-                tk[TH + tid] = vr[2u * hf];
-                tk[TH + WG + tid] = vr[2u * hf + 1u];
+                tk[0][TH + tid] = vr[2u * hf];
+                tk[0][TH + WG + tid] = vr[2u * hf + 1u];
                 workgroupBarrier();
                 for (var k = 0u; k < FB / 2u; k++) {  // keys past T: V = 0 and P = 0
-                    acc = fma4x4(acc, tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))], tk[TH + k * FV + tx]);
+                    acc = fma4x4(acc, tk[0][k * FV + (ty ^ ((k + 32u * hf) / 4u))], tk[0][TH + k * FV + tx]);
                 }
             }
         }
         workgroupBarrier();  // P^T and V are read before the next K^T (and V)
     }
     // The row sums: the 16 parts in tx order.
-    tk[tid] = l;
+    tk[0][tid] = l;
     workgroupBarrier();
     var lsum = vec4<f32>();
-    for (var t = 0u; t < FV; t++) { lsum += tk[ty * FV + t]; }
+    for (var t = 0u; t < FV; t++) { lsum += tk[0][ty * FV + t]; }
     for (var i = 0u; i < 4u; i++) {
         let t = qpos[i];
         if (t < p.T) {
@@ -620,7 +624,7 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 // slot kg ^ tx (4 loads for 4 keys, no conflict within 8 lanes) instead of a
 // global K row per key.
 // attention_backward_dq_48k (ATTN_48K: 48 KiB, where the device has it):
-// Q^T stays in a third tile, tk[TQ ..], for the whole workgroup (stored once,
+// Q^T stays in a third tile, tk[T2], for the whole workgroup (stored once,
 // as in the forward), so S = Q K^T reads it instead of Q rows from global
 // memory; only dout rows still come from global (64 loads a block, not 192).
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
@@ -630,10 +634,9 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-// K^T [d][key], slot (key / 4) ^ (d / 4); ATTN_48K: then Q^T [d][query] at TQ, for the whole workgroup
-var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
+// K^T [d][key], slot (key / 4) ^ (d / 4); ATTN_48K: then Q^T [d][query] in tk[T2], for the whole workgroup
+var<workgroup> tk: array<array<vec4<f32>, FT>, T2 + 1u>;
 var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query] (swizzled)
-const TQ: u32 = FT;  // ATTN_48K: where Q^T starts in tk
 
 // The fast backward's operand rows (vec4 column j): part 0 q, 1 k, 2 v (qkv), 3 dout.
 fn fb_ld(fa: HeadAddr, part: u32, row: u32, j: u32) -> vec4<f32> {
@@ -703,11 +706,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             let j = e / FB;
             var v = vec4<f32>();
             if (q0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + (q0 + r) * fa.C3W + j]; }
-            let o = TQ + 4u * j * FV + r / 4u;
-            tk[o][r % 4u] = v.x;
-            tk[o + FV][r % 4u] = v.y;
-            tk[o + 2u * FV][r % 4u] = v.z;
-            tk[o + 3u * FV][r % 4u] = v.w;
+            ft_put(&tk[T2], e, false, v);
         }
     }
     var lse_r = vec4<f32>();
@@ -722,19 +721,8 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         let diag = kb == qb;
         for (var u = 0u; u < 4u; u++) {
             let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let ok = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let kv = kvn.a[u];
-            let vv = kvn.b[u];
-            tk[ok][r % 4u] = kv.x;
-            tk[ok + FV][r % 4u] = kv.y;
-            tk[ok + 2u * FV][r % 4u] = kv.z;
-            tk[ok + 3u * FV][r % 4u] = kv.w;
-            tv[o][r % 4u] = vv.x;
-            tv[o + FV][r % 4u] = vv.y;
-            tv[o + 2u * FV][r % 4u] = vv.z;
-            tv[o + 3u * FV][r % 4u] = vv.w;
+            ft_put(&tk[0], e, true, kvn.a[u]);
+            ft_put(&tv, e, false, kvn.b[u]);
         }
         workgroupBarrier();
         // s = q . k as in the forward (same products, same order), dp = dout . v.
@@ -743,12 +731,12 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         for (var j = 0u; j < FV; j++) {
             let live = j < fa.hsW;
             let jj = min(j, fa.hsW - 1u);
-            if (ATTN_48K) {  // Q from Q^T in tk[TQ ..]
+            if (ATTN_48K) {  // Q from Q^T in tk[T2]
                 var oa = array<vec4<f32>, 4>();
                 for (var i = 0u; i < 4u; i++) { oa[i] = select(vec4<f32>(), fb_ld(fa, 3u, qrow[i], jj), live); }
                 for (var c = 0u; c < 4u; c++) {
-                    let qa = tk[TQ + (4u * j + c) * FV + ty];
-                    let kv = tk[(4u * j + c) * FV + (tx ^ j)];
+                    let qa = tk[T2][(4u * j + c) * FV + ty];
+                    let kv = tk[0][(4u * j + c) * FV + (tx ^ j)];
                     let vv = tv[(4u * j + c) * FV + tx];
                     for (var i = 0u; i < 4u; i++) {
                         s[i] = fma(vec4<f32>(qa[i]), kv, s[i]);
@@ -758,7 +746,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             } else {  // Q rows from global memory, like dout's
                 let qo = fb_rows4(fa, qrow, jj, live, 0u, 3u);
                 for (var c = 0u; c < 4u; c++) {
-                    let kv = tk[(4u * j + c) * FV + (tx ^ j)];
+                    let kv = tk[0][(4u * j + c) * FV + (tx ^ j)];
                     let vv = tv[(4u * j + c) * FV + tx];
                     for (var i = 0u; i < 4u; i++) {
                         s[i] = fma(vec4<f32>(qo.a[i][c]), kv, s[i]);
@@ -787,7 +775,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         // Keys past T: K = 0 and dS = 0. Columns past hs: K = 0.
         for (var kg = 0u; kg < FV; kg++) {
             var kt = array<vec4<f32>, 4>();  // kt[c][kk] = K[k0 + 4kg + kk][4tx + c]
-            for (var c = 0u; c < 4u; c++) { kt[c] = tk[(4u * tx + c) * FV + (kg ^ tx)]; }
+            for (var c = 0u; c < 4u; c++) { kt[c] = tk[0][(4u * tx + c) * FV + (kg ^ tx)]; }
             for (var kk = 0u; kk < 4u; kk++) {
                 acc = fma4x4(acc, tv[(4u * kg + kk) * FV + (ty ^ kg)], vec4<f32>(kt[0][kk], kt[1][kk], kt[2][kk], kt[3][kk]));
             }
@@ -818,15 +806,14 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // dout^T is stored with slot (query / 4) ^ (d / 4) of line d, so dv += P^T dout
 // reads dout[4qg .. 4qg + 3][4tx + c] as tdo line 4tx + c, slot qg ^ tx.
 // attention_backward_dkdv_48k (ATTN_48K: 48 KiB, where the device has it): P,
-// then dS, go to a third tile, tq[TP ..], so Q^T stays: stored swizzled like
+// then dS, go to a third tile, tq[T2], so Q^T stays: stored swizzled like
 // dout^T, dk += dS^T Q reads it from workgroup memory as dv's product reads
 // dout (the dv and dk products read only workgroup memory), and P needs no
 // barrier before it is stored.
 // Q^T [d][query], then P, then dS [query][key] (swizzled); ATTN_48K: Q^T
-// swizzled like dout^T, and P, then dS, in a second tile at TP
-var<workgroup> tq: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
+// swizzled like dout^T, and P, then dS, in the second tile, tq[T2]
+var<workgroup> tq: array<array<vec4<f32>, FT>, T2 + 1u>;
 var<workgroup> tdo: array<vec4<f32>, FT>;  // dout^T [d][query], slot (query / 4) ^ (d / 4)
-const TP: u32 = FT;  // ATTN_48K: where P and dS start in tq
 
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -839,7 +826,6 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     let jc = min(tx, fa.hsW - 1u);
     let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
-    let po = select(0u, TP, ATTN_48K);  // P and dS in tq: over Q^T, or in their own tile
     // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
     // Q, dout, lse and D of the next query block (the diagonal one first).
     var qon = fb_rows(fa, tid, k0, 0u, 3u);
@@ -851,20 +837,8 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         let edge = qb == kb || qb + 1u == nqb;  // keys past a query, or queries past T
         for (var u = 0u; u < 4u; u++) {
             let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let oo = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let oq = select(o, oo, ATTN_48K);
-            let qv = qon.a[u];
-            let ov = qon.b[u];
-            tq[oq][r % 4u] = qv.x;
-            tq[oq + FV][r % 4u] = qv.y;
-            tq[oq + 2u * FV][r % 4u] = qv.z;
-            tq[oq + 3u * FV][r % 4u] = qv.w;
-            tdo[oo][r % 4u] = ov.x;
-            tdo[oo + FV][r % 4u] = ov.y;
-            tdo[oo + 2u * FV][r % 4u] = ov.z;
-            tdo[oo + 3u * FV][r % 4u] = ov.w;
+            ft_put(&tq[0], e, ATTN_48K, qon.a[u]);
+            ft_put(&tdo, e, true, qon.b[u]);
         }
         let qpos = vec4<u32>(q0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
         let st = stn;
@@ -875,7 +849,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         for (var j = 0u; j < FV; j++) {
             let kv = fb_rows4(fa, krow, min(j, fa.hsW - 1u), j < fa.hsW, 1u, 2u);
             for (var c = 0u; c < 4u; c++) {
-                let qv = tq[(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
+                let qv = tq[0][(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
                 let ov = tdo[(4u * j + c) * FV + (tx ^ j)];
                 for (var i = 0u; i < 4u; i++) {
                     s[i] = fma(vec4<f32>(kv.a[i][c]), qv, s[i]);
@@ -899,7 +873,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             workgroupBarrier();  // Q^T is read (ATTN_48K: P's tile was last read before this block's top barrier)
         }
         for (var j = 0u; j < 4u; j++) {
-            tq[po + (4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+            tq[T2][(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
         }
         // The next query block: in flight during the dv, dk products.
         if (qb + 1u < nqb) {
@@ -912,27 +886,27 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             var ot = array<vec4<f32>, 4>();  // ot[c][qq] = dout[q0 + 4qg + qq][4tx + c]
             for (var c = 0u; c < 4u; c++) { ot[c] = tdo[(4u * tx + c) * FV + (qg ^ tx)]; }
             for (var qq = 0u; qq < 4u; qq++) {
-                dv = fma4x4(dv, tq[po + (4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]));
+                dv = fma4x4(dv, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]));
             }
         }
         workgroupBarrier();  // P is read
         for (var j = 0u; j < 4u; j++) {
-            tq[po + (4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+            tq[T2][(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
         }
         workgroupBarrier();
         if (ATTN_48K) {
             // dk += dS^T Q; queries past T have dS = 0 and Q = 0, columns past hs Q = 0.
             for (var qg = 0u; qg < FV; qg++) {
                 var qt = array<vec4<f32>, 4>();  // qt[c][qq] = Q[q0 + 4qg + qq][4tx + c]
-                for (var c = 0u; c < 4u; c++) { qt[c] = tq[(4u * tx + c) * FV + (qg ^ tx)]; }
+                for (var c = 0u; c < 4u; c++) { qt[c] = tq[0][(4u * tx + c) * FV + (qg ^ tx)]; }
                 for (var qq = 0u; qq < 4u; qq++) {
-                    dk = fma4x4(dk, tq[TP + (4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]));
+                    dk = fma4x4(dk, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]));
                 }
             }
         } else {
             // dk += dS^T Q with Q rows from global memory.
             for (var q = 0u; q < FB; q++) {
-                let dsv = tq[q * FV + (ty ^ (q / 4u))];
+                let dsv = tq[0][q * FV + (ty ^ (q / 4u))];
                 let row = min(q0 + q, p.T - 1u);  // queries past T have dS = 0
                 dk = fma4x4(dk, dsv, qkv[fa.base + row * fa.C3W + jc]);
             }
