@@ -260,6 +260,19 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
     return ch * DC + lane + u * TPR;
 }
 
+// A generic kernel's thread: (row, lane) of the BQ x TPR grid, the first row
+// r0 of its block wid.x (queries; dkdv: keys) and its own row pos = r0 + row.
+struct GenThread {
+    row: u32,
+    lane: u32,
+    r0: u32,
+    pos: u32,
+}
+fn gen_thread(wid: vec3<u32>, tid: u32) -> GenThread {
+    let row = tid / TPR;
+    return GenThread(row, tid % TPR, wid.x * BQ, wid.x * BQ + row);
+}
+
 // The generic kernels' two products through workgroup memory, forward and
 // backward alike; the arrays come as pointers (a file preamble names no
 // binding): qkv_a and dout_a the sections' qkv and dout (the forward passes
@@ -1075,11 +1088,8 @@ var<workgroup> ts: array<f32, TILE>;  // scores, then probabilities (BQ x BK)
 @compute @workgroup_size(WG)
 fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
-    let row = tid / TPR;
-    let lane = tid % TPR;
+    let th = gen_thread(wid, tid);  // this thread's query: th.pos
     let ga = head_addr(wid, 1u, p.hs);  // in floats
-    let q0 = qb * BQ;
-    let qpos = q0 + row;
 
     var m = NEG_INF;  // running max of this query's scores
     var l = 0.0;      // running sum of exp(score - m)
@@ -1087,40 +1097,40 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     // Causal: key blocks after the diagonal one (kb == qb) are all masked.
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
-        var s = gen_dots(&tq, &tk, &qkv, &qkv, ga, q0, k0, tid, row, lane, false, false);
-        // Every processed row has a key (k0 <= qpos, k0 < T), so the block max is finite.
+        var s = gen_dots(&tq, &tk, &qkv, &qkv, ga, th.r0, k0, tid, th.row, th.lane, false, false);
+        // Every processed row has a key (k0 <= th.pos, k0 < T), so the block max is finite.
         for (var j = 0u; j < KPT; j++) {
-            let key = k0 + lane + j * TPR;
-            s[j] = select(NEG_INF, s[j] * p.scale, key <= qpos && key < p.T);
-            ts[row * PAD + lane + j * TPR] = s[j];
+            let key = k0 + th.lane + j * TPR;
+            s[j] = select(NEG_INF, s[j] * p.scale, key <= th.pos && key < p.T);
+            ts[th.row * PAD + th.lane + j * TPR] = s[j];
         }
         workgroupBarrier();
         var bmax = NEG_INF;
-        for (var j = 0u; j < BK; j++) { bmax = max(bmax, ts[row * PAD + j]); }
+        for (var j = 0u; j < BK; j++) { bmax = max(bmax, ts[th.row * PAD + j]); }
         let m_new = max(m, bmax);
         workgroupBarrier();  // the row's scores are read before they become probabilities
         for (var j = 0u; j < KPT; j++) {
-            let key = k0 + lane + j * TPR;
-            ts[row * PAD + lane + j * TPR] = select(0.0, exp(s[j] - m_new), key <= qpos && key < p.T);
+            let key = k0 + th.lane + j * TPR;
+            ts[th.row * PAD + th.lane + j * TPR] = select(0.0, exp(s[j] - m_new), key <= th.pos && key < p.T);
         }
         workgroupBarrier();
         var bsum = 0.0;
-        for (var j = 0u; j < BK; j++) { bsum += ts[row * PAD + j]; }
+        for (var j = 0u; j < BK; j++) { bsum += ts[th.row * PAD + j]; }
         let alpha = exp(m - m_new);  // rescales what was summed under the old max
         l = l * alpha + bsum;
         m = m_new;
         for (var i = 0u; i < NACC; i++) { acc[i] *= alpha; }
-        acc = gen_mix(acc, &tk, &ts, &qkv, &qkv, ga, k0, 2u, tid, row, lane);  // acc += P @ V
+        acc = gen_mix(acc, &tk, &ts, &qkv, &qkv, ga, k0, 2u, tid, th.row, th.lane);  // acc += P @ V
     }
-    if (qpos < p.T) {
-        let orow = ga.ob + qpos * p.C;
+    if (th.pos < p.T) {
+        let orow = ga.ob + th.pos * p.C;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
-                let col = attn_col(ch, lane, u);
+                let col = attn_col(ch, th.lane, u);
                 if (col < p.hs) { out[orow + col] = acc[ch * CPT + u] / l; }
             }
         }
-        if (lane == 0u) { lse[ga.lb + qpos] = m + log(l); }
+        if (th.lane == 0u) { lse[ga.lb + th.pos] = m + log(l); }
     }
 }
 
@@ -1142,37 +1152,34 @@ var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T 
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
-    let row = tid / TPR;
-    let lane = tid % TPR;
+    let th = gen_thread(wid, tid);  // this thread's query: th.pos
     let ga = head_addr(wid, 1u, p.hs);  // in floats
-    let q0 = qb * BQ;
-    let qpos = q0 + row;
-    let live = qpos < p.T;
+    let live = th.pos < p.T;
     var lse_i = 0.0;
     var d_i = 0.0;
     if (live) {
-        lse_i = lse[ga.lb + qpos];
-        d_i = delta[ga.lb + qpos];
+        lse_i = lse[ga.lb + th.pos];
+        d_i = delta[ga.lb + th.pos];
     }
 
     var acc = array<f32, NACC>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
         // s = q . k in the forward's order, so P stays <= 1 up to rounding; dP = dout . v.
-        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, false, false);
-        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, true, false);
+        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, th.r0, k0, tid, th.row, th.lane, false, false);
+        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, th.r0, k0, tid, th.row, th.lane, true, false);
         for (var j = 0u; j < KPT; j++) {
-            let key = k0 + lane + j * TPR;
-            let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
-            ts[row * PAD + lane + j * TPR] = pij * (dp[j] - d_i);
+            let key = k0 + th.lane + j * TPR;
+            let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= th.pos && key < p.T);
+            ts[th.row * PAD + th.lane + j * TPR] = pij * (dp[j] - d_i);
         }
-        acc = gen_mix(acc, &tk, &ts, &qkv, &dout, ga, k0, 1u, tid, row, lane);  // acc += dS @ K
+        acc = gen_mix(acc, &tk, &ts, &qkv, &dout, ga, k0, 1u, tid, th.row, th.lane);  // acc += dS @ K
     }
     if (live) {
-        let drow = ga.base + qpos * ga.C3W;
+        let drow = ga.base + th.pos * ga.C3W;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
-                let col = attn_col(ch, lane, u);
+                let col = attn_col(ch, th.lane, u);
                 if (col < p.hs) { dqkv[drow + col] = p.scale * acc[ch * CPT + u]; }
             }
         }
@@ -1188,11 +1195,8 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;
-    let row = tid / TPR;
-    let lane = tid % TPR;
+    let th = gen_thread(wid, tid);  // this thread's key: th.pos
     let ga = head_addr(wid, 1u, p.hs);  // in floats
-    let k0 = kb * BK;
-    let kpos = k0 + row;
     let nqb = (p.T + BQ - 1u) / BQ;
 
     var dk = array<f32, NACC>();
@@ -1200,32 +1204,32 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     for (var qb = kb; qb < nqb; qb++) {
         let q0 = qb * BQ;
         // s^T = k . q: the forward's products in the forward's order; dP^T = v . dout.
-        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, false, true);
-        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, k0, tid, row, lane, true, true);
+        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, th.r0, tid, th.row, th.lane, false, true);
+        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, th.r0, tid, th.row, th.lane, true, true);
         var pr = array<f32, KPT>();
         var ds = array<f32, KPT>();
         for (var j = 0u; j < KPT; j++) {
-            let qpos = q0 + lane + j * TPR;
+            let qpos = q0 + th.lane + j * TPR;
             var lse_j = 0.0;
             var d_j = 0.0;
             if (qpos < p.T) {
                 lse_j = lse[ga.lb + qpos];
                 d_j = delta[ga.lb + qpos];
             }
-            // kpos <= qpos < T also keeps keys past T out.
-            pr[j] = select(0.0, exp(s[j] * p.scale - lse_j), kpos <= qpos && qpos < p.T);
+            // key th.pos <= qpos < T also keeps keys past T out.
+            pr[j] = select(0.0, exp(s[j] * p.scale - lse_j), th.pos <= qpos && qpos < p.T);
             ds[j] = pr[j] * (dp[j] - d_j);
-            ts[row * PAD + lane + j * TPR] = pr[j];
+            ts[th.row * PAD + th.lane + j * TPR] = pr[j];
         }
-        dv = gen_mix(dv, &tq, &ts, &qkv, &dout, ga, q0, 3u, tid, row, lane);  // dv += P^T @ dout
-        for (var j = 0u; j < KPT; j++) { ts[row * PAD + lane + j * TPR] = ds[j]; }
-        dk = gen_mix(dk, &tq, &ts, &qkv, &dout, ga, q0, 0u, tid, row, lane);  // dk += dS^T @ Q (scaled once at the end)
+        dv = gen_mix(dv, &tq, &ts, &qkv, &dout, ga, q0, 3u, tid, th.row, th.lane);  // dv += P^T @ dout
+        for (var j = 0u; j < KPT; j++) { ts[th.row * PAD + th.lane + j * TPR] = ds[j]; }
+        dk = gen_mix(dk, &tq, &ts, &qkv, &dout, ga, q0, 0u, tid, th.row, th.lane);  // dk += dS^T @ Q (scaled once at the end)
     }
-    if (kpos < p.T) {
-        let krow = ga.base + kpos * ga.C3W + p.C;
+    if (th.pos < p.T) {
+        let krow = ga.base + th.pos * ga.C3W + p.C;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
-                let col = attn_col(ch, lane, u);
+                let col = attn_col(ch, th.lane, u);
                 if (col < p.hs) {
                     dqkv[krow + col] = p.scale * dk[ch * CPT + u];
                     dqkv[krow + p.C + col] = dv[ch * CPT + u];
