@@ -246,6 +246,25 @@ fn af_krows(ha: HeadAddr, sid: u32, j0: u32) -> vec2<u32> {
     return vec2<u32>(ha.base + kl.x * ha.C3W + ha.CW, ha.base + kl.y * ha.C3W + ha.CW);
 }
 
+// The dkdv twins' queries of a block: af_rows', where their q and dout rows
+// start, and their lse and D (lse_a, delta_a: the section's lse and delta).
+struct AfQueries {
+    qrow: vec2<u32>,
+    orow: vec2<u32>,
+    lse: vec2<f32>,
+    d: vec2<f32>,
+}
+fn af_queries(ha: HeadAddr, sid: u32, i0: u32, lse_a: ptr<storage, array<f32>, read>,
+              delta_a: ptr<storage, array<f32>, read>) -> AfQueries {
+    let il = af_rows(sid, i0);
+    var q: AfQueries;
+    q.qrow = ha.base + il * ha.C3W;
+    q.orow = ha.ob + il * ha.CW;
+    q.lse = vec2<f32>((*lse_a)[ha.lb + il.x], (*lse_a)[ha.lb + il.y]);
+    q.d = vec2<f32>((*delta_a)[ha.lb + il.x], (*delta_a)[ha.lb + il.y]);
+    return q;
+}
+
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
 const_assert BK == TPR * KPT;
@@ -1031,20 +1050,16 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     }
     // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il = af_rows(sid, i0);
-        let qrow = ha.base + il * ha.C3W;
-        let orow = ha.ob + il * ha.CW;
-        let lse_l = vec2<f32>(lse[ha.lb + il.x], lse[ha.lb + il.y]);
-        let d_l = vec2<f32>(delta[ha.lb + il.x], delta[ha.lb + il.y]);
+        let qs = af_queries(ha, sid, i0, &lse, &delta);
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let kv = kk[c];
             let vv = vk[c];
-            let qv0 = qkv[qrow.x + c];
-            let ov0 = dout[orow.x + c];
-            let qv1 = qkv[qrow.y + c];
-            let ov1 = dout[orow.y + c];
+            let qv0 = qkv[qs.qrow.x + c];
+            let ov0 = dout[qs.orow.x + c];
+            let qv1 = qkv[qs.qrow.y + c];
+            let ov1 = dout[qs.orow.y + c];
             qa0[c] = qv0;
             oa0[c] = ov0;
             qa1[c] = qv1;
@@ -1052,7 +1067,7 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             s = af_dot16_4(s, kv, qv0, qv1, g0);
             dp = af_dot16_4(dp, vv, ov0, ov1, g0);
         }
-        let pd = af_key_pds16(s, dp, lse_l.x, d_l.x, lse_l.y, d_l.y, g0, i0, j, p.T, p.scale);
+        let pd = af_key_pds16(s, dp, qs.lse.x, qs.d.x, qs.lse.y, qs.d.y, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         for (var c = 0u; c < AF_HS4; c++) {
@@ -1358,7 +1373,7 @@ fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @built
     let d_t = delta[ha.lb + tc];
     let kend = min(q0 + AF_WG, p.T);
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr = af_krows(ha, sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + ha.CW
+        let kr = af_krows(ha, sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < ha.hsW; c++) {
@@ -1396,38 +1411,34 @@ fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @bui
     let j = k0 + lid;
     let live = j < p.T;
     let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
-    let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + ha.CW
+    let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + CW
     let jb = j & ~(AF_K - 1u);                      // the query block that holds j
     let g0 = sid & ~(AF_G - 1u);
     // k0 is a multiple of AF_K: the blocks start at the workgroup's own.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il = af_rows(sid, i0);  // the queries this lane loads for the group
-        let qrow = ha.base + il * ha.C3W;
-        let orow = ha.ob + il * ha.CW;
-        let lse_l = vec2<f32>(lse[ha.lb + il.x], lse[ha.lb + il.y]);
-        let d_l = vec2<f32>(delta[ha.lb + il.x], delta[ha.lb + il.y]);
+        let qs = af_queries(ha, sid, i0, &lse, &delta);  // the queries this lane loads for the group
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < ha.hsW; c++) {
             let kv = qkv[krow + c];
             let vv = qkv[krow + ha.CW + c];
-            let qv0 = qkv[qrow.x + c];
-            let ov0 = dout[orow.x + c];
-            let qv1 = qkv[qrow.y + c];
-            let ov1 = dout[orow.y + c];
+            let qv0 = qkv[qs.qrow.x + c];
+            let ov0 = dout[qs.orow.x + c];
+            let qv1 = qkv[qs.qrow.y + c];
+            let ov1 = dout[qs.orow.y + c];
             s = af_dot16_{{W}}(s, kv, qv0, qv1, g0);
             dp = af_dot16_{{W}}(dp, vv, ov0, ov1, g0);
         }
-        let pd = af_key_pds16(s, dp, lse_l.x, d_l.x, lse_l.y, d_l.y, g0, i0, j, p.T, p.scale);
+        let pd = af_key_pds16(s, dp, qs.lse.x, qs.d.x, qs.lse.y, qs.d.y, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         let add = live && i0 >= jb;
         let first = i0 == jb;
         for (var c = 0u; c < ha.hsW; c++) {
-            let ov0 = dout[orow.x + c];
-            let qv0 = qkv[qrow.x + c];
-            let ov1 = dout[orow.y + c];
-            let qv1 = qkv[qrow.y + c];
+            let ov0 = dout[qs.orow.x + c];
+            let qv0 = qkv[qs.qrow.x + c];
+            let ov1 = dout[qs.orow.y + c];
+            let qv1 = qkv[qs.qrow.y + c];
             let dv = af_mix16_{{W}}({{V}}(), pr, ov0, ov1, g0);
             let dk = af_mix16_{{W}}({{V}}(), ds, qv0, qv1, g0);
             if (add) {
