@@ -246,6 +246,31 @@ fn af_krows(ha: HeadAddr, sid: u32, j0: u32) -> vec2<u32> {
     return vec2<u32>(ha.base + kl.x * ha.C3W + ha.CW, ha.base + kl.y * ha.C3W + ha.CW);
 }
 
+// The flat twins' lane builtins, their entry points' second parameter (the
+// workgroup id, which loop bounds derive from, stays a parameter of its own:
+// a struct holding a non-uniform value counts as non-uniform as a whole).
+struct AfLid {
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) sid: u32,
+}
+
+// The dq twins' query t: where its q and dout rows start, its lse and D.
+struct AfQuery {
+    qrow: u32,
+    orow: u32,
+    lse: f32,
+    d: f32,
+}
+fn af_query(ha: HeadAddr, t: u32, lse_a: ptr<storage, array<f32>, read>,
+            delta_a: ptr<storage, array<f32>, read>) -> AfQuery {
+    var q: AfQuery;
+    q.qrow = ha.base + t * ha.C3W;
+    q.orow = ha.ob + t * ha.CW;
+    q.lse = (*lse_a)[ha.lb + t];
+    q.d = (*delta_a)[ha.lb + t];
+    return q;
+}
+
 // The dkdv twins' queries of a block: af_rows', where their q and dout rows
 // start, and their lse and D (lse_a, delta_a: the section's lse and delta).
 struct AfQueries {
@@ -562,13 +587,12 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
 // each block reads its 16 keys' k and v rows once. The output is written
 // once, divided by the sum.
 @compute @workgroup_size(AF_WG)
-fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
+    let t = q0 + ln.lid;
     let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
     let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
-    let g0 = sid & ~(AF_G - 1u);
+    let g0 = ln.sid & ~(AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     var q: array<vec4<f32>, AF_MAX_HS4>;
     var o: array<vec4<f32>, AF_MAX_HS4>;
@@ -579,7 +603,7 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     var m = NEG_INF;
     var l = 0.0;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr = af_krows(ha, sid, j0);
+        let kr = af_krows(ha, ln.sid, j0);
         var s = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let qv = q[c];
@@ -966,17 +990,13 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
 // its dout row and its dq sums are private arrays, each block's k rows are
 // kept from the score pass for the dq pass, and dq is written once.
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
+    let t = q0 + ln.lid;
     let tc = min(t, p.T - 1u);
     let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
-    let qrow = ha.base + tc * ha.C3W;
-    let orow = ha.ob + tc * ha.CW;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let lse_t = lse[ha.lb + tc];
-    let d_t = delta[ha.lb + tc];
+    let qt = af_query(ha, tc, &lse, &delta);  // this query's rows, lse and D
+    let g0 = ln.sid & ~(AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     var q: array<vec4<f32>, AF_MAX_HS4>;
     var o: array<vec4<f32>, AF_MAX_HS4>;
@@ -984,12 +1004,12 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     var k0: array<vec4<f32>, AF_MAX_HS4>;  // the block's k rows, lane gl's and 8 + gl's
     var k1: array<vec4<f32>, AF_MAX_HS4>;
     for (var c = 0u; c < AF_HS4; c++) {
-        q[c] = qkv[qrow + c];
-        o[c] = dout[orow + c];
+        q[c] = qkv[qt.qrow + c];
+        o[c] = dout[qt.orow + c];
         dq[c] = vec4<f32>();
     }
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr = af_krows(ha, sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
+        let kr = af_krows(ha, ln.sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
@@ -1004,7 +1024,7 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
             s = af_dot16_4(s, qv, kv0, kv1, g0);
             dp = af_dot16_4(dp, ov, vv0, vv1, g0);
         }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
+        let ds = af_ds16(s, dp, qt.lse, qt.d, p.scale, j0, t);
         for (var c = 0u; c < AF_HS4; c++) {
             let kv0 = k0[c];
             let kv1 = k1[c];
@@ -1012,7 +1032,7 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         }
     }
     if (t < p.T) {
-        for (var c = 0u; c < AF_HS4; c++) { dqkv[qrow + c] = dq[c]; }
+        for (var c = 0u; c < AF_HS4; c++) { dqkv[qt.qrow + c] = dq[c]; }
     }
 }
 
@@ -1027,13 +1047,12 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 // dout rows are kept from the score pass for the sums, and dk, dv are
 // written once.
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
+    let j = k0 + ln.lid;
     let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
     let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + CW
-    let g0 = sid & ~(AF_G - 1u);
+    let g0 = ln.sid & ~(AF_G - 1u);
     var kk: array<vec4<f32>, AF_MAX_HS4>;
     var vk: array<vec4<f32>, AF_MAX_HS4>;
     var dk: array<vec4<f32>, AF_MAX_HS4>;
@@ -1050,7 +1069,7 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     }
     // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let qs = af_queries(ha, sid, i0, &lse, &delta);
+        let qs = af_queries(ha, ln.sid, i0, &lse, &delta);
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
@@ -1292,21 +1311,20 @@ fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
 }
 
 @compute @workgroup_size(AF_WG)
-fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
+    let t = q0 + ln.lid;
     let live = t < p.T;
     let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
     let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
-    let g0 = sid & ~(AF_G - 1u);
+    let g0 = ln.sid & ~(AF_G - 1u);
     // Keys that some query of the workgroup sees: a uniform loop bound, so
     // every lane takes part in every shuffle; rows past T are clamped.
     let kend = min(q0 + AF_WG, p.T);
     var m = NEG_INF;
     var l = 0.0;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr = af_krows(ha, sid, j0);
+        let kr = af_krows(ha, ln.sid, j0);
         let s = af_scores(qrow, kr.x, kr.y, g0);
         var bmax = NEG_INF;
         for (var jj = 0u; jj < AF_K; jj++) {
@@ -1322,7 +1340,7 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     let lse_t = m + log(l);
     let orow = ha.ob + t * ha.CW;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr = af_krows(ha, sid, j0);
+        let kr = af_krows(ha, ln.sid, j0);
         let s = af_scores(qrow, kr.x, kr.y, g0);
         var pr = array<f32, AF_K>();
         for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
@@ -1359,26 +1377,22 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 // the head), dS = P * (dP - D) * scale, then dq += dS @ K into the q columns
 // of dqkv (the first block writes: dqkv is overwritten).
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
+    let t = q0 + ln.lid;
     let live = t < p.T;
     let tc = min(t, p.T - 1u);
     let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
-    let qrow = ha.base + tc * ha.C3W;
-    let orow = ha.ob + tc * ha.CW;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let lse_t = lse[ha.lb + tc];
-    let d_t = delta[ha.lb + tc];
+    let qt = af_query(ha, tc, &lse, &delta);  // this query's rows, lse and D
+    let g0 = ln.sid & ~(AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr = af_krows(ha, sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
+        let kr = af_krows(ha, ln.sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < ha.hsW; c++) {
-            let qv = qkv[qrow + c];
-            let ov = dout[orow + c];
+            let qv = qkv[qt.qrow + c];
+            let ov = dout[qt.orow + c];
             let kv0 = qkv[kr.x + c];
             let vv0 = qkv[kr.x + ha.CW + c];
             let kv1 = qkv[kr.y + c];
@@ -1386,14 +1400,14 @@ fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @built
             s = af_dot16_{{W}}(s, qv, kv0, kv1, g0);
             dp = af_dot16_{{W}}(dp, ov, vv0, vv1, g0);
         }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
+        let ds = af_ds16(s, dp, qt.lse, qt.d, p.scale, j0, t);
         let add = live && j0 <= t;
         for (var c = 0u; c < ha.hsW; c++) {
             let kv0 = qkv[kr.x + c];
             let kv1 = qkv[kr.y + c];
             let a = af_mix16_{{W}}({{V}}(), ds, kv0, kv1, g0);
             if (add) {
-                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
+                if (j0 == 0u) { dqkv[qt.qrow + c] = a; } else { dqkv[qt.qrow + c] = dqkv[qt.qrow + c] + a; }
             }
         }
     }
@@ -1405,18 +1419,17 @@ fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @built
 // dP^T, then dv += P^T @ dout and dk += dS^T @ Q into the k and v columns of
 // dqkv; the block holding j itself writes first (dqkv is overwritten).
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
+fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
+    let j = k0 + ln.lid;
     let live = j < p.T;
     let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
     let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + CW
     let jb = j & ~(AF_K - 1u);                      // the query block that holds j
-    let g0 = sid & ~(AF_G - 1u);
+    let g0 = ln.sid & ~(AF_G - 1u);
     // k0 is a multiple of AF_K: the blocks start at the workgroup's own.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let qs = af_queries(ha, sid, i0, &lse, &delta);  // the queries this lane loads for the group
+        let qs = af_queries(ha, ln.sid, i0, &lse, &delta);  // the queries this lane loads for the group
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < ha.hsW; c++) {
