@@ -1314,7 +1314,6 @@ fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
 fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
     let t = q0 + ln.lid;
-    let live = t < p.T;
     let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
     let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
     let g0 = ln.sid & ~(AF_G - 1u);
@@ -1338,6 +1337,7 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid)
     }
     // Key 0 is in every row: l >= 1.
     let lse_t = m + log(l);
+    let live = t < p.T;
     let orow = ha.ob + t * ha.CW;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
         let kr = af_krows(ha, ln.sid, j0);
