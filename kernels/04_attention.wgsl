@@ -33,11 +33,19 @@
 // `// --- KERNEL: name in section ---`), so that each binding list is written
 // once: four sections, fast forward (with the flath forward), fast backward
 // (dq, dkdv, and the flath ones), generic forward and generic backward (dq
-// and dkdv); then the two templates of the flat twins. See
-// docs/kernels/04_attention.md.
+// and dkdv); then the two templates of the flat twins. The steps that
+// kernels of several sections take are written once, in this file preamble
+// (the text before the first marker, pasted in front of every kernel):
+// head_addr (where a head lies in qkv, out, lse), fma4x4, col4 and ft_put
+// (the fast kernels' register-tile step and transposed tile stores),
+// gen_dots and gen_mix (the generic kernels' two products), the af_* block
+// steps of the flat twins. A preamble names no binding, so those that read
+// a buffer or a workgroup array take it as a pointer (&qkv, &tk[0]).
+// See docs/kernels/04_attention.md.
 
 // The fast kernels' variants: true gives each a third 16 KiB tile of
-// workgroup memory (one of its workgroup arrays doubles: 49,152 bytes in all)
+// workgroup memory (one of its workgroup arrays gets a second tile, [T2]:
+// 49,152 bytes in all)
 // and the code that uses it; false (the default) keeps them within 32 KiB.
 // Set when a pipeline is created (its variant marker), so the branches on it
 // are constant and each variant compiles to its own straight code.
@@ -108,6 +116,11 @@ fn fma4x4(acc: array<vec4<f32>, 4>, x: vec4<f32>, y: vec4<f32>) -> array<vec4<f3
     a[2] = fma(vec4<f32>(x.z), y, a[2]);
     a[3] = fma(vec4<f32>(x.w), y, a[3]);
     return a;
+}
+
+// Component k of each of 4 vec4s: a column of 4 gathered lines of a tile.
+fn col4(t: array<vec4<f32>, 4>, k: u32) -> vec4<f32> {
+    return vec4<f32>(t[0][k], t[1][k], t[2][k], t[3][k]);
 }
 
 // A fast kernel's workgroup array that ATTN_48K doubles is two tiles of FT,
@@ -340,7 +353,11 @@ fn gen_dots(tq_a: ptr<workgroup, array<f32, TILE>>, tk_a: ptr<workgroup, array<f
             var qv = 0.0;
             var kv = 0.0;
             if (col < p.hs && q0 + r < p.T) {
-                if (dv) { qv = (*dout_a)[ga.ob + (q0 + r) * p.C + col]; } else { qv = (*qkv_a)[ga.base + (q0 + r) * ga.C3W + col]; }
+                if (dv) {
+                    qv = (*dout_a)[ga.ob + (q0 + r) * p.C + col];
+                } else {
+                    qv = (*qkv_a)[ga.base + (q0 + r) * ga.C3W + col];
+                }
             }
             if (col < p.hs && k0 + r < p.T) { kv = (*qkv_a)[ga.base + (k0 + r) * ga.C3W + kcol + col]; }
             (*tq_a)[r * PAD + c] = qv;
@@ -378,7 +395,11 @@ fn gen_mix(acc: array<f32, NACC>, tx_a: ptr<workgroup, array<f32, TILE>>, ts_a: 
                 let c = e % DC;
                 var x = 0.0;
                 if (c0 + c < p.hs && r0 + r < p.T) {
-                    if (part == 3u) { x = (*dout_a)[ga.ob + (r0 + r) * p.C + c0 + c]; } else { x = (*qkv_a)[ga.base + (r0 + r) * ga.C3W + part * p.C + c0 + c]; }
+                    if (part == 3u) {
+                        x = (*dout_a)[ga.ob + (r0 + r) * p.C + c0 + c];
+                    } else {
+                        x = (*qkv_a)[ga.base + (r0 + r) * ga.C3W + part * p.C + c0 + c];
+                    }
                 }
                 (*tx_a)[r * PAD + c] = x;
             }
@@ -833,7 +854,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             var kt = array<vec4<f32>, 4>();  // kt[c][kk] = K[k0 + 4kg + kk][4tx + c]
             for (var c = 0u; c < 4u; c++) { kt[c] = tk[0][(4u * tx + c) * FV + (kg ^ tx)]; }
             for (var kk = 0u; kk < 4u; kk++) {
-                acc = fma4x4(acc, tv[(4u * kg + kk) * FV + (ty ^ kg)], vec4<f32>(kt[0][kk], kt[1][kk], kt[2][kk], kt[3][kk]));
+                acc = fma4x4(acc, tv[(4u * kg + kk) * FV + (ty ^ kg)], col4(kt, kk));
             }
         }
         workgroupBarrier();  // dS^T and K^T are read before the next block
@@ -942,7 +963,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             var ot = array<vec4<f32>, 4>();  // ot[c][qq] = dout[q0 + 4qg + qq][4tx + c]
             for (var c = 0u; c < 4u; c++) { ot[c] = tdo[(4u * tx + c) * FV + (qg ^ tx)]; }
             for (var qq = 0u; qq < 4u; qq++) {
-                dv = fma4x4(dv, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]));
+                dv = fma4x4(dv, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], col4(ot, qq));
             }
         }
         workgroupBarrier();  // P is read
@@ -956,7 +977,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
                 var qt = array<vec4<f32>, 4>();  // qt[c][qq] = Q[q0 + 4qg + qq][4tx + c]
                 for (var c = 0u; c < 4u; c++) { qt[c] = tq[0][(4u * tx + c) * FV + (qg ^ tx)]; }
                 for (var qq = 0u; qq < 4u; qq++) {
-                    dk = fma4x4(dk, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]));
+                    dk = fma4x4(dk, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], col4(qt, qq));
                 }
             }
         } else {
@@ -1257,7 +1278,8 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
         }
         dv = gen_mix(dv, &tq, &ts, &qkv, &dout, ga, q0, 3u, tid, th.row, th.lane);  // dv += P^T @ dout
         for (var j = 0u; j < KPT; j++) { ts[th.row * PAD + th.lane + j * TPR] = ds[j]; }
-        dk = gen_mix(dk, &tq, &ts, &qkv, &dout, ga, q0, 0u, tid, th.row, th.lane);  // dk += dS^T @ Q (scaled once at the end)
+        // dk += dS^T @ Q (scaled once at the end)
+        dk = gen_mix(dk, &tq, &ts, &qkv, &dout, ga, q0, 0u, tid, th.row, th.lane);
     }
     if (th.pos < p.T) {
         let krow = ga.base + th.pos * ga.C3W + p.C;
