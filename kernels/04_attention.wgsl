@@ -33,11 +33,19 @@
 // `// --- KERNEL: name in section ---`), so that each binding list is written
 // once: four sections, fast forward (with the flath forward), fast backward
 // (dq, dkdv, and the flath ones), generic forward and generic backward (dq
-// and dkdv); then the two templates of the flat twins. See
-// docs/kernels/04_attention.md.
+// and dkdv); then the two templates of the flat twins. The steps that
+// kernels of several sections take are written once, in this file preamble
+// (the text before the first marker, pasted in front of every kernel):
+// head_addr (where a head lies in qkv, out, lse), fma4x4, col4 and ft_put
+// (the fast kernels' register-tile step and transposed tile stores),
+// gen_dots and gen_mix (the generic kernels' two products), the af_* block
+// steps of the flat twins. A preamble names no binding, so those that read
+// a buffer or a workgroup array take it as a pointer (&qkv, &tk[0]).
+// See docs/kernels/04_attention.md.
 
 // The fast kernels' variants: true gives each a third 16 KiB tile of
-// workgroup memory (one of its workgroup arrays doubles: 49,152 bytes in all)
+// workgroup memory (one of its workgroup arrays gets a second tile, [T2]:
+// 49,152 bytes in all)
 // and the code that uses it; false (the default) keeps them within 32 KiB.
 // Set when a pipeline is created (its variant marker), so the branches on it
 // are constant and each variant compiles to its own straight code.
@@ -73,6 +81,65 @@ const_assert FB == 4u * FV;
 const_assert FHS == FB;
 const_assert FV * FV == WG;
 const_assert FT == FHS * FV;
+
+// Where head wid.y of batch wid.z lies, counted in elements of w floats (the
+// fast kernels and the flat4 and flath twins: vec4s; the flat twin: floats),
+// hsw of them a head: CW a row of out (dout), C3W a row of qkv (dqkv), hsW
+// the head; base: q of (b, t = 0, h) in qkv and dqkv (k at + CW, v at + 2
+// CW); ob: (b, 0, h) in out and dout; lb: (b, h, t = 0) in lse and D.
+struct HeadAddr {
+    CW: u32,
+    C3W: u32,
+    hsW: u32,
+    base: u32,
+    ob: u32,
+    lb: u32,
+}
+fn head_addr(wid: vec3<u32>, w: u32, hsw: u32) -> HeadAddr {
+    let h = wid.y;
+    let b = wid.z;
+    var a: HeadAddr;
+    a.CW = p.C / w;
+    a.C3W = 3u * a.CW;
+    a.hsW = hsw;
+    a.base = b * p.T * a.C3W + h * hsw;
+    a.ob = b * p.T * a.CW + h * hsw;
+    a.lb = (b * p.NH + h) * p.T;
+    return a;
+}
+
+// One step of a fast kernel's 4 x 4 register tile: acc[i] += x[i] * y.
+fn fma4x4(acc: array<vec4<f32>, 4>, x: vec4<f32>, y: vec4<f32>) -> array<vec4<f32>, 4> {
+    var a = acc;
+    a[0] = fma(vec4<f32>(x.x), y, a[0]);
+    a[1] = fma(vec4<f32>(x.y), y, a[1]);
+    a[2] = fma(vec4<f32>(x.z), y, a[2]);
+    a[3] = fma(vec4<f32>(x.w), y, a[3]);
+    return a;
+}
+
+// Component k of each of 4 vec4s: a column of 4 gathered lines of a tile.
+fn col4(t: array<vec4<f32>, 4>, k: u32) -> vec4<f32> {
+    return vec4<f32>(t[0][k], t[1][k], t[2][k], t[3][k]);
+}
+
+// A fast kernel's workgroup array that ATTN_48K doubles is two tiles of FT,
+// [0] and [T2]: T2 is 1 where ATTN_48K (the code that uses it is dead where
+// not). Each tile can so be passed to ft_put.
+override T2: u32 = select(0u, 1u, ATTN_48K);
+
+// The fast kernels' transposed stores: element e = tid + u * WG of a block's
+// rows (row r = e % FB, vec4 column j = e / FB) goes to tile t, its 4 columns
+// on lines 4j .. 4j + 3 (FV vec4 apart), slot r / 4 (swz: (r / 4) ^ j),
+// component r % 4.
+fn ft_put(t: ptr<workgroup, array<vec4<f32>, FT>>, e: u32, swz: bool, v: vec4<f32>) {
+    let r = e % FB;
+    let o = 4u * (e / FB) * FV + select(r / 4u, (r / 4u) ^ (e / FB), swz);
+    (*t)[o][r % 4u] = v.x;
+    (*t)[o + FV][r % 4u] = v.y;
+    (*t)[o + 2u * FV][r % 4u] = v.z;
+    (*t)[o + 3u * FV][r % 4u] = v.w;
+}
 
 // The generic kernels. Tiles: a block of BQ queries meets a block of BK keys; head columns pass
 // through workgroup memory DC at a time, so any hs <= MAX_HS fits in
@@ -180,6 +247,62 @@ fn af_key_pds16(s: array<f32, AF_K>, dp: array<f32, AF_K>, lse0: f32, d0: f32, l
     return r;
 }
 
+// The two rows lane sid & 7 of a group loads for the block from i0, i0 + gl
+// and i0 + AF_G + gl, clamped to T - 1 (af_rows); as keys, where their k
+// starts in qkv (af_krows; v at + CW).
+fn af_rows(sid: u32, i0: u32) -> vec2<u32> {
+    let gl = sid & (AF_G - 1u);
+    return vec2<u32>(min(i0 + gl, p.T - 1u), min(i0 + AF_G + gl, p.T - 1u));
+}
+fn af_krows(ha: HeadAddr, sid: u32, j0: u32) -> vec2<u32> {
+    let kl = af_rows(sid, j0);
+    return vec2<u32>(ha.base + kl.x * ha.C3W + ha.CW, ha.base + kl.y * ha.C3W + ha.CW);
+}
+
+// The flat twins' lane builtins, their entry points' second parameter (the
+// workgroup id, which loop bounds derive from, stays a parameter of its own:
+// a struct holding a non-uniform value counts as non-uniform as a whole).
+struct AfLid {
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(subgroup_invocation_id) sid: u32,
+}
+
+// The dq twins' query t: where its q and dout rows start, its lse and D.
+struct AfQuery {
+    qrow: u32,
+    orow: u32,
+    lse: f32,
+    d: f32,
+}
+fn af_query(ha: HeadAddr, t: u32, lse_a: ptr<storage, array<f32>, read>,
+            delta_a: ptr<storage, array<f32>, read>) -> AfQuery {
+    var q: AfQuery;
+    q.qrow = ha.base + t * ha.C3W;
+    q.orow = ha.ob + t * ha.CW;
+    q.lse = (*lse_a)[ha.lb + t];
+    q.d = (*delta_a)[ha.lb + t];
+    return q;
+}
+
+// The dkdv twins' queries of a block: af_rows', where their q and dout rows
+// start, and their lse and D (lse_a, delta_a: the section's lse and delta).
+struct AfQueries {
+    qrow: vec2<u32>,
+    orow: vec2<u32>,
+    lse: vec2<f32>,
+    d: vec2<f32>,
+}
+fn af_queries(ha: HeadAddr, sid: u32, i0: u32, lse_a: ptr<storage, array<f32>, read>,
+              delta_a: ptr<storage, array<f32>, read>) -> AfQueries {
+    let il = af_rows(sid, i0);
+    var q: AfQueries;
+    q.qrow = ha.base + il * ha.C3W;
+    q.orow = ha.ob + il * ha.CW;
+    q.lse = vec2<f32>((*lse_a)[ha.lb + il.x], (*lse_a)[ha.lb + il.y]);
+    q.d = vec2<f32>((*delta_a)[ha.lb + il.x], (*delta_a)[ha.lb + il.y]);
+    return q;
+}
+
 const_assert BQ * TPR == WG;
 const_assert BK == BQ;
 const_assert BK == TPR * KPT;
@@ -192,6 +315,103 @@ const_assert TILE == BQ * PAD;
 // u-th column of chunk ch: lanes side by side, so global writes coalesce.
 fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
     return ch * DC + lane + u * TPR;
+}
+
+// A generic kernel's thread: (row, lane) of the BQ x TPR grid, the first row
+// r0 of its block wid.x (queries; dkdv: keys) and its own row pos = r0 + row.
+struct GenThread {
+    row: u32,
+    lane: u32,
+    r0: u32,
+    pos: u32,
+}
+fn gen_thread(wid: vec3<u32>, tid: u32) -> GenThread {
+    let row = tid / TPR;
+    return GenThread(row, tid % TPR, wid.x * BQ, wid.x * BQ + row);
+}
+
+// The generic kernels' two products through workgroup memory, forward and
+// backward alike; the arrays come as pointers (a file preamble names no
+// binding): qkv_a and dout_a the sections' qkv and dout (the forward passes
+// qkv for both: it never reads dout), the tiles their tq, tk and ts. Both
+// hold barriers: call them from uniform control flow, with constants.
+// gen_dots: the scores of a block over the head, DC columns at a time: the
+// rows q0 .. of q (or, dv, of dout) staged in tq_a and the rows k0 .. of k
+// (or v) in tk_a; thread (row, lane) sums, for j < KPT, query row . key lane
+// + j TPR (keyrows false: s) or query lane + j TPR . key row (keyrows true:
+// s^T), columns in order.
+fn gen_dots(tq_a: ptr<workgroup, array<f32, TILE>>, tk_a: ptr<workgroup, array<f32, TILE>>,
+            qkv_a: ptr<storage, array<f32>, read>, dout_a: ptr<storage, array<f32>, read>, ga: HeadAddr,
+            q0: u32, k0: u32, tid: u32, row: u32, lane: u32, dv: bool, keyrows: bool) -> array<f32, KPT> {
+    let kcol = select(p.C, 2u * p.C, dv);  // k or v within a qkv row
+    var s = array<f32, KPT>();
+    for (var c0 = 0u; c0 < p.hs; c0 += DC) {
+        for (var e = tid; e < BQ * DC; e += WG) {
+            let r = e / DC;
+            let c = e % DC;
+            let col = c0 + c;
+            var qv = 0.0;
+            var kv = 0.0;
+            if (col < p.hs && q0 + r < p.T) {
+                if (dv) {
+                    qv = (*dout_a)[ga.ob + (q0 + r) * p.C + col];
+                } else {
+                    qv = (*qkv_a)[ga.base + (q0 + r) * ga.C3W + col];
+                }
+            }
+            if (col < p.hs && k0 + r < p.T) { kv = (*qkv_a)[ga.base + (k0 + r) * ga.C3W + kcol + col]; }
+            (*tq_a)[r * PAD + c] = qv;
+            (*tk_a)[r * PAD + c] = kv;
+        }
+        workgroupBarrier();
+        for (var c = 0u; c < DC; c++) {
+            if (keyrows) {
+                let kv = (*tk_a)[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += (*tq_a)[(lane + j * TPR) * PAD + c] * kv; }
+            } else {
+                let qv = (*tq_a)[row * PAD + c];
+                for (var j = 0u; j < KPT; j++) { s[j] += qv * (*tk_a)[(lane + j * TPR) * PAD + c]; }
+            }
+        }
+        workgroupBarrier();
+    }
+    return s;
+}
+
+// gen_mix: acc + W X, the weights W of thread row's row in ts_a (BK of them:
+// P of the forward, dS of dq, P^T, dS^T of dkdv) and X the rows r0 .. r0 +
+// BK - 1 of q (part 0), k (1), v (2) or dout (3), staged in tx_a chunk by
+// chunk over the head; constant trip counts keep acc in registers. The
+// barrier after the first load also publishes ts.
+fn gen_mix(acc: array<f32, NACC>, tx_a: ptr<workgroup, array<f32, TILE>>, ts_a: ptr<workgroup, array<f32, TILE>>,
+           qkv_a: ptr<storage, array<f32>, read>, dout_a: ptr<storage, array<f32>, read>, ga: HeadAddr,
+           r0: u32, part: u32, tid: u32, row: u32, lane: u32) -> array<f32, NACC> {
+    var a = acc;
+    for (var ch = 0u; ch < NCH; ch++) {
+        let c0 = ch * DC;
+        if (c0 < p.hs) {
+            for (var e = tid; e < BK * DC; e += WG) {
+                let r = e / DC;
+                let c = e % DC;
+                var x = 0.0;
+                if (c0 + c < p.hs && r0 + r < p.T) {
+                    if (part == 3u) {
+                        x = (*dout_a)[ga.ob + (r0 + r) * p.C + c0 + c];
+                    } else {
+                        x = (*qkv_a)[ga.base + (r0 + r) * ga.C3W + part * p.C + c0 + c];
+                    }
+                }
+                (*tx_a)[r * PAD + c] = x;
+            }
+            workgroupBarrier();
+            for (var j = 0u; j < BK; j++) {
+                let w = (*ts_a)[row * PAD + j];
+                for (var u = 0u; u < CPT; u++) { a[ch * CPT + u] += w * (*tx_a)[j * PAD + lane + u * TPR]; }
+            }
+            workgroupBarrier();
+        }
+    }
+    return a;
 }
 
 // --- KERNEL: attention_forward ---
@@ -212,7 +432,7 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
 // ([key][vec4 column], rows at TH + ...). V of the block is loaded into
 // registers (vr) at the block's top, so its latency hides behind S = Q K^T.
 // attention_forward_48k (ATTN_48K: 48 KiB, where the device has it): V has
-// a third tile, tk[TV ..] ([key][vec4 column]), stored from vr after S, so
+// a third tile, tk[T2] ([key][vec4 column]), stored from vr after S, so
 // P V runs over the whole block at once, P^T of all 64 keys in tk: 4 barriers
 // a block instead of 6 (with subgroups of 16 or more; 2 more for the row max
 // otherwise). Same order of summation (keys 0 .. 63 in order): the same results.
@@ -223,46 +443,43 @@ fn attn_col(ch: u32, lane: u32, u: u32) -> u32 {
 
 var<workgroup> tq: array<vec4<f32>, FT>;  // Q^T [d][query]
 // K^T [d][key]; then, per half block, P^T [key][query] (swizzled) | V [key][d]; or scratch.
-// ATTN_48K: K^T, then P^T of the whole block; V [key][d] in a second tile at TV.
-var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
+// ATTN_48K: K^T, then P^T of the whole block; V [key][d] in the second tile, tk[T2].
+var<workgroup> tk: array<array<vec4<f32>, FT>, T2 + 1u>;
 const TH: u32 = 512u;  // vec4 of P^T (or V) for half a block: FB / 2 * FV
 const_assert 2u * TH == FT;
-const TV: u32 = FT;    // ATTN_48K: where V starts in tk
 
-@compute @workgroup_size(WG)
-fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
-                     @builtin(subgroup_size) sg_size: u32) {
-    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;                              // vec4 per row of qkv
-    let base = b * p.T * rs + h * hs4;             // q of (b, t = 0, head h); k at + C4, v at + 2 C4
-    let q0 = qb * FB;
-    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
-    // transposed stores do not conflict), vec4 column e / FB.
-    var kn = array<vec4<f32>, 4>();                // K of the next key block (block 0 first)
+// K of the key block from k1 as the tiles take it (element e = tid + u * WG:
+// row e % FB, vec4 column e / FB); rows past T and columns past the head 0.
+fn ff_krows(fa: HeadAddr, tid: u32, k1: u32) -> array<vec4<f32>, 4> {
+    var kn = array<vec4<f32>, 4>();
     for (var u = 0u; u < 4u; u++) {
         let e = tid + u * WG;
         let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
-        if (r < p.T && j < hs4) { v = qkv[base + C4 + r * rs + j]; }
+        if (k1 + r < p.T && j < fa.hsW) { v = qkv[fa.base + fa.CW + (k1 + r) * fa.C3W + j]; }
         kn[u] = v;
     }
+    return kn;
+}
+
+@compute @workgroup_size(WG)
+fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32,
+                     @builtin(subgroup_size) sg_size: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let fa = head_addr(wid, 4u, p.hs / 4u);
+    let q0 = qb * FB;
+    // Element e = tid + u * WG of a tile is row e % FB (rows fastest: the
+    // transposed stores do not conflict), vec4 column e / FB.
+    var kn = ff_krows(fa, tid, 0u);  // K of the next key block (block 0 first)
     for (var e = tid; e < FT; e += WG) {
         let r = e % FB;
         let j = e / FB;
         var v = vec4<f32>();
-        if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
-        let o = 4u * j * FV + r / 4u;
-        tq[o][r % 4u] = v.x;
-        tq[o + FV][r % 4u] = v.y;
-        tq[o + 2u * FV][r % 4u] = v.z;
-        tq[o + 3u * FV][r % 4u] = v.w;
+        if (q0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + (q0 + r) * fa.C3W + j]; }
+        ft_put(&tq, e, false, v);
     }
 
     var m = vec4<f32>(NEG_INF);        // running max of rows 4ty + i
@@ -272,18 +489,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * FB;
         let diag = kb == qb;
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let v = kn[u];
-            tk[o][r % 4u] = v.x;
-            tk[o + FV][r % 4u] = v.y;
-            tk[o + 2u * FV][r % 4u] = v.z;
-            tk[o + 3u * FV][r % 4u] = v.w;
-        }
+        for (var u = 0u; u < 4u; u++) { ft_put(&tk[0], tid + u * WG, false, kn[u]); }
         // V of this block, element e = tid + u * WG: row e / FV, vec4 column e % FV
-        // (u < 2: the first half of the keys; ATTN_48K: stored to tk[TV + e] after S, that
+        // (u < 2: the first half of the keys; ATTN_48K: stored to tk[T2][e] after S, that
         // tile last read before the last block's end barrier).
         var vr = array<vec4<f32>, 4>();
         for (var u = 0u; u < 4u; u++) {
@@ -291,19 +499,12 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             let r = e / FV;
             let j = e % FV;
             var v = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) { v = qkv[base + 2u * C4 + (k0 + r) * rs + j]; }
+            if (k0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + 2u * fa.CW + (k0 + r) * fa.C3W + j]; }
             vr[u] = v;
         }
         workgroupBarrier();
         var s = array<vec4<f32>, 4>();
-        for (var d = 0u; d < FHS; d++) {
-            let a = tq[d * FV + ty];
-            let kv = tk[d * FV + tx];
-            s[0] = fma(vec4<f32>(a.x), kv, s[0]);
-            s[1] = fma(vec4<f32>(a.y), kv, s[1]);
-            s[2] = fma(vec4<f32>(a.z), kv, s[2]);
-            s[3] = fma(vec4<f32>(a.w), kv, s[3]);
-        }
+        for (var d = 0u; d < FHS; d++) { s = fma4x4(s, tq[d * FV + ty], tk[0][d * FV + tx]); }
         let key = vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
         var bm = vec4<f32>(NEG_INF);
         if (diag) {
@@ -326,9 +527,9 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             bm = max(bm, subgroupShuffleXor(bm, 8u));
         } else {
             workgroupBarrier();  // K^T is read
-            tk[tid] = bm;
+            tk[0][tid] = bm;
             workgroupBarrier();
-            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[ty * FV + t]); }
+            for (var t = 0u; t < FV; t++) { bm = max(bm, tk[0][ty * FV + t]); }
         }
         // Every row has a key in the block (k0 <= q0 < T), so bm is finite.
         let m_new = max(m, bm);
@@ -346,34 +547,19 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
             acc[i] *= alpha[i];
         }
         // The next block's K: in flight during P V.
-        if (!diag) {
-            let k1 = k0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var v = vec4<f32>();
-                if (k1 + r < p.T && j < hs4) { v = qkv[base + C4 + (k1 + r) * rs + j]; }
-                kn[u] = v;
-            }
-        }
+        if (!diag) { kn = ff_krows(fa, tid, k0 + FB); }
         if (ATTN_48K) {
             // P V over the whole block: V in its own tile.
-            for (var u = 0u; u < 4u; u++) { tk[TV + tid + u * WG] = vr[u]; }
+            for (var u = 0u; u < 4u; u++) { tk[T2][tid + u * WG] = vr[u]; }
             workgroupBarrier();  // K^T or the scratch is read
             // P^T [key][query]: row key holds queries 4ty'.. at slot ty' ^ (key / 4), which
             // spreads the 16 threads tx of one store over the banks.
             for (var j = 0u; j < 4u; j++) {
-                tk[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+                tk[0][(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
             }
             workgroupBarrier();
-            for (var k = 0u; k < FB; k++) {
-                let pv = tk[k * FV + (ty ^ (k / 4u))];
-                let vv = tk[TV + k * FV + tx];  // keys past T: V = 0 and P = 0
-                acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
-                acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
-                acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
-                acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+            for (var k = 0u; k < FB; k++) {  // keys past T: V = 0 and P = 0
+                acc = fma4x4(acc, tk[0][k * FV + (ty ^ (k / 4u))], tk[T2][k * FV + tx]);
             }
         } else {
             // P V in two halves of 32 keys (threads tx < 8 own the first half's P).
@@ -382,35 +568,30 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
                 // P^T [key][query], swizzled as above.
                 if (tx / 8u == hf) {
                     for (var j = 0u; j < 4u; j++) {
-                        tk[(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
+                        tk[0][(4u * tx + j - 32u * hf) * FV + (ty ^ tx)] =
                             vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
                     }
                 }
-                tk[TH + tid] = vr[2u * hf];
-                tk[TH + WG + tid] = vr[2u * hf + 1u];
+                tk[0][TH + tid] = vr[2u * hf];
+                tk[0][TH + WG + tid] = vr[2u * hf + 1u];
                 workgroupBarrier();
-                for (var k = 0u; k < FB / 2u; k++) {
-                    let pv = tk[k * FV + (ty ^ ((k + 32u * hf) / 4u))];
-                    let vv = tk[TH + k * FV + tx];  // keys past T: V = 0 and P = 0
-                    acc[0] = fma(vec4<f32>(pv.x), vv, acc[0]);
-                    acc[1] = fma(vec4<f32>(pv.y), vv, acc[1]);
-                    acc[2] = fma(vec4<f32>(pv.z), vv, acc[2]);
-                    acc[3] = fma(vec4<f32>(pv.w), vv, acc[3]);
+                for (var k = 0u; k < FB / 2u; k++) {  // keys past T: V = 0 and P = 0
+                    acc = fma4x4(acc, tk[0][k * FV + (ty ^ ((k + 32u * hf) / 4u))], tk[0][TH + k * FV + tx]);
                 }
             }
         }
         workgroupBarrier();  // P^T and V are read before the next K^T (and V)
     }
     // The row sums: the 16 parts in tx order.
-    tk[tid] = l;
+    tk[0][tid] = l;
     workgroupBarrier();
     var lsum = vec4<f32>();
-    for (var t = 0u; t < FV; t++) { lsum += tk[ty * FV + t]; }
+    for (var t = 0u; t < FV; t++) { lsum += tk[0][ty * FV + t]; }
     for (var i = 0u; i < 4u; i++) {
         let t = qpos[i];
         if (t < p.T) {
-            if (tx < hs4) { out[(b * p.T + t) * C4 + h * hs4 + tx] = acc[i] / lsum[i]; }
-            if (tx == 0u) { lse[(b * p.NH + h) * p.T + t] = m[i] + log(lsum[i]); }
+            if (tx < fa.hsW) { out[fa.ob + t * fa.CW + tx] = acc[i] / lsum[i]; }
+            if (tx == 0u) { lse[fa.lb + t] = m[i] + log(lsum[i]); }
         }
     }
 }
@@ -427,18 +608,12 @@ fn attention_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invoc
 // each block reads its 16 keys' k and v rows once. The output is written
 // once, divided by the sum.
 @compute @workgroup_size(AF_WG)
-fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
+fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;  // q of (b, t = 0, head h) in vec4s; k at + C4, v at + 2 C4
-    let qrow = base + min(t, p.T - 1u) * C34;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
+    let t = q0 + ln.lid;
+    let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
+    let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
+    let g0 = ln.sid & ~(AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     var q: array<vec4<f32>, AF_MAX_HS4>;
     var o: array<vec4<f32>, AF_MAX_HS4>;
@@ -449,13 +624,12 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
     var m = NEG_INF;
     var l = 0.0;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let kr = af_krows(ha, ln.sid, j0);
         var s = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let qv = q[c];
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
+            let kv0 = qkv[kr.x + c];
+            let kv1 = qkv[kr.y + c];
             s = af_dot16_4(s, qv, kv0, kv1, g0);
         }
         var bmax = NEG_INF;
@@ -473,16 +647,16 @@ fn attention_forward_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         l = l * alpha + bsum;
         m = m_new;
         for (var c = 0u; c < AF_HS4; c++) {
-            let vv0 = qkv[kr0 + C4 + c];
-            let vv1 = qkv[kr1 + C4 + c];
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             o[c] = af_mix16_4(o[c] * alpha, pr, vv0, vv1, g0);
         }
     }
     if (t < p.T) {
-        let orow = (b * p.T + t) * C4 + h * AF_HS4;
+        let orow = ha.ob + t * ha.CW;
         let inv = 1.0 / l;
         for (var c = 0u; c < AF_HS4; c++) { out[orow + c] = o[c] * inv; }
-        lse[(b * p.NH + h) * p.T + t] = m + log(l);
+        lse[ha.lb + t] = m + log(l);
     }
 }
 
@@ -527,7 +701,7 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 // slot kg ^ tx (4 loads for 4 keys, no conflict within 8 lanes) instead of a
 // global K row per key.
 // attention_backward_dq_48k (ATTN_48K: 48 KiB, where the device has it):
-// Q^T stays in a third tile, tk[TQ ..], for the whole workgroup (stored once,
+// Q^T stays in a third tile, tk[T2], for the whole workgroup (stored once,
 // as in the forward), so S = Q K^T reads it instead of Q rows from global
 // memory; only dout rows still come from global (64 loads a block, not 192).
 @group(0) @binding(0) var<storage, read_write> dqkv: array<vec4<f32>>;  // (B, T, 3C): dq writes the q columns, dkdv the k and v ones
@@ -537,61 +711,86 @@ fn attention_backward_preprocess(@builtin(global_invocation_id) gid: vec3<u32>,
 @group(0) @binding(4) var<storage, read> delta: array<f32>;             // D (B, NH, T)
 @group(0) @binding(5) var<uniform> p: AttnParams;
 
-// K^T [d][key], slot (key / 4) ^ (d / 4); ATTN_48K: then Q^T [d][query] at TQ, for the whole workgroup
-var<workgroup> tk: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
+// K^T [d][key], slot (key / 4) ^ (d / 4); ATTN_48K: then Q^T [d][query] in tk[T2], for the whole workgroup
+var<workgroup> tk: array<array<vec4<f32>, FT>, T2 + 1u>;
 var<workgroup> tv: array<vec4<f32>, FT>;  // V^T [d][key], then dS^T [key][query] (swizzled)
-const TQ: u32 = FT;  // ATTN_48K: where Q^T starts in tk
 
-@compute @workgroup_size(WG)
-fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let ty = tid / FV;
-    let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;
-    let base = b * p.T * rs + h * hs4;      // q of (b, 0, h) in qkv and dqkv
-    let obase = b * p.T * C4 + h * hs4;     // (b, 0, h) in dout
-    let q0 = qb * FB;
-    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
-    let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
-    let lb = (b * p.NH + h) * p.T;
-    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
-    var kn = array<vec4<f32>, 4>();  // K and V of the next key block (block 0 first)
-    var vn = array<vec4<f32>, 4>();
+// The fast backward's operand rows (vec4 column j): part 0 q, 1 k, 2 v (qkv), 3 dout.
+fn fb_ld(fa: HeadAddr, part: u32, row: u32, j: u32) -> vec4<f32> {
+    if (part == 3u) { return dout[fa.ob + row * fa.CW + j]; }
+    return qkv[fa.base + part * fa.CW + row * fa.C3W + j];
+}
+
+// Two parts (pa, pb) of a block's rows r0 .. r0 + FB - 1 as the tiles take
+// them (element e = tid + u * WG: row e % FB, vec4 column e / FB), or of rows
+// rows[i] at one vec4 column (fb_rows4); 0 past T and past the head.
+struct FbRows {
+    a: array<vec4<f32>, 4>,
+    b: array<vec4<f32>, 4>,
+}
+fn fb_rows(fa: HeadAddr, tid: u32, r0: u32, pa: u32, pb: u32) -> FbRows {
+    var n: FbRows;
     for (var u = 0u; u < 4u; u++) {
         let e = tid + u * WG;
         let r = e % FB;
         let j = e / FB;
-        var kv = vec4<f32>();
-        var vv = vec4<f32>();
-        if (r < p.T && j < hs4) {
-            kv = qkv[base + C4 + r * rs + j];
-            vv = qkv[base + 2u * C4 + r * rs + j];
+        var av = vec4<f32>();
+        var bv = vec4<f32>();
+        if (r0 + r < p.T && j < fa.hsW) {
+            av = fb_ld(fa, pa, r0 + r, j);
+            bv = fb_ld(fa, pb, r0 + r, j);
         }
-        kn[u] = kv;
-        vn[u] = vv;
+        n.a[u] = av;
+        n.b[u] = bv;
     }
+    return n;
+}
+fn fb_rows4(fa: HeadAddr, rows: vec4<u32>, j: u32, live: bool, pa: u32, pb: u32) -> FbRows {
+    var n: FbRows;
+    for (var i = 0u; i < 4u; i++) {
+        n.a[i] = select(vec4<f32>(), fb_ld(fa, pa, rows[i], j), live);
+        n.b[i] = select(vec4<f32>(), fb_ld(fa, pb, rows[i], j), live);
+    }
+    return n;
+}
+
+// The lse and D of queries q1 + 4 tx + i (i < 4; rows past T: the last one's).
+struct FbStats {
+    lse: vec4<f32>,
+    d: vec4<f32>,
+}
+fn fb_stats(fa: HeadAddr, q1: u32, tx: u32) -> FbStats {
+    let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
+    let lse_n = vec4<f32>(lse[fa.lb + qr.x], lse[fa.lb + qr.y], lse[fa.lb + qr.z], lse[fa.lb + qr.w]);
+    let d_n = vec4<f32>(delta[fa.lb + qr.x], delta[fa.lb + qr.y], delta[fa.lb + qr.z], delta[fa.lb + qr.w]);
+    return FbStats(lse_n, d_n);
+}
+
+@compute @workgroup_size(WG)
+fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let qb = (p.T + FB - 1u) / FB - 1u - wid.x;
+    let ty = tid / FV;
+    let tx = tid % FV;
+    let fa = head_addr(wid, 4u, p.hs / 4u);
+    let q0 = qb * FB;
+    let qpos = vec4<u32>(q0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
+    let qrow = min(qpos, vec4<u32>(p.T - 1u));  // rows past T: read, never stored
+    // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
+    var kvn = fb_rows(fa, tid, 0u, 1u, 2u);  // K and V of the next key block (block 0 first)
     if (ATTN_48K) {
         for (var e = tid; e < FT; e += WG) {
             let r = e % FB;
             let j = e / FB;
             var v = vec4<f32>();
-            if (q0 + r < p.T && j < hs4) { v = qkv[base + (q0 + r) * rs + j]; }
-            let o = TQ + 4u * j * FV + r / 4u;
-            tk[o][r % 4u] = v.x;
-            tk[o + FV][r % 4u] = v.y;
-            tk[o + 2u * FV][r % 4u] = v.z;
-            tk[o + 3u * FV][r % 4u] = v.w;
+            if (q0 + r < p.T && j < fa.hsW) { v = qkv[fa.base + (q0 + r) * fa.C3W + j]; }
+            ft_put(&tk[T2], e, false, v);
         }
     }
     var lse_r = vec4<f32>();
     var d_r = vec4<f32>();
     for (var i = 0u; i < 4u; i++) {
-        lse_r[i] = lse[lb + qrow[i]];
-        d_r[i] = delta[lb + qrow[i]];
+        lse_r[i] = lse[fa.lb + qrow[i]];
+        d_r[i] = delta[fa.lb + qrow[i]];
     }
     var acc = array<vec4<f32>, 4>();
     for (var kb = 0u; kb <= qb; kb++) {
@@ -599,35 +798,22 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         let diag = kb == qb;
         for (var u = 0u; u < 4u; u++) {
             let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let ok = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let kv = kn[u];
-            let vv = vn[u];
-            tk[ok][r % 4u] = kv.x;
-            tk[ok + FV][r % 4u] = kv.y;
-            tk[ok + 2u * FV][r % 4u] = kv.z;
-            tk[ok + 3u * FV][r % 4u] = kv.w;
-            tv[o][r % 4u] = vv.x;
-            tv[o + FV][r % 4u] = vv.y;
-            tv[o + 2u * FV][r % 4u] = vv.z;
-            tv[o + 3u * FV][r % 4u] = vv.w;
+            ft_put(&tk[0], e, true, kvn.a[u]);
+            ft_put(&tv, e, false, kvn.b[u]);
         }
         workgroupBarrier();
         // s = q . k as in the forward (same products, same order), dp = dout . v.
         var s = array<vec4<f32>, 4>();
         var dp = array<vec4<f32>, 4>();
         for (var j = 0u; j < FV; j++) {
-            let live = j < hs4;
-            let jj = min(j, hs4 - 1u);
-            if (ATTN_48K) {  // Q from Q^T in tk[TQ ..]
+            let live = j < fa.hsW;
+            let jj = min(j, fa.hsW - 1u);
+            if (ATTN_48K) {  // Q from Q^T in tk[T2]
                 var oa = array<vec4<f32>, 4>();
-                for (var i = 0u; i < 4u; i++) {
-                    oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
-                }
+                for (var i = 0u; i < 4u; i++) { oa[i] = select(vec4<f32>(), fb_ld(fa, 3u, qrow[i], jj), live); }
                 for (var c = 0u; c < 4u; c++) {
-                    let qa = tk[TQ + (4u * j + c) * FV + ty];
-                    let kv = tk[(4u * j + c) * FV + (tx ^ j)];
+                    let qa = tk[T2][(4u * j + c) * FV + ty];
+                    let kv = tk[0][(4u * j + c) * FV + (tx ^ j)];
                     let vv = tv[(4u * j + c) * FV + tx];
                     for (var i = 0u; i < 4u; i++) {
                         s[i] = fma(vec4<f32>(qa[i]), kv, s[i]);
@@ -635,18 +821,13 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
                     }
                 }
             } else {  // Q rows from global memory, like dout's
-                var qa = array<vec4<f32>, 4>();
-                var oa = array<vec4<f32>, 4>();
-                for (var i = 0u; i < 4u; i++) {
-                    qa[i] = select(vec4<f32>(), qkv[base + qrow[i] * rs + jj], live);
-                    oa[i] = select(vec4<f32>(), dout[obase + qrow[i] * C4 + jj], live);
-                }
+                let qo = fb_rows4(fa, qrow, jj, live, 0u, 3u);
                 for (var c = 0u; c < 4u; c++) {
-                    let kv = tk[(4u * j + c) * FV + (tx ^ j)];
+                    let kv = tk[0][(4u * j + c) * FV + (tx ^ j)];
                     let vv = tv[(4u * j + c) * FV + tx];
                     for (var i = 0u; i < 4u; i++) {
-                        s[i] = fma(vec4<f32>(qa[i][c]), kv, s[i]);
-                        dp[i] = fma(vec4<f32>(oa[i][c]), vv, dp[i]);
+                        s[i] = fma(vec4<f32>(qo.a[i][c]), kv, s[i]);
+                        dp[i] = fma(vec4<f32>(qo.b[i][c]), vv, dp[i]);
                     }
                 }
             }
@@ -666,41 +847,21 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             tv[(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
         }
         // The next block's K and V: in flight during dS K.
-        if (!diag) {
-            let k1 = k0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var kv = vec4<f32>();
-                var vv = vec4<f32>();
-                if (k1 + r < p.T && j < hs4) {
-                    kv = qkv[base + C4 + (k1 + r) * rs + j];
-                    vv = qkv[base + 2u * C4 + (k1 + r) * rs + j];
-                }
-                kn[u] = kv;
-                vn[u] = vv;
-            }
-        }
+        if (!diag) { kvn = fb_rows(fa, tid, k0 + FB, 1u, 2u); }
         workgroupBarrier();
         // Keys past T: K = 0 and dS = 0. Columns past hs: K = 0.
         for (var kg = 0u; kg < FV; kg++) {
             var kt = array<vec4<f32>, 4>();  // kt[c][kk] = K[k0 + 4kg + kk][4tx + c]
-            for (var c = 0u; c < 4u; c++) { kt[c] = tk[(4u * tx + c) * FV + (kg ^ tx)]; }
+            for (var c = 0u; c < 4u; c++) { kt[c] = tk[0][(4u * tx + c) * FV + (kg ^ tx)]; }
             for (var kk = 0u; kk < 4u; kk++) {
-                let dv = tv[(4u * kg + kk) * FV + (ty ^ kg)];
-                let kv = vec4<f32>(kt[0][kk], kt[1][kk], kt[2][kk], kt[3][kk]);
-                acc[0] = fma(vec4<f32>(dv.x), kv, acc[0]);
-                acc[1] = fma(vec4<f32>(dv.y), kv, acc[1]);
-                acc[2] = fma(vec4<f32>(dv.z), kv, acc[2]);
-                acc[3] = fma(vec4<f32>(dv.w), kv, acc[3]);
+                acc = fma4x4(acc, tv[(4u * kg + kk) * FV + (ty ^ kg)], col4(kt, kk));
             }
         }
         workgroupBarrier();  // dS^T and K^T are read before the next block
     }
-    if (tx < hs4) {
+    if (tx < fa.hsW) {
         for (var i = 0u; i < 4u; i++) {
-            if (qpos[i] < p.T) { dqkv[base + qpos[i] * rs + tx] = p.scale * acc[i]; }
+            if (qpos[i] < p.T) { dqkv[fa.base + qpos[i] * fa.C3W + tx] = p.scale * acc[i]; }
         }
     }
 }
@@ -722,59 +883,30 @@ fn attention_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
 // dout^T is stored with slot (query / 4) ^ (d / 4) of line d, so dv += P^T dout
 // reads dout[4qg .. 4qg + 3][4tx + c] as tdo line 4tx + c, slot qg ^ tx.
 // attention_backward_dkdv_48k (ATTN_48K: 48 KiB, where the device has it): P,
-// then dS, go to a third tile, tq[TP ..], so Q^T stays: stored swizzled like
+// then dS, go to a third tile, tq[T2], so Q^T stays: stored swizzled like
 // dout^T, dk += dS^T Q reads it from workgroup memory as dv's product reads
 // dout (the dv and dk products read only workgroup memory), and P needs no
 // barrier before it is stored.
 // Q^T [d][query], then P, then dS [query][key] (swizzled); ATTN_48K: Q^T
-// swizzled like dout^T, and P, then dS, in a second tile at TP
-var<workgroup> tq: array<vec4<f32>, select(FT, 2u * FT, ATTN_48K)>;
+// swizzled like dout^T, and P, then dS, in the second tile, tq[T2]
+var<workgroup> tq: array<array<vec4<f32>, FT>, T2 + 1u>;
 var<workgroup> tdo: array<vec4<f32>, FT>;  // dout^T [d][query], slot (query / 4) ^ (d / 4)
-const TP: u32 = FT;  // ATTN_48K: where P and dS start in tq
 
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;  // the first key blocks meet the most queries: they start first
-    let h = wid.y;
-    let b = wid.z;
     let ty = tid / FV;
     let tx = tid % FV;
-    let C4 = p.C / 4u;
-    let hs4 = p.hs / 4u;
-    let rs = 3u * C4;
-    let base = b * p.T * rs + h * hs4;
-    let obase = b * p.T * C4 + h * hs4;
+    let fa = head_addr(wid, 4u, p.hs / 4u);
     let k0 = kb * FB;
     let nqb = (p.T + FB - 1u) / FB;
-    let jc = min(tx, hs4 - 1u);
+    let jc = min(tx, fa.hsW - 1u);
     let kpos = vec4<u32>(k0 + 4u * ty) + vec4<u32>(0u, 1u, 2u, 3u);
     let krow = min(kpos, vec4<u32>(p.T - 1u));  // keys past T: read, never stored
-    let lb = (b * p.NH + h) * p.T;
-    let po = select(0u, TP, ATTN_48K);  // P and dS in tq: over Q^T, or in their own tile
     // Element e = tid + u * WG of a tile: row e % FB, vec4 column e / FB.
     // Q, dout, lse and D of the next query block (the diagonal one first).
-    var qn = array<vec4<f32>, 4>();
-    var on = array<vec4<f32>, 4>();
-    var lse_n = vec4<f32>();
-    var d_n = vec4<f32>();
-    {
-        for (var u = 0u; u < 4u; u++) {
-            let e = tid + u * WG;
-            let r = e % FB;
-            let j = e / FB;
-            var qv = vec4<f32>();
-            var ov = vec4<f32>();
-            if (k0 + r < p.T && j < hs4) {
-                qv = qkv[base + (k0 + r) * rs + j];
-                ov = dout[obase + (k0 + r) * C4 + j];
-            }
-            qn[u] = qv;
-            on[u] = ov;
-        }
-        let qr = min(vec4<u32>(k0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
-        lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
-        d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
-    }
+    var qon = fb_rows(fa, tid, k0, 0u, 3u);
+    var stn = fb_stats(fa, k0, tx);
     var dk = array<vec4<f32>, 4>();
     var dv = array<vec4<f32>, 4>();
     for (var qb = kb; qb < nqb; qb++) {
@@ -782,83 +914,48 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
         let edge = qb == kb || qb + 1u == nqb;  // keys past a query, or queries past T
         for (var u = 0u; u < 4u; u++) {
             let e = tid + u * WG;
-            let r = e % FB;
-            let o = 4u * (e / FB) * FV + r / 4u;
-            let oo = 4u * (e / FB) * FV + ((r / 4u) ^ (e / FB));
-            let oq = select(o, oo, ATTN_48K);
-            let qv = qn[u];
-            let ov = on[u];
-            tq[oq][r % 4u] = qv.x;
-            tq[oq + FV][r % 4u] = qv.y;
-            tq[oq + 2u * FV][r % 4u] = qv.z;
-            tq[oq + 3u * FV][r % 4u] = qv.w;
-            tdo[oo][r % 4u] = ov.x;
-            tdo[oo + FV][r % 4u] = ov.y;
-            tdo[oo + 2u * FV][r % 4u] = ov.z;
-            tdo[oo + 3u * FV][r % 4u] = ov.w;
+            ft_put(&tq[0], e, ATTN_48K, qon.a[u]);
+            ft_put(&tdo, e, true, qon.b[u]);
         }
         let qpos = vec4<u32>(q0 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u);
-        let lse_c = lse_n;
-        let d_c = d_n;
+        let st = stn;
         workgroupBarrier();
         // s^T = k . q: the forward's products in the forward's order; dp^T = v . dout.
         var s = array<vec4<f32>, 4>();
         var dp = array<vec4<f32>, 4>();
         for (var j = 0u; j < FV; j++) {
-            let live = j < hs4;
-            let jj = min(j, hs4 - 1u);
-            var ka = array<vec4<f32>, 4>();
-            var va = array<vec4<f32>, 4>();
-            for (var i = 0u; i < 4u; i++) {
-                ka[i] = select(vec4<f32>(), qkv[base + C4 + krow[i] * rs + jj], live);
-                va[i] = select(vec4<f32>(), qkv[base + 2u * C4 + krow[i] * rs + jj], live);
-            }
+            let kv = fb_rows4(fa, krow, min(j, fa.hsW - 1u), j < fa.hsW, 1u, 2u);
             for (var c = 0u; c < 4u; c++) {
-                let qv = tq[(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
+                let qv = tq[0][(4u * j + c) * FV + select(tx, tx ^ j, ATTN_48K)];
                 let ov = tdo[(4u * j + c) * FV + (tx ^ j)];
                 for (var i = 0u; i < 4u; i++) {
-                    s[i] = fma(vec4<f32>(ka[i][c]), qv, s[i]);
-                    dp[i] = fma(vec4<f32>(va[i][c]), ov, dp[i]);
+                    s[i] = fma(vec4<f32>(kv.a[i][c]), qv, s[i]);
+                    dp[i] = fma(vec4<f32>(kv.b[i][c]), ov, dp[i]);
                 }
             }
         }
         var pr = array<vec4<f32>, 4>();
         var ds = array<vec4<f32>, 4>();
         for (var i = 0u; i < 4u; i++) {
-            var e4 = exp(s[i] * p.scale - lse_c);
+            var e4 = exp(s[i] * p.scale - st.lse);
             if (edge) {
                 // kpos <= qpos < T also keeps keys past T out.
                 let ok = (vec4<u32>(kpos[i]) <= qpos) & (qpos < vec4<u32>(p.T));
                 e4 = select(vec4<f32>(), e4, ok);
             }
             pr[i] = e4;
-            ds[i] = pr[i] * (dp[i] - d_c);
+            ds[i] = pr[i] * (dp[i] - st.d);
         }
         if (!ATTN_48K) {
             workgroupBarrier();  // Q^T is read (ATTN_48K: P's tile was last read before this block's top barrier)
         }
         for (var j = 0u; j < 4u; j++) {
-            tq[po + (4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
+            tq[T2][(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(pr[0][j], pr[1][j], pr[2][j], pr[3][j]);
         }
         // The next query block: in flight during the dv, dk products.
         if (qb + 1u < nqb) {
-            let q1 = q0 + FB;
-            for (var u = 0u; u < 4u; u++) {
-                let e = tid + u * WG;
-                let r = e % FB;
-                let j = e / FB;
-                var qv = vec4<f32>();
-                var ov = vec4<f32>();
-                if (q1 + r < p.T && j < hs4) {
-                    qv = qkv[base + (q1 + r) * rs + j];
-                    ov = dout[obase + (q1 + r) * C4 + j];
-                }
-                qn[u] = qv;
-                on[u] = ov;
-            }
-            let qr = min(vec4<u32>(q1 + 4u * tx) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u));
-            lse_n = vec4<f32>(lse[lb + qr.x], lse[lb + qr.y], lse[lb + qr.z], lse[lb + qr.w]);
-            d_n = vec4<f32>(delta[lb + qr.x], delta[lb + qr.y], delta[lb + qr.z], delta[lb + qr.w]);
+            qon = fb_rows(fa, tid, q0 + FB, 0u, 3u);
+            stn = fb_stats(fa, q0 + FB, tx);
         }
         workgroupBarrier();
         // dv += P^T dout; queries past T have P = 0 and dout = 0, columns past hs dout = 0.
@@ -866,53 +963,39 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
             var ot = array<vec4<f32>, 4>();  // ot[c][qq] = dout[q0 + 4qg + qq][4tx + c]
             for (var c = 0u; c < 4u; c++) { ot[c] = tdo[(4u * tx + c) * FV + (qg ^ tx)]; }
             for (var qq = 0u; qq < 4u; qq++) {
-                let pv = tq[po + (4u * qg + qq) * FV + (ty ^ qg)];
-                let ov = vec4<f32>(ot[0][qq], ot[1][qq], ot[2][qq], ot[3][qq]);
-                dv[0] = fma(vec4<f32>(pv.x), ov, dv[0]);
-                dv[1] = fma(vec4<f32>(pv.y), ov, dv[1]);
-                dv[2] = fma(vec4<f32>(pv.z), ov, dv[2]);
-                dv[3] = fma(vec4<f32>(pv.w), ov, dv[3]);
+                dv = fma4x4(dv, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], col4(ot, qq));
             }
         }
         workgroupBarrier();  // P is read
         for (var j = 0u; j < 4u; j++) {
-            tq[po + (4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+            tq[T2][(4u * tx + j) * FV + (ty ^ tx)] = vec4<f32>(ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
         }
         workgroupBarrier();
         if (ATTN_48K) {
             // dk += dS^T Q; queries past T have dS = 0 and Q = 0, columns past hs Q = 0.
             for (var qg = 0u; qg < FV; qg++) {
                 var qt = array<vec4<f32>, 4>();  // qt[c][qq] = Q[q0 + 4qg + qq][4tx + c]
-                for (var c = 0u; c < 4u; c++) { qt[c] = tq[(4u * tx + c) * FV + (qg ^ tx)]; }
+                for (var c = 0u; c < 4u; c++) { qt[c] = tq[0][(4u * tx + c) * FV + (qg ^ tx)]; }
                 for (var qq = 0u; qq < 4u; qq++) {
-                    let dsv = tq[TP + (4u * qg + qq) * FV + (ty ^ qg)];
-                    let qv = vec4<f32>(qt[0][qq], qt[1][qq], qt[2][qq], qt[3][qq]);
-                    dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
-                    dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
-                    dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
-                    dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
+                    dk = fma4x4(dk, tq[T2][(4u * qg + qq) * FV + (ty ^ qg)], col4(qt, qq));
                 }
             }
         } else {
             // dk += dS^T Q with Q rows from global memory.
             for (var q = 0u; q < FB; q++) {
-                let dsv = tq[q * FV + (ty ^ (q / 4u))];
+                let dsv = tq[0][q * FV + (ty ^ (q / 4u))];
                 let row = min(q0 + q, p.T - 1u);  // queries past T have dS = 0
-                let qv = qkv[base + row * rs + jc];
-                dk[0] = fma(vec4<f32>(dsv.x), qv, dk[0]);
-                dk[1] = fma(vec4<f32>(dsv.y), qv, dk[1]);
-                dk[2] = fma(vec4<f32>(dsv.z), qv, dk[2]);
-                dk[3] = fma(vec4<f32>(dsv.w), qv, dk[3]);
+                dk = fma4x4(dk, dsv, qkv[fa.base + row * fa.C3W + jc]);
             }
         }
         workgroupBarrier();  // dS, dout^T (and Q^T) are read before the next block
     }
-    if (tx < hs4) {
+    if (tx < fa.hsW) {
         for (var i = 0u; i < 4u; i++) {
             if (kpos[i] < p.T) {
-                let o = base + kpos[i] * rs + tx;
-                dqkv[o + C4] = p.scale * dk[i];
-                dqkv[o + 2u * C4] = dv[i];
+                let o = fa.base + kpos[i] * fa.C3W + tx;
+                dqkv[o + fa.CW] = p.scale * dk[i];
+                dqkv[o + 2u * fa.CW] = dv[i];
             }
         }
     }
@@ -928,22 +1011,13 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local
 // its dout row and its dq sums are private arrays, each block's k rows are
 // kept from the score pass for the dq pass, and dq is written once.
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
+fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
+    let t = q0 + ln.lid;
     let tc = min(t, p.T - 1u);
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;
-    let qrow = base + tc * C34;
-    let orow = (b * p.T + tc) * C4 + h * AF_HS4;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
+    let qt = af_query(ha, tc, &lse, &delta);  // this query's rows, lse and D
+    let g0 = ln.sid & ~(AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     var q: array<vec4<f32>, AF_MAX_HS4>;
     var o: array<vec4<f32>, AF_MAX_HS4>;
@@ -951,28 +1025,27 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     var k0: array<vec4<f32>, AF_MAX_HS4>;  // the block's k rows, lane gl's and 8 + gl's
     var k1: array<vec4<f32>, AF_MAX_HS4>;
     for (var c = 0u; c < AF_HS4; c++) {
-        q[c] = qkv[qrow + c];
-        o[c] = dout[orow + c];
+        q[c] = qkv[qt.qrow + c];
+        o[c] = dout[qt.orow + c];
         dq[c] = vec4<f32>();
     }
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C34 + C4;  // key j0 + gl; its v at + C4
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C34 + C4;
+        let kr = af_krows(ha, ln.sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let qv = q[c];
             let ov = o[c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + C4 + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + C4 + c];
+            let kv0 = qkv[kr.x + c];
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let kv1 = qkv[kr.y + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             k0[c] = kv0;
             k1[c] = kv1;
             s = af_dot16_4(s, qv, kv0, kv1, g0);
             dp = af_dot16_4(dp, ov, vv0, vv1, g0);
         }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
+        let ds = af_ds16(s, dp, qt.lse, qt.d, p.scale, j0, t);
         for (var c = 0u; c < AF_HS4; c++) {
             let kv0 = k0[c];
             let kv1 = k1[c];
@@ -980,7 +1053,7 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
         }
     }
     if (t < p.T) {
-        for (var c = 0u; c < AF_HS4; c++) { dqkv[qrow + c] = dq[c]; }
+        for (var c = 0u; c < AF_HS4; c++) { dqkv[qt.qrow + c] = dq[c]; }
     }
 }
 
@@ -995,19 +1068,12 @@ fn attention_backward_dq_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 // dout rows are kept from the score pass for the sums, and dk, dv are
 // written once.
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
+fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
-    let C4 = p.C / 4u;
-    let C34 = 3u * C4;
-    let base = b * p.T * C34 + h * AF_HS4;
-    let krow = base + min(j, p.T - 1u) * C34 + C4;  // this key's k; its v at + C4
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
+    let j = k0 + ln.lid;
+    let ha = head_addr(wid, 4u, AF_HS4);  // in vec4s
+    let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + CW
+    let g0 = ln.sid & ~(AF_G - 1u);
     var kk: array<vec4<f32>, AF_MAX_HS4>;
     var vk: array<vec4<f32>, AF_MAX_HS4>;
     var dk: array<vec4<f32>, AF_MAX_HS4>;
@@ -1018,31 +1084,22 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     var oa1: array<vec4<f32>, AF_MAX_HS4>;
     for (var c = 0u; c < AF_HS4; c++) {
         kk[c] = qkv[krow + c];
-        vk[c] = qkv[krow + C4 + c];
+        vk[c] = qkv[krow + ha.CW + c];
         dk[c] = vec4<f32>();
         dv[c] = vec4<f32>();
     }
     // AF_WG == AF_K: the workgroup's keys are one block, and its first query block starts at k0.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C34;
-        let qrow1 = base + il1 * C34;
-        let orow0 = (b * p.T + il0) * C4 + h * AF_HS4;
-        let orow1 = (b * p.T + il1) * C4 + h * AF_HS4;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
+        let qs = af_queries(ha, ln.sid, i0, &lse, &delta);
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
         for (var c = 0u; c < AF_HS4; c++) {
             let kv = kk[c];
             let vv = vk[c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
+            let qv0 = qkv[qs.qrow.x + c];
+            let ov0 = dout[qs.orow.x + c];
+            let qv1 = qkv[qs.qrow.y + c];
+            let ov1 = dout[qs.orow.y + c];
             qa0[c] = qv0;
             oa0[c] = ov0;
             qa1[c] = qv1;
@@ -1050,7 +1107,7 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
             s = af_dot16_4(s, kv, qv0, qv1, g0);
             dp = af_dot16_4(dp, vv, ov0, ov1, g0);
         }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pd = af_key_pds16(s, dp, qs.lse.x, qs.d.x, qs.lse.y, qs.d.y, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         for (var c = 0u; c < AF_HS4; c++) {
@@ -1065,7 +1122,7 @@ fn attention_backward_dkdv_flath(@builtin(workgroup_id) wid: vec3<u32>, @builtin
     if (j < p.T) {
         for (var c = 0u; c < AF_HS4; c++) {
             dqkv[krow + c] = dk[c];
-            dqkv[krow + C4 + c] = dv[c];
+            dqkv[krow + ha.CW + c] = dv[c];
         }
     }
 }
@@ -1086,14 +1143,8 @@ var<workgroup> ts: array<f32, TILE>;  // scores, then probabilities (BQ x BK)
 @compute @workgroup_size(WG)
 fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let row = tid / TPR;
-    let lane = tid % TPR;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;  // q of (b, t = 0, head h); k at + C, v at + 2C
-    let q0 = qb * BQ;
-    let qpos = q0 + row;
+    let th = gen_thread(wid, tid);  // this thread's query: th.pos
+    let ga = head_addr(wid, 1u, p.hs);  // in floats
 
     var m = NEG_INF;  // running max of this query's scores
     var l = 0.0;      // running sum of exp(score - m)
@@ -1101,77 +1152,40 @@ fn attention_forward_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
     // Causal: key blocks after the diagonal one (kb == qb) are all masked.
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
-        var s = array<f32, KPT>();
-        for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-            for (var e = tid; e < BQ * DC; e += WG) {
-                let r = e / DC;
-                let c = e % DC;
-                let col = c0 + c;
-                var qv = 0.0;
-                var kv = 0.0;
-                if (col < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + col]; }
-                if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + col]; }
-                tq[r * PAD + c] = qv;
-                tk[r * PAD + c] = kv;
-            }
-            workgroupBarrier();
-            for (var c = 0u; c < DC; c++) {
-                let qv = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
-            }
-            workgroupBarrier();
-        }
-        // Every processed row has a key (k0 <= qpos, k0 < T), so the block max is finite.
+        var s = gen_dots(&tq, &tk, &qkv, &qkv, ga, th.r0, k0, tid, th.row, th.lane, false, false);
+        // Every processed row has a key (k0 <= th.pos, k0 < T), so the block max is finite.
         for (var j = 0u; j < KPT; j++) {
-            let key = k0 + lane + j * TPR;
-            s[j] = select(NEG_INF, s[j] * p.scale, key <= qpos && key < p.T);
-            ts[row * PAD + lane + j * TPR] = s[j];
+            let key = k0 + th.lane + j * TPR;
+            s[j] = select(NEG_INF, s[j] * p.scale, key <= th.pos && key < p.T);
+            ts[th.row * PAD + th.lane + j * TPR] = s[j];
         }
         workgroupBarrier();
         var bmax = NEG_INF;
-        for (var j = 0u; j < BK; j++) { bmax = max(bmax, ts[row * PAD + j]); }
+        for (var j = 0u; j < BK; j++) { bmax = max(bmax, ts[th.row * PAD + j]); }
         let m_new = max(m, bmax);
         workgroupBarrier();  // the row's scores are read before they become probabilities
         for (var j = 0u; j < KPT; j++) {
-            let key = k0 + lane + j * TPR;
-            ts[row * PAD + lane + j * TPR] = select(0.0, exp(s[j] - m_new), key <= qpos && key < p.T);
+            let key = k0 + th.lane + j * TPR;
+            ts[th.row * PAD + th.lane + j * TPR] = select(0.0, exp(s[j] - m_new), key <= th.pos && key < p.T);
         }
         workgroupBarrier();
         var bsum = 0.0;
-        for (var j = 0u; j < BK; j++) { bsum += ts[row * PAD + j]; }
+        for (var j = 0u; j < BK; j++) { bsum += ts[th.row * PAD + j]; }
         let alpha = exp(m - m_new);  // rescales what was summed under the old max
         l = l * alpha + bsum;
         m = m_new;
         for (var i = 0u; i < NACC; i++) { acc[i] *= alpha; }
-        // acc += P @ V, chunk by chunk; constant trip counts keep acc in registers.
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BK * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var vv = 0.0;
-                    if (c0 + c < p.hs && k0 + r < p.T) { vv = qkv[base + (k0 + r) * C3 + 2u * p.C + c0 + c]; }
-                    tk[r * PAD + c] = vv;
-                }
-                workgroupBarrier();
-                for (var j = 0u; j < BK; j++) {
-                    let pj = ts[row * PAD + j];
-                    for (var u = 0u; u < CPT; u++) { acc[ch * CPT + u] += pj * tk[j * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        acc = gen_mix(acc, &tk, &ts, &qkv, &qkv, ga, k0, 2u, tid, th.row, th.lane);  // acc += P @ V
     }
-    if (qpos < p.T) {
-        let orow = (b * p.T + qpos) * p.C + h * p.hs;
+    if (th.pos < p.T) {
+        let orow = ga.ob + th.pos * p.C;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
-                let col = attn_col(ch, lane, u);
+                let col = attn_col(ch, th.lane, u);
                 if (col < p.hs) { out[orow + col] = acc[ch * CPT + u] / l; }
             }
         }
-        if (lane == 0u) { lse[(b * p.NH + h) * p.T + qpos] = m + log(l); }
+        if (th.lane == 0u) { lse[ga.lb + th.pos] = m + log(l); }
     }
 }
 
@@ -1190,102 +1204,37 @@ var<workgroup> tq: array<f32, TILE>;  // dq: Q chunk, then dout chunk (BQ x DC);
 var<workgroup> tk: array<f32, TILE>;  // dq: K, V, K chunks (BK x DC); dkdv: K chunk, then V chunk
 var<workgroup> ts: array<f32, TILE>;  // dq: dS (BQ x BK); dkdv: P^T, then dS^T (BK x BQ)
 
-// The score passes of dq and dkdv, over the head DC columns at a time: the
-// block's q (rows q0 ..) staged in tq and k (rows k0 ..) in tk, or with dv
-// its dout and v; then thread (row, lane) sums, for j < KPT, query row .
-// key lane + j TPR (keyrows false: dq, s) or query lane + j TPR . key row
-// (keyrows true: dkdv, s^T), columns in order. Called with constants, from
-// uniform control flow (it holds barriers).
-fn gb_dots(q0: u32, k0: u32, base: u32, obase: u32, tid: u32, row: u32, lane: u32, dv: bool,
-           keyrows: bool) -> array<f32, KPT> {
-    let C3 = 3u * p.C;
-    let kcol = select(p.C, 2u * p.C, dv);  // k or v within a qkv row
-    var s = array<f32, KPT>();
-    for (var c0 = 0u; c0 < p.hs; c0 += DC) {
-        for (var e = tid; e < BQ * DC; e += WG) {
-            let r = e / DC;
-            let c = e % DC;
-            let col = c0 + c;
-            var qv = 0.0;
-            var kv = 0.0;
-            if (col < p.hs && q0 + r < p.T) {
-                if (dv) { qv = dout[obase + (q0 + r) * p.C + col]; } else { qv = qkv[base + (q0 + r) * C3 + col]; }
-            }
-            if (col < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + kcol + col]; }
-            tq[r * PAD + c] = qv;
-            tk[r * PAD + c] = kv;
-        }
-        workgroupBarrier();
-        for (var c = 0u; c < DC; c++) {
-            if (keyrows) {
-                let kv = tk[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += tq[(lane + j * TPR) * PAD + c] * kv; }
-            } else {
-                let qv = tq[row * PAD + c];
-                for (var j = 0u; j < KPT; j++) { s[j] += qv * tk[(lane + j * TPR) * PAD + c]; }
-            }
-        }
-        workgroupBarrier();
-    }
-    return s;
-}
-
 @compute @workgroup_size(WG)
 fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let qb = wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let row = tid / TPR;
-    let lane = tid % TPR;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;  // q of (b, 0, h) in qkv and dqkv
-    let obase = b * p.T * p.C + h * p.hs;  // (b, 0, h) in dout
-    let q0 = qb * BQ;
-    let qpos = q0 + row;
-    let live = qpos < p.T;
+    let th = gen_thread(wid, tid);  // this thread's query: th.pos
+    let ga = head_addr(wid, 1u, p.hs);  // in floats
+    let live = th.pos < p.T;
     var lse_i = 0.0;
     var d_i = 0.0;
     if (live) {
-        lse_i = lse[(b * p.NH + h) * p.T + qpos];
-        d_i = delta[(b * p.NH + h) * p.T + qpos];
+        lse_i = lse[ga.lb + th.pos];
+        d_i = delta[ga.lb + th.pos];
     }
 
     var acc = array<f32, NACC>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * BK;
         // s = q . k in the forward's order, so P stays <= 1 up to rounding; dP = dout . v.
-        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, false);
-        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, false);
+        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, th.r0, k0, tid, th.row, th.lane, false, false);
+        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, th.r0, k0, tid, th.row, th.lane, true, false);
         for (var j = 0u; j < KPT; j++) {
-            let key = k0 + lane + j * TPR;
-            let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= qpos && key < p.T);
-            ts[row * PAD + lane + j * TPR] = pij * (dp[j] - d_i);
+            let key = k0 + th.lane + j * TPR;
+            let pij = select(0.0, exp(s[j] * p.scale - lse_i), live && key <= th.pos && key < p.T);
+            ts[th.row * PAD + th.lane + j * TPR] = pij * (dp[j] - d_i);
         }
-        // acc += dS @ K, chunk by chunk (the barrier after the load also publishes ts).
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BK * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var kv = 0.0;
-                    if (c0 + c < p.hs && k0 + r < p.T) { kv = qkv[base + (k0 + r) * C3 + p.C + c0 + c]; }
-                    tk[r * PAD + c] = kv;
-                }
-                workgroupBarrier();
-                for (var j = 0u; j < BK; j++) {
-                    let dsj = ts[row * PAD + j];
-                    for (var u = 0u; u < CPT; u++) { acc[ch * CPT + u] += dsj * tk[j * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        acc = gen_mix(acc, &tk, &ts, &qkv, &dout, ga, k0, 1u, tid, th.row, th.lane);  // acc += dS @ K
     }
     if (live) {
-        let drow = base + qpos * C3;
+        let drow = ga.base + th.pos * ga.C3W;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
-                let col = attn_col(ch, lane, u);
+                let col = attn_col(ch, th.lane, u);
                 if (col < p.hs) { dqkv[drow + col] = p.scale * acc[ch * CPT + u]; }
             }
         }
@@ -1301,15 +1250,8 @@ fn attention_backward_dq_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin
 @compute @workgroup_size(WG)
 fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let kb = wid.x;
-    let h = wid.y;
-    let b = wid.z;
-    let row = tid / TPR;
-    let lane = tid % TPR;
-    let C3 = 3u * p.C;
-    let base = b * p.T * C3 + h * p.hs;
-    let obase = b * p.T * p.C + h * p.hs;
-    let k0 = kb * BK;
-    let kpos = k0 + row;
+    let th = gen_thread(wid, tid);  // this thread's key: th.pos
+    let ga = head_addr(wid, 1u, p.hs);  // in floats
     let nqb = (p.T + BQ - 1u) / BQ;
 
     var dk = array<f32, NACC>();
@@ -1317,68 +1259,33 @@ fn attention_backward_dkdv_generic(@builtin(workgroup_id) wid: vec3<u32>, @built
     for (var qb = kb; qb < nqb; qb++) {
         let q0 = qb * BQ;
         // s^T = k . q: the forward's products in the forward's order; dP^T = v . dout.
-        let s = gb_dots(q0, k0, base, obase, tid, row, lane, false, true);
-        let dp = gb_dots(q0, k0, base, obase, tid, row, lane, true, true);
+        let s = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, th.r0, tid, th.row, th.lane, false, true);
+        let dp = gen_dots(&tq, &tk, &qkv, &dout, ga, q0, th.r0, tid, th.row, th.lane, true, true);
         var pr = array<f32, KPT>();
         var ds = array<f32, KPT>();
         for (var j = 0u; j < KPT; j++) {
-            let qpos = q0 + lane + j * TPR;
+            let qpos = q0 + th.lane + j * TPR;
             var lse_j = 0.0;
             var d_j = 0.0;
             if (qpos < p.T) {
-                lse_j = lse[(b * p.NH + h) * p.T + qpos];
-                d_j = delta[(b * p.NH + h) * p.T + qpos];
+                lse_j = lse[ga.lb + qpos];
+                d_j = delta[ga.lb + qpos];
             }
-            // kpos <= qpos < T also keeps keys past T out.
-            pr[j] = select(0.0, exp(s[j] * p.scale - lse_j), kpos <= qpos && qpos < p.T);
+            // key th.pos <= qpos < T also keeps keys past T out.
+            pr[j] = select(0.0, exp(s[j] * p.scale - lse_j), th.pos <= qpos && qpos < p.T);
             ds[j] = pr[j] * (dp[j] - d_j);
-            ts[row * PAD + lane + j * TPR] = pr[j];
+            ts[th.row * PAD + th.lane + j * TPR] = pr[j];
         }
-        // dv += P^T @ dout (the barrier after the load also publishes ts).
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BQ * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var ov = 0.0;
-                    if (c0 + c < p.hs && q0 + r < p.T) { ov = dout[obase + (q0 + r) * p.C + c0 + c]; }
-                    tq[r * PAD + c] = ov;
-                }
-                workgroupBarrier();
-                for (var i = 0u; i < BQ; i++) {
-                    let pv = ts[row * PAD + i];
-                    for (var u = 0u; u < CPT; u++) { dv[ch * CPT + u] += pv * tq[i * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
-        for (var j = 0u; j < KPT; j++) { ts[row * PAD + lane + j * TPR] = ds[j]; }
+        dv = gen_mix(dv, &tq, &ts, &qkv, &dout, ga, q0, 3u, tid, th.row, th.lane);  // dv += P^T @ dout
+        for (var j = 0u; j < KPT; j++) { ts[th.row * PAD + th.lane + j * TPR] = ds[j]; }
         // dk += dS^T @ Q (scaled once at the end)
-        for (var ch = 0u; ch < NCH; ch++) {
-            let c0 = ch * DC;
-            if (c0 < p.hs) {
-                for (var e = tid; e < BQ * DC; e += WG) {
-                    let r = e / DC;
-                    let c = e % DC;
-                    var qv = 0.0;
-                    if (c0 + c < p.hs && q0 + r < p.T) { qv = qkv[base + (q0 + r) * C3 + c0 + c]; }
-                    tq[r * PAD + c] = qv;
-                }
-                workgroupBarrier();
-                for (var i = 0u; i < BQ; i++) {
-                    let dsi = ts[row * PAD + i];
-                    for (var u = 0u; u < CPT; u++) { dk[ch * CPT + u] += dsi * tq[i * PAD + lane + u * TPR]; }
-                }
-                workgroupBarrier();
-            }
-        }
+        dk = gen_mix(dk, &tq, &ts, &qkv, &dout, ga, q0, 0u, tid, th.row, th.lane);
     }
-    if (kpos < p.T) {
-        let krow = base + kpos * C3 + p.C;
+    if (th.pos < p.T) {
+        let krow = ga.base + th.pos * ga.C3W + p.C;
         for (var ch = 0u; ch < NCH; ch++) {
             for (var u = 0u; u < CPT; u++) {
-                let col = attn_col(ch, lane, u);
+                let col = attn_col(ch, th.lane, u);
                 if (col < p.hs) {
                     dqkv[krow + col] = p.scale * dk[ch * CPT + u];
                     dqkv[krow + p.C + col] = dv[ch * CPT + u];
@@ -1426,29 +1333,20 @@ fn af_scores(qrow: u32, krow0: u32, krow1: u32, g0: u32) -> array<f32, AF_K> {
 }
 
 @compute @workgroup_size(AF_WG)
-fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                           @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
+fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
-    let live = t < p.T;
-    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
-    let C3W = 3u * CW;
-    let hsW = p.hs / {{W}}u;
-    let base = b * p.T * C3W + h * hsW;  // q of (b, t = 0, head h); k at + CW, v at + 2 CW
-    let qrow = base + min(t, p.T - 1u) * C3W;
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
+    let t = q0 + ln.lid;
+    let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
+    let qrow = ha.base + min(t, p.T - 1u) * ha.C3W;
+    let g0 = ln.sid & ~(AF_G - 1u);
     // Keys that some query of the workgroup sees: a uniform loop bound, so
     // every lane takes part in every shuffle; rows past T are clamped.
     let kend = min(q0 + AF_WG, p.T);
     var m = NEG_INF;
     var l = 0.0;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
-        let s = af_scores(qrow, kr0, kr1, g0);
+        let kr = af_krows(ha, ln.sid, j0);
+        let s = af_scores(qrow, kr.x, kr.y, g0);
         var bmax = NEG_INF;
         for (var jj = 0u; jj < AF_K; jj++) {
             if (j0 + jj <= t) { bmax = max(bmax, s[jj]); }
@@ -1461,24 +1359,24 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     }
     // Key 0 is in every row: l >= 1.
     let lse_t = m + log(l);
-    let orow = (b * p.T + t) * CW + h * hsW;
+    let live = t < p.T;
+    let orow = ha.ob + t * ha.CW;
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
-        let s = af_scores(qrow, kr0, kr1, g0);
+        let kr = af_krows(ha, ln.sid, j0);
+        let s = af_scores(qrow, kr.x, kr.y, g0);
         var pr = array<f32, AF_K>();
         for (var jj = 0u; jj < AF_K; jj++) { pr[jj] = select(0.0, exp(s[jj] - lse_t), j0 + jj <= t); }
         let add = live && j0 <= t;  // the block holds a key of this query
-        for (var c = 0u; c < hsW; c++) {
-            let vv0 = qkv[kr0 + CW + c];
-            let vv1 = qkv[kr1 + CW + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             let o = af_mix16_{{W}}({{V}}(), pr, vv0, vv1, g0);
             if (add) {
                 if (j0 == 0u) { out[orow + c] = o; } else { out[orow + c] = out[orow + c] + o; }
             }
         }
     }
-    if (live) { lse[(b * p.NH + h) * p.T + t] = lse_t; }
+    if (live) { lse[ha.lb + t] = lse_t; }
 }
 
 // --- TEMPLATE: attention_backward_flatw ---
@@ -1501,48 +1399,37 @@ fn attention_forward_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
 // the head), dS = P * (dP - D) * scale, then dq += dS @ K into the q columns
 // of dqkv (the first block writes: dqkv is overwritten).
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                               @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
+fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let q0 = wid.x * AF_WG;
-    let t = q0 + lid;
+    let t = q0 + ln.lid;
     let live = t < p.T;
     let tc = min(t, p.T - 1u);
-    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
-    let C3W = 3u * CW;
-    let hsW = p.hs / {{W}}u;
-    let base = b * p.T * C3W + h * hsW;
-    let qrow = base + tc * C3W;
-    let orow = (b * p.T + tc) * CW + h * hsW;  // this query's dout
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lse_t = lse[(b * p.NH + h) * p.T + tc];
-    let d_t = delta[(b * p.NH + h) * p.T + tc];
+    let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
+    let qt = af_query(ha, tc, &lse, &delta);  // this query's rows, lse and D
+    let g0 = ln.sid & ~(AF_G - 1u);
     let kend = min(q0 + AF_WG, p.T);
     for (var j0 = 0u; j0 < kend; j0 += AF_K) {
-        let kr0 = base + min(j0 + gl, p.T - 1u) * C3W + CW;  // key j0 + gl; its v at + CW
-        let kr1 = base + min(j0 + AF_G + gl, p.T - 1u) * C3W + CW;
+        let kr = af_krows(ha, ln.sid, j0);  // keys j0 + gl, j0 + 8 + gl; their v at + CW
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hsW; c++) {
-            let qv = qkv[qrow + c];
-            let ov = dout[orow + c];
-            let kv0 = qkv[kr0 + c];
-            let vv0 = qkv[kr0 + CW + c];
-            let kv1 = qkv[kr1 + c];
-            let vv1 = qkv[kr1 + CW + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let qv = qkv[qt.qrow + c];
+            let ov = dout[qt.orow + c];
+            let kv0 = qkv[kr.x + c];
+            let vv0 = qkv[kr.x + ha.CW + c];
+            let kv1 = qkv[kr.y + c];
+            let vv1 = qkv[kr.y + ha.CW + c];
             s = af_dot16_{{W}}(s, qv, kv0, kv1, g0);
             dp = af_dot16_{{W}}(dp, ov, vv0, vv1, g0);
         }
-        let ds = af_ds16(s, dp, lse_t, d_t, p.scale, j0, t);
+        let ds = af_ds16(s, dp, qt.lse, qt.d, p.scale, j0, t);
         let add = live && j0 <= t;
-        for (var c = 0u; c < hsW; c++) {
-            let kv0 = qkv[kr0 + c];
-            let kv1 = qkv[kr1 + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let kv0 = qkv[kr.x + c];
+            let kv1 = qkv[kr.y + c];
             let a = af_mix16_{{W}}({{V}}(), ds, kv0, kv1, g0);
             if (add) {
-                if (j0 == 0u) { dqkv[qrow + c] = a; } else { dqkv[qrow + c] = dqkv[qrow + c] + a; }
+                if (j0 == 0u) { dqkv[qt.qrow + c] = a; } else { dqkv[qt.qrow + c] = dqkv[qt.qrow + c] + a; }
             }
         }
     }
@@ -1554,61 +1441,44 @@ fn attention_backward_dq_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @built
 // dP^T, then dv += P^T @ dout and dk += dS^T @ Q into the k and v columns of
 // dqkv; the block holding j itself writes first (dqkv is overwritten).
 @compute @workgroup_size(AF_WG)
-fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32,
-                                 @builtin(subgroup_invocation_id) sid: u32) {
-    let h = wid.y;
-    let b = wid.z;
+fn attention_backward_dkdv_flat{{N}}(@builtin(workgroup_id) wid: vec3<u32>, ln: AfLid) {
     let k0 = wid.x * AF_WG;
-    let j = k0 + lid;
+    let j = k0 + ln.lid;
     let live = j < p.T;
-    let CW = p.C / {{W}}u;  // C, hs and the rows in {{V}}s
-    let C3W = 3u * CW;
-    let hsW = p.hs / {{W}}u;
-    let base = b * p.T * C3W + h * hsW;
-    let krow = base + min(j, p.T - 1u) * C3W + CW;  // this key's k; its v at + CW
+    let ha = head_addr(wid, {{W}}u, p.hs / {{W}}u);  // in {{V}}s
+    let krow = ha.base + min(j, p.T - 1u) * ha.C3W + ha.CW;  // this key's k; its v at + CW
     let jb = j & ~(AF_K - 1u);                      // the query block that holds j
-    let g0 = sid & ~(AF_G - 1u);
-    let gl = sid & (AF_G - 1u);
-    let lbase = (b * p.NH + h) * p.T;
+    let g0 = ln.sid & ~(AF_G - 1u);
     // k0 is a multiple of AF_K: the blocks start at the workgroup's own.
     for (var i0 = k0; i0 < p.T; i0 += AF_K) {
-        let il0 = min(i0 + gl, p.T - 1u);  // the queries this lane loads for the group
-        let il1 = min(i0 + AF_G + gl, p.T - 1u);
-        let qrow0 = base + il0 * C3W;
-        let qrow1 = base + il1 * C3W;
-        let orow0 = (b * p.T + il0) * CW + h * hsW;
-        let orow1 = (b * p.T + il1) * CW + h * hsW;
-        let lse_l0 = lse[lbase + il0];
-        let lse_l1 = lse[lbase + il1];
-        let d_l0 = delta[lbase + il0];
-        let d_l1 = delta[lbase + il1];
+        let qs = af_queries(ha, ln.sid, i0, &lse, &delta);  // the queries this lane loads for the group
         var s = array<f32, AF_K>();
         var dp = array<f32, AF_K>();
-        for (var c = 0u; c < hsW; c++) {
+        for (var c = 0u; c < ha.hsW; c++) {
             let kv = qkv[krow + c];
-            let vv = qkv[krow + CW + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov0 = dout[orow0 + c];
-            let qv1 = qkv[qrow1 + c];
-            let ov1 = dout[orow1 + c];
+            let vv = qkv[krow + ha.CW + c];
+            let qv0 = qkv[qs.qrow.x + c];
+            let ov0 = dout[qs.orow.x + c];
+            let qv1 = qkv[qs.qrow.y + c];
+            let ov1 = dout[qs.orow.y + c];
             s = af_dot16_{{W}}(s, kv, qv0, qv1, g0);
             dp = af_dot16_{{W}}(dp, vv, ov0, ov1, g0);
         }
-        let pd = af_key_pds16(s, dp, lse_l0, d_l0, lse_l1, d_l1, g0, i0, j, p.T, p.scale);
+        let pd = af_key_pds16(s, dp, qs.lse.x, qs.d.x, qs.lse.y, qs.d.y, g0, i0, j, p.T, p.scale);
         let pr = pd.pr;
         let ds = pd.ds;
         let add = live && i0 >= jb;
         let first = i0 == jb;
-        for (var c = 0u; c < hsW; c++) {
-            let ov0 = dout[orow0 + c];
-            let qv0 = qkv[qrow0 + c];
-            let ov1 = dout[orow1 + c];
-            let qv1 = qkv[qrow1 + c];
+        for (var c = 0u; c < ha.hsW; c++) {
+            let ov0 = dout[qs.orow.x + c];
+            let qv0 = qkv[qs.qrow.x + c];
+            let ov1 = dout[qs.orow.y + c];
+            let qv1 = qkv[qs.qrow.y + c];
             let dv = af_mix16_{{W}}({{V}}(), pr, ov0, ov1, g0);
             let dk = af_mix16_{{W}}({{V}}(), ds, qv0, qv1, g0);
             if (add) {
                 let ki = krow + c;
-                let vi = krow + CW + c;
+                let vi = krow + ha.CW + c;
                 if (first) {
                     dqkv[ki] = dk;
                     dqkv[vi] = dv;
