@@ -16,6 +16,13 @@ fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * WG;
 }
 
+// The first item of thread tid in kernels whose threads take `per` items at
+// stride WG, workgroup w the items [w * WG * per, (w + 1) * WG * per), over
+// the same 1D or 2D grid (the vec4 element-wise kernels, the f16 casts).
+fn wg_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32, per: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * (WG * per) + tid;
+}
+
 // Finite test on the bit pattern: compilers may assume `x == x` is true
 // (WGSL lets them assume no NaN or Inf), but not for an integer compare.
 fn is_finite(x: f32) -> bool {
@@ -42,6 +49,11 @@ fn f16_bits(x: f32) -> u32 {
 // Two values as one u32 of halves, x in the low 16 bits (the lower address).
 fn f16_pair(x: f32, y: f32) -> u32 {
     return f16_bits(x) | (f16_bits(y) << 16u);
+}
+
+// Eight values (a then b) as a vec4<u32> of halves: the f16 kernels' stores.
+fn f16_eight(a: vec4<f32>, b: vec4<f32>) -> vec4<u32> {
+    return vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
 }
 
 var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
@@ -129,4 +141,12 @@ fn gelu_grad(x: f32) -> f32 {
     let th = gelu_tanh(gelu_arg(xc));
     let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
     return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
+}
+
+// gelu_value and gelu_grad of each lane (the vec4 and f16 kernels).
+fn gelu4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(gelu_value(v.x), gelu_value(v.y), gelu_value(v.z), gelu_value(v.w));
+}
+fn gelu_grad4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
 }

@@ -291,7 +291,7 @@ fn crossentropy_backward_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
         if (j < real8) {
             let a = grad4(logits[r * (p.Vp / 4u) + 2u * j], 2u * j, l, tgt, p.V, p.dloss);
             let b = grad4(logits[r * (p.Vp / 4u) + 2u * j + 1u], 2u * j + 1u, l, tgt, p.V, p.dloss);
-            o = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+            o = f16_eight(a, b);
         }
         dlogits16[r * n8 + j] = o;
     }
@@ -368,7 +368,7 @@ fn crossentropy_fused_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_wor
             if (tgt < p.V && j == tgt / 8u) { losses[row] = l - select(xa, xb, (tgt & 4u) != 0u)[tgt % 4u]; }
             let a = grad4(xa, 2u * j, l, tgt, p.V, p.dloss);
             let b = grad4(xb, 2u * j + 1u, l, tgt, p.V, p.dloss);
-            o = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+            o = f16_eight(a, b);
         }
         dlogits16[r * n8 + j] = o;
     }
