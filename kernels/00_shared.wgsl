@@ -58,6 +58,13 @@ fn f16_eight(a: vec4<f32>, b: vec4<f32>) -> vec4<u32> {
 
 var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
 
+// The reductions' first step: lane 0 of each subgroup stores its subgroup's
+// result (partial) in sh_red, then the barrier after which all may read them.
+fn wg_publish(tid: u32, sg_size: u32, partial: f32) {
+    if (tid % sg_size == 0u) { sh_red[tid / sg_size] = partial; }
+    workgroupBarrier();
+}
+
 // Sum of `val` over a workgroup of WG threads, returned to every thread.
 // Call from uniform control flow with every thread of the workgroup; threads
 // with nothing to add pass 0. tid = local_invocation_index, sg_size = the
@@ -65,11 +72,9 @@ var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
 // Subgroup i is taken to be threads [i*sg_size, (i+1)*sg_size): true for 1D
 // workgroups on the drivers we know; tests/test_shared.c checks it per device.
 fn wg_reduce_sum(tid: u32, sg_size: u32, val: f32) -> f32 {
-    let partial = subgroupAdd(val);
+    wg_publish(tid, sg_size, subgroupAdd(val));
     let lane = tid % sg_size;
     let n_sg = WG / sg_size;
-    if (lane == 0u) { sh_red[tid / sg_size] = partial; }
-    workgroupBarrier();
     // Every subgroup folds all partials (redundantly) to stay uniform; with
     // small subgroups each lane first adds several partials.
     var v = 0.0;
@@ -86,11 +91,9 @@ fn wg_reduce_sum(tid: u32, sg_size: u32, val: f32) -> f32 {
 // Maximum of `val` over a workgroup of WG threads; identity NEG_INF (pass it
 // from threads with no value). Same rules as wg_reduce_sum.
 fn wg_reduce_max(tid: u32, sg_size: u32, val: f32) -> f32 {
-    let partial = subgroupMax(val);
+    wg_publish(tid, sg_size, subgroupMax(val));
     let lane = tid % sg_size;
     let n_sg = WG / sg_size;
-    if (lane == 0u) { sh_red[tid / sg_size] = partial; }
-    workgroupBarrier();
     var v = NEG_INF;
     for (var i = 0u; i < n_sg; i += sg_size) {
         if (i + lane < n_sg) { v = max(v, sh_red[i + lane]); }

@@ -11,6 +11,8 @@
 // gelu_forward_f16 (the f16 mode): out as f16 (array<vec4<u32>>, 8 halves
 // each, rounded by f16_pair), inp as vec4s; n % 8 == 0; GF16_STEPS steps of
 // 8 elements a thread at stride WG, ceil(n / (8 * GF16_STEPS * WG)) workgroups.
+// It is 08_precision.wgsl's cast_f16_vec4 with GELU set (its CAST_V8 steps:
+// GF16_STEPS and CAST_V8 must stay equal).
 // gelu_backward_f16 (the f16 mode): gelu_backward_vec4's dinp, and also its
 // f16 copy (dinp16, 8 halves a vec4<u32>) for the next matmul, which
 // otherwise a cast would make; inp, dout as vec4s; the f16 forward's grid.
@@ -24,7 +26,7 @@ struct GeluParams {
 }
 
 const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of the vec4 twins
-const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_forward_f16
+const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_backward_f16 (and gelu_forward_f16: CAST_V8)
 
 // --- KERNEL: gelu_forward ---
 // out = 0.5 x (1 + tanh(u(x)))
