@@ -31,10 +31,11 @@ struct CeParams {
 // [0] flags, [1] largest invalid token id, [2] largest invalid target id, [3] 0.
 const STATUS_BAD_TARGET: u32 = 2u;
 
-// One workgroup per row: the flat workgroup index (2D past 65535 rows).
-// Lanes a workgroup of the CPU twins (crossentropy_forward_flat; crossentropy_backward_flat's
-// variant marker repeats it).
+// Lanes a workgroup of the CPU twins: the variant markers of
+// crossentropy_forward_flat, _backward_flat and _fused_f16_flat set it (8).
 const CE_FLAT_WG: u32 = 8u;
+
+// One workgroup per row: the flat workgroup index (2D past 65535 rows).
 
 fn ce_row(wg: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return wg.x + wg.y * nwg.x;
@@ -134,9 +135,9 @@ fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workg
 
 // --- TEMPLATE: crossentropy_forwardw ---
 // --- KERNEL: crossentropy_forward_vec4 = crossentropy_forwardw with P=5, G=6 ---
-// --- KERNEL: crossentropy_forward_flat = crossentropy_forwardw with P=5, G=6 ---
+// --- KERNEL: crossentropy_forward_flat = crossentropy_forward_vec4 with CE_LANES=8, CE_ROUND=1 ---
 // --- KERNEL: crossentropy_fused_f16 = crossentropy_forwardw with P=6, G=5 ---
-// --- KERNEL: crossentropy_fused_f16_flat = crossentropy_fused_f16 with CE_FUSED_WG=8, CE_FUSED_ROUND=1 ---
+// --- KERNEL: crossentropy_fused_f16_flat = crossentropy_fused_f16 with CE_LANES=8, CE_ROUND=1 ---
 // The vec4 forwards and the fused forward + f16 backward, one template: their
 // bindings (but for p and the fused kernel's dlogits16, whose numbers {{P}}
 // and {{G}} it puts in) and the row's walk (ce_round, ce_fold) and finish
@@ -166,6 +167,32 @@ fn ce_round(base: u32, j0: u32, n4: u32, stride: u32, n: u32) -> array<vec4<f32>
     return x;
 }
 
+// Lanes a row and vec4s a lane loads before folding them in (ce_lse): WG and
+// CE_V4_ROUND but in the CPU twins, _forward_flat and _fused_f16_flat
+// (CE_FLAT_WG and 1); with fewer than
+// WG lanes the workgroup is one subgroup, folded with subgroup operations.
+override CE_LANES: u32 = WG;
+override CE_ROUND: u32 = CE_V4_ROUND;
+
+// The lse of the row at base (n4 = ceil(V / 4) vec4s), returned to every
+// lane: lane t walks vec4s t, t + CE_LANES, ... in rounds of
+// CE_ROUND (ce_round), folding each round into its running (max, sum)
+// (ce_fold); then the lanes' (m, s) give M = max m and S = sum s * exp(m - M).
+// Call from uniform control flow with the whole workgroup.
+fn ce_lse(base: u32, tid: u32, sg: u32) -> f32 {
+    let n4 = (p.V + 3u) / 4u;  // vec4s holding real columns; the last may be partial
+    var ms = vec2<f32>(NEG_INF, 0.0);
+    for (var j0 = tid; j0 < n4; j0 += CE_LANES * CE_ROUND) {
+        ms = ce_fold(ms, ce_round(base, j0, n4, CE_LANES, CE_ROUND), CE_ROUND);
+    }
+    if (CE_LANES == WG) {
+        let mx = wg_reduce_max(tid, sg, ms.x);
+        return mx + log(wg_reduce_sum(tid, sg, ms.y * exp(ms.x - mx)));
+    }
+    let mx = subgroupMax(ms.x);  // the workgroup is one subgroup
+    return mx + log(subgroupAdd(ms.y * exp(ms.x - mx)));
+}
+
 // A target >= V: a NaN loss, the flag and the target in status.
 fn ce_flag_bad(row: u32, tgt: u32) {
     losses[row] = ce_nan();
@@ -193,50 +220,20 @@ fn ce_finish(r: u32, base: u32, l: f32) {
 // exp(m_old - m) when m grows); the workgroup then takes M = max of the m and
 // S = sum of s * exp(m - M). The columns of the last vec4 past V (padding)
 // are masked to NEG_INF: exp gives 0.
-@compute @workgroup_size(WG)
+// crossentropy_forward_flat, its CPU twin (model/variant.h), for subgroups of
+// at least CE_FLAT_WG lanes: the same bindings, params and dispatch (a
+// workgroup per row), CE_FLAT_WG = 8 invocations instead of WG, one vec4 a
+// round, and the fold of the lanes' (m, s) by subgroupMax and subgroupAdd
+// instead of workgroup reductions: no workgroup memory, no barriers (on
+// llvmpipe the 256-thread workgroup's reductions cost more than the row).
+@compute @workgroup_size(CE_LANES)
 fn crossentropy_forward_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
     let r = ce_row(wg, nwg);
     if (r >= p.rows) { return; }  // the whole workgroup: the reductions stay uniform
     let base = r * (p.Vp / 4u);
-    let n4 = (p.V + 3u) / 4u;  // vec4s holding real columns; the last may be partial
-    var m = NEG_INF;
-    var s = 0.0;
-    for (var j0 = tid; j0 < n4; j0 += WG * CE_V4_ROUND) {
-        let ms = ce_fold(vec2<f32>(m, s), ce_round(base, j0, n4, WG, CE_V4_ROUND), CE_V4_ROUND);
-        m = ms.x;
-        s = ms.y;
-    }
-    let mx = wg_reduce_max(tid, sg, m);
-    let l = mx + log(wg_reduce_sum(tid, sg, s * exp(m - mx)));
+    let l = ce_lse(base, tid, sg);
     if (tid == 0u) { ce_finish(r, base, l); }
-}
-
-// The CPU twin of crossentropy_forward_vec4 (model/variant.h), for subgroups
-// of at least CE_FLAT_WG lanes: the same bindings, params and dispatch (a
-// workgroup per row), CE_FLAT_WG invocations instead of WG, and the fold of
-// the lanes' (m, s) by subgroupMax and subgroupAdd instead of workgroup
-// reductions: no workgroup memory, no barriers (on llvmpipe the 256-thread
-// workgroup's reductions cost more than the row). Lane l walks vec4s l, l + 8, ...
-@compute @workgroup_size(CE_FLAT_WG)
-fn crossentropy_forward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                             @builtin(local_invocation_index) lid: u32) {
-    let r = ce_row(wg, nwg);
-    if (r >= p.rows) { return; }  // the whole workgroup: the folds stay uniform
-    let base = r * (p.Vp / 4u);
-    let n4 = (p.V + 3u) / 4u;
-    var m = NEG_INF;
-    var s = 0.0;
-    for (var j = lid; j < n4; j += CE_FLAT_WG) {
-        let x = ce_mask(logits[base + j], j, p.V);
-        let mr = max(m, max4(x));
-        let e = exp(x - mr);
-        s = s * select(exp(m - mr), 1.0, mr == m) + ((e.x + e.y) + (e.z + e.w));
-        m = mr;
-    }
-    let mx = subgroupMax(m);
-    let l = mx + log(subgroupAdd(s * exp(m - mx)));
-    if (lid == 0u) { ce_finish(r, base, l); }
 }
 
 // The train step's cross-entropy, one workgroup a row: crossentropy_forward_vec4
@@ -245,31 +242,16 @@ fn crossentropy_forward_flat(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_
 // GPU's L2 still holds in part (201 KB for GPT-2): the second walk starts at the
 // row's end, what the first walk read last. A row's loss is written by the
 // thread whose step holds the target, from the logit it loaded there.
-// crossentropy_fused_f16_flat, the CPU twin: crossentropy_forward_flat's fold
-// (8 lanes, one vec4 a round, subgroup reductions) and so its lse.
+// crossentropy_fused_f16_flat, the CPU twin: crossentropy_forward_flat's lse
+// (8 lanes, one vec4 a round, subgroup reductions).
 
-override CE_FUSED_WG: u32 = WG;                 // lanes a row; WG folds with wg_reduce_*, less with subgroup ops
-override CE_FUSED_ROUND: u32 = CE_V4_ROUND;     // vec4s a lane loads before folding them in
-
-@compute @workgroup_size(CE_FUSED_WG)
+@compute @workgroup_size(CE_LANES)
 fn crossentropy_fused_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) tid: u32, @builtin(subgroup_size) sg: u32) {
     let r = ce_row(wg, nwg);
     if (r >= p.rows) { return; }  // the whole workgroup: the reductions stay uniform
     let base = r * (p.Vp / 4u);
-    let n4 = (p.V + 3u) / 4u;
-    var ms = vec2<f32>(NEG_INF, 0.0);
-    for (var j0 = tid; j0 < n4; j0 += CE_FUSED_WG * CE_FUSED_ROUND) {
-        ms = ce_fold(ms, ce_round(base, j0, n4, CE_FUSED_WG, CE_FUSED_ROUND), CE_FUSED_ROUND);
-    }
-    var l: f32;
-    if (CE_FUSED_WG == WG) {
-        let mx = wg_reduce_max(tid, sg, ms.x);
-        l = mx + log(wg_reduce_sum(tid, sg, ms.y * exp(ms.x - mx)));
-    } else {  // the workgroup is one subgroup
-        let mx = subgroupMax(ms.x);
-        l = mx + log(subgroupAdd(ms.y * exp(ms.x - mx)));
-    }
+    let l = ce_lse(base, tid, sg);
     let row = p.row0 + r;
     let tgt = targets[row];
     if (tid == 0u) {
@@ -278,7 +260,7 @@ fn crossentropy_fused_f16(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_wor
     }
     let n8 = p.Vp / 8u;
     let real8 = (p.V + 7u) / 8u;
-    for (var i = tid; i < n8; i += CE_FUSED_WG) {
+    for (var i = tid; i < n8; i += CE_LANES) {
         let j = n8 - 1u - i;  // from the row's end
         var o = vec4<u32>(0u);
         if (j < real8) {
