@@ -21,11 +21,6 @@ struct Scalar {
 // Dispatch: ceil(n / (4 * V4_PER_THREAD * WG)) workgroups through dispatch1d.
 const V4_PER_THREAD: u32 = 4u;
 
-// Index of this thread's first vec4 (1D grid or the host's 2D fallback).
-fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
-}
-
 // One section a binding list and width (dst or dst and src; f32 or vec4), and
 // each kernel is its section compiled with EW_OP set (a variant marker): the
 // operation, a number the pipeline fixes, so that each compiles to its own
@@ -88,7 +83,7 @@ fn ew_src(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
 fn ew_dst_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) tid: u32) {
     let n4 = p.n / 4u;
-    let i0 = v4_first(wid, nwg, tid);
+    let i0 = wg_first(wid, nwg, tid, V4_PER_THREAD);
     var x = array<vec4<f32>, V4_PER_THREAD>();
     if (EW_OP == EW_SCALE) {
         for (var k = 0u; k < V4_PER_THREAD; k++) {
@@ -121,7 +116,7 @@ fn ew_dst_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 fn ew_src_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) tid: u32) {
     let n4 = p.n / 4u;
-    let i0 = v4_first(wid, nwg, tid);
+    let i0 = wg_first(wid, nwg, tid, V4_PER_THREAD);
     var y = array<vec4<f32>, V4_PER_THREAD>();
     var x = array<vec4<f32>, V4_PER_THREAD>();
     for (var k = 0u; k < V4_PER_THREAD; k++) {

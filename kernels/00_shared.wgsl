@@ -16,6 +16,13 @@ fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
     return gid.x + gid.y * nwg.x * WG;
 }
 
+// The first item of thread tid in kernels whose threads take `per` items at
+// stride WG, workgroup w the items [w * WG * per, (w + 1) * WG * per), over
+// the same 1D or 2D grid (the vec4 element-wise kernels, the f16 casts).
+fn wg_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32, per: u32) -> u32 {
+    return (wid.x + wid.y * nwg.x) * (WG * per) + tid;
+}
+
 // Finite test on the bit pattern: compilers may assume `x == x` is true
 // (WGSL lets them assume no NaN or Inf), but not for an integer compare.
 fn is_finite(x: f32) -> bool {
@@ -44,7 +51,19 @@ fn f16_pair(x: f32, y: f32) -> u32 {
     return f16_bits(x) | (f16_bits(y) << 16u);
 }
 
+// Eight values (a then b) as a vec4<u32> of halves: the f16 kernels' stores.
+fn f16_eight(a: vec4<f32>, b: vec4<f32>) -> vec4<u32> {
+    return vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+}
+
 var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
+
+// The reductions' first step: lane 0 of each subgroup stores its subgroup's
+// result (partial) in sh_red, then the barrier after which all may read them.
+fn wg_publish(tid: u32, sg_size: u32, partial: f32) {
+    if (tid % sg_size == 0u) { sh_red[tid / sg_size] = partial; }
+    workgroupBarrier();
+}
 
 // Sum of `val` over a workgroup of WG threads, returned to every thread.
 // Call from uniform control flow with every thread of the workgroup; threads
@@ -53,11 +72,9 @@ var<workgroup> sh_red: array<f32, MAX_SUBGROUPS>;
 // Subgroup i is taken to be threads [i*sg_size, (i+1)*sg_size): true for 1D
 // workgroups on the drivers we know; tests/test_shared.c checks it per device.
 fn wg_reduce_sum(tid: u32, sg_size: u32, val: f32) -> f32 {
-    let partial = subgroupAdd(val);
+    wg_publish(tid, sg_size, subgroupAdd(val));
     let lane = tid % sg_size;
     let n_sg = WG / sg_size;
-    if (lane == 0u) { sh_red[tid / sg_size] = partial; }
-    workgroupBarrier();
     // Every subgroup folds all partials (redundantly) to stay uniform; with
     // small subgroups each lane first adds several partials.
     var v = 0.0;
@@ -74,11 +91,9 @@ fn wg_reduce_sum(tid: u32, sg_size: u32, val: f32) -> f32 {
 // Maximum of `val` over a workgroup of WG threads; identity NEG_INF (pass it
 // from threads with no value). Same rules as wg_reduce_sum.
 fn wg_reduce_max(tid: u32, sg_size: u32, val: f32) -> f32 {
-    let partial = subgroupMax(val);
+    wg_publish(tid, sg_size, subgroupMax(val));
     let lane = tid % sg_size;
     let n_sg = WG / sg_size;
-    if (lane == 0u) { sh_red[tid / sg_size] = partial; }
-    workgroupBarrier();
     var v = NEG_INF;
     for (var i = 0u; i < n_sg; i += sg_size) {
         if (i + lane < n_sg) { v = max(v, sh_red[i + lane]); }
@@ -129,4 +144,12 @@ fn gelu_grad(x: f32) -> f32 {
     let th = gelu_tanh(gelu_arg(xc));
     let du = GELU_K * (1.0 + 3.0 * GELU_A * xc * xc);
     return 0.5 * (1.0 + th) + 0.5 * xc * (1.0 - th * th) * du;
+}
+
+// gelu_value and gelu_grad of each lane (the vec4 and f16 kernels).
+fn gelu4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(gelu_value(v.x), gelu_value(v.y), gelu_value(v.z), gelu_value(v.w));
+}
+fn gelu_grad4(v: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
 }

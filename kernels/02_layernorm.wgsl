@@ -9,6 +9,7 @@
 // C % 4 == 0 and 16-byte aligned views) sums blocks of LN_PART_ROWS rows into
 // the scratch `part`, ceil(C / LN_COLS) (vec4: ceil(C / 4 / LN_COLS)) column
 // groups x ceil(N / LN_PART_ROWS) blocks of workgroups through dispatch1d;
+// (one template, layernorm_params_partw, with the column type put in);
 // then layernorm_params_reduce adds the blocks' partials in block order into
 // dweight/dbias, ceil(C / LN_COLS) workgroups. Where the vec4 row kernels
 // serve, layernorm_backward_vec4 replaces the input kernel and phase 1: dinp
@@ -102,8 +103,8 @@ fn ln_row_sum(tid: u32, sg: u32, val: f32) -> f32 {
 // phases): each of the LN_LANES lanes of a column holds part of its dweight
 // and dbias sums. ln_fold_store puts every thread's part in workgroup memory
 // (call from uniform control flow with the whole workgroup); then
-// ln_fold_sum(col) adds the lanes of column col in lane order
-// (deterministic): x the dweight sum, y the dbias sum. The vec4 forms serve
+// ln_fold_cols(col) adds the lanes of column col in lane order
+// (deterministic): [0] the dweight sum, [1] the dbias sum. The vec4 forms serve
 // the vec4 kernels (four columns a thread): layernorm_params_part_vec4 and
 // the fold of layernorm_backward_vec4's row groups.
 var<workgroup> ln_fold_w: array<f32, WG>;
@@ -117,14 +118,14 @@ fn ln_fold_store(tid: u32, dw: f32, db: f32) {
     workgroupBarrier();
 }
 
-fn ln_fold_sum(col: u32) -> vec2<f32> {
+fn ln_fold_cols(col: u32) -> array<f32, 2> {
     var tw = 0.0;
     var tb = 0.0;
     for (var l = 0u; l < LN_LANES; l++) {
         tw += ln_fold_w[l * LN_COLS + col];
         tb += ln_fold_b[l * LN_COLS + col];
     }
-    return vec2<f32>(tw, tb);
+    return array<f32, 2>(tw, tb);
 }
 
 fn ln_fold_store4(tid: u32, dw: vec4<f32>, db: vec4<f32>) {
@@ -145,6 +146,11 @@ fn ln_fold_sum4(first: u32, n: u32, stride: u32) -> array<vec4<f32>, 2> {
         tb += ln_fold_b4[first + i * stride];
     }
     return array<vec4<f32>, 2>(tw, tb);
+}
+
+// ln_fold_cols of vec4 columns (layernorm_params_part_vec4).
+fn ln_fold_cols4(col: u32) -> array<vec4<f32>, 2> {
+    return ln_fold_sum4(col, LN_LANES, LN_COLS);
 }
 
 // Sum of the four lanes.
@@ -450,100 +456,63 @@ fn layernorm_backward_params(@builtin(local_invocation_index) tid: u32, @builtin
     }
     ln_fold_store(tid, dw, db);
     if (lane == 0u && c < p.C) {
-        let t = ln_fold_sum(col);
-        dweight[c] += t.x;
-        dbias[c] += t.y;
+        let t = ln_fold_cols(col);
+        dweight[c] += t[0];
+        dbias[c] += t[1];
     }
 }
 
-// --- KERNEL: layernorm_params_part ---
-// Phase 1 of the two-phase dweight/dbias (then layernorm_params_reduce).
-// Workgroup w (a flat index: 2D past 65535) takes the LN_COLS columns of
-// column group w % ceil(C / LN_COLS) in row block blk = w / ceil(C / LN_COLS):
-// rows [blk * LN_PART_ROWS, + LN_PART_ROWS) of this dispatch. Lane l sums
-// rows l, l + 8, ... of the block in order, lane 0 folds the 8 lanes in order
-// and writes the block's partials: part[blk * C + c] = sum of dout * xhat,
-// part[(nblk + blk) * C + c] = sum of dout (nblk = ceil(N / LN_PART_ROWS)).
-// Workgroups past the last block (the 2D grid's tail) leave at once.
-@group(0) @binding(0) var<storage, read_write> part: array<f32>;  // (2, nblk, C)
-@group(0) @binding(1) var<storage, read> dout: array<f32>;        // (N, C)
-@group(0) @binding(2) var<storage, read> inp: array<f32>;         // (N, C)
-@group(0) @binding(3) var<storage, read> mean: array<f32>;        // (N)
-@group(0) @binding(4) var<storage, read> rstd: array<f32>;        // (N)
+// --- TEMPLATE: layernorm_params_partw ---
+// --- KERNEL: layernorm_params_part = layernorm_params_partw with V=f32, W=1, N=, F= ---
+// --- KERNEL: layernorm_params_part_vec4 = layernorm_params_partw with V=vec4<f32>, W=4, N=_vec4, F=4 ---
+// Phase 1 of the two-phase dweight/dbias (then layernorm_params_reduce), as a
+// template: the columns are {{V}}s of {{W}} floats (_vec4: C % 4 == 0; dout,
+// inp and part bound as vec4s at 16-byte aligned offsets), cw = C / {{W}} of
+// them a row. Workgroup w (a flat index: 2D past 65535) takes the LN_COLS
+// columns of column group w % ceil(cw / LN_COLS) in row block
+// blk = w / ceil(cw / LN_COLS): rows [blk * LN_PART_ROWS, + LN_PART_ROWS) of
+// this dispatch. Lane l sums rows l, l + 8, ... of the block in order, lane 0
+// folds the 8 lanes in order and writes the block's partials:
+// part[blk * cw + j] = sum of dout * xhat, part[(nblk + blk) * cw + j] = sum
+// of dout (nblk = ceil(N / LN_PART_ROWS)). The vec4 kernel's partials are the
+// scalar one's, in the same per-column order of additions. Workgroups past the
+// last block (the 2D grid's tail) leave at once.
+@group(0) @binding(0) var<storage, read_write> part: array<{{V}}>;  // (2, nblk, C)
+@group(0) @binding(1) var<storage, read> dout: array<{{V}}>;        // (N, C)
+@group(0) @binding(2) var<storage, read> inp: array<{{V}}>;         // (N, C)
+@group(0) @binding(3) var<storage, read> mean: array<f32>;          // (N)
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;          // (N)
 @group(0) @binding(5) var<uniform> p: LnParams;
 
 @compute @workgroup_size(WG)
-fn layernorm_params_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+fn layernorm_params_part{{N}}(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
                          @builtin(num_workgroups) nwg: vec3<u32>) {
     let col = tid % LN_COLS;
     let lane = tid / LN_COLS;
-    let groups = (p.C + LN_COLS - 1u) / LN_COLS;
+    let cw = p.C / {{W}}u;  // the row in {{V}}s
+    let groups = (cw + LN_COLS - 1u) / LN_COLS;
     let w = wid.x + wid.y * nwg.x;
     let blk = w / groups;
     let nblk = ln_part_blocks(p.N);
     if (blk >= nblk) { return; }  // uniform: the whole workgroup leaves
-    let c = (w % groups) * LN_COLS + col;
-    var dw = 0.0;
-    var db = 0.0;
-    if (c < p.C) {
-        for (var i = 0u; i < LN_PART_ROWS / LN_LANES; i++) {
-            let n = blk * LN_PART_ROWS + lane + i * LN_LANES;
-            if (n < p.N) {
-                let d = dout[n * p.C + c];
-                dw += d * (inp[n * p.C + c] - mean[n]) * rstd[n];
-                db += d;
-            }
-        }
-    }
-    ln_fold_store(tid, dw, db);
-    if (lane == 0u && c < p.C) {
-        let t = ln_fold_sum(col);
-        part[blk * p.C + c] = t.x;
-        part[(nblk + blk) * p.C + c] = t.y;
-    }
-}
-
-// --- KERNEL: layernorm_params_part_vec4 ---
-// layernorm_params_part on vec4 columns (C % 4 == 0; dout, inp and
-// part bound as vec4s at 16-byte aligned offsets): a workgroup takes LN_COLS
-// vec4 columns (4 * LN_COLS floats), ceil(C / 4 / LN_COLS) column groups.
-// Same partials, same per-column order of additions.
-@group(0) @binding(0) var<storage, read_write> part: array<vec4<f32>>;  // (2, nblk, C / 4)
-@group(0) @binding(1) var<storage, read> dout: array<vec4<f32>>;        // (N, C / 4)
-@group(0) @binding(2) var<storage, read> inp: array<vec4<f32>>;         // (N, C / 4)
-@group(0) @binding(3) var<storage, read> mean: array<f32>;              // (N)
-@group(0) @binding(4) var<storage, read> rstd: array<f32>;              // (N)
-@group(0) @binding(5) var<uniform> p: LnParams;
-
-@compute @workgroup_size(WG)
-fn layernorm_params_part_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wid: vec3<u32>,
-                              @builtin(num_workgroups) nwg: vec3<u32>) {
-    let col = tid % LN_COLS;
-    let lane = tid / LN_COLS;
-    let c4 = p.C / 4u;
-    let groups = (c4 + LN_COLS - 1u) / LN_COLS;
-    let w = wid.x + wid.y * nwg.x;
-    let blk = w / groups;
-    let nblk = ln_part_blocks(p.N);
-    if (blk >= nblk) { return; }
     let j = (w % groups) * LN_COLS + col;
-    var dw = vec4<f32>(0.0);
-    var db = vec4<f32>(0.0);
-    if (j < c4) {
+    var dw = {{V}}(0.0);
+    var db = {{V}}(0.0);
+    if (j < cw) {
         for (var i = 0u; i < LN_PART_ROWS / LN_LANES; i++) {
             let n = blk * LN_PART_ROWS + lane + i * LN_LANES;
             if (n < p.N) {
-                let d = dout[n * c4 + j];
-                dw += d * (inp[n * c4 + j] - mean[n]) * rstd[n];
+                let d = dout[n * cw + j];
+                dw += d * (inp[n * cw + j] - mean[n]) * rstd[n];
                 db += d;
             }
         }
     }
-    ln_fold_store4(tid, dw, db);
-    if (lane == 0u && j < c4) {
-        let t = ln_fold_sum4(col, LN_LANES, LN_COLS);
-        part[blk * c4 + j] = t[0];
-        part[(nblk + blk) * c4 + j] = t[1];
+    ln_fold_store{{F}}(tid, dw, db);
+    if (lane == 0u && j < cw) {
+        let t = ln_fold_cols{{F}}(col);
+        part[blk * cw + j] = t[0];
+        part[(nblk + blk) * cw + j] = t[1];
     }
 }
 
@@ -575,9 +544,9 @@ fn layernorm_params_reduce(@builtin(local_invocation_index) tid: u32, @builtin(w
     }
     ln_fold_store(tid, dw, db);
     if (lane == 0u && c < p.C) {
-        let t = ln_fold_sum(col);
-        dweight[c] += t.x;
-        dbias[c] += t.y;
+        let t = ln_fold_cols(col);
+        dweight[c] += t[0];
+        dbias[c] += t[1];
     }
 }
 

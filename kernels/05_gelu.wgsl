@@ -11,6 +11,8 @@
 // gelu_forward_f16 (the f16 mode): out as f16 (array<vec4<u32>>, 8 halves
 // each, rounded by f16_pair), inp as vec4s; n % 8 == 0; GF16_STEPS steps of
 // 8 elements a thread at stride WG, ceil(n / (8 * GF16_STEPS * WG)) workgroups.
+// It is 08_precision.wgsl's cast_f16_vec4 with GELU set (its CAST_V8 steps:
+// GF16_STEPS and CAST_V8 must stay equal).
 // gelu_backward_f16 (the f16 mode): gelu_backward_vec4's dinp, and also its
 // f16 copy (dinp16, 8 halves a vec4<u32>) for the next matmul, which
 // otherwise a cast would make; inp, dout as vec4s; the f16 forward's grid.
@@ -24,12 +26,7 @@ struct GeluParams {
 }
 
 const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of the vec4 twins
-const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_forward_f16
-
-// Index of this thread's first vec4 (1D grid or the host's 2D fallback).
-fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
-}
+const GF16_STEPS: u32 = 2u;     // 8-element steps a thread of gelu_backward_f16 (and gelu_forward_f16: CAST_V8)
 
 // --- KERNEL: gelu_forward ---
 // out = 0.5 x (1 + tanh(u(x)))
@@ -68,7 +65,7 @@ fn gelu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
 fn gelu_forward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) tid: u32) {
     let n4 = p.n / 4u;
-    let i0 = v4_first(wid, nwg, tid);
+    let i0 = wg_first(wid, nwg, tid, V4_PER_THREAD);
     var x = array<vec4<f32>, V4_PER_THREAD>();
     for (var k = 0u; k < V4_PER_THREAD; k++) {
         let i = i0 + k * WG;
@@ -77,7 +74,7 @@ fn gelu_forward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
     for (var k = 0u; k < V4_PER_THREAD; k++) {
         let i = i0 + k * WG;
         let v = x[k];
-        if (i < n4) { out[i] = vec4<f32>(gelu_value(v.x), gelu_value(v.y), gelu_value(v.z), gelu_value(v.w)); }
+        if (i < n4) { out[i] = gelu4(v); }
     }
 }
 
@@ -91,7 +88,7 @@ fn gelu_forward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
 fn gelu_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                       @builtin(local_invocation_index) tid: u32) {
     let n4 = p.n / 4u;
-    let i0 = v4_first(wid, nwg, tid);
+    let i0 = wg_first(wid, nwg, tid, V4_PER_THREAD);
     var x = array<vec4<f32>, V4_PER_THREAD>();
     var d = array<vec4<f32>, V4_PER_THREAD>();
     for (var k = 0u; k < V4_PER_THREAD; k++) {
@@ -104,39 +101,8 @@ fn gelu_backward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     for (var k = 0u; k < V4_PER_THREAD; k++) {
         let i = i0 + k * WG;
         let v = x[k];
-        let local = vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
+        let local = gelu_grad4(v);
         if (i < n4) { dinp[i] = local * d[k]; }
-    }
-}
-
-// --- KERNEL: gelu_forward_f16 ---
-// All loads first, then the stores (2 x 32 bytes in flight a thread).
-@group(0) @binding(0) var<storage, read_write> out16: array<vec4<u32>>;  // (n / 8) f16
-@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;          // (n / 4)
-@group(0) @binding(2) var<uniform> p: GeluParams;
-
-fn gelu4(v: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(gelu_value(v.x), gelu_value(v.y), gelu_value(v.z), gelu_value(v.w));
-}
-
-@compute @workgroup_size(WG)
-fn gelu_forward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                    @builtin(local_invocation_index) tid: u32) {
-    let n8 = p.n / 8u;
-    let i0 = (wid.x + wid.y * nwg.x) * (WG * GF16_STEPS) + tid;
-    var x = array<vec4<f32>, 2u * GF16_STEPS>();
-    for (var k = 0u; k < GF16_STEPS; k++) {
-        let i = i0 + k * WG;
-        if (i < n8) {
-            x[2u * k] = inp[2u * i];
-            x[2u * k + 1u] = inp[2u * i + 1u];
-        }
-    }
-    for (var k = 0u; k < GF16_STEPS; k++) {
-        let i = i0 + k * WG;
-        let a = gelu4(x[2u * k]);
-        let b = gelu4(x[2u * k + 1u]);
-        if (i < n8) { out16[i] = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w)); }
     }
 }
 
@@ -148,15 +114,11 @@ fn gelu_forward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 @group(0) @binding(3) var<storage, read> dout: array<vec4<f32>>;           // (n / 4)
 @group(0) @binding(4) var<uniform> p: GeluParams;
 
-fn gelu_grad4(v: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(gelu_grad(v.x), gelu_grad(v.y), gelu_grad(v.z), gelu_grad(v.w));
-}
-
 @compute @workgroup_size(WG)
 fn gelu_backward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                      @builtin(local_invocation_index) tid: u32) {
     let n8 = p.n / 8u;
-    let i0 = (wid.x + wid.y * nwg.x) * (WG * GF16_STEPS) + tid;
+    let i0 = wg_first(wid, nwg, tid, GF16_STEPS);
     var x = array<vec4<f32>, 2u * GF16_STEPS>();
     var d = array<vec4<f32>, 2u * GF16_STEPS>();
     for (var k = 0u; k < GF16_STEPS; k++) {
@@ -175,7 +137,7 @@ fn gelu_backward_f16(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
         if (i < n8) {
             dinp[2u * i] = a;
             dinp[2u * i + 1u] = b;
-            dinp16[i] = vec4<u32>(f16_pair(a.x, a.y), f16_pair(a.z, a.w), f16_pair(b.x, b.y), f16_pair(b.z, b.w));
+            dinp16[i] = f16_eight(a, b);
         }
     }
 }

@@ -17,11 +17,6 @@ struct ResidualParams {
 
 const V4_PER_THREAD: u32 = 4u;  // vec4s per thread of residual_forward_vec4
 
-// Index of this thread's first vec4 (1D grid or the host's 2D fallback).
-fn v4_first(wid: vec3<u32>, nwg: vec3<u32>, tid: u32) -> u32 {
-    return (wid.x + wid.y * nwg.x) * (WG * V4_PER_THREAD) + tid;
-}
-
 // --- KERNEL: residual_forward ---
 @group(0) @binding(0) var<storage, read_write> out: array<f32>;  // (n)
 @group(0) @binding(1) var<storage, read> a: array<f32>;          // (n)
@@ -45,7 +40,7 @@ fn residual_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
 fn residual_forward_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                          @builtin(local_invocation_index) tid: u32) {
     let n4 = p.n / 4u;
-    let i0 = v4_first(wid, nwg, tid);
+    let i0 = wg_first(wid, nwg, tid, V4_PER_THREAD);
     var x = array<vec4<f32>, V4_PER_THREAD>();
     var y = array<vec4<f32>, V4_PER_THREAD>();
     for (var k = 0u; k < V4_PER_THREAD; k++) {

@@ -45,13 +45,19 @@ struct TransposeParams {
 
 const TR: u32 = 64u;  // tile side in halves (TRANSPOSE_TILE in src/model/precision.c)
 override FROM_F32: bool = false;  // cast_f16_transpose(_v8): src holds floats
-override GELU: bool = false;      // gelu_f16_transpose(_v8): those floats GELU'd first (with FROM_F32)
+override GELU: bool = false;      // gelu_f16_transpose(_v8): those floats GELU'd first (with FROM_F32); gelu_forward_f16
 override LN: bool = false;        // layernorm_f16_transpose(_v8): those floats normalised first (with FROM_F32)
 
 // A source float on its way to f16: GELU'd in gelu_f16_transpose.
 fn f16_in(x: f32) -> u32 {
     if (GELU) { return f16_bits(gelu_value(x)); }
     return f16_bits(x);
+}
+
+// Four source floats on their way to f16: GELU'd in gelu_forward_f16.
+fn f16_in4(v: vec4<f32>) -> vec4<f32> {
+    if (GELU) { return gelu4(v); }
+    return v;
 }
 
 var<workgroup> tile: array<u32, TR * (TR + 1u)>;  // half (r, c) in the low bits of [r * (TR + 1) + c]
@@ -70,7 +76,11 @@ fn cast_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 }
 
 // --- KERNEL: cast_f16_vec4 ---
+// --- KERNEL: gelu_forward_f16 = cast_f16_vec4 with GELU=1 ---
 // All loads of a thread first, then the stores: CAST_V8 x 32 bytes in flight.
+// gelu_forward_f16 (05_gelu.wgsl's f16 forward, the f16 mode's GELU; its
+// GeluParams is this CastParams, {n}): the halves of GELU(src), gelu4 of the
+// loaded vec4s before the rounding.
 @group(0) @binding(0) var<storage, read_write> dst: array<vec4<u32>>;  // (n / 8)
 @group(0) @binding(1) var<storage, read> src: array<vec4<f32>>;        // (n / 4)
 @group(0) @binding(2) var<uniform> p: CastParams;
@@ -79,7 +89,7 @@ fn cast_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgrou
 fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) tid: u32) {
     let n8 = p.n / 8u;
-    let i0 = (wid.x + wid.y * nwg.x) * (WG * CAST_V8) + tid;
+    let i0 = wg_first(wid, nwg, tid, CAST_V8);
     var a = array<vec4<f32>, 2u * CAST_V8>();
     for (var k = 0u; k < CAST_V8; k++) {
         let i = i0 + k * WG;
@@ -90,9 +100,9 @@ fn cast_f16_vec4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     }
     for (var k = 0u; k < CAST_V8; k++) {
         let i = i0 + k * WG;
-        let x = a[2u * k];
-        let y = a[2u * k + 1u];
-        if (i < n8) { dst[i] = vec4<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w), f16_pair(y.x, y.y), f16_pair(y.z, y.w)); }
+        let x = f16_in4(a[2u * k]);
+        let y = f16_in4(a[2u * k + 1u]);
+        if (i < n8) { dst[i] = f16_eight(x, y); }
     }
 }
 
