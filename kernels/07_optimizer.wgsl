@@ -156,8 +156,10 @@ fn grad_norm_finish(@builtin(local_invocation_index) tid: u32, @builtin(subgroup
 }
 
 // --- TEMPLATE: adamw_updatew ---
-// --- KERNEL: adamw_update = adamw_updatew with V=f32, W=1, N= ---
-// --- KERNEL: adamw_update_vec4 = adamw_updatew with V=vec4<f32>, W=4, N=_vec4 ---
+// --- KERNEL: adamw_update = adamw_updatew with V=f32, W=1, N=, H=u32, F16=0, F32=1, ONE=1, PAIR=0, QUAD=0 ---
+// --- KERNEL: adamw_update_vec4 = adamw_updatew with V=vec4<f32>, W=4, N=_vec4, H=u32, F16=0, F32=1, ONE=1, PAIR=0, QUAD=0 ---
+// --- KERNEL: adamw_update_f16 = adamw_updatew with V=f32, W=2, N=_f16, H=u32, F16=1, F32=0, ONE=0, PAIR=1, QUAD=0 ---
+// --- KERNEL: adamw_update_f16_vec4 = adamw_updatew with V=vec4<f32>, W=4, N=_f16_vec4, H=vec2<u32>, F16=1, F32=0, ONE=1, PAIR=0, QUAD=1 ---
 // One AdamW step on elements [start, start + n) of the bound ranges, with
 // g = grads * state.scale; nothing is written when state.nonfinite is set.
 // The arrays are bound as array<{{V}}>: adamw_update (f32) serves any range,
@@ -165,18 +167,25 @@ fn grad_norm_finish(@builtin(local_invocation_index) tid: u32, @builtin(subgroup
 // views (the host picks it); thread i updates the {{W}} elements of
 // {{V}} p.start / {{W}} + i, ceil(n / ({{W}} * WG)) workgroups. The same
 // operations per element.
+// The _f16 twins (switch F16) also write the f16 copy of every parameter they
+// update (ZeRO-1 in f16: the matmuls read params16, and the rank's shard of
+// the fp32 masters is all it has of them, so there is no whole array to cast
+// after the step): f16_pair, the cast's rounding (00_shared.wgsl).
+// adamw_update_f16 updates the pair p.start + 2i, + 1 (p.start and p.n even;
+// the host checks), params16 bound over the same floats as params, two halves
+// a u32; adamw_update_f16_vec4 a vec4 as adamw_update_vec4, params16 bound as
+// array<vec2<u32>> (4 halves, views on 8-byte boundaries).
 @group(0) @binding(0) var<storage, read_write> params: array<{{V}}>;
 @group(0) @binding(1) var<storage, read> grads: array<{{V}}>;
 @group(0) @binding(2) var<storage, read_write> m: array<{{V}}>;
 @group(0) @binding(3) var<storage, read_write> v: array<{{V}}>;
 @group(0) @binding(4) var<storage, read> state: OptState;
-@group(0) @binding(5) var<uniform> p: AdamwParams;
+{{?F32}}@group(0) @binding(5) var<uniform> p: AdamwParams;
+{{?F16}}@group(0) @binding(5) var<storage, read_write> params16: array<{{H}}>;
+{{?F16}}@group(0) @binding(6) var<uniform> p: AdamwParams;
 
-@compute @workgroup_size(WG)
-fn adamw_update{{N}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i >= p.n / {{W}}u || state.nonfinite != 0u) { return; }
-    let j = p.start / {{W}}u + i;
+// The step of element (or vec4) j: its new value, written to params (and m, v).
+fn adamw_step(j: u32) -> {{V}} {
     let g = grads[j] * state.scale;
     let w = params[j];
     // Same operation order as ref_adamw_update: ((1-b2)*g)*g.
@@ -186,76 +195,17 @@ fn adamw_update{{N}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num
     v[j] = vi;
     let mhat = mi / p.bc1;
     let vhat = vi / p.bc2;
-    params[j] = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
-}
-
-// --- KERNEL: adamw_update_f16 ---
-// adamw_update that also writes the f16 copy of every parameter it updates
-// (ZeRO-1 in f16: the matmuls read params16, and the rank's shard of the
-// fp32 masters is all it has of them, so there is no whole array to cast
-// after the step). The same operations per element as adamw_update, then
-// f16_pair (the cast's rounding, 08_precision.wgsl). Thread i updates the
-// pair p.start + 2i, + 1 (p.start and p.n even; the host checks), and
-// params16 is bound over the same floats as params, two halves a u32.
-@group(0) @binding(0) var<storage, read_write> params: array<f32>;
-@group(0) @binding(1) var<storage, read> grads: array<f32>;
-@group(0) @binding(2) var<storage, read_write> m: array<f32>;
-@group(0) @binding(3) var<storage, read_write> v: array<f32>;
-@group(0) @binding(4) var<storage, read> state: OptState;
-@group(0) @binding(5) var<storage, read_write> params16: array<u32>;
-@group(0) @binding(6) var<uniform> p: AdamwParams;
-
-// One element of adamw_update: its new value.
-fn adamw_f16_elem(j: u32) -> f32 {
-    let g = grads[j] * state.scale;
-    let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
-    let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
-    m[j] = mi;
-    v[j] = vi;
-    let mhat = mi / p.bc1;
-    let vhat = vi / p.bc2;
-    let w = params[j];
     let nw = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
     params[j] = nw;
     return nw;
 }
 
 @compute @workgroup_size(WG)
-fn adamw_update_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+fn adamw_update{{N}}(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let i = flat_id(gid, nwg);
-    if (i >= p.n / 2u || state.nonfinite != 0u) { return; }
-    let j = p.start + 2u * i;
-    let a = adamw_f16_elem(j);
-    let b = adamw_f16_elem(j + 1u);
-    params16[j / 2u] = f16_pair(a, b);
-}
-
-// --- KERNEL: adamw_update_f16_vec4 ---
-// adamw_update_vec4 with the f16 copy, as adamw_update_f16: params16 bound as
-// array<vec2<u32>> (4 halves), for p.start and p.n multiples of 4 and views on
-// 16-byte (params16: 8-byte) boundaries; ceil(n / (4 * WG)) workgroups.
-@group(0) @binding(0) var<storage, read_write> params: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> grads: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read_write> m: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> v: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read> state: OptState;
-@group(0) @binding(5) var<storage, read_write> params16: array<vec2<u32>>;
-@group(0) @binding(6) var<uniform> p: AdamwParams;
-
-@compute @workgroup_size(WG)
-fn adamw_update_f16_vec4(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = flat_id(gid, nwg);
-    if (i >= p.n / 4u || state.nonfinite != 0u) { return; }
-    let j = p.start / 4u + i;
-    let g = grads[j] * state.scale;
-    let w = params[j];
-    let mi = p.beta1 * m[j] + p.one_minus_beta1 * g;
-    let vi = p.beta2 * v[j] + p.one_minus_beta2 * g * g;
-    m[j] = mi;
-    v[j] = vi;
-    let mhat = mi / p.bc1;
-    let vhat = vi / p.bc2;
-    let nw = w - p.lr * (mhat / (sqrt(vhat) + p.eps) + p.weight_decay * w);
-    params[j] = nw;
-    params16[j] = vec2<u32>(f16_pair(nw.x, nw.y), f16_pair(nw.z, nw.w));
+    if (i >= p.n / {{W}}u || state.nonfinite != 0u) { return; }
+    let j = p.start / {{W}}u + i;
+    {{?ONE}}let nw = adamw_step(j);
+    {{?PAIR}}let a = adamw_step(2u * j); let b = adamw_step(2u * j + 1u); params16[j] = f16_pair(a, b);
+    {{?QUAD}}params16[j] = vec2<u32>(f16_pair(nw.x, nw.y), f16_pair(nw.z, nw.w));
 }

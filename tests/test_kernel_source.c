@@ -317,6 +317,37 @@ static void template_instances(void **state) {
         assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", bad[i].text, err, sizeof err), -1);
         if (!strstr(err, bad[i].needle)) fail_msg("case %zu: \"%s\" lacks \"%s\"", i, err, bad[i].needle);
     }
+    // A switch: `{{?X}}` keeps the rest of its line where X is 1, else
+    // empties it (the newline stays, so lines still map).
+    const char *sw = "// --- TEMPLATE: tw ---\n"                                 // 1
+                     "// --- KERNEL: on = tw with N=on, F=1 ---\n"               // 2
+                     "// --- KERNEL: off = tw with N=off, F=0 ---\n"             // 3
+                     "fn {{N}}() {\n"                                           // 4
+                     "    {{?F}}let a = 1;\n"                                   // 5
+                     "    let b = 2; {{?F}}let c = 3;\n"                        // 6
+                     "}\n";                                                     // 7
+    assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", sw, err, sizeof err), 0);
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 0), 0);
+    assert_non_null(strstr(c.code, "fn on() {\n    let a = 1;\n    let b = 2; let c = 3;\n}\n"));
+    wgpt_ksrc_composed_free(&c);
+    assert_int_equal(wgpt_ksrc_compose(&c, "", "s.wgsl", "", &f, 1), 0);
+    assert_non_null(strstr(c.code, "fn off() {\n    \n    let b = 2; \n}\n"));
+    assert_int_equal(wgpt_ksrc_map_line(&c, 5, &file, &line), 0);  // let b = 2; ... (the markers are lines 1, 2)
+    assert_int_equal(line, 6);
+    wgpt_ksrc_composed_free(&c);
+    wgpt_ksrc_free(&f);
+    static const struct {
+        const char *text, *needle;
+    } bad_sw[] = {
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with F=yes ---\n{{?F}}fn a() {}\n",
+         "t.wgsl:2: kernel 'a' sets F=yes, but template 'tw' uses it as a switch ({{?F}}): 0 or 1"},
+        {"// --- TEMPLATE: tw ---\n// --- KERNEL: a = tw with F=1 ---\nfn a() {}\n{{?G}}\n",
+         "t.wgsl:2: kernel 'a': template 'tw' holds `{{?G}}`, which it does not set"},
+    };
+    for (size_t i = 0; i < sizeof bad_sw / sizeof bad_sw[0]; i++) {
+        assert_int_equal(wgpt_ksrc_parse(&f, "t.wgsl", bad_sw[i].text, err, sizeof err), -1);
+        if (!strstr(err, bad_sw[i].needle)) fail_msg("switch case %zu: \"%s\" lacks \"%s\"", i, err, bad_sw[i].needle);
+    }
     // The shared preamble holds no template either.
     assert_int_equal(wgpt_ksrc_check_shared("00_shared.wgsl", "\n// --- TEMPLATE: x ---\n", err, sizeof err), -1);
 }

@@ -142,22 +142,29 @@ void wgpt_ksrc_free(wgpt_ksrc_file *f) {
 }
 
 // Checks instance k (marker at line) against template body [b, e): every
-// `{{X}}` there must be one of k's substitutions, and each of those used.
+// `{{X}}` or `{{?X}}` there must be one of k's substitutions (a switch, X of
+// `{{?X}}`, set to 0 or 1), and each of those used.
 static int check_instance_(const wgpt_ksrc_kernel *k, const char *b, const char *e, const char *label,
                            const char *tname, char *err, size_t errlen) {
     unsigned used = 0;
     for (const char *p = b; p + 4 <= e; p++) {
         if (p[0] != '{' || p[1] != '{') continue;
-        const char *q = p + 2;
+        int sw = p[2] == '?';
+        const char *n0 = p + 2 + sw, *q = n0;
         while (q < e && (isalnum((unsigned char)*q) || *q == '_')) q++;
         int i = 0;
         while (i < k->nsubs &&
-               !(q + 1 < e && q[0] == '}' && q[1] == '}' && strlen(k->subs[i].name) == (size_t)(q - p - 2) &&
-                 memcmp(k->subs[i].name, p + 2, (size_t)(q - p - 2)) == 0))
+               !(q + 1 < e && q[0] == '}' && q[1] == '}' && strlen(k->subs[i].name) == (size_t)(q - n0) &&
+                 memcmp(k->subs[i].name, n0, (size_t)(q - n0)) == 0))
             i++;
         if (i == k->nsubs)
             return wgpt_errf(err, errlen, "%s:%u: kernel '%s': template '%s' holds `%.*s`, which it does not set",
                              label, k->marker_line, k->name, tname, (int)(q + 2 <= e ? q + 2 - p : q - p), p);
+        if (sw && strcmp(k->subs[i].value, "0") != 0 && strcmp(k->subs[i].value, "1") != 0)
+            return wgpt_errf(err, errlen,
+                             "%s:%u: kernel '%s' sets %s=%s, but template '%s' uses it as a switch ({{?%s}}): 0 or 1",
+                             label, k->marker_line, k->name, k->subs[i].name, k->subs[i].value, tname,
+                             k->subs[i].name);
         used |= 1u << i;
         p = q + 1;
     }
@@ -349,19 +356,27 @@ static void append_(wgpt_ksrc_composed *c, size_t *len, uint32_t *line, const ch
 }
 
 // Instance k's text of template body [s, s+n), each `{{X}}` replaced by its
-// value (parse checked that k sets them all), into out (NULL: only counts).
-// Returns its length.
+// value, and each `{{?X}}` by nothing where X is 1, else with the rest of its
+// line (its newline kept, so lines still map); parse checked that k sets
+// them all. Into out (NULL: only counts). Returns its length.
 static size_t expand_(const char *s, size_t n, const wgpt_ksrc_kernel *k, char *out) {
     size_t len = 0;
     for (size_t i = 0; i < n;) {
         const wgpt_ksrc_sub *hit = NULL;
+        size_t sw = s[i] == '{' && i + 2 < n && s[i + 1] == '{' && s[i + 2] == '?';
         if (s[i] == '{' && i + 1 < n && s[i + 1] == '{')
             for (int j = 0; j < k->nsubs && !hit; j++) {
                 size_t l = strlen(k->subs[j].name);
-                if (i + 4 + l <= n && memcmp(s + i + 2, k->subs[j].name, l) == 0 && s[i + 2 + l] == '}' &&
-                    s[i + 3 + l] == '}')
+                if (i + 4 + sw + l <= n && memcmp(s + i + 2 + sw, k->subs[j].name, l) == 0 &&
+                    s[i + 2 + sw + l] == '}' && s[i + 3 + sw + l] == '}')
                     hit = &k->subs[j];
             }
+        if (hit && sw) {  // a switch: the line goes on, or its rest goes
+            i += 5 + strlen(hit->name);
+            if (strcmp(hit->value, "1") != 0)
+                while (i < n && s[i] != '\n') i++;
+            continue;
+        }
         if (hit) {
             size_t vl = strlen(hit->value);
             if (out) memcpy(out + len, hit->value, vl);

@@ -22,7 +22,7 @@ typedef struct wgpt_ksrc_sub {
     char name[32];
     char value[64];
 } wgpt_ksrc_sub;
-#define WGPT_KSRC_MAX_SUBS 8
+#define WGPT_KSRC_MAX_SUBS 12
 
 // A kernel: a section of the file (after `// --- KERNEL: name ---`); or a
 // second entry point of a section (`// --- KERNEL: name in section ---`): the
