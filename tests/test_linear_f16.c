@@ -49,15 +49,6 @@ static void run_(wgpt_op *op) { lf16_run(G, op); }
 
 static wgpt_buf *f16_of_(const float *x, uint64_t n, const char *label) { return lf16_of(G, x, n, label); }
 
-static void shapes_(void) {
-    tu_rng_state = 7;
-    lf16_check_shape(G, 256, 128, 128);  // whole blocks
-    lf16_check_shape(G, 136, 72, 200);   // edges everywhere, k not a multiple of a stage (64)
-    lf16_check_shape(G, 392, 200, 264);  // several blocks with edges, several stages and a partial one
-    lf16_check_shape(G, 8, 8, 8);        // one partial block, one partial stage
-    lf16_check_shape(G, 512, 768, 64);   // a long k
-}
-
 // The halves gelu_f16_transpose must write, row-major, into x: g's own
 // gelu_forward_f16 of the n floats f (padded to whole vec4s with zeros),
 // each checked against the C reference's GELU (ref_gelu_forward): within
@@ -372,10 +363,9 @@ static void accumulate_adds_after_the_sum(void **st) {
 }
 
 // The 128 x 256 block (matmul_sgm_wide: 16 subgroups, its out area used in
-// two rounds, stages of 32) at the same shapes and at whole wide blocks, with
-// every subgroup-matrix pass on it, unsplit and split in 3; and the
-// accumulate order on it.
-static void wide_block_matches_reference(void **st) {
+// two rounds, stages of 32), unsplit and split in 3: the accumulate order on
+// it (its shapes against the reference: test_ops linear-f16/sgm-wide*).
+static void wide_block_accumulates_in_order(void **st) {
     (void)st;
     if (!wgpt_linear_f16_uses_sgm(G0)) {
         printf("skipped: needs f16 subgroup matrices, real or emulated; '%s' has neither\n", wgpt_gpu_get_info(G0)->name);
@@ -387,8 +377,6 @@ static void wide_block_matches_reference(void **st) {
         G = tu_gpu_open(&o);
         const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
         printf("128 x 256 blocks%s on '%s'\n", splits ? ", every pass in 3 parts," : "", i->name);
-        shapes_();
-        lf16_check_shape(G, 256, 256, 512);
         tu_rng_state = 17;
         accumulate_adds_after_the_sum_(256, 128, 128);
         accumulate_adds_after_the_sum_(136, 72, 200);
@@ -403,10 +391,11 @@ static void epilogue_shape_(uint32_t N, uint32_t C, uint32_t OC);
 // a compute unit, each through its share of the blocks, the next block's first
 // stage fetched during the last stage of the one before) on a device said to
 // have 2 compute units (WGPT_COMPUTE_UNITS), so that every workgroup takes
-// several blocks, edge blocks and split parts among them: the shapes above on
-// both blocks, unsplit and split in 3, with the f16 epilogues (the _epi_p
-// twins), and the grid is the units'.
-static void persistent_blocks_match_reference(void **st) {
+// several blocks, edge blocks and split parts among them, on both blocks,
+// unsplit and split in 3: the grid is the units', the accumulate order, and
+// the f16 epilogues (the _epi_p twins). Their shapes against the reference:
+// test_ops linear-f16/sgm-*persistent*.
+static void persistent_blocks_plan_accumulate_and_epilogues(void **st) {
     (void)st;
     if (!wgpt_linear_f16_uses_sgm(G0)) {
         printf("skipped: needs f16 subgroup matrices, real or emulated; '%s' has neither\n", wgpt_gpu_get_info(G0)->name);
@@ -432,11 +421,6 @@ static void persistent_blocks_match_reference(void **st) {
             assert_int_equal(op.steps[0].x, 2), assert_int_equal(op.steps[0].y, 1), assert_int_equal(op.steps[0].z, 1);
             wgpt_op_free(&op);
             wgpt_buf_free(t);
-            shapes_();
-            lf16_check_shape(G, 256, 256, 512);
-            // the input pass over 10 x 3 blocks (2 of the wide one): the persistent order's groups of
-            // block rows (block_of), a whole group and a short last one
-            lf16_check_shape(G, 1160, 264, 8);
             tu_rng_state = 17;
             accumulate_adds_after_the_sum_(256, 128, 128);
             if (!splits) {  // the epilogue passes run in one part
@@ -453,10 +437,11 @@ static void persistent_blocks_match_reference(void **st) {
 // for each of a device's compute units (said to be 3, then 5, so that the
 // shares end inside blocks, a block shared by 2 or 3 workgroups), each
 // piece into its slot of the partials, matmul_streamk_reduce adding every
-// block's slots in order with the bias and the prior: the shapes above on
-// both blocks and a longer k, the accumulate order, and the plan's dispatches
-// (wgs workgroups in one row, then the reduce).
-static void streamk_matches_reference(void **st) {
+// block's slots in order with the bias and the prior, on both blocks: the
+// plan's dispatches (wgs workgroups in one row, then the reduce) and the
+// accumulate order. Their shapes against the reference: test_ops
+// linear-f16/sgm-*streamk*.
+static void streamk_plan_and_accumulate(void **st) {
     (void)st;
     if (!wgpt_linear_f16_uses_sgm(G0)) {
         printf("skipped: needs f16 subgroup matrices, real or emulated; '%s' has neither\n", wgpt_gpu_get_info(G0)->name);
@@ -489,8 +474,6 @@ static void streamk_matches_reference(void **st) {
             assert_string_equal(wgpt_kernel_name(op.steps[1].bind->kernel), "matmul_streamk_reduce");
             wgpt_op_free(&op);
             wgpt_buf_free(t);
-            shapes_();
-            lf16_check_shape(G, 256, 512, 384);
             tu_rng_state = 19;
             accumulate_adds_after_the_sum_(256, 128, 512);
             wgpt_gpu_close(G);
@@ -961,9 +944,9 @@ int main(void) {
         cmocka_unit_test(transposes_are_exact),
         cmocka_unit_test(layernorm_f16_transpose_is_exact),
         cmocka_unit_test(accumulate_adds_after_the_sum),
-        cmocka_unit_test(wide_block_matches_reference),
-        cmocka_unit_test(persistent_blocks_match_reference),
-        cmocka_unit_test(streamk_matches_reference),
+        cmocka_unit_test(wide_block_accumulates_in_order),
+        cmocka_unit_test(persistent_blocks_plan_accumulate_and_epilogues),
+        cmocka_unit_test(streamk_plan_and_accumulate),
         cmocka_unit_test(f16_epilogue_matches_reference),
         cmocka_unit_test(bias_and_cast_in_one_pass),
         cmocka_unit_test(bias_gelu_and_cast_in_one_pass),

@@ -4,8 +4,8 @@
 // "family/variant/sizes"; a case whose variant the device cannot run (no
 // f16, no subgroup matrices) is a cmocka skip that says why, counted as
 // skipped in scripts/run-tests.sh's summary. The devices are opened once per
-// set of options (twin, emulated subgroup matrices, splits, f16 off, binding
-// limit) and kept, up to 8 at a time.
+// set of options (twin, emulated subgroup matrices, splits, f16 off, block,
+// stream-K, compute units, binding limit) and kept, up to 8 at a time.
 //
 //   build/test_ops              every case, on the default adapter
 //   build/test_ops WORD...      the cases whose name contains a WORD (e.g. layernorm/cpu)
@@ -31,6 +31,9 @@ typedef struct op_dev {
     int emulate_sgm;
     uint32_t matmul_splits;
     int disable_f16;
+    wgpt_sgm_block sgm_block;
+    wgpt_streamk streamk;
+    uint32_t compute_units;
     uint64_t max_binding;
     wgpt_gpu *g;
 } op_dev;
@@ -42,7 +45,8 @@ static wgpt_gpu *dev_for_(int adapter, const op_variant *v, const op_shape *s) {
     for (size_t i = 0; i < ndevs; i++)
         if (devs[i].adapter == adapter && devs[i].kernels == v->kernels && devs[i].emulate_sgm == v->emulate_sgm &&
             devs[i].matmul_splits == v->matmul_splits && devs[i].disable_f16 == v->disable_f16 &&
-            devs[i].max_binding == s->max_binding)
+            devs[i].sgm_block == v->sgm_block && devs[i].streamk == v->streamk &&
+            devs[i].compute_units == v->compute_units && devs[i].max_binding == s->max_binding)
             return devs[i].g;
     if (ndevs == OP_COUNT(devs))  // all taken: close them (the cases run family by family)
         while (ndevs) wgpt_gpu_close(devs[--ndevs].g);
@@ -51,12 +55,16 @@ static wgpt_gpu *dev_for_(int adapter, const op_variant *v, const op_shape *s) {
                           .emulate_sgm = v->emulate_sgm,
                           .matmul_splits = v->matmul_splits,
                           .disable_f16 = v->disable_f16,
+                          .sgm_block = v->sgm_block,
+                          .streamk = v->streamk,
+                          .compute_units = v->compute_units,
                           .max_binding = s->max_binding};
     o = tu_gpu_options(&o);  // and the WGPT_ variables it leaves open, as the CLI reads them
     char err[2048];
     wgpt_gpu *g = wgpt_gpu_open(&o, err, sizeof err);
     if (!g) fail_msg("cannot open the GPU: %s", err);
-    devs[ndevs++] = (op_dev){adapter, v->kernels, v->emulate_sgm, v->matmul_splits, v->disable_f16, s->max_binding, g};
+    devs[ndevs++] = (op_dev){adapter,      v->kernels,   v->emulate_sgm,    v->matmul_splits, v->disable_f16,
+                             v->sgm_block, v->streamk,   v->compute_units, s->max_binding,   g};
     return g;
 }
 
@@ -160,8 +168,8 @@ int main(int argc, char **argv) {
     for (int a = 0; a < nad; a++)
         for (size_t f = 0; f < op_nfamilies; f++) {
             const op_family *fam = op_families[f];
-            for (size_t s = 0; s < fam->nshapes; s++)
-                for (size_t v = 0; v < fam->nvariants; v++) {
+            for (size_t v = 0; v < fam->nvariants; v++)  // variant by variant: each one's device serves its shapes
+                for (size_t s = 0; s < fam->nshapes; s++) {
                     const op_shape *sh = &fam->shapes[s];
                     if (sh->variants && !(sh->variants & (1u << v))) continue;
                     op_case *c = &cases[n];

@@ -246,10 +246,10 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0, 0},
-    {"cpu", WGPT_KERNELS_CPU, 0, 0, 0, 0, 0},
-    {"f16", WGPT_KERNELS_GPU, 0, OP_NEEDS_SGM_ATTENTION, 1, 0, 0},
-    {"f16-ds-kept", WGPT_KERNELS_GPU, 0, OP_NEEDS_SGM_ATTENTION, 2, 0, 0},
+    {.name = "gpu", .kernels = WGPT_KERNELS_GPU},
+    {.name = "cpu", .kernels = WGPT_KERNELS_CPU},
+    {.name = "f16", .kernels = WGPT_KERNELS_GPU, .needs = OP_NEEDS_SGM_ATTENTION, .arg = 1},
+    {.name = "f16-ds-kept", .kernels = WGPT_KERNELS_GPU, .needs = OP_NEEDS_SGM_ATTENTION, .arg = 2},
 };
 #define BOTH_ (3u << 0)
 #define F16_ (3u << 2)

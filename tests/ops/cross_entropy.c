@@ -146,8 +146,8 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *sh) {
 
 
 static const op_variant variants_[] = {
-    {"gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0, 0},
-    {"cpu", WGPT_KERNELS_CPU, 0, 0, 0, 0, 0},
+    {.name = "gpu", .kernels = WGPT_KERNELS_GPU},
+    {.name = "cpu", .kernels = WGPT_KERNELS_CPU},
 };
 
 // (B, T, V, Vp, dispatches per op). V below one workgroup; above it (every

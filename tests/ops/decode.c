@@ -281,14 +281,14 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"matvec", WGPT_KERNELS_AUTO, 0, 0, 2 * MATVEC, 0, 0},
-    {"matvec-f16", WGPT_KERNELS_AUTO, 0, 0, 2 * MATVEC + 1, 0, 0},
-    {"attention", WGPT_KERNELS_AUTO, 0, 0, 2 * ATTENTION, 0, 0},
-    {"attention-f16", WGPT_KERNELS_AUTO, 0, 0, 2 * ATTENTION + 1, 0, 0},
-    {"kv-write", WGPT_KERNELS_AUTO, 0, 0, 2 * KV_WRITE, 0, 0},
-    {"kv-write-f16", WGPT_KERNELS_AUTO, 0, 0, 2 * KV_WRITE + 1, 0, 0},
-    {"embed-take-row", WGPT_KERNELS_AUTO, 0, 0, 2 * EMBED, 0, 0},
-    {"residual-layernorm", WGPT_KERNELS_AUTO, 0, 0, 2 * RESIDUAL_LN, 0, 0},
+    {.name = "matvec", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * MATVEC},
+    {.name = "matvec-f16", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * MATVEC + 1},
+    {.name = "attention", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * ATTENTION},
+    {.name = "attention-f16", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * ATTENTION + 1},
+    {.name = "kv-write", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * KV_WRITE},
+    {.name = "kv-write-f16", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * KV_WRITE + 1},
+    {.name = "embed-take-row", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * EMBED},
+    {.name = "residual-layernorm", .kernels = WGPT_KERNELS_AUTO, .arg = 2 * RESIDUAL_LN},
 };
 #define MV_ (3u << 0)
 #define ATT_ (3u << 2)

@@ -111,9 +111,9 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"gelu-forward", WGPT_KERNELS_AUTO, 0, 0, EW_GELU_FWD, 0, 0},
-    {"gelu-backward", WGPT_KERNELS_AUTO, 0, 0, EW_GELU_BWD, 0, 0},
-    {"residual-forward", WGPT_KERNELS_AUTO, 0, 0, EW_RESIDUAL, 0, 0},
+    {.name = "gelu-forward", .kernels = WGPT_KERNELS_AUTO, .arg = EW_GELU_FWD},
+    {.name = "gelu-backward", .kernels = WGPT_KERNELS_AUTO, .arg = EW_GELU_BWD},
+    {.name = "residual-forward", .kernels = WGPT_KERNELS_AUTO, .arg = EW_RESIDUAL},
 };
 #define GF_ (1u << 0)
 #define GB_ (1u << 1)

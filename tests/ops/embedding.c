@@ -160,9 +160,9 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *sh) {
 }
 
 static const op_variant variants_[] = {
-    {"forward", WGPT_KERNELS_AUTO, 0, 0, 0, 0, 0},
-    {"backward-gpu", WGPT_KERNELS_GPU, 0, 0, 1, 0, 0},
-    {"backward-cpu", WGPT_KERNELS_CPU, 0, 0, 1, 0, 0},
+    {.name = "forward", .kernels = WGPT_KERNELS_AUTO},
+    {.name = "backward-gpu", .kernels = WGPT_KERNELS_GPU, .arg = 1},
+    {.name = "backward-cpu", .kernels = WGPT_KERNELS_CPU, .arg = 1},
 };
 #define FWD_ (1u << 0)
 #define BWD_ (3u << 1)

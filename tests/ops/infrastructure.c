@@ -64,11 +64,11 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"fill_zero", WGPT_KERNELS_AUTO, 0, 0, 0, 0, 0},
-    {"fill_const", WGPT_KERNELS_AUTO, 0, 0, 1, 0, 0},
-    {"scale", WGPT_KERNELS_AUTO, 0, 0, 2, 0, 0},
-    {"axpy", WGPT_KERNELS_AUTO, 0, 0, 3, 0, 0},
-    {"copy", WGPT_KERNELS_AUTO, 0, 0, 4, 0, 0},
+    {.name = "fill_zero", .kernels = WGPT_KERNELS_AUTO},
+    {.name = "fill_const", .kernels = WGPT_KERNELS_AUTO, .arg = 1},
+    {.name = "scale", .kernels = WGPT_KERNELS_AUTO, .arg = 2},
+    {.name = "axpy", .kernels = WGPT_KERNELS_AUTO, .arg = 3},
+    {.name = "copy", .kernels = WGPT_KERNELS_AUTO, .arg = 4},
 };
 
 // (n): multiples of 4 and not, around a vec4 workgroup's 4096 floats and a

@@ -303,11 +303,11 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 #define PART64_ (1u << 4)
 
 static const op_variant variants_[] = {
-    {"gpu", WGPT_KERNELS_GPU, 0, 0, LN_SCRATCH_FULL, 0, 0},
-    {"cpu", WGPT_KERNELS_CPU, 0, 0, LN_SCRATCH_FULL, 0, 0},
-    {"gpu-no-scratch", WGPT_KERNELS_GPU, 0, 0, LN_SCRATCH_NONE, 0, 0},
-    {"gpu-short-scratch", WGPT_KERNELS_GPU, 0, 0, LN_SCRATCH_SHORT, 0, 0},
-    {"gpu-scratch-part64", WGPT_KERNELS_GPU, 0, 0, LN_SCRATCH_PART64, 0, 0},
+    {.name = "gpu", .kernels = WGPT_KERNELS_GPU, .arg = LN_SCRATCH_FULL},
+    {.name = "cpu", .kernels = WGPT_KERNELS_CPU, .arg = LN_SCRATCH_FULL},
+    {.name = "gpu-no-scratch", .kernels = WGPT_KERNELS_GPU, .arg = LN_SCRATCH_NONE},
+    {.name = "gpu-short-scratch", .kernels = WGPT_KERNELS_GPU, .arg = LN_SCRATCH_SHORT},
+    {.name = "gpu-scratch-part64", .kernels = WGPT_KERNELS_GPU, .arg = LN_SCRATCH_PART64},
 };
 
 // (N, C). GPT-2's rows of 768 and the widest rows the vec4 kernels hold

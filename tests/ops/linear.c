@@ -242,12 +242,12 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0, 0},
-    {"cpu", WGPT_KERNELS_CPU, 0, 0, 0, 0, 0},
-    {"gpu-scratch", WGPT_KERNELS_GPU, 0, 0, 1, 0, 0},
-    {"cpu-scratch", WGPT_KERNELS_CPU, 0, 0, 1, 0, 0},
-    {"gpu-7-parts", WGPT_KERNELS_GPU, 0, 0, 1, 7, 0},
-    {"cpu-7-parts", WGPT_KERNELS_CPU, 0, 0, 1, 7, 0},
+    {.name = "gpu", .kernels = WGPT_KERNELS_GPU},
+    {.name = "cpu", .kernels = WGPT_KERNELS_CPU},
+    {.name = "gpu-scratch", .kernels = WGPT_KERNELS_GPU, .arg = 1},
+    {.name = "cpu-scratch", .kernels = WGPT_KERNELS_CPU, .arg = 1},
+    {.name = "gpu-7-parts", .kernels = WGPT_KERNELS_GPU, .arg = 1, .matmul_splits = 7},
+    {.name = "cpu-7-parts", .kernels = WGPT_KERNELS_CPU, .arg = 1, .matmul_splits = 7},
 };
 #define PLAIN_ (3u << 0)
 #define SCRATCH_ (3u << 2)

@@ -8,9 +8,9 @@
 // (src/gpu/sgm_emulate.h, the same kernel code; slow: no shapes added here),
 // and a device that splits every pass in 3 parts and runs the GPU twins even
 // on a CPU (the split-k partials in scratch, added in order with the bias and
-// the input pass's prior value; the bias partials). tests/test_linear_f16.c
-// keeps the special cases (the wide, persistent and stream-K blocks on these
-// helpers, the accumulate order, the epilogues, the plans).
+// the input pass's prior value; the bias partials); and the wide,
+// persistent and stream-K tensor-core variants. tests/test_linear_f16.c keeps
+// the special cases (their plans, the accumulate order, the epilogues).
 #include "ops/linear_f16.h"
 
 #include "model/linear.h"
@@ -142,20 +142,51 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
         assert_true(!wgpt_linear_f16_uses_sgm(g) || s->d[0] != 256 || s->d[1] != 128 || s->d[2] != 128 ||
                     wgpt_linear_f16_scratch_bytes(g, 256, 128, 128) == 2ull * 256 * 128 * 4);
     if (v->disable_f16) assert_false(wgpt_linear_f16_uses_sgm(g));
+    if (v->compute_units) assert_int_equal(wgpt_gpu_get_info(g)->compute_units, v->compute_units);
     lf16_check_shape(g, s->d[0], s->d[1], s->d[2]);
 }
 
+// The tensor-core variants beyond the plain "sgm" one (emulated on a CPU),
+// each one block for every shape: the 128 x 256 block (matmul_sgm_wide: 16
+// subgroups, its out area used in two rounds, stages of 32); the persistent
+// twins (matmul_sgm_p, ...: one workgroup a compute unit, each through its
+// share of the blocks) on a device said to have 2 compute units, so that
+// every workgroup takes several blocks, edge blocks and split parts; and
+// stream-K (the blocks' stages end to end, an equal share for each of 3 or 5
+// compute units, so that shares end inside blocks and a block is shared by 2
+// or 3 workgroups, then matmul_streamk_reduce). tests/test_linear_f16.c
+// checks their plans and dispatch shapes.
+#define SGM_(nm, splits, block, sk, units)                                                                     \
+    {.name = nm, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = 1, .needs = OP_NEEDS_SGM, .matmul_splits = splits, \
+     .sgm_block = block, .streamk = sk, .compute_units = units}
 static const op_variant variants_[] = {
-    {"plain", WGPT_KERNELS_AUTO, 0, 0, 0, 0, 1},
-    {"sgm", WGPT_KERNELS_AUTO, 1, OP_NEEDS_SGM, 0, 0, 0},
-    {"split-3", WGPT_KERNELS_GPU, 1, 0, 1, 3, 0},
+    {.name = "plain", .kernels = WGPT_KERNELS_AUTO, .disable_f16 = 1},
+    {.name = "sgm", .kernels = WGPT_KERNELS_AUTO, .emulate_sgm = 1, .needs = OP_NEEDS_SGM},
+    {.name = "split-3", .kernels = WGPT_KERNELS_GPU, .emulate_sgm = 1, .arg = 1, .matmul_splits = 3},
+    SGM_("sgm-wide", 0, WGPT_SGM_WIDE, 0, 0),                               // 3
+    SGM_("sgm-wide-split-3", 3, WGPT_SGM_WIDE, 0, 0),                       // 4
+    SGM_("sgm-persistent", 0, WGPT_SGM_BASE, 0, 2),                         // 5
+    SGM_("sgm-persistent-split-3", 3, WGPT_SGM_BASE, 0, 2),                 // 6
+    SGM_("sgm-wide-persistent", 0, WGPT_SGM_WIDE, 0, 2),                    // 7
+    SGM_("sgm-wide-persistent-split-3", 3, WGPT_SGM_WIDE, 0, 2),            // 8
+    SGM_("sgm-streamk-3-units", 0, WGPT_SGM_BASE, WGPT_STREAMK_ON, 3),      // 9
+    SGM_("sgm-wide-streamk-3-units", 0, WGPT_SGM_WIDE, WGPT_STREAMK_ON, 3), // 10
+    SGM_("sgm-streamk-5-units", 0, WGPT_SGM_BASE, WGPT_STREAMK_ON, 5),      // 11
+    SGM_("sgm-wide-streamk-5-units", 0, WGPT_SGM_WIDE, WGPT_STREAMK_ON, 5), // 12
 };
+#define WIDE_AND_PERSISTENT_ (0x1f8u)  // variants 3-8
+#define PERSISTENT_ (0x1e0u)           // variants 5-8
+#define STREAMK_ (0x1e00u)             // variants 9-12
 
 // (N, C, OC): whole blocks; edges everywhere, k not a multiple of a stage
 // (64); several blocks with edges, several stages and a partial one; one
-// partial block, one partial stage; a long k.
+// partial block, one partial stage; a long k. Then whole wide blocks; the
+// input pass over 10 x 3 blocks (2 of the wide one): the persistent order's
+// groups of block rows (block_of), a whole group and a short last one; and
+// for stream-K a k of 512, each block 8 or 16 stages, shared out.
 static const op_shape shapes_[] = {
     {{256, 128, 128}, 0, 0}, {{136, 72, 200}, 0, 0}, {{392, 200, 264}, 0, 0}, {{8, 8, 8}, 0, 0}, {{512, 768, 64}, 0, 0},
+    {{256, 256, 512}, 0, WIDE_AND_PERSISTENT_}, {{1160, 264, 8}, 0, PERSISTENT_}, {{256, 512, 384}, 0, STREAMK_},
 };
 
 const op_family op_linear_f16 = {

@@ -34,6 +34,9 @@ typedef struct op_variant {
     int arg;
     uint32_t matmul_splits;  // wgpt_gpu_options.matmul_splits (0: as the shape asks)
     int disable_f16;         // wgpt_gpu_options.disable_f16: as if the device had no shader-f16
+    wgpt_sgm_block sgm_block;  // wgpt_gpu_options.sgm_block: one tensor-core block for every shape (0: per shape)
+    wgpt_streamk streamk;      // wgpt_gpu_options.streamk (0: the plan's choice)
+    uint32_t compute_units;    // wgpt_gpu_options.compute_units: said to have this many (0: the device's)
 } op_variant;
 
 // One test shape: up to 8 sizes (their meaning is the family's), the binding

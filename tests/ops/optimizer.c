@@ -303,9 +303,9 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"norm-gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0, 0},
-    {"norm-cpu", WGPT_KERNELS_CPU, 0, 0, 0, 0, 0},
-    {"adamw", WGPT_KERNELS_AUTO, 0, 0, 1, 0, 0},
+    {.name = "norm-gpu", .kernels = WGPT_KERNELS_GPU},
+    {.name = "norm-cpu", .kernels = WGPT_KERNELS_CPU},
+    {.name = "adamw", .kernels = WGPT_KERNELS_AUTO, .arg = 1},
 };
 #define NORM_ (3u << 0)
 #define ADAMW_ (1u << 2)

@@ -59,8 +59,8 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 }
 
 static const op_variant variants_[] = {
-    {"cast-f16", WGPT_KERNELS_AUTO, 0, 0, 0, 0, 0},
-    {"cast-f16-gpu", WGPT_KERNELS_GPU, 0, 0, 0, 0, 0},
+    {.name = "cast-f16", .kernels = WGPT_KERNELS_AUTO},
+    {.name = "cast-f16-gpu", .kernels = WGPT_KERNELS_GPU},
 };
 
 static const op_shape shapes_[] = {{{4128}, 0, 0}, {{4126}, 0, 0}, {{320000}, 0, 0}};
