@@ -135,7 +135,7 @@ fn tile_multiply(tx: u32, ty: u32) {
 // --- KERNEL: matmul_backward_input = matmul_tiledw with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=// ---
 // --- KERNEL: matmul_backward_weight = matmul_tiledw with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=3, F=// ---
 // The three tiled matmuls, one tile loop; KIND (a constant) picks each
-// pass's tile loads and output:
+// pass's tile loads and output (the compiler folds the branches):
 //   forward: out[r, off + c] = sum_k inp[r, k] * weight[c, k] + bias[c]:
 //     both operands have k contiguous, so both are loaded 16 k wide per row
 //     and stored transposed.
@@ -157,63 +157,55 @@ const KIND: u32 = {{KIND}};
 @group(0) @binding({{OB}}) var<storage, read_write> res: array<f32>;  // out (m, ld), dinp (m, n) or dweight (m, n)
 @group(0) @binding({{PB}}) var<uniform> p: LinearParams;
 
-// The tiles of k0 .. k0 + 15. Loaders: lk = tid % TK, lr = tid / TK (k
-// offset, first of 4 rows lr + 16 q), lc = tid % TILE, lkb = tid / TILE
-// (column, first of 4 k offsets lkb + 4 q).
-fn load_forward(k0: u32, lk: u32, lr: u32, lc: u32, lkb: u32, row0: u32, col0: u32) {
-    let k = k0 + lk;
-    for (var q = 0u; q < 4u; q++) {
-        let r = lr + TS * q;
-        var va = 0.0;
-        var vb = 0.0;
-        if (k < p.k && row0 + r < p.m) { va = aop[(row0 + r) * p.k + k]; }
-        if (k < p.k && col0 + r < p.n) { vb = bop[(col0 + r) * p.k + k]; }
-        tile_a[lk * TPAD + r] = va;
-        tile_b[lk * TPAD + r] = vb;
-    }
-}
-
-fn load_backward_input(k0: u32, lk: u32, lr: u32, lc: u32, lkb: u32, row0: u32, col0: u32) {
-    for (var q = 0u; q < 4u; q++) {
-        let r = lr + TS * q;
-        let ka = k0 + lk;
-        var va = 0.0;
-        if (ka < p.k && row0 + r < p.m) { va = aop[(row0 + r) * p.ld + p.off + ka]; }
-        tile_a[lk * TPAD + r] = va;
-        let kkb = lkb + 4u * q;
-        let kb = k0 + kkb;
-        var vb = 0.0;
-        if (kb < p.k && col0 + lc < p.n) { vb = bop[kb * p.n + col0 + lc]; }
-        tile_b[kkb * TPAD + lc] = vb;
-    }
-}
-
-fn load_backward_weight(k0: u32, lk: u32, lr: u32, lc: u32, lkb: u32, row0: u32, col0: u32) {
-    for (var q = 0u; q < 4u; q++) {
-        let kk = lkb + 4u * q;
-        let k = k0 + kk;
-        var va = 0.0;
-        var vb = 0.0;
-        if (k < p.k && row0 + lc < p.m) { va = aop[k * p.ld + p.off + row0 + lc]; }
-        if (k < p.k && col0 + lc < p.n) { vb = bop[k * p.n + col0 + lc]; }
-        tile_a[kk * TPAD + lc] = va;
-        tile_b[kk * TPAD + lc] = vb;
-    }
-}
-
 @compute @workgroup_size(WG)
 fn matmul_{{PASS}}(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let tx = tid % TS;
     let ty = tid / TS;
     let row0 = wg.y * TILE;
     let col0 = wg.x * TILE;
-    let lk = tid % TK;
+    let lk = tid % TK;     // loader along k: k offset, rows lr + 16 q
     let lr = tid / TK;
-    let lc = tid % TILE;
+    let lc = tid % TILE;   // loader along the tile edge: column, k offsets lkb + 4 q
     let lkb = tid / TILE;
     acc_zero();
     for (var k0 = 0u; k0 < p.k; k0 += TK) {
-        load_{{PASS}}(k0, lk, lr, lc, lkb, row0, col0);
+        // The tiles of k0 .. k0 + 15 (zero outside the matrices).
+        if (KIND == FORWARD) {
+            let k = k0 + lk;
+            for (var q = 0u; q < 4u; q++) {
+                let r = lr + TS * q;
+                var va = 0.0;
+                var vb = 0.0;
+                if (k < p.k && row0 + r < p.m) { va = aop[(row0 + r) * p.k + k]; }
+                if (k < p.k && col0 + r < p.n) { vb = bop[(col0 + r) * p.k + k]; }
+                tile_a[lk * TPAD + r] = va;
+                tile_b[lk * TPAD + r] = vb;
+            }
+        } else if (KIND == INPUT) {
+            for (var q = 0u; q < 4u; q++) {
+                let r = lr + TS * q;
+                let ka = k0 + lk;
+                var va = 0.0;
+                if (ka < p.k && row0 + r < p.m) { va = aop[(row0 + r) * p.ld + p.off + ka]; }
+                tile_a[lk * TPAD + r] = va;
+                let kkb = lkb + 4u * q;
+                let kb = k0 + kkb;
+                var vb = 0.0;
+                if (kb < p.k && col0 + lc < p.n) { vb = bop[kb * p.n + col0 + lc]; }
+                tile_b[kkb * TPAD + lc] = vb;
+            }
+        } else {
+            for (var q = 0u; q < 4u; q++) {
+                let kk = lkb + 4u * q;
+                let k = k0 + kk;
+                var va = 0.0;
+                var vb = 0.0;
+                if (k < p.k && row0 + lc < p.m) { va = aop[k * p.ld + p.off + row0 + lc]; }
+                if (k < p.k && col0 + lc < p.n) { vb = bop[k * p.n + col0 + lc]; }
+                tile_a[kk * TPAD + lc] = va;
+                tile_b[kk * TPAD + lc] = vb;
+            }
+        }
         workgroupBarrier();
         tile_multiply(tx, ty);
         workgroupBarrier();  // the next loads must not overwrite tiles still being read
@@ -229,7 +221,8 @@ fn matmul_{{PASS}}(@builtin(local_invocation_index) tid: u32, @builtin(workgroup
                     res[r * p.ld + p.off + c] = v;
                 } else {
                     let idx = r * p.n + c;
-                    if (KIND == WEIGHT || p.flag != 0u) { v = res[idx] + v; }  // weight: always accumulate
+                    if (KIND == WEIGHT) { v = res[idx] + v; }  // weight: always accumulate
+                    else if (p.flag != 0u) { v += res[idx]; }
                     res[idx] = v;
                 }
             }
