@@ -7,10 +7,11 @@
 // Dispatch: the matmuls take one workgroup of 256 threads per 64x64 output
 // tile, grid (ceil(n / 64), ceil(m / 64), 1); the bias kernel one workgroup
 // per 32 columns, grid (ceil(n / 32), 1, 1).
-// CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat,
-// matmul_backward_input_flat, matmul_backward_weight_flat (the two backward
-// ones one template, matmul_backward_flatw; and matmul_backward_bias_flat
-// and _flat4, another), same bindings and
+// The three tiled matmuls are one template, matmul_tiledw.
+// CPU twins (for llvmpipe; src/model/variant.h picks): matmul_forward_flat
+// (in matmul_tiledw), matmul_backward_input_flat, matmul_backward_weight_flat
+// (the two backward ones one template, matmul_backward_flatw; and
+// matmul_backward_bias_flat and _flat4, another), same bindings and
 // params as their tiled twins, no workgroup memory, no barriers: 8
 // invocations a workgroup, FLAT_ROWS x FLAT_N = 32 x 32 outputs, grid
 // (ceil(n / 32), ceil(m / 32), 1).
@@ -75,6 +76,21 @@ fn flat8_rows(s: vec4<f32>, a0: vec4<f32>, a1: vec4<f32>, l: u32, b: array<vec4<
     return t;
 }
 
+// flat8_rows8: rows 8 g .. 8 g + 7 of a flat8 block's sums (g a constant at
+// every call, so the indices are too), lane l of a0 and a1 holding row
+// 8 g + l's values as flat8_rows has them.
+fn flat8_rows8(sum: ptr<function, array<vec4<f32>, FLAT8_ROWS>>, g: u32, a0: vec4<f32>, a1: vec4<f32>,
+               b: array<vec4<f32>, 8>) {
+    (*sum)[8u * g] = flat8_rows((*sum)[8u * g], a0, a1, 0u, b);
+    (*sum)[8u * g + 1u] = flat8_rows((*sum)[8u * g + 1u], a0, a1, 1u, b);
+    (*sum)[8u * g + 2u] = flat8_rows((*sum)[8u * g + 2u], a0, a1, 2u, b);
+    (*sum)[8u * g + 3u] = flat8_rows((*sum)[8u * g + 3u], a0, a1, 3u, b);
+    (*sum)[8u * g + 4u] = flat8_rows((*sum)[8u * g + 4u], a0, a1, 4u, b);
+    (*sum)[8u * g + 5u] = flat8_rows((*sum)[8u * g + 5u], a0, a1, 5u, b);
+    (*sum)[8u * g + 6u] = flat8_rows((*sum)[8u * g + 6u], a0, a1, 6u, b);
+    (*sum)[8u * g + 7u] = flat8_rows((*sum)[8u * g + 7u], a0, a1, 7u, b);
+}
+
 const TILE: u32 = 64u;   // output tile edge, rows and columns
 const TK: u32 = 16u;     // reduction step: each tile load covers TK values of k
 const TS: u32 = 16u;     // threads per tile edge: 16 x 16 = WG, each owns 4 x 4 outputs
@@ -90,6 +106,11 @@ var<workgroup> tile_b: array<f32, 1056>;
 // Rows and columns strided by 16 (not 4 adjacent) so that a warp's shared
 // reads are broadcasts or consecutive, and its global stores are coalesced.
 var<private> acc: array<f32, 16>;
+
+// matmul_tiledw's passes (its instances' KIND).
+const FORWARD: u32 = 0u;
+const INPUT: u32 = 1u;
+const WEIGHT: u32 = 2u;
 
 fn acc_zero() {
     for (var i = 0u; i < 16u; i++) { acc[i] = 0.0; }
@@ -108,34 +129,82 @@ fn tile_multiply(tx: u32, ty: u32) {
     }
 }
 
-// --- KERNEL: matmul_forward ---
-// out[r, off + c] = sum_k inp[r, k] * weight[c, k] + bias[c]: both operands
-// have k contiguous, so both are loaded 16 k wide per row and stored transposed.
-@group(0) @binding(0) var<storage, read> inp: array<f32>;         // (m, k)
-@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (n, k)
-@group(0) @binding(2) var<storage, read> bias: array<f32>;        // (n), read only if p.flag != 0
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;   // (m, ld)
-@group(0) @binding(4) var<uniform> p: LinearParams;
+// --- TEMPLATE: matmul_tiledw ---
+// --- KERNEL: matmul_forward = matmul_tiledw with PASS=forward, KIND=FORWARD, OB=3, PB=4, F= ---
+// --- KERNEL: matmul_forward_flat = matmul_tiledw with PASS=forward, KIND=FORWARD, OB=3, PB=4, F= ---
+// --- KERNEL: matmul_backward_input = matmul_tiledw with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=// ---
+// --- KERNEL: matmul_backward_weight = matmul_tiledw with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=3, F=// ---
+// The three tiled matmuls, one tile loop; KIND (a constant) picks each
+// pass's tile loads and output (the compiler folds the branches):
+//   forward: out[r, off + c] = sum_k inp[r, k] * weight[c, k] + bias[c]:
+//     both operands have k contiguous, so both are loaded 16 k wide per row
+//     and stored transposed.
+//   backward input: dinp[r, c] = (p.flag ? dinp[r, c] : 0) + sum_k
+//     dout[r, off + k] * weight[k, c]: dout has k contiguous (loaded
+//     transposed like inp above); weight has c contiguous, so its tile rows
+//     are loaded 64 wide and stored as they are.
+//   backward weight: dweight[r, c] += sum_k dout[k, off + r] * inp[k, c]: the
+//     reduction runs over token rows, and both operands have their output
+//     index contiguous, so both tiles are loaded 64 wide per k row and stored
+//     as they are.
+// A line that starts with {{F}} is the forward's alone (bias: the other
+// instances have no such binding, and theirs comment the line out). The
+// forward's instance matmul_forward_flat is its CPU twin (below).
+const KIND: u32 = {{KIND}};
+@group(0) @binding(0) var<storage, read> aop: array<f32>;  // forward: inp (m, k); else dout: input (m, ld), weight (k, ld)
+@group(0) @binding(1) var<storage, read> bop: array<f32>;  // forward: weight (n, k); input: weight (k, n); weight: inp (k, n)
+{{F}}@group(0) @binding(2) var<storage, read> bias: array<f32>;  // (n), read only if p.flag != 0
+@group(0) @binding({{OB}}) var<storage, read_write> res: array<f32>;  // out (m, ld), dinp (m, n) or dweight (m, n)
+@group(0) @binding({{PB}}) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(WG)
-fn matmul_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn matmul_{{PASS}}(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let tx = tid % TS;
     let ty = tid / TS;
     let row0 = wg.y * TILE;
     let col0 = wg.x * TILE;
-    let lk = tid % TK;  // loader: k offset in the tile
-    let lr = tid / TK;  // loader: first of its 4 rows (lr + 16 q)
+    let lk = tid % TK;     // loader along k: k offset, rows lr + 16 q
+    let lr = tid / TK;
+    let lc = tid % TILE;   // loader along the tile edge: column, k offsets lkb + 4 q
+    let lkb = tid / TILE;
     acc_zero();
     for (var k0 = 0u; k0 < p.k; k0 += TK) {
-        let k = k0 + lk;
-        for (var q = 0u; q < 4u; q++) {
-            let r = lr + TS * q;
-            var va = 0.0;
-            var vb = 0.0;
-            if (k < p.k && row0 + r < p.m) { va = inp[(row0 + r) * p.k + k]; }
-            if (k < p.k && col0 + r < p.n) { vb = weight[(col0 + r) * p.k + k]; }
-            tile_a[lk * TPAD + r] = va;
-            tile_b[lk * TPAD + r] = vb;
+        // The tiles of k0 .. k0 + 15 (zero outside the matrices).
+        if (KIND == FORWARD) {
+            let k = k0 + lk;
+            for (var q = 0u; q < 4u; q++) {
+                let r = lr + TS * q;
+                var va = 0.0;
+                var vb = 0.0;
+                if (k < p.k && row0 + r < p.m) { va = aop[(row0 + r) * p.k + k]; }
+                if (k < p.k && col0 + r < p.n) { vb = bop[(col0 + r) * p.k + k]; }
+                tile_a[lk * TPAD + r] = va;
+                tile_b[lk * TPAD + r] = vb;
+            }
+        } else if (KIND == INPUT) {
+            for (var q = 0u; q < 4u; q++) {
+                let r = lr + TS * q;
+                let ka = k0 + lk;
+                var va = 0.0;
+                if (ka < p.k && row0 + r < p.m) { va = aop[(row0 + r) * p.ld + p.off + ka]; }
+                tile_a[lk * TPAD + r] = va;
+                let kkb = lkb + 4u * q;
+                let kb = k0 + kkb;
+                var vb = 0.0;
+                if (kb < p.k && col0 + lc < p.n) { vb = bop[kb * p.n + col0 + lc]; }
+                tile_b[kkb * TPAD + lc] = vb;
+            }
+        } else {
+            for (var q = 0u; q < 4u; q++) {
+                let kk = lkb + 4u * q;
+                let k = k0 + kk;
+                var va = 0.0;
+                var vb = 0.0;
+                if (k < p.k && row0 + lc < p.m) { va = aop[k * p.ld + p.off + row0 + lc]; }
+                if (k < p.k && col0 + lc < p.n) { vb = bop[k * p.n + col0 + lc]; }
+                tile_a[kk * TPAD + lc] = va;
+                tile_b[kk * TPAD + lc] = vb;
+            }
         }
         workgroupBarrier();
         tile_multiply(tx, ty);
@@ -147,14 +216,20 @@ fn matmul_forward(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_
             let c = col0 + tx + TS * j;
             if (r < p.m && c < p.n) {
                 var v = acc[i * 4u + j];
-                if (p.flag != 0u) { v += bias[c]; }
-                out[r * p.ld + p.off + c] = v;
+                if (KIND == FORWARD) {
+                    {{F}}if (p.flag != 0u) { v += bias[c]; }
+                    res[r * p.ld + p.off + c] = v;
+                } else {
+                    let idx = r * p.n + c;
+                    if (KIND == WEIGHT) { v = res[idx] + v; }  // weight: always accumulate
+                    else if (p.flag != 0u) { v += res[idx]; }
+                    res[idx] = v;
+                }
             }
         }
     }
 }
 
-// --- KERNEL: matmul_forward_flat in matmul_forward ---
 // The CPU twin of matmul_forward: the same out, from straight global loads.
 // Invocation lid of workgroup (x, y) owns rows y * FLAT_ROWS + i (i < 32)
 // and columns x * 32 + lid + 8 j (j < 4). Each weight value it loads
@@ -178,11 +253,11 @@ fn matmul_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workg
     for (var k0 = 0u; k0 < p.k; k0 += S) {
         let ks = min(k0 + sid, p.k - 1u);
         var a = array<f32, FLAT_ROWS>();  // lane sid: inp[row i, k0 + sid]
-        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = inp[arow[i] + ks]; }
+        for (var i = 0u; i < FLAT_ROWS; i++) { a[i] = aop[arow[i] + ks]; }
         let kn = min(S, p.k - k0);
         for (var kk = 0u; kk < kn; kk++) {
             var b = array<f32, FLAT_COLS>();
-            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = weight[bcol[j] + k0 + kk]; }
+            for (var j = 0u; j < FLAT_COLS; j++) { b[j] = bop[bcol[j] + k0 + kk]; }
             for (var i = 0u; i < FLAT_ROWS; i++) {
                 let x = subgroupShuffle(a[i], kk);
                 for (var j = 0u; j < FLAT_COLS; j++) { sum[i * FLAT_COLS + j] = fma(x, b[j], sum[i * FLAT_COLS + j]); }
@@ -192,106 +267,10 @@ fn matmul_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workg
     for (var j = 0u; j < FLAT_COLS; j++) {
         let c = c0 + FLAT_WG * j;
         var bj = 0.0;
-        if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
+        {{F}}if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
         for (var i = 0u; i < FLAT_ROWS; i++) {
             let r = r0 + i;
-            if (r < p.m && c < p.n) { out[r * p.ld + p.off + c] = sum[i * FLAT_COLS + j] + bj; }
-        }
-    }
-}
-
-// --- KERNEL: matmul_backward_input ---
-// dinp[r, c] = (p.flag ? dinp[r, c] : 0) + sum_k dout[r, off + k] * weight[k, c].
-// dout has k contiguous (loaded transposed like inp above); weight has c
-// contiguous, so its tile rows are loaded 64 wide and stored as they are.
-@group(0) @binding(0) var<storage, read> dout: array<f32>;        // (m, ld)
-@group(0) @binding(1) var<storage, read> weight: array<f32>;      // (k, n)
-@group(0) @binding(2) var<storage, read_write> dinp: array<f32>;  // (m, n)
-@group(0) @binding(3) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(WG)
-fn matmul_backward_input(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = tid % TS;
-    let ty = tid / TS;
-    let row0 = wg.y * TILE;
-    let col0 = wg.x * TILE;
-    let lk = tid % TK;     // A loader: k offset, rows lr + 16 q
-    let lr = tid / TK;
-    let lc = tid % TILE;   // B loader: column, k offsets lkb + 4 q
-    let lkb = tid / TILE;
-    acc_zero();
-    for (var k0 = 0u; k0 < p.k; k0 += TK) {
-        for (var q = 0u; q < 4u; q++) {
-            let r = lr + TS * q;
-            let ka = k0 + lk;
-            var va = 0.0;
-            if (ka < p.k && row0 + r < p.m) { va = dout[(row0 + r) * p.ld + p.off + ka]; }
-            tile_a[lk * TPAD + r] = va;
-            let kkb = lkb + 4u * q;
-            let kb = k0 + kkb;
-            var vb = 0.0;
-            if (kb < p.k && col0 + lc < p.n) { vb = weight[kb * p.n + col0 + lc]; }
-            tile_b[kkb * TPAD + lc] = vb;
-        }
-        workgroupBarrier();
-        tile_multiply(tx, ty);
-        workgroupBarrier();
-    }
-    for (var i = 0u; i < 4u; i++) {
-        let r = row0 + ty + TS * i;
-        for (var j = 0u; j < 4u; j++) {
-            let c = col0 + tx + TS * j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                var v = acc[i * 4u + j];
-                if (p.flag != 0u) { v += dinp[idx]; }
-                dinp[idx] = v;
-            }
-        }
-    }
-}
-
-// --- KERNEL: matmul_backward_weight ---
-// dweight[r, c] += sum_k dout[k, off + r] * inp[k, c]: the reduction runs
-// over token rows, and both operands have their output index contiguous, so
-// both tiles are loaded 64 wide per k row and stored as they are.
-@group(0) @binding(0) var<storage, read> dout: array<f32>;           // (k, ld)
-@group(0) @binding(1) var<storage, read> inp: array<f32>;            // (k, n)
-@group(0) @binding(2) var<storage, read_write> dweight: array<f32>;  // (m, n)
-@group(0) @binding(3) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(WG)
-fn matmul_backward_weight(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = tid % TS;
-    let ty = tid / TS;
-    let row0 = wg.y * TILE;
-    let col0 = wg.x * TILE;
-    let lc = tid % TILE;   // loader: index along the tile edge, k offsets lk + 4 q
-    let lk = tid / TILE;
-    acc_zero();
-    for (var k0 = 0u; k0 < p.k; k0 += TK) {
-        for (var q = 0u; q < 4u; q++) {
-            let kk = lk + 4u * q;
-            let k = k0 + kk;
-            var va = 0.0;
-            var vb = 0.0;
-            if (k < p.k && row0 + lc < p.m) { va = dout[k * p.ld + p.off + row0 + lc]; }
-            if (k < p.k && col0 + lc < p.n) { vb = inp[k * p.n + col0 + lc]; }
-            tile_a[kk * TPAD + lc] = va;
-            tile_b[kk * TPAD + lc] = vb;
-        }
-        workgroupBarrier();
-        tile_multiply(tx, ty);
-        workgroupBarrier();
-    }
-    for (var i = 0u; i < 4u; i++) {
-        let r = row0 + ty + TS * i;
-        for (var j = 0u; j < 4u; j++) {
-            let c = col0 + tx + TS * j;
-            if (r < p.m && c < p.n) {
-                let idx = r * p.n + c;
-                dweight[idx] = dweight[idx] + acc[i * 4u + j];
-            }
+            if (r < p.m && c < p.n) { res[r * p.ld + p.off + c] = sum[i * FLAT_COLS + j] + bj; }
         }
     }
 }
@@ -416,15 +395,22 @@ fn matmul_backward_bias_flat{{N}}(@builtin(global_invocation_id) gid: vec3<u32>)
     dbias[c] = dbias[c] + s;
 }
 
-// --- KERNEL: matmul_forward_flat8 ---
-// The CPU twin of matmul_forward for subgroups of at least 8 lanes and k % 4
-// == 0, n, ld and off multiples of 4 (else matmul_forward_flat): the same
-// sums in the same order, 8 values of k a step in straight-line code,
-// operands read and outputs written as vec4s. Invocation lid of workgroup
-// (x, y) owns rows y * 64 + i (i < 64) and columns x * 32 + 4 lid + j (j <
-// 4); grid (ceil(n / 32), ceil(m / 64)). Lane l reads rows y * 64 + 8 g + l
-// of inp (4 k values a vec4) and hands them round; each weight vec4 is 4 k
-// values of one of the lane's columns. Why (03_linear.md, "Flat8"): on
+// --- TEMPLATE: matmul_flat8w ---
+// --- KERNEL: matmul_forward_flat8 = matmul_flat8w with PASS=forward, KIND=FORWARD, OB=3, PB=4, F= ---
+// --- KERNEL: matmul_backward_input_flat8 = matmul_flat8w with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=// ---
+// The CPU twins of matmul_forward and matmul_backward_input for subgroups of
+// at least 8 lanes (else matmul_forward_flat, matmul_backward_input_flat),
+// one template; KIND (a constant) picks the pass. The same sums in the same
+// order, 8 values of k a step in straight-line code, operands read and
+// outputs written as vec4s. Invocation lid of workgroup (x, y) owns rows
+// y * 64 + i (i < 64) and columns x * 32 + 4 lid + j (j < 4); grid
+// (ceil(n / 32), ceil(m / 64)). Lane l reads rows y * 64 + 8 g + l of the
+// rows operand (inp; dout) 4 k values a vec4 and hands them round.
+//   forward (k % 4 == 0, n, ld and off multiples of 4): each weight vec4 is 4
+//     k values of one of the lane's columns.
+//   backward input (k, ld, off and n multiples of 4): each lane reads a vec4
+//     of 4 adjacent columns of weight.
+// Why (03_linear.md, "Flat8"): on
 // llvmpipe a value written inside a loop is blended with the loop's lane mask
 // and the sums live on the stack, so the flat twins' inner loop paid a load,
 // a blend and a store per fma; here each sum's vec4 is read and written once
@@ -432,250 +418,80 @@ fn matmul_backward_bias_flat{{N}}(@builtin(global_invocation_id) gid: vec3<u32>)
 // a vec4 ~41, whence 64 rows (each value read serves 32 or 64 sums). The row
 // lines are written out: Mesa does not unroll a loop of this size, and sums
 // indexed by a loop counter would be indexed per lane, in memory.
-@group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;     // (m, k / 4)
-@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (n, k / 4)
-@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;    // (n / 4), read only if p.flag != 0
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;  // (m, ld / 4)
-@group(0) @binding(4) var<uniform> p: LinearParams;
+// A line that starts with {{F}} is the forward's alone (bias: the other
+// instance has no such binding, and comments the line out).
+const KIND: u32 = {{KIND}};
+@group(0) @binding(0) var<storage, read> aop: array<vec4<f32>>;     // forward: inp (m, k / 4); input: dout (m, ld / 4)
+@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // forward: (n, k / 4); input: (k, n / 4)
+{{F}}@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;    // (n / 4), read only if p.flag != 0
+@group(0) @binding({{OB}}) var<storage, read_write> res: array<vec4<f32>>;  // out (m, ld / 4) or dinp (m, n / 4)
+@group(0) @binding({{PB}}) var<uniform> p: LinearParams;
 
 @compute @workgroup_size(FLAT_WG)
-fn matmul_forward_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
+fn matmul_{{PASS}}_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
                         @builtin(subgroup_invocation_id) sid: u32) {
     let r0 = wg.y * FLAT8_ROWS;
     let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
     let k4 = p.k / 4u;
-    var arow: array<u32, 8>;  // lane sid: row r0 + 8 g + sid
-    for (var g = 0u; g < 8u; g++) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
-    var bcol: array<u32, FLAT_COLS>;
-    for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + j, p.n - 1u) * k4; }
-    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column j
+    let n4 = p.n / 4u;
+    var arow: array<u32, 8>;  // lane sid: aop's vec4 of row r0 + 8 g + sid, less its k part
+    for (var g = 0u; g < 8u; g++) {
+        if (KIND == FORWARD) { arow[g] = min(r0 + 8u * g + sid, p.m - 1u) * k4; }
+        else { arow[g] = (min(r0 + 8u * g + sid, p.m - 1u) * p.ld + p.off) / 4u; }
+    }
+    var bcol: array<u32, FLAT_COLS>;  // forward: weight's row of column c0 + j, less its k part
+    if (KIND == FORWARD) {
+        for (var j = 0u; j < FLAT_COLS; j++) { bcol[j] = min(c0 + j, p.n - 1u) * k4; }
+    }
+    let bq = min(c0 / 4u, n4 - 1u);  // input: weight's vec4 of columns c0 .. c0 + 3
+    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column c0 + j
     for (var q0 = 0u; q0 < k4; q0 += 2u) {
         // Past k the values are zeros (fma(0, 0, s) = s): clamped reads, then a select.
         let q1 = min(q0 + 1u, k4 - 1u);
         let live = q0 + 1u < k4;
-        var w: array<vec4<f32>, 8>;  // w[2 j + h]: weight[column j, 4 (q0 + h) ..]
-        for (var j = 0u; j < FLAT_COLS; j++) {
-            w[2u * j] = weight[bcol[j] + q0];
-            w[2u * j + 1u] = select(vec4<f32>(), weight[bcol[j] + q1], live);
+        var b: array<vec4<f32>, 8>;  // b[kk][j]: weight at k 4 q0 + kk, column c0 + j
+        if (KIND == FORWARD) {
+            var w: array<vec4<f32>, 8>;  // w[2 j + h]: weight[column j, 4 (q0 + h) ..]
+            for (var j = 0u; j < FLAT_COLS; j++) {
+                w[2u * j] = weight[bcol[j] + q0];
+                w[2u * j + 1u] = select(vec4<f32>(), weight[bcol[j] + q1], live);
+            }
+            for (var kk = 0u; kk < 8u; kk++) {
+                let h = kk / 4u;
+                let e = kk % 4u;
+                b[kk] = vec4<f32>(w[h][e], w[2u + h][e], w[4u + h][e], w[6u + h][e]);
+            }
+        } else {
+            for (var kk = 0u; kk < 8u; kk++) {
+                let kb = 4u * q0 + kk;
+                b[kk] = select(vec4<f32>(), weight[min(kb, p.k - 1u) * n4 + bq], kb < p.k);
+            }
         }
-        var b: array<vec4<f32>, 8>;  // b[kk][j]: weight[column j, 4 q0 + kk]
-        for (var kk = 0u; kk < 8u; kk++) {
-            let h = kk / 4u;
-            let e = kk % 4u;
-            b[kk] = vec4<f32>(w[h][e], w[2u + h][e], w[4u + h][e], w[6u + h][e]);
-        }
-        // a{2 g + h}, lane l: inp[row 8 g + l, 4 (q0 + h) ..]; each read just before its rows use it
+        // Rows 8 g + lane: aop's vec4s at k 4 q0 .. and 4 q1 .., each read just before its rows use it
         // (fewer vectors live at once: a lane's insert into one spilled costs a store).
-        let a0 = inp[arow[0] + q0];
-        let a1 = select(vec4<f32>(), inp[arow[0] + q1], live);
-        sum[0] = flat8_rows(sum[0], a0, a1, 0u, b);
-        sum[1] = flat8_rows(sum[1], a0, a1, 1u, b);
-        sum[2] = flat8_rows(sum[2], a0, a1, 2u, b);
-        sum[3] = flat8_rows(sum[3], a0, a1, 3u, b);
-        sum[4] = flat8_rows(sum[4], a0, a1, 4u, b);
-        sum[5] = flat8_rows(sum[5], a0, a1, 5u, b);
-        sum[6] = flat8_rows(sum[6], a0, a1, 6u, b);
-        sum[7] = flat8_rows(sum[7], a0, a1, 7u, b);
-        let a2 = inp[arow[1] + q0];
-        let a3 = select(vec4<f32>(), inp[arow[1] + q1], live);
-        sum[8] = flat8_rows(sum[8], a2, a3, 0u, b);
-        sum[9] = flat8_rows(sum[9], a2, a3, 1u, b);
-        sum[10] = flat8_rows(sum[10], a2, a3, 2u, b);
-        sum[11] = flat8_rows(sum[11], a2, a3, 3u, b);
-        sum[12] = flat8_rows(sum[12], a2, a3, 4u, b);
-        sum[13] = flat8_rows(sum[13], a2, a3, 5u, b);
-        sum[14] = flat8_rows(sum[14], a2, a3, 6u, b);
-        sum[15] = flat8_rows(sum[15], a2, a3, 7u, b);
-        let a4 = inp[arow[2] + q0];
-        let a5 = select(vec4<f32>(), inp[arow[2] + q1], live);
-        sum[16] = flat8_rows(sum[16], a4, a5, 0u, b);
-        sum[17] = flat8_rows(sum[17], a4, a5, 1u, b);
-        sum[18] = flat8_rows(sum[18], a4, a5, 2u, b);
-        sum[19] = flat8_rows(sum[19], a4, a5, 3u, b);
-        sum[20] = flat8_rows(sum[20], a4, a5, 4u, b);
-        sum[21] = flat8_rows(sum[21], a4, a5, 5u, b);
-        sum[22] = flat8_rows(sum[22], a4, a5, 6u, b);
-        sum[23] = flat8_rows(sum[23], a4, a5, 7u, b);
-        let a6 = inp[arow[3] + q0];
-        let a7 = select(vec4<f32>(), inp[arow[3] + q1], live);
-        sum[24] = flat8_rows(sum[24], a6, a7, 0u, b);
-        sum[25] = flat8_rows(sum[25], a6, a7, 1u, b);
-        sum[26] = flat8_rows(sum[26], a6, a7, 2u, b);
-        sum[27] = flat8_rows(sum[27], a6, a7, 3u, b);
-        sum[28] = flat8_rows(sum[28], a6, a7, 4u, b);
-        sum[29] = flat8_rows(sum[29], a6, a7, 5u, b);
-        sum[30] = flat8_rows(sum[30], a6, a7, 6u, b);
-        sum[31] = flat8_rows(sum[31], a6, a7, 7u, b);
-        let a8 = inp[arow[4] + q0];
-        let a9 = select(vec4<f32>(), inp[arow[4] + q1], live);
-        sum[32] = flat8_rows(sum[32], a8, a9, 0u, b);
-        sum[33] = flat8_rows(sum[33], a8, a9, 1u, b);
-        sum[34] = flat8_rows(sum[34], a8, a9, 2u, b);
-        sum[35] = flat8_rows(sum[35], a8, a9, 3u, b);
-        sum[36] = flat8_rows(sum[36], a8, a9, 4u, b);
-        sum[37] = flat8_rows(sum[37], a8, a9, 5u, b);
-        sum[38] = flat8_rows(sum[38], a8, a9, 6u, b);
-        sum[39] = flat8_rows(sum[39], a8, a9, 7u, b);
-        let a10 = inp[arow[5] + q0];
-        let a11 = select(vec4<f32>(), inp[arow[5] + q1], live);
-        sum[40] = flat8_rows(sum[40], a10, a11, 0u, b);
-        sum[41] = flat8_rows(sum[41], a10, a11, 1u, b);
-        sum[42] = flat8_rows(sum[42], a10, a11, 2u, b);
-        sum[43] = flat8_rows(sum[43], a10, a11, 3u, b);
-        sum[44] = flat8_rows(sum[44], a10, a11, 4u, b);
-        sum[45] = flat8_rows(sum[45], a10, a11, 5u, b);
-        sum[46] = flat8_rows(sum[46], a10, a11, 6u, b);
-        sum[47] = flat8_rows(sum[47], a10, a11, 7u, b);
-        let a12 = inp[arow[6] + q0];
-        let a13 = select(vec4<f32>(), inp[arow[6] + q1], live);
-        sum[48] = flat8_rows(sum[48], a12, a13, 0u, b);
-        sum[49] = flat8_rows(sum[49], a12, a13, 1u, b);
-        sum[50] = flat8_rows(sum[50], a12, a13, 2u, b);
-        sum[51] = flat8_rows(sum[51], a12, a13, 3u, b);
-        sum[52] = flat8_rows(sum[52], a12, a13, 4u, b);
-        sum[53] = flat8_rows(sum[53], a12, a13, 5u, b);
-        sum[54] = flat8_rows(sum[54], a12, a13, 6u, b);
-        sum[55] = flat8_rows(sum[55], a12, a13, 7u, b);
-        let a14 = inp[arow[7] + q0];
-        let a15 = select(vec4<f32>(), inp[arow[7] + q1], live);
-        sum[56] = flat8_rows(sum[56], a14, a15, 0u, b);
-        sum[57] = flat8_rows(sum[57], a14, a15, 1u, b);
-        sum[58] = flat8_rows(sum[58], a14, a15, 2u, b);
-        sum[59] = flat8_rows(sum[59], a14, a15, 3u, b);
-        sum[60] = flat8_rows(sum[60], a14, a15, 4u, b);
-        sum[61] = flat8_rows(sum[61], a14, a15, 5u, b);
-        sum[62] = flat8_rows(sum[62], a14, a15, 6u, b);
-        sum[63] = flat8_rows(sum[63], a14, a15, 7u, b);
+        flat8_rows8(&sum, 0u, aop[arow[0] + q0], select(vec4<f32>(), aop[arow[0] + q1], live), b);
+        flat8_rows8(&sum, 1u, aop[arow[1] + q0], select(vec4<f32>(), aop[arow[1] + q1], live), b);
+        flat8_rows8(&sum, 2u, aop[arow[2] + q0], select(vec4<f32>(), aop[arow[2] + q1], live), b);
+        flat8_rows8(&sum, 3u, aop[arow[3] + q0], select(vec4<f32>(), aop[arow[3] + q1], live), b);
+        flat8_rows8(&sum, 4u, aop[arow[4] + q0], select(vec4<f32>(), aop[arow[4] + q1], live), b);
+        flat8_rows8(&sum, 5u, aop[arow[5] + q0], select(vec4<f32>(), aop[arow[5] + q1], live), b);
+        flat8_rows8(&sum, 6u, aop[arow[6] + q0], select(vec4<f32>(), aop[arow[6] + q1], live), b);
+        flat8_rows8(&sum, 7u, aop[arow[7] + q0], select(vec4<f32>(), aop[arow[7] + q1], live), b);
     }
-    // n % 4 == 0: the lane's 4 columns are all in the matrix or all past it.
+    // forward: the bias; n % 4 == 0: the lane's 4 columns are all in the matrix or all past it.
     var bj = vec4<f32>();
-    if (p.flag != 0u) { bj = bias[min(c0, p.n - 4u) / 4u]; }
-    for (var i = 0u; i < FLAT8_ROWS; i++) {
-        let r = r0 + i;
-        if (r < p.m && c0 < p.n) { out[(r * p.ld + p.off + c0) / 4u] = sum[i] + bj; }
-    }
-}
-
-// --- KERNEL: matmul_backward_input_flat8 ---
-// The CPU twin of matmul_backward_input for subgroups of at least 8 lanes, k,
-// ld, off and n multiples of 4 (else matmul_backward_input_flat): the rows of
-// dout are read and handed round as in matmul_forward_flat8; each lane reads
-// a vec4 of 4 adjacent columns of weight, so invocation lid owns columns x *
-// 32 + 4 lid + j (j < 4) of rows y * 64 + i.
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;    // (m, ld / 4)
-@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // (k, n / 4)
-@group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n / 4)
-@group(0) @binding(3) var<uniform> p: LinearParams;
-
-@compute @workgroup_size(FLAT_WG)
-fn matmul_backward_input_flat8(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wg: vec3<u32>,
-                               @builtin(subgroup_invocation_id) sid: u32) {
-    let r0 = wg.y * FLAT8_ROWS;
-    let c0 = wg.x * FLAT_WG * FLAT_COLS + 4u * lid;
-    let k4 = p.k / 4u;
-    let n4 = p.n / 4u;
-    var arow: array<u32, 8>;
-    for (var g = 0u; g < 8u; g++) { arow[g] = (min(r0 + 8u * g + sid, p.m - 1u) * p.ld + p.off) / 4u; }
-    let bcol = min(c0 / 4u, n4 - 1u);
-    var sum = array<vec4<f32>, FLAT8_ROWS>();  // sum[i][j]: row i, column c0 + j
-    for (var q0 = 0u; q0 < k4; q0 += 2u) {
-        let q1 = min(q0 + 1u, k4 - 1u);
-        let live = q0 + 1u < k4;
-        var b: array<vec4<f32>, 8>;  // b[kk]: weight[4 q0 + kk, c0 .. c0 + 3]
-        for (var kk = 0u; kk < 8u; kk++) {
-            let kb = 4u * q0 + kk;
-            b[kk] = select(vec4<f32>(), weight[min(kb, p.k - 1u) * n4 + bcol], kb < p.k);
-        }
-        // a{2 g + h}, lane l: dout[row 8 g + l, off + 4 (q0 + h) ..]; each read just before its rows use it
-        // (fewer vectors live at once: a lane's insert into one spilled costs a store).
-        let a0 = dout[arow[0] + q0];
-        let a1 = select(vec4<f32>(), dout[arow[0] + q1], live);
-        sum[0] = flat8_rows(sum[0], a0, a1, 0u, b);
-        sum[1] = flat8_rows(sum[1], a0, a1, 1u, b);
-        sum[2] = flat8_rows(sum[2], a0, a1, 2u, b);
-        sum[3] = flat8_rows(sum[3], a0, a1, 3u, b);
-        sum[4] = flat8_rows(sum[4], a0, a1, 4u, b);
-        sum[5] = flat8_rows(sum[5], a0, a1, 5u, b);
-        sum[6] = flat8_rows(sum[6], a0, a1, 6u, b);
-        sum[7] = flat8_rows(sum[7], a0, a1, 7u, b);
-        let a2 = dout[arow[1] + q0];
-        let a3 = select(vec4<f32>(), dout[arow[1] + q1], live);
-        sum[8] = flat8_rows(sum[8], a2, a3, 0u, b);
-        sum[9] = flat8_rows(sum[9], a2, a3, 1u, b);
-        sum[10] = flat8_rows(sum[10], a2, a3, 2u, b);
-        sum[11] = flat8_rows(sum[11], a2, a3, 3u, b);
-        sum[12] = flat8_rows(sum[12], a2, a3, 4u, b);
-        sum[13] = flat8_rows(sum[13], a2, a3, 5u, b);
-        sum[14] = flat8_rows(sum[14], a2, a3, 6u, b);
-        sum[15] = flat8_rows(sum[15], a2, a3, 7u, b);
-        let a4 = dout[arow[2] + q0];
-        let a5 = select(vec4<f32>(), dout[arow[2] + q1], live);
-        sum[16] = flat8_rows(sum[16], a4, a5, 0u, b);
-        sum[17] = flat8_rows(sum[17], a4, a5, 1u, b);
-        sum[18] = flat8_rows(sum[18], a4, a5, 2u, b);
-        sum[19] = flat8_rows(sum[19], a4, a5, 3u, b);
-        sum[20] = flat8_rows(sum[20], a4, a5, 4u, b);
-        sum[21] = flat8_rows(sum[21], a4, a5, 5u, b);
-        sum[22] = flat8_rows(sum[22], a4, a5, 6u, b);
-        sum[23] = flat8_rows(sum[23], a4, a5, 7u, b);
-        let a6 = dout[arow[3] + q0];
-        let a7 = select(vec4<f32>(), dout[arow[3] + q1], live);
-        sum[24] = flat8_rows(sum[24], a6, a7, 0u, b);
-        sum[25] = flat8_rows(sum[25], a6, a7, 1u, b);
-        sum[26] = flat8_rows(sum[26], a6, a7, 2u, b);
-        sum[27] = flat8_rows(sum[27], a6, a7, 3u, b);
-        sum[28] = flat8_rows(sum[28], a6, a7, 4u, b);
-        sum[29] = flat8_rows(sum[29], a6, a7, 5u, b);
-        sum[30] = flat8_rows(sum[30], a6, a7, 6u, b);
-        sum[31] = flat8_rows(sum[31], a6, a7, 7u, b);
-        let a8 = dout[arow[4] + q0];
-        let a9 = select(vec4<f32>(), dout[arow[4] + q1], live);
-        sum[32] = flat8_rows(sum[32], a8, a9, 0u, b);
-        sum[33] = flat8_rows(sum[33], a8, a9, 1u, b);
-        sum[34] = flat8_rows(sum[34], a8, a9, 2u, b);
-        sum[35] = flat8_rows(sum[35], a8, a9, 3u, b);
-        sum[36] = flat8_rows(sum[36], a8, a9, 4u, b);
-        sum[37] = flat8_rows(sum[37], a8, a9, 5u, b);
-        sum[38] = flat8_rows(sum[38], a8, a9, 6u, b);
-        sum[39] = flat8_rows(sum[39], a8, a9, 7u, b);
-        let a10 = dout[arow[5] + q0];
-        let a11 = select(vec4<f32>(), dout[arow[5] + q1], live);
-        sum[40] = flat8_rows(sum[40], a10, a11, 0u, b);
-        sum[41] = flat8_rows(sum[41], a10, a11, 1u, b);
-        sum[42] = flat8_rows(sum[42], a10, a11, 2u, b);
-        sum[43] = flat8_rows(sum[43], a10, a11, 3u, b);
-        sum[44] = flat8_rows(sum[44], a10, a11, 4u, b);
-        sum[45] = flat8_rows(sum[45], a10, a11, 5u, b);
-        sum[46] = flat8_rows(sum[46], a10, a11, 6u, b);
-        sum[47] = flat8_rows(sum[47], a10, a11, 7u, b);
-        let a12 = dout[arow[6] + q0];
-        let a13 = select(vec4<f32>(), dout[arow[6] + q1], live);
-        sum[48] = flat8_rows(sum[48], a12, a13, 0u, b);
-        sum[49] = flat8_rows(sum[49], a12, a13, 1u, b);
-        sum[50] = flat8_rows(sum[50], a12, a13, 2u, b);
-        sum[51] = flat8_rows(sum[51], a12, a13, 3u, b);
-        sum[52] = flat8_rows(sum[52], a12, a13, 4u, b);
-        sum[53] = flat8_rows(sum[53], a12, a13, 5u, b);
-        sum[54] = flat8_rows(sum[54], a12, a13, 6u, b);
-        sum[55] = flat8_rows(sum[55], a12, a13, 7u, b);
-        let a14 = dout[arow[7] + q0];
-        let a15 = select(vec4<f32>(), dout[arow[7] + q1], live);
-        sum[56] = flat8_rows(sum[56], a14, a15, 0u, b);
-        sum[57] = flat8_rows(sum[57], a14, a15, 1u, b);
-        sum[58] = flat8_rows(sum[58], a14, a15, 2u, b);
-        sum[59] = flat8_rows(sum[59], a14, a15, 3u, b);
-        sum[60] = flat8_rows(sum[60], a14, a15, 4u, b);
-        sum[61] = flat8_rows(sum[61], a14, a15, 5u, b);
-        sum[62] = flat8_rows(sum[62], a14, a15, 6u, b);
-        sum[63] = flat8_rows(sum[63], a14, a15, 7u, b);
-    }
+    {{F}}if (p.flag != 0u) { bj = bias[min(c0, p.n - 4u) / 4u]; }
     for (var i = 0u; i < FLAT8_ROWS; i++) {
         let r = r0 + i;
         if (r < p.m && c0 < p.n) {
-            let idx = (r * p.n + c0) / 4u;
-            var v = sum[i];
-            if (p.flag != 0u) { v += dinp[idx]; }
-            dinp[idx] = v;
+            if (KIND == FORWARD) {
+                res[(r * p.ld + p.off + c0) / 4u] = sum[i] + bj;
+            } else {
+                let idx = (r * p.n + c0) / 4u;
+                var v = sum[i];
+                if (p.flag != 0u) { v += res[idx]; }
+                res[idx] = v;
+            }
         }
     }
 }

@@ -78,22 +78,22 @@ fn mm_zero() {
 // t / MKQ, k run t % MKQ, so a warp reads 16 rows of 32 contiguous bytes
 // (their transposed stores below then meet bank conflicts; measured on the
 // H200, coalesced loads win: docs/kernels/03_linear_vec4.md).
-// Stores a k-run vec4 (4 consecutive k of tile row r) transposed into a stage tile.
-fn mm_store_a_t(v: vec4<f32>, r: u32, kq: u32, sb: u32) {
+// Stores a k-run vec4 (4 consecutive k of tile row r) transposed into a stage
+// tile: the B tile where b, else the A tile (b a constant at every call).
+fn mm_store_t(b: bool, v: vec4<f32>, r: u32, kq: u32, sb: u32) {
     let base = sb + kq * 4u * MV + r / 4u;
     let c = r % 4u;
-    mm_a[base][c] = v.x;
-    mm_a[base + MV][c] = v.y;
-    mm_a[base + 2u * MV][c] = v.z;
-    mm_a[base + 3u * MV][c] = v.w;
-}
-fn mm_store_b_t(v: vec4<f32>, r: u32, kq: u32, sb: u32) {
-    let base = sb + kq * 4u * MV + r / 4u;
-    let c = r % 4u;
-    mm_b[base][c] = v.x;
-    mm_b[base + MV][c] = v.y;
-    mm_b[base + 2u * MV][c] = v.z;
-    mm_b[base + 3u * MV][c] = v.w;
+    if (b) {
+        mm_b[base][c] = v.x;
+        mm_b[base + MV][c] = v.y;
+        mm_b[base + 2u * MV][c] = v.z;
+        mm_b[base + 3u * MV][c] = v.w;
+    } else {
+        mm_a[base][c] = v.x;
+        mm_a[base + MV][c] = v.y;
+        mm_a[base + 2u * MV][c] = v.z;
+        mm_a[base + 3u * MV][c] = v.w;
+    }
 }
 
 // acc += A_tile^T B_tile over one stage: per k, 4 vec4 loads feed 64 FMAs.
@@ -122,6 +122,11 @@ fn mm_stage(tx: u32, ty: u32, sb: u32) {
     }
 }
 
+// matmul_vec4w's passes (its instances' KIND).
+const FORWARD: u32 = 0u;
+const INPUT: u32 = 1u;
+const WEIGHT: u32 = 2u;
+
 // The k range of workgroup z: [k_begin, k_end).
 fn mm_k_begin(z: u32, ks: u32, split: u32) -> u32 { return select(0u, z * ks, split != 0u); }
 fn mm_k_end(z: u32, ks: u32, split: u32, k: u32) -> u32 { return select(k, min(k, (z + 1u) * ks), split != 0u); }
@@ -145,16 +150,36 @@ fn bp_phases(tid: u32, s: vec4<f32>) -> vec4<f32> {
     return ((s + bp_sum[BP_V + tid]) + bp_sum[2u * BP_V + tid]) + bp_sum[3u * BP_V + tid];
 }
 
-// --- KERNEL: matmul_forward_vec4 ---
-// out[r, off + c] = sum_k inp[r, k] * weight[c, k] (+ bias[c]): both tiles
-// are loaded along k and stored transposed.
-@group(0) @binding(0) var<storage, read> inp: array<vec4<f32>>;         // (m, k)
-@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;      // (n, k)
-@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;        // (n), read if flag bit 1 and not split
-@group(0) @binding(3) var<storage, read_write> out: array<vec4<f32>>;   // (m, ld), or the partials (split)
-@group(0) @binding(4) var<uniform> p: MatmulParams;
+// --- TEMPLATE: matmul_vec4w ---
+// --- KERNEL: matmul_forward_vec4 = matmul_vec4w with PASS=forward, KIND=FORWARD, OB=3, PB=4, F=, W=// ---
+// --- KERNEL: matmul_backward_input_vec4 = matmul_vec4w with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=//, W=// ---
+// --- KERNEL: matmul_backward_weight_vec4 = matmul_vec4w with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=4, F=//, W= ---
+// The three matmuls, one stage loop; KIND (a constant) picks each pass's
+// loads, tile stores and output:
+//   forward: out[r, off + c] = sum_k inp[r, k] * weight[c, k] (+ bias[c]):
+//     both tiles are loaded along k and stored transposed.
+//   backward input: dinp[r, c] = (flag bit 0 ? dinp[r, c] : 0) + sum_k
+//     dout[r, off + k] * weight[k, c]: dout's tile is loaded along k and
+//     stored transposed, weight's along c as it is.
+//   backward weight: dweight[r, c] += sum_k dout[k, off + r] * inp[k, c], and
+//     with flag bit 1 dbias[r] += sum_k dout[k, off + r]: the bias gradient,
+//     summed over the workgroup's k range by the workgroups of the first
+//     column of tiles. Both tiles are loaded along their output index, as
+//     they are. Split: the weight partials go to part[z] (m x n floats each),
+//     the bias partials to bpart[z] (m each).
+// A line that starts with {{F}} is the forward's alone, with {{W}} the weight
+// pass's (bias, dbias: the other instances have no such binding, and theirs
+// comment the line out).
+const KIND: u32 = {{KIND}};
+@group(0) @binding(0) var<storage, read> aop: array<vec4<f32>>;   // forward: inp (m, k); else dout: input (m, ld), weight (k, ld)
+@group(0) @binding(1) var<storage, read> bop: array<vec4<f32>>;   // forward: weight (n, k); input: weight (k, n); weight: inp (k, n)
+{{F}}@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;   // (n), read if flag bit 1 and not split
+// out (m, ld), dinp (m, n) or dweight (m, n); or the partials (split)
+@group(0) @binding({{OB}}) var<storage, read_write> res: array<vec4<f32>>;
+{{W}}@group(0) @binding(3) var<storage, read_write> dbias: array<vec4<f32>>;  // (m), or its partials (split)
+@group(0) @binding({{PB}}) var<uniform> p: MatmulParams;
 
-fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
+fn load_forward(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let k4 = p.k / 4u;
     for (var q = 0u; q < MQ; q++) {
         let idx = tid + WG * q;
@@ -163,63 +188,14 @@ fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
         let kv = k0 / 4u + kq;
         var va = vec4<f32>(0.0);
         var vb = vec4<f32>(0.0);
-        if (row0 + r < p.m && kv < ke / 4u) { va = inp[(row0 + r) * k4 + kv]; }
-        if (col0 + r < p.n && kv < ke / 4u) { vb = weight[(col0 + r) * k4 + kv]; }
+        if (row0 + r < p.m && kv < ke / 4u) { va = aop[(row0 + r) * k4 + kv]; }
+        if (col0 + r < p.n && kv < ke / 4u) { vb = bop[(col0 + r) * k4 + kv]; }
         mm_pa[q] = va;
         mm_pb[q] = vb;
     }
 }
 
-@compute @workgroup_size(WG)
-fn matmul_forward_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = mm_tx(tid);
-    let ty = mm_ty(tid);
-    let row0 = wg.y * MB;
-    let col0 = wg.x * MB;
-    let kb = mm_k_begin(wg.z, p.ks, p.split);
-    let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
-    mm_zero();
-    load_(kb, ke, row0, col0, tid);
-    var sb = 0u;  // the stage tile this stage fills
-    for (var k0 = kb; k0 < ke; k0 += MK) {
-        for (var q = 0u; q < MQ; q++) {
-            let idx = tid + WG * q;
-            mm_store_a_t(mm_pa[q], idx / MKQ, idx % MKQ, sb);
-            mm_store_b_t(mm_pb[q], idx / MKQ, idx % MKQ, sb);
-        }
-        workgroupBarrier();
-        if (k0 + MK < ke) { load_(k0 + MK, ke, row0, col0, tid); }  // in flight during the stage
-        mm_stage(tx, ty, sb);
-        if (MD == 1u) { workgroupBarrier(); }  // else the next stage fills the other tile
-        sb = (sb + MS) % (MS * MD);
-    }
-    let n4 = p.n / 4u;
-    for (var i = 0u; i < 8u; i++) {
-        let r = row0 + mm_row(ty, i);
-        if (r >= p.m) { continue; }
-        for (var h = 0u; h < 2u; h++) {
-            let c = col0 + mm_col(tx, h);
-            if (c >= p.n) { continue; }
-            var v = mm_acc[2u * i + h];
-            if (p.split != 0u) {
-                out[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
-            } else {
-                if ((p.flag & 2u) != 0u) { v += bias[c / 4u]; }
-                out[r * (p.ld / 4u) + (p.off + c) / 4u] = v;
-            }
-        }
-    }
-}
-
-// --- KERNEL: matmul_backward_input_vec4 ---
-// dinp[r, c] = (flag bit 0 ? dinp[r, c] : 0) + sum_k dout[r, off + k] * weight[k, c]:
-// dout's tile is loaded along k and stored transposed, weight's along c as it is.
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;        // (m, ld)
-@group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;      // (k, n)
-@group(0) @binding(2) var<storage, read_write> dinp: array<vec4<f32>>;  // (m, n), or the partials (split)
-@group(0) @binding(3) var<uniform> p: MatmulParams;
-
-fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
+fn load_backward_input(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let ld4 = p.ld / 4u;
     let n4 = p.n / 4u;
     for (var q = 0u; q < MQ; q++) {
@@ -227,71 +203,17 @@ fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
         let r = idx / MKQ;  // A: tile row, k run idx % MKQ
         let kv = k0 / 4u + idx % MKQ;
         var va = vec4<f32>(0.0);
-        if (row0 + r < p.m && kv < ke / 4u) { va = dout[(row0 + r) * ld4 + p.off / 4u + kv]; }
+        if (row0 + r < p.m && kv < ke / 4u) { va = aop[(row0 + r) * ld4 + p.off / 4u + kv]; }
         mm_pa[q] = va;
         let kr = idx / MV;  // B: k row of the tile, vec4 column idx % MV
         let cv = col0 / 4u + idx % MV;
         var vb = vec4<f32>(0.0);
-        if (k0 + kr < ke && cv < n4) { vb = weight[(k0 + kr) * n4 + cv]; }
+        if (k0 + kr < ke && cv < n4) { vb = bop[(k0 + kr) * n4 + cv]; }
         mm_pb[q] = vb;
     }
 }
 
-@compute @workgroup_size(WG)
-fn matmul_backward_input_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let tx = mm_tx(tid);
-    let ty = mm_ty(tid);
-    let row0 = wg.y * MB;
-    let col0 = wg.x * MB;
-    let kb = mm_k_begin(wg.z, p.ks, p.split);
-    let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
-    mm_zero();
-    load_(kb, ke, row0, col0, tid);
-    var sb = 0u;  // the stage tile this stage fills
-    for (var k0 = kb; k0 < ke; k0 += MK) {
-        for (var q = 0u; q < MQ; q++) {
-            let idx = tid + WG * q;
-            mm_store_a_t(mm_pa[q], idx / MKQ, idx % MKQ, sb);
-            mm_b[sb + idx] = mm_pb[q];
-        }
-        workgroupBarrier();
-        if (k0 + MK < ke) { load_(k0 + MK, ke, row0, col0, tid); }
-        mm_stage(tx, ty, sb);
-        if (MD == 1u) { workgroupBarrier(); }  // else the next stage fills the other tile
-        sb = (sb + MS) % (MS * MD);
-    }
-    let n4 = p.n / 4u;
-    for (var i = 0u; i < 8u; i++) {
-        let r = row0 + mm_row(ty, i);
-        if (r >= p.m) { continue; }
-        for (var h = 0u; h < 2u; h++) {
-            let c = col0 + mm_col(tx, h);
-            if (c >= p.n) { continue; }
-            var v = mm_acc[2u * i + h];
-            if (p.split != 0u) {
-                dinp[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
-            } else {
-                let idx = r * n4 + c / 4u;
-                if ((p.flag & 1u) != 0u) { v += dinp[idx]; }
-                dinp[idx] = v;
-            }
-        }
-    }
-}
-
-// --- KERNEL: matmul_backward_weight_vec4 ---
-// dweight[r, c] += sum_k dout[k, off + r] * inp[k, c], and with flag bit 1
-// dbias[r] += sum_k dout[k, off + r]: the bias gradient, summed over the
-// workgroup's k range by the workgroups of the first column of tiles. Both tiles are
-// loaded along their output index, as they are. Split: the weight partials
-// go to part[z] (m x n floats each), the bias partials to bpart[z] (m each).
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (k, ld)
-@group(0) @binding(1) var<storage, read> inp: array<vec4<f32>>;            // (k, n)
-@group(0) @binding(2) var<storage, read_write> dweight: array<vec4<f32>>;  // (m, n), or the partials (split)
-@group(0) @binding(3) var<storage, read_write> dbias: array<vec4<f32>>;    // (m), or its partials (split)
-@group(0) @binding(4) var<uniform> p: MatmulParams;
-
-fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
+fn load_backward_weight(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
     let ld4 = p.ld / 4u;
     let n4 = p.n / 4u;
     let m4 = p.m / 4u;
@@ -301,33 +223,33 @@ fn load_(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
         let v4 = idx % MV;
         var va = vec4<f32>(0.0);
         var vb = vec4<f32>(0.0);
-        if (k0 + kr < ke && row0 / 4u + v4 < m4) { va = dout[(k0 + kr) * ld4 + (p.off + row0) / 4u + v4]; }
-        if (k0 + kr < ke && col0 / 4u + v4 < n4) { vb = inp[(k0 + kr) * n4 + col0 / 4u + v4]; }
+        if (k0 + kr < ke && row0 / 4u + v4 < m4) { va = aop[(k0 + kr) * ld4 + (p.off + row0) / 4u + v4]; }
+        if (k0 + kr < ke && col0 / 4u + v4 < n4) { vb = bop[(k0 + kr) * n4 + col0 / 4u + v4]; }
         mm_pa[q] = va;
         mm_pb[q] = vb;
     }
 }
 
 @compute @workgroup_size(WG)
-fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn matmul_{{PASS}}_vec4(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let tx = mm_tx(tid);
     let ty = mm_ty(tid);
     let row0 = wg.y * MB;
     let col0 = wg.x * MB;
     let kb = mm_k_begin(wg.z, p.ks, p.split);
     let ke = mm_k_end(wg.z, p.ks, p.split, p.k);
-    let with_bias = (p.flag & 2u) != 0u && wg.x == 0u;  // uniform over the workgroup
+    let with_bias = KIND == WEIGHT && (p.flag & 2u) != 0u && wg.x == 0u;  // uniform over the workgroup
     mm_zero();
-    load_(kb, ke, row0, col0, tid);
+    load_{{PASS}}(kb, ke, row0, col0, tid);
     var sb = 0u;  // the stage tile this stage fills
     for (var k0 = kb; k0 < ke; k0 += MK) {
         for (var q = 0u; q < MQ; q++) {
             let idx = tid + WG * q;
-            mm_a[sb + idx] = mm_pa[q];
-            mm_b[sb + idx] = mm_pb[q];
+            if (KIND == WEIGHT) { mm_a[sb + idx] = mm_pa[q]; } else { mm_store_t(false, mm_pa[q], idx / MKQ, idx % MKQ, sb); }
+            if (KIND == FORWARD) { mm_store_t(true, mm_pb[q], idx / MKQ, idx % MKQ, sb); } else { mm_b[sb + idx] = mm_pb[q]; }
         }
         workgroupBarrier();
-        if (k0 + MK < ke) { load_(k0 + MK, ke, row0, col0, tid); }
+        if (k0 + MK < ke) { load_{{PASS}}(k0 + MK, ke, row0, col0, tid); }  // in flight during the stage
         mm_stage(tx, ty, sb);
         if (MD == 1u) { workgroupBarrier(); }  // else the next stage fills the other tile
         sb = (sb + MS) % (MS * MD);
@@ -339,11 +261,17 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
         for (var h = 0u; h < 2u; h++) {
             let c = col0 + mm_col(tx, h);
             if (c >= p.n) { continue; }
+            var v = mm_acc[2u * i + h];
             if (p.split != 0u) {
-                dweight[wg.z * p.m * n4 + r * n4 + c / 4u] = mm_acc[2u * i + h];
+                res[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
+            } else if (KIND == FORWARD) {
+                {{F}}if ((p.flag & 2u) != 0u) { v += bias[c / 4u]; }
+                res[r * (p.ld / 4u) + (p.off + c) / 4u] = v;
             } else {
                 let idx = r * n4 + c / 4u;
-                dweight[idx] = dweight[idx] + mm_acc[2u * i + h];
+                if (KIND == WEIGHT) { v = res[idx] + v; }  // weight: always accumulate
+                else if ((p.flag & 1u) != 0u) { v += res[idx]; }
+                res[idx] = v;
             }
         }
     }
@@ -359,7 +287,7 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
         let col = row0 / 4u + cv;
         var s = vec4<f32>(0.0);
         if (col < m4) {
-            for (var k = kb + ph; k < ke; k += WG / MV) { s += dout[k * (p.ld / 4u) + p.off / 4u + col]; }
+            for (var k = kb + ph; k < ke; k += WG / MV) { s += aop[k * (p.ld / 4u) + p.off / 4u + col]; }
         }
         mm_a[tid] = s;
         workgroupBarrier();
@@ -367,9 +295,9 @@ fn matmul_backward_weight_vec4(@builtin(local_invocation_index) tid: u32, @built
             var t = mm_a[cv];
             for (var q = 1u; q < WG / MV; q++) { t += mm_a[q * MV + cv]; }
             if (p.split != 0u) {
-                dbias[wg.z * m4 + col] = t;
+                {{W}}dbias[wg.z * m4 + col] = t;
             } else {
-                dbias[col] = dbias[col] + t;
+                {{W}}dbias[col] = dbias[col] + t;
             }
         }
     }
@@ -455,53 +383,38 @@ fn matmul_streamk_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin
     dst[i] = s;
 }
 
-// --- KERNEL: matmul_backward_bias_part ---
-// part[z, c] = sum of dout[r, c] over rows r in [z * p.ks, min((z + 1) * p.ks, p.m)),
-// p.n a multiple of 4. A workgroup owns 64 vec4 columns of one row range;
-// its 4 row phases each sum every 4th row (64 lanes read 1 KiB of a row),
-// then the phases are added in order: deterministic, no atomics. With rows
-// in parts (grid (ceil(n / 256), parts)) a 768-wide gradient of 4096 rows is
-// 192 workgroups instead of 24 for matmul_backward_bias (03_linear.wgsl).
-// The partials then go through matmul_split_reduce (p.k = parts) into dbias.
-
-@group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;        // (m, n)
-@group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;  // (parts, n)
-@group(0) @binding(2) var<uniform> p: MatmulParams;
-
-@compute @workgroup_size(WG)
-fn matmul_backward_bias_part(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
-    let n4 = p.n / 4u;
-    let cv = wg.x * BP_V + tid % BP_V;
-    let ph = tid / BP_V;
-    let r0 = wg.y * p.ks;
-    let r1 = min(r0 + p.ks, p.m);
-    var s = vec4<f32>();
-    if (cv < n4) {
-        for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
-    }
-    let total = bp_phases(tid, s);
-    if (ph == 0u && cv < n4) { part[wg.y * n4 + cv] = total; }
-}
-
-// --- KERNEL: matmul_backward_bias_part_f16 ---
+// --- TEMPLATE: matmul_backward_bias_partw ---
+// --- KERNEL: matmul_backward_bias_part = matmul_backward_bias_partw with N=, H=//, PB=2, F16=false ---
+// --- KERNEL: matmul_backward_bias_part_f16 = matmul_backward_bias_partw with N=_f16, H=, PB=4, F16=true ---
 // --- KERNEL: matmul_backward_bias_part_gelu_f16 = matmul_backward_bias_part_f16 with GELU=1 ---
-// matmul_backward_bias_part (the same sums in the same order), and each vec4
-// it reads written to dout16 rounded to f16 as cast_f16 rounds it (f16_pair):
-// the f16 mode needs both of every linear's gradient, and one pass reads it
-// once instead of twice. The _gelu_f16 variant (GELU = 1) does both for the
-// GELU's input gradient, made on the way in: g = GELU'(pre) * dout
-// (gelu_backward_vec4's product), so that the f16 MLP backward reads the
-// GELU's output gradient and input once and writes no f32 g (for
-// gelu_backward_f16, then matmul_backward_bias_part on its f32 output).
+// matmul_backward_bias_part: part[z, c] = sum of dout[r, c] over rows r in
+// [z * p.ks, min((z + 1) * p.ks, p.m)), p.n a multiple of 4. A workgroup
+// owns 64 vec4 columns of one row range; its 4 row phases each sum every 4th
+// row (64 lanes read 1 KiB of a row), then the phases are added in order:
+// deterministic, no atomics. With rows in parts (grid (ceil(n / 256),
+// parts)) a 768-wide gradient of 4096 rows is 192 workgroups instead of 24
+// for matmul_backward_bias (03_linear.wgsl). The partials then go through
+// matmul_split_reduce (p.k = parts) into dbias.
+// matmul_backward_bias_part_f16 (F16, a constant): the same sums in the same
+// order, and each vec4 it reads written to dout16 rounded to f16 as cast_f16
+// rounds it (f16_pair): the f16 mode needs both of every linear's gradient,
+// and one pass reads it once instead of twice. The _gelu_f16 variant (GELU =
+// 1) does both for the GELU's input gradient, made on the way in: g =
+// GELU'(pre) * dout (gelu_backward_vec4's product), so that the f16 MLP
+// backward reads the GELU's output gradient and input once and writes no f32
+// g (for gelu_backward_f16, then matmul_backward_bias_part on its f32 output).
+// A line that starts with {{H}} is the f16 kernels' alone (dout16, pre: the
+// plain instance has no such bindings, and comments the line out).
+const F16: bool = {{F16}};
 override GELU: u32 = 0u;
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (m, n)
 @group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;     // (parts, n)
-@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves (of g where GELU)
-@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;            // (m, n): the GELU's input (GELU; else a stand-in)
-@group(0) @binding(4) var<uniform> p: MatmulParams;
+{{H}}@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves (of g where GELU)
+{{H}}@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;  // (m, n): the GELU's input (GELU; else a stand-in)
+@group(0) @binding({{PB}}) var<uniform> p: MatmulParams;
 
 @compute @workgroup_size(WG)
-fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
+fn matmul_backward_bias_part{{N}}(@builtin(local_invocation_index) tid: u32, @builtin(workgroup_id) wg: vec3<u32>) {
     let n4 = p.n / 4u;
     let cv = wg.x * BP_V + tid % BP_V;
     let ph = tid / BP_V;
@@ -509,29 +422,33 @@ fn matmul_backward_bias_part_f16(@builtin(local_invocation_index) tid: u32, @bui
     let r1 = min(r0 + p.ks, p.m);
     var s = vec4<f32>();
     if (cv < n4) {
-        // the GELU variant a row at a time: on an H100 it took 0.70 -> 0.75 ms a
-        // GPT-2 124M step with 4 rows' loads at once (17d4ba4:bench/RESULTS.md section 29)
-        let rows = select(BP_ROWS, 1u, GELU != 0u);
-        for (var r = r0 + ph; r < r1; r += rows * BP_PH) {
-            var xs: array<vec4<f32>, BP_ROWS>;  // `rows` rows' loads in flight at once
-            var pres: array<vec4<f32>, BP_ROWS>;
-            for (var u = 0u; u < rows; u++) {
-                let i = (r + u * BP_PH) * n4 + cv;
-                if (r + u * BP_PH < r1) {
-                    xs[u] = dout[i];
-                    if (GELU != 0u) { pres[u] = pre[i]; }
-                }
-            }
-            for (var u = 0u; u < rows; u++) {
-                let i = (r + u * BP_PH) * n4 + cv;
-                if (r + u * BP_PH < r1) {
-                    var x = xs[u];
-                    if (GELU != 0u) {
-                        let a = pres[u];
-                        x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * x;
+        if (!F16) {
+            for (var r = r0 + ph; r < r1; r += BP_PH) { s += dout[r * n4 + cv]; }
+        } else {
+            // the GELU variant a row at a time: on an H100 it took 0.70 -> 0.75 ms a
+            // GPT-2 124M step with 4 rows' loads at once (17d4ba4:bench/RESULTS.md section 29)
+            let rows = select(BP_ROWS, 1u, GELU != 0u);
+            for (var r = r0 + ph; r < r1; r += rows * BP_PH) {
+                var xs: array<vec4<f32>, BP_ROWS>;  // `rows` rows' loads in flight at once
+                var pres: array<vec4<f32>, BP_ROWS>;
+                for (var u = 0u; u < rows; u++) {
+                    let i = (r + u * BP_PH) * n4 + cv;
+                    if (r + u * BP_PH < r1) {
+                        xs[u] = dout[i];
+                        {{H}}if (GELU != 0u) { pres[u] = pre[i]; }
                     }
-                    s += x;
-                    dout16[i] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
+                }
+                for (var u = 0u; u < rows; u++) {
+                    let i = (r + u * BP_PH) * n4 + cv;
+                    if (r + u * BP_PH < r1) {
+                        var x = xs[u];
+                        if (GELU != 0u) {
+                            let a = pres[u];
+                            x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * x;
+                        }
+                        s += x;
+                        {{H}}dout16[i] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
+                    }
                 }
             }
         }
