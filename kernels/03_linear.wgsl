@@ -130,10 +130,10 @@ fn tile_multiply(tx: u32, ty: u32) {
 }
 
 // --- TEMPLATE: matmul_tiledw ---
-// --- KERNEL: matmul_forward = matmul_tiledw with PASS=forward, KIND=FORWARD, OB=3, PB=4, F= ---
-// --- KERNEL: matmul_forward_flat = matmul_tiledw with PASS=forward, KIND=FORWARD, OB=3, PB=4, F= ---
-// --- KERNEL: matmul_backward_input = matmul_tiledw with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=// ---
-// --- KERNEL: matmul_backward_weight = matmul_tiledw with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=3, F=// ---
+// --- KERNEL: matmul_forward = matmul_tiledw with PASS=forward, KIND=FORWARD, OB=3, PB=4, F=1 ---
+// --- KERNEL: matmul_forward_flat = matmul_tiledw with PASS=forward, KIND=FORWARD, OB=3, PB=4, F=1 ---
+// --- KERNEL: matmul_backward_input = matmul_tiledw with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=0 ---
+// --- KERNEL: matmul_backward_weight = matmul_tiledw with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=3, F=0 ---
 // The three tiled matmuls, one tile loop; KIND (a constant) picks each
 // pass's tile loads and output (the compiler folds the branches):
 //   forward: out[r, off + c] = sum_k inp[r, k] * weight[c, k] + bias[c]:
@@ -147,13 +147,13 @@ fn tile_multiply(tx: u32, ty: u32) {
 //     reduction runs over token rows, and both operands have their output
 //     index contiguous, so both tiles are loaded 64 wide per k row and stored
 //     as they are.
-// A line that starts with {{F}} is the forward's alone (bias: the other
-// instances have no such binding, and theirs comment the line out). The
+// Lines behind the switch F are the forward's alone (bias: the other
+// instances have no such binding; 00_shared.md, templates). The
 // forward's instance matmul_forward_flat is its CPU twin (below).
 const KIND: u32 = {{KIND}};
 @group(0) @binding(0) var<storage, read> aop: array<f32>;  // forward: inp (m, k); else dout: input (m, ld), weight (k, ld)
 @group(0) @binding(1) var<storage, read> bop: array<f32>;  // forward: weight (n, k); input: weight (k, n); weight: inp (k, n)
-{{F}}@group(0) @binding(2) var<storage, read> bias: array<f32>;  // (n), read only if p.flag != 0
+{{?F}}@group(0) @binding(2) var<storage, read> bias: array<f32>;  // (n), read only if p.flag != 0
 @group(0) @binding({{OB}}) var<storage, read_write> res: array<f32>;  // out (m, ld), dinp (m, n) or dweight (m, n)
 @group(0) @binding({{PB}}) var<uniform> p: LinearParams;
 
@@ -217,7 +217,7 @@ fn matmul_{{PASS}}(@builtin(local_invocation_index) tid: u32, @builtin(workgroup
             if (r < p.m && c < p.n) {
                 var v = acc[i * 4u + j];
                 if (KIND == FORWARD) {
-                    {{F}}if (p.flag != 0u) { v += bias[c]; }
+                    {{?F}}if (p.flag != 0u) { v += bias[c]; }
                     res[r * p.ld + p.off + c] = v;
                 } else {
                     let idx = r * p.n + c;
@@ -267,7 +267,7 @@ fn matmul_forward_flat(@builtin(local_invocation_index) lid: u32, @builtin(workg
     for (var j = 0u; j < FLAT_COLS; j++) {
         let c = c0 + FLAT_WG * j;
         var bj = 0.0;
-        {{F}}if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
+        {{?F}}if (p.flag != 0u) { bj = bias[min(c, p.n - 1u)]; }
         for (var i = 0u; i < FLAT_ROWS; i++) {
             let r = r0 + i;
             if (r < p.m && c < p.n) { res[r * p.ld + p.off + c] = sum[i * FLAT_COLS + j] + bj; }
@@ -396,8 +396,8 @@ fn matmul_backward_bias_flat{{N}}(@builtin(global_invocation_id) gid: vec3<u32>)
 }
 
 // --- TEMPLATE: matmul_flat8w ---
-// --- KERNEL: matmul_forward_flat8 = matmul_flat8w with PASS=forward, KIND=FORWARD, OB=3, PB=4, F= ---
-// --- KERNEL: matmul_backward_input_flat8 = matmul_flat8w with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=// ---
+// --- KERNEL: matmul_forward_flat8 = matmul_flat8w with PASS=forward, KIND=FORWARD, OB=3, PB=4, F=1 ---
+// --- KERNEL: matmul_backward_input_flat8 = matmul_flat8w with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=0 ---
 // The CPU twins of matmul_forward and matmul_backward_input for subgroups of
 // at least 8 lanes (else matmul_forward_flat, matmul_backward_input_flat),
 // one template; KIND (a constant) picks the pass. The same sums in the same
@@ -418,12 +418,12 @@ fn matmul_backward_bias_flat{{N}}(@builtin(global_invocation_id) gid: vec3<u32>)
 // a vec4 ~41, whence 64 rows (each value read serves 32 or 64 sums). The row
 // lines are written out: Mesa does not unroll a loop of this size, and sums
 // indexed by a loop counter would be indexed per lane, in memory.
-// A line that starts with {{F}} is the forward's alone (bias: the other
-// instance has no such binding, and comments the line out).
+// Lines behind the switch F are the forward's alone (bias: the other
+// instance has no such binding).
 const KIND: u32 = {{KIND}};
 @group(0) @binding(0) var<storage, read> aop: array<vec4<f32>>;     // forward: inp (m, k / 4); input: dout (m, ld / 4)
 @group(0) @binding(1) var<storage, read> weight: array<vec4<f32>>;  // forward: (n, k / 4); input: (k, n / 4)
-{{F}}@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;    // (n / 4), read only if p.flag != 0
+{{?F}}@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;    // (n / 4), read only if p.flag != 0
 @group(0) @binding({{OB}}) var<storage, read_write> res: array<vec4<f32>>;  // out (m, ld / 4) or dinp (m, n / 4)
 @group(0) @binding({{PB}}) var<uniform> p: LinearParams;
 
@@ -480,7 +480,7 @@ fn matmul_{{PASS}}_flat8(@builtin(local_invocation_index) lid: u32, @builtin(wor
     }
     // forward: the bias; n % 4 == 0: the lane's 4 columns are all in the matrix or all past it.
     var bj = vec4<f32>();
-    {{F}}if (p.flag != 0u) { bj = bias[min(c0, p.n - 4u) / 4u]; }
+    {{?F}}if (p.flag != 0u) { bj = bias[min(c0, p.n - 4u) / 4u]; }
     for (var i = 0u; i < FLAT8_ROWS; i++) {
         let r = r0 + i;
         if (r < p.m && c0 < p.n) {

@@ -151,9 +151,9 @@ fn bp_phases(tid: u32, s: vec4<f32>) -> vec4<f32> {
 }
 
 // --- TEMPLATE: matmul_vec4w ---
-// --- KERNEL: matmul_forward_vec4 = matmul_vec4w with PASS=forward, KIND=FORWARD, OB=3, PB=4, F=, W=// ---
-// --- KERNEL: matmul_backward_input_vec4 = matmul_vec4w with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=//, W=// ---
-// --- KERNEL: matmul_backward_weight_vec4 = matmul_vec4w with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=4, F=//, W= ---
+// --- KERNEL: matmul_forward_vec4 = matmul_vec4w with PASS=forward, KIND=FORWARD, OB=3, PB=4, F=1, W=0 ---
+// --- KERNEL: matmul_backward_input_vec4 = matmul_vec4w with PASS=backward_input, KIND=INPUT, OB=2, PB=3, F=0, W=0 ---
+// --- KERNEL: matmul_backward_weight_vec4 = matmul_vec4w with PASS=backward_weight, KIND=WEIGHT, OB=2, PB=4, F=0, W=1 ---
 // The three matmuls, one stage loop; KIND (a constant) picks each pass's
 // loads, tile stores and output:
 //   forward: out[r, off + c] = sum_k inp[r, k] * weight[c, k] (+ bias[c]):
@@ -167,16 +167,15 @@ fn bp_phases(tid: u32, s: vec4<f32>) -> vec4<f32> {
 //     column of tiles. Both tiles are loaded along their output index, as
 //     they are. Split: the weight partials go to part[z] (m x n floats each),
 //     the bias partials to bpart[z] (m each).
-// A line that starts with {{F}} is the forward's alone, with {{W}} the weight
-// pass's (bias, dbias: the other instances have no such binding, and theirs
-// comment the line out).
+// Lines behind the switch F are the forward's alone, behind W the weight
+// pass's (bias, dbias: the other instances have no such binding).
 const KIND: u32 = {{KIND}};
 @group(0) @binding(0) var<storage, read> aop: array<vec4<f32>>;   // forward: inp (m, k); else dout: input (m, ld), weight (k, ld)
 @group(0) @binding(1) var<storage, read> bop: array<vec4<f32>>;   // forward: weight (n, k); input: weight (k, n); weight: inp (k, n)
-{{F}}@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;   // (n), read if flag bit 1 and not split
+{{?F}}@group(0) @binding(2) var<storage, read> bias: array<vec4<f32>>;   // (n), read if flag bit 1 and not split
 // out (m, ld), dinp (m, n) or dweight (m, n); or the partials (split)
 @group(0) @binding({{OB}}) var<storage, read_write> res: array<vec4<f32>>;
-{{W}}@group(0) @binding(3) var<storage, read_write> dbias: array<vec4<f32>>;  // (m), or its partials (split)
+{{?W}}@group(0) @binding(3) var<storage, read_write> dbias: array<vec4<f32>>;  // (m), or its partials (split)
 @group(0) @binding({{PB}}) var<uniform> p: MatmulParams;
 
 fn load_forward(k0: u32, ke: u32, row0: u32, col0: u32, tid: u32) {
@@ -265,7 +264,7 @@ fn matmul_{{PASS}}_vec4(@builtin(local_invocation_index) tid: u32, @builtin(work
             if (p.split != 0u) {
                 res[wg.z * p.m * n4 + r * n4 + c / 4u] = v;
             } else if (KIND == FORWARD) {
-                {{F}}if ((p.flag & 2u) != 0u) { v += bias[c / 4u]; }
+                {{?F}}if ((p.flag & 2u) != 0u) { v += bias[c / 4u]; }
                 res[r * (p.ld / 4u) + (p.off + c) / 4u] = v;
             } else {
                 let idx = r * n4 + c / 4u;
@@ -295,9 +294,9 @@ fn matmul_{{PASS}}_vec4(@builtin(local_invocation_index) tid: u32, @builtin(work
             var t = mm_a[cv];
             for (var q = 1u; q < WG / MV; q++) { t += mm_a[q * MV + cv]; }
             if (p.split != 0u) {
-                {{W}}dbias[wg.z * m4 + col] = t;
+                {{?W}}dbias[wg.z * m4 + col] = t;
             } else {
-                {{W}}dbias[col] = dbias[col] + t;
+                {{?W}}dbias[col] = dbias[col] + t;
             }
         }
     }
@@ -384,8 +383,8 @@ fn matmul_streamk_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin
 }
 
 // --- TEMPLATE: matmul_backward_bias_partw ---
-// --- KERNEL: matmul_backward_bias_part = matmul_backward_bias_partw with N=, H=//, PB=2, F16=false ---
-// --- KERNEL: matmul_backward_bias_part_f16 = matmul_backward_bias_partw with N=_f16, H=, PB=4, F16=true ---
+// --- KERNEL: matmul_backward_bias_part = matmul_backward_bias_partw with N=, H=0, PB=2, F16=false ---
+// --- KERNEL: matmul_backward_bias_part_f16 = matmul_backward_bias_partw with N=_f16, H=1, PB=4, F16=true ---
 // --- KERNEL: matmul_backward_bias_part_gelu_f16 = matmul_backward_bias_part_f16 with GELU=1 ---
 // matmul_backward_bias_part: part[z, c] = sum of dout[r, c] over rows r in
 // [z * p.ks, min((z + 1) * p.ks, p.m)), p.n a multiple of 4. A workgroup
@@ -403,14 +402,14 @@ fn matmul_streamk_reduce(@builtin(global_invocation_id) gid: vec3<u32>, @builtin
 // GELU'(pre) * dout (gelu_backward_vec4's product), so that the f16 MLP
 // backward reads the GELU's output gradient and input once and writes no f32
 // g (for gelu_backward_f16, then matmul_backward_bias_part on its f32 output).
-// A line that starts with {{H}} is the f16 kernels' alone (dout16, pre: the
-// plain instance has no such bindings, and comments the line out).
+// Lines behind the switch H are the f16 kernels' alone (dout16, pre: the
+// plain instance has no such bindings).
 const F16: bool = {{F16}};
 override GELU: u32 = 0u;
 @group(0) @binding(0) var<storage, read> dout: array<vec4<f32>>;           // (m, n)
 @group(0) @binding(1) var<storage, read_write> part: array<vec4<f32>>;     // (parts, n)
-{{H}}@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves (of g where GELU)
-{{H}}@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;  // (m, n): the GELU's input (GELU; else a stand-in)
+{{?H}}@group(0) @binding(2) var<storage, read_write> dout16: array<vec2<u32>>;   // (m, n) halves (of g where GELU)
+{{?H}}@group(0) @binding(3) var<storage, read> pre: array<vec4<f32>>;  // (m, n): the GELU's input (GELU; else a stand-in)
 @group(0) @binding({{PB}}) var<uniform> p: MatmulParams;
 
 @compute @workgroup_size(WG)
@@ -435,7 +434,7 @@ fn matmul_backward_bias_part{{N}}(@builtin(local_invocation_index) tid: u32, @bu
                     let i = (r + u * BP_PH) * n4 + cv;
                     if (r + u * BP_PH < r1) {
                         xs[u] = dout[i];
-                        {{H}}if (GELU != 0u) { pres[u] = pre[i]; }
+                        {{?H}}if (GELU != 0u) { pres[u] = pre[i]; }
                     }
                 }
                 for (var u = 0u; u < rows; u++) {
@@ -447,7 +446,7 @@ fn matmul_backward_bias_part{{N}}(@builtin(local_invocation_index) tid: u32, @bu
                             x = vec4<f32>(gelu_grad(a.x), gelu_grad(a.y), gelu_grad(a.z), gelu_grad(a.w)) * x;
                         }
                         s += x;
-                        {{H}}dout16[i] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
+                        {{?H}}dout16[i] = vec2<u32>(f16_pair(x.x, x.y), f16_pair(x.z, x.w));
                     }
                 }
             }
