@@ -51,6 +51,13 @@ int wgpt_readback_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, ui
 uint64_t wgpt_readback_ranges_check_(wgpt_gpu *g, const char *rb_label, uint64_t rb_size, const char *buf_label,
                                      uint64_t buf_size, const uint64_t *offsets, const uint64_t *sizes, int n);
 
+// Binding i of kernel `kernel`: view v of the buffer buf_label of buf_size
+// bytes (v->buf set). The bytes it covers, or 0 with g's error naming the
+// kernel, binding and limit (an offset off the device's alignment, a range
+// outside the buffer or not a multiple of 4, a range over the binding limit).
+uint64_t wgpt_binding_check_(wgpt_gpu *g, const char *kernel, int i, const wgpt_view *v, const char *buf_label,
+                             uint64_t buf_size);
+
 // kernel_table.c: a device's kernel files and its kernels by name. Each
 // backend has its own struct wgpt_kernel, which begins with a wgpt_kernel_id
 // (member id) that the table fills; the backend frees its own objects of a

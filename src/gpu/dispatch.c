@@ -22,26 +22,8 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
             wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->id.name, i);
             return NULL;
         }
-        uint64_t size = wgpt_view_bytes(*v);
-        if (v->offset % g->info.storage_offset_align) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
-                              "of %u (minStorageBufferOffsetAlignment)",
-                           k->id.name, i, v->buf->label, (unsigned long long)v->offset, g->info.storage_offset_align);
-            return NULL;
-        }
-        if (size == 0 || size % 4 || v->offset + size > v->buf->size) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d covers bytes [%llu, %llu) of buffer '%s' (%llu bytes)",
-                           k->id.name, i, (unsigned long long)v->offset, (unsigned long long)(v->offset + size),
-                           v->buf->label, (unsigned long long)v->buf->size);
-            return NULL;
-        }
-        if (size > g->info.max_storage_binding) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d covers %llu bytes of buffer '%s'; '%s' binds at most %llu "
-                              "(maxStorageBufferBindingSize): split the work into smaller ranges",
-                           k->id.name, i, (unsigned long long)size, v->buf->label, g->info.name,
-                           (unsigned long long)g->info.max_storage_binding);
-            return NULL;
-        }
+        uint64_t size = wgpt_binding_check_(g, k->id.name, i, v, v->buf->label, v->buf->size);
+        if (!size) return NULL;
         e[i].binding = (uint32_t)i;
         e[i].buffer = v->buf->buffer;
         e[i].offset = v->offset;
