@@ -51,6 +51,10 @@ int wgpt_readback_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, ui
 uint64_t wgpt_readback_ranges_check_(wgpt_gpu *g, const char *rb_label, uint64_t rb_size, const char *buf_label,
                                      uint64_t buf_size, const uint64_t *offsets, const uint64_t *sizes, int n);
 
+// The bytes a buffer of `bytes` named label takes (rounded up to a multiple
+// of 16, at least 16), or 0 with g's error if that is over max_buffer
+// (maxBufferSize).
+uint64_t wgpt_buf_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, uint64_t max_buffer);
 // Binding i of kernel `kernel`: view v of the buffer buf_label of buf_size
 // bytes (v->buf set). The bytes it covers, or 0 with g's error naming the
 // kernel, binding and limit (an offset off the device's alignment, a range

@@ -1,6 +1,17 @@
-// buffer_checks.c: the argument checks of uploads, downloads, readbacks and
-// bindings that both GPU backends make alike (backend_shared.h).
+// buffer_checks.c: the argument checks of new buffers, uploads, downloads,
+// readbacks and bindings that both GPU backends make alike (backend_shared.h).
 #include "gpu/backend_shared.h"
+
+uint64_t wgpt_buf_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, uint64_t max_buffer) {
+    uint64_t size = (bytes + 15) & ~(uint64_t)15;
+    if (size == 0) size = 16;
+    if (size > max_buffer) {
+        wgpt_gpu_fail(g, "buffer '%s' needs %llu bytes; '%s' allows at most %llu in one buffer (maxBufferSize)", label,
+                      (unsigned long long)bytes, wgpt_gpu_get_info(g)->name, (unsigned long long)max_buffer);
+        return 0;
+    }
+    return size;
+}
 
 int wgpt_buf_range_check_(wgpt_gpu *g, const char *label, uint64_t size, uint64_t offset, uint64_t bytes,
                           const char *op) {
