@@ -278,8 +278,8 @@ static size_t ref_at_(int t, uint32_t l) {
 // final gradients in tensor order; put writes them back; segments run in order.
 static void segmented_backward_equals_whole(void **st) {
     (void)st;
-    ref_gpt2 ref;
-    wgpt_gpt2 *a = model_(G, &ref, 53), *b = model_(G, &ref, 53);
+    ref_gpt2 ref, ref_b;
+    wgpt_gpt2 *a = model_(G, &ref, 53), *b = model_(G, &ref_b, 53);
     size_t n = wgpt_gpt2_num_params(&CFG);
     float *ga = malloc(n * sizeof *ga), *gb = malloc(n * sizeof *gb), *seg = malloc(n * sizeof *seg), l1, l2, la, lb;
     assert_non_null(ga), assert_non_null(gb), assert_non_null(seg);
@@ -329,7 +329,7 @@ static void segmented_backward_equals_whole(void **st) {
     assert_int_equal(wgpt_gpt2_segment_take(b, S, seg), -1);
     free(ga), free(gb), free(seg);
     wgpt_gpt2_free(a), wgpt_gpt2_free(b);
-    ref_gpt2_free(&ref);
+    ref_gpt2_free(&ref), ref_gpt2_free(&ref_b);
 }
 
 // ZeRO-1: three models each updating one shard (shards of unequal sizes),

@@ -51,9 +51,27 @@ int wgpt_readback_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, ui
 uint64_t wgpt_readback_ranges_check_(wgpt_gpu *g, const char *rb_label, uint64_t rb_size, const char *buf_label,
                                      uint64_t buf_size, const uint64_t *offsets, const uint64_t *sizes, int n);
 
+// The bytes a buffer of `bytes` named label takes (rounded up to a multiple
+// of 16, at least 16), or 0 with g's error if that is over max_buffer
+// (maxBufferSize).
+uint64_t wgpt_buf_size_check_(wgpt_gpu *g, const char *label, uint64_t bytes, uint64_t max_buffer);
+// Binding i of kernel `kernel`: view v of the buffer buf_label of buf_size
+// bytes (v->buf set). The bytes it covers, or 0 with g's error naming the
+// kernel, binding and limit (an offset off the device's alignment, a range
+// outside the buffer or not a multiple of 4, a range over the binding limit).
+uint64_t wgpt_binding_check_(wgpt_gpu *g, const char *kernel, int i, const wgpt_view *v, const char *buf_label,
+                             uint64_t buf_size);
+
 // kernel_table.c: a device's kernel files and its kernels by name. Each
-// backend makes its own struct wgpt_kernel (through make: NULL when out of
-// memory) and frees its objects before wgpt_ktable_free_ frees the kernels.
+// backend has its own struct wgpt_kernel, which begins with a wgpt_kernel_id
+// (member id) that the table fills; the backend frees its own objects of a
+// kernel before wgpt_ktable_free_ frees the kernels.
+typedef struct wgpt_kernel_id {
+    wgpt_gpu *gpu;
+    char name[64];
+    int file;   // index into the table's files
+    int index;  // kernel index in that file
+} wgpt_kernel_id;
 typedef struct wgpt_ktable {
     char *shared_label, *shared_text;  // the shared preamble (00_shared.wgsl)
     wgpt_ksrc_file *files;             // every other file, split at its markers
@@ -61,11 +79,14 @@ typedef struct wgpt_ktable {
     wgpt_kernel **kernels;             // kernels[i] is (file, index) of a file's kernels, in order
     int nkernels, cap;
 } wgpt_ktable;
-typedef wgpt_kernel *(*wgpt_kernel_make_fn)(wgpt_gpu *g, const char *name, int file, int index);
-// Adds a kernel file: 0, or -1 with err filled (a malformed file, a kernel
-// name already in the table, out of memory), the table as it was.
-int wgpt_ktable_add_(wgpt_ktable *t, wgpt_gpu *g, wgpt_kernel_make_fn make, const char *label, const char *text,
-                     char *err, size_t errlen);
+// Adds a kernel file and a kernel of kernel_size bytes (sizeof(struct
+// wgpt_kernel)) for each of its kernels, zeroed but for its id: 0, or -1 with
+// err filled (a malformed file, a kernel name already in the table, out of
+// memory), the table as it was.
+int wgpt_ktable_add_(wgpt_ktable *t, wgpt_gpu *g, size_t kernel_size, const char *label, const char *text, char *err,
+                     size_t errlen);
+// The kernel named name, or NULL.
+wgpt_kernel *wgpt_ktable_find_(const wgpt_ktable *t, const char *name);
 // Keeps the shared preamble (it must hold no marker): 0, or -1 with err filled.
 int wgpt_ktable_set_shared_(wgpt_ktable *t, const char *label, const char *text, char *err, size_t errlen);
 // Frees the files and the kernels (with free) and empties the table.

@@ -11,13 +11,8 @@
 wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
     if (wgpt_gpu_check_(g) < 0) return NULL;
     if (!label) label = "buffer";
-    uint64_t size = (bytes + 15) & ~(uint64_t)15;
-    if (size == 0) size = 16;
-    if (size > g->limits.maxBufferSize) {
-        wgpt_gpu_fail(g, "buffer '%s' needs %llu bytes; '%s' allows at most %llu in one buffer (maxBufferSize)",
-                       label, (unsigned long long)bytes, g->info.name, (unsigned long long)g->limits.maxBufferSize);
-        return NULL;
-    }
+    uint64_t size = wgpt_buf_size_check_(g, label, bytes, g->limits.maxBufferSize);
+    if (!size) return NULL;
     wgpt_buf *b = calloc(1, sizeof *b);
     if (!b) {
         wgpt_gpu_fail(g, "out of host memory creating buffer '%s'", label);

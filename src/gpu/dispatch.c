@@ -19,29 +19,11 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
     for (int i = 0; i < nviews; i++) {
         const wgpt_view *v = &views[i];
         if (!v->buf) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->name, i);
+            wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->id.name, i);
             return NULL;
         }
-        uint64_t size = wgpt_view_bytes(*v);
-        if (v->offset % g->info.storage_offset_align) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
-                              "of %u (minStorageBufferOffsetAlignment)",
-                           k->name, i, v->buf->label, (unsigned long long)v->offset, g->info.storage_offset_align);
-            return NULL;
-        }
-        if (size == 0 || size % 4 || v->offset + size > v->buf->size) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d covers bytes [%llu, %llu) of buffer '%s' (%llu bytes)",
-                           k->name, i, (unsigned long long)v->offset, (unsigned long long)(v->offset + size),
-                           v->buf->label, (unsigned long long)v->buf->size);
-            return NULL;
-        }
-        if (size > g->info.max_storage_binding) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d covers %llu bytes of buffer '%s'; '%s' binds at most %llu "
-                              "(maxStorageBufferBindingSize): split the work into smaller ranges",
-                           k->name, i, (unsigned long long)size, v->buf->label, g->info.name,
-                           (unsigned long long)g->info.max_storage_binding);
-            return NULL;
-        }
+        uint64_t size = wgpt_binding_check_(g, k->id.name, i, v, v->buf->label, v->buf->size);
+        if (!size) return NULL;
         e[i].binding = (uint32_t)i;
         e[i].buffer = v->buf->buffer;
         e[i].offset = v->offset;
@@ -58,7 +40,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
     if (params_size) {
         WGPUBufferDescriptor d;
         memset(&d, 0, sizeof d);
-        d.label = wgpt_sv_(k->name);
+        d.label = wgpt_sv_(k->id.name);
         d.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
         d.size = (params_size + 15) & ~(size_t)15;
         b->uniform = wgpuDeviceCreateBuffer(g->device, &d);
@@ -70,7 +52,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
         n++;
         uint8_t tmp[256] = {0};
         if (params_size > sizeof tmp) {
-            wgpt_gpu_fail(g, "kernel '%s': params of %zu bytes; at most %zu", k->name, params_size, sizeof tmp);
+            wgpt_gpu_fail(g, "kernel '%s': params of %zu bytes; at most %zu", k->id.name, params_size, sizeof tmp);
             wgpt_bind_free(b);
             return NULL;
         }
@@ -79,15 +61,15 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
     }
     WGPUBindGroupDescriptor bd;
     memset(&bd, 0, sizeof bd);
-    bd.label = wgpt_sv_(k->name);
+    bd.label = wgpt_sv_(k->id.name);
     bd.layout = k->layout;
     bd.entryCount = (size_t)n;
     bd.entries = e;
     wgpt_gpu_scope_push_(g);
     b->group = wgpuDeviceCreateBindGroup(g->device, &bd);
     char what[160];
-    snprintf(what, sizeof what, "bind group for kernel '%s' (%s) with %d buffer(s)%s", k->name,
-             g->kt.files[k->file].label, nviews, params_size ? " and params" : "");
+    snprintf(what, sizeof what, "bind group for kernel '%s' (%s) with %d buffer(s)%s", k->id.name,
+             g->kt.files[k->id.file].label, nviews, params_size ? " and params" : "");
     if (wgpt_gpu_scope_pop_(g, what) < 0) {
         wgpt_bind_free(b);
         return NULL;
@@ -98,7 +80,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
 int wgpt_bind_set_params(wgpt_gpu *g, wgpt_bind *b, const void *params, size_t params_size) {
     if (wgpt_gpu_check_(g) < 0) return -1;
     if (!b->uniform || params_size != b->params_size)
-        return wgpt_gpu_fail(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->name, b->params_size,
+        return wgpt_gpu_fail(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->id.name, b->params_size,
                               params_size);
     // The write lands before the next submit's commands: dispatches already
     // recorded with this bind group must be submitted first.
@@ -165,7 +147,7 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
     uint32_t lim = g->info.max_workgroups_per_dim;
     if (x > lim || y > lim || z > lim)
         return wgpt_gpu_fail(g, "kernel '%s': dispatch (%u, %u, %u) exceeds %u workgroups per dimension",
-                              b->kernel->name, x, y, z, lim);
+                              b->kernel->id.name, x, y, z, lim);
     if (x == 0 || y == 0 || z == 0) return 0;
     WGPUCommandEncoder enc = wgpt_batch_encoder_(g);
     if (!enc) return -1;
@@ -177,7 +159,7 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
         WGPUPassTimestampWrites tw = {NULL, g->queries, g->query_used, g->query_used + 1};
         if (timed) {
             pd.timestampWrites = &tw;
-            g->query_names[g->query_used / 2] = b->kernel->name;
+            g->query_names[g->query_used / 2] = b->kernel->id.name;
             g->query_used += 2;
         }
         g->pass = wgpuCommandEncoderBeginComputePass(enc, &pd);

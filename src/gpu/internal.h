@@ -10,10 +10,7 @@
 #include "backend_shared.h"
 
 struct wgpt_kernel {
-    wgpt_gpu *gpu;
-    char name[64];
-    int file;   // index into gpu->files
-    int index;  // kernel index in that file
+    wgpt_kernel_id id;  // first: kernel_table.c makes and names kernels through it
     WGPUComputePipeline pipeline;  // NULL until first use
     WGPUBindGroupLayout layout;
 };

@@ -11,19 +11,8 @@
 
 static const char SHARED_FILE[] = "00_shared.wgsl";
 
-// A kernel of file `file` of the table (kernel_table.c makes them through this).
-static wgpt_kernel *make_kernel_(wgpt_gpu *g, const char *name, int file, int index) {
-    wgpt_kernel *k = calloc(1, sizeof *k);
-    if (!k) return NULL;
-    k->gpu = g;
-    snprintf(k->name, sizeof k->name, "%s", name);
-    k->file = file;
-    k->index = index;
-    return k;
-}
-
 static int register_file_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
-    return wgpt_ktable_add_(&g->kt, g, make_kernel_, label, text, err, errlen);
+    return wgpt_ktable_add_(&g->kt, g, sizeof(wgpt_kernel), label, text, err, errlen);
 }
 
 static int set_shared_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
@@ -122,8 +111,6 @@ int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
     return 0;
 }
 
-const char *wgpt_kernel_name(const wgpt_kernel *k) { return k->name; }
-
 int wgpt_gpu_kernels_compiled(const wgpt_gpu *g) {
     int n = 0;
     for (int i = 0; i < g->kt.nkernels; i++) n += g->kt.kernels[i]->pipeline != NULL;
@@ -188,20 +175,20 @@ static int note_stats_(wgpt_gpu *g, const char *kernel, const char *file) {
 }
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
-    const wgpt_ksrc_file *f = &g->kt.files[k->file];
+    const wgpt_ksrc_file *f = &g->kt.files[k->id.file];
     char enables[512];
     int emulated = g->info.sgm_emulated;
     wgpt_gpu_enables_(&g->info, enables, sizeof enables);
     wgpt_ksrc_composed src;
-    if (wgpt_ksrc_compose(&src, enables, g->kt.shared_label, g->kt.shared_text, f, k->index) < 0)
-        return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
+    if (wgpt_ksrc_compose(&src, enables, g->kt.shared_label, g->kt.shared_text, f, k->id.index) < 0)
+        return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->id.name);
     if (emulated && (strstr(src.code, "subgroup_matrix_") || strstr(src.code, "subgroupMatrix"))) {
         char why[512];  // (an emulated device always has its one configuration picked: device.c)
         const wgpt_matrix_config *c = &g->info.matrix_configs[g->info.sgm_config];
         char *code = wgpt_sgm_emulate_source(src.code, c, why, sizeof why);
         if (!code) {
             wgpt_ksrc_composed_free(&src);
-            return wgpt_gpu_fail(g, "kernel '%s' (%s): its subgroup matrices cannot be emulated: %s", k->name,
+            return wgpt_gpu_fail(g, "kernel '%s' (%s): its subgroup matrices cannot be emulated: %s", k->id.name,
                                   f->label, why);
         }
         free(src.code);
@@ -209,7 +196,7 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     }
 
     WGPUShaderSourceWGSL wgsl = {{NULL, WGPUSType_ShaderSourceWGSL}, wgpt_sv_(src.code)};
-    WGPUShaderModuleDescriptor md = {&wgsl.chain, wgpt_sv_(k->name)};
+    WGPUShaderModuleDescriptor md = {&wgsl.chain, wgpt_sv_(k->id.name)};
     wgpt_gpu_scope_push_(g);
     WGPUShaderModule mod = wgpuDeviceCreateShaderModule(g->device, &md);
     char report[3072] = "";
@@ -222,26 +209,26 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
         wgpuShaderModuleRelease(mod);
         wgpt_ksrc_composed_free(&src);
         if (r.errors)
-            return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile:%s%s", k->name, f->label, report,
+            return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile:%s%s", k->id.name, f->label, report,
                                   r.errors > 8 ? "\n  ..." : "");
         if (g->failed) return -1;
-        return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile: %s", k->name, f->label, g->err);
+        return wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile: %s", k->id.name, f->label, g->err);
     }
 
     // A variant (kernel_source.h) is its section's entry point with override constants set.
-    const wgpt_ksrc_kernel *sk = &f->kernels[k->index];
-    const char *entry = wgpt_ksrc_entry(f, k->index);
+    const wgpt_ksrc_kernel *sk = &f->kernels[k->id.index];
+    const char *entry = wgpt_ksrc_entry(f, k->id.index);
     WGPUConstantEntry consts[WGPT_KSRC_MAX_CONSTS];
     for (int i = 0; i < sk->nconsts; i++)
         consts[i] = (WGPUConstantEntry){NULL, wgpt_sv_(sk->consts[i].name), sk->consts[i].value};
     WGPUComputePipelineDescriptor pd;
     memset(&pd, 0, sizeof pd);
-    pd.label = wgpt_sv_(k->name);
+    pd.label = wgpt_sv_(k->id.name);
     pd.compute.module = mod;
     pd.compute.entryPoint = wgpt_sv_(entry);
     pd.compute.constantCount = (size_t)sk->nconsts;
     pd.compute.constants = sk->nconsts ? consts : NULL;
-    if (note_stats_(g, k->name, f->label) < 0) {
+    if (note_stats_(g, k->id.name, f->label) < 0) {
         wgpuShaderModuleRelease(mod);
         wgpt_ksrc_composed_free(&src);
         return -1;
@@ -258,7 +245,7 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
         snprintf(inner, sizeof inner, "%s", g->err);
         return wgpt_gpu_fail(g, "kernel '%s' (%s): the pipeline could not be created (is there a function "
                               "named '%s' with @compute%s?): %s",
-                              k->name, f->label, entry, sk->nconsts ? ", and an override for each constant" : "",
+                              k->id.name, f->label, entry, sk->nconsts ? ", and an override for each constant" : "",
                               inner);
     }
     k->layout = wgpuComputePipelineGetBindGroupLayout(k->pipeline, 0);
@@ -267,12 +254,8 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
 
 wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
     if (wgpt_gpu_check_(g) < 0) return NULL;
-    for (int i = 0; i < g->kt.nkernels; i++) {
-        wgpt_kernel *k = g->kt.kernels[i];
-        if (strcmp(k->name, name) != 0) continue;
-        if (!k->pipeline && compile_(g, k) < 0) return NULL;
-        return k;
-    }
-    wgpt_gpu_fail(g, "no kernel named '%s' in the kernel files", name);
-    return NULL;
+    wgpt_kernel *k = wgpt_ktable_find_(&g->kt, name);
+    if (!k) return wgpt_gpu_fail(g, "no kernel named '%s' in the kernel files", name), NULL;
+    if (!k->pipeline && compile_(g, k) < 0) return NULL;
+    return k;
 }

@@ -18,8 +18,20 @@ static const char *defined_in_(const wgpt_ktable *t, const wgpt_ksrc_file *f, co
     return NULL;
 }
 
-int wgpt_ktable_add_(wgpt_ktable *t, wgpt_gpu *g, wgpt_kernel_make_fn make, const char *label, const char *text,
-                     char *err, size_t errlen) {
+// A kernel of kernel_size bytes with its id filled, or NULL (out of memory).
+static wgpt_kernel *make_kernel_(size_t kernel_size, wgpt_gpu *g, const char *name, int file, int index) {
+    wgpt_kernel *k = calloc(1, kernel_size);
+    if (!k) return NULL;
+    wgpt_kernel_id *id = (wgpt_kernel_id *)k;  // a wgpt_kernel begins with its id
+    id->gpu = g;
+    snprintf(id->name, sizeof id->name, "%s", name);
+    id->file = file;
+    id->index = index;
+    return k;
+}
+
+int wgpt_ktable_add_(wgpt_ktable *t, wgpt_gpu *g, size_t kernel_size, const char *label, const char *text, char *err,
+                     size_t errlen) {
     wgpt_ksrc_file f;
     if (wgpt_ksrc_parse(&f, label, text, err, errlen) < 0) return -1;
     const char *name, *other = defined_in_(t, &f, &name);
@@ -39,7 +51,7 @@ int wgpt_ktable_add_(wgpt_ktable *t, wgpt_gpu *g, wgpt_kernel_make_fn make, cons
         t->cap = cap;
     }
     for (int i = 0; i < f.nkernels; i++) {
-        wgpt_kernel *k = make(g, f.kernels[i].name, t->nfiles, i);
+        wgpt_kernel *k = make_kernel_(kernel_size, g, f.kernels[i].name, t->nfiles, i);
         if (!k) {
             while (i-- > 0) free(t->kernels[--t->nkernels]);
             goto oom;
@@ -66,6 +78,14 @@ int wgpt_ktable_set_shared_(wgpt_ktable *t, const char *label, const char *text,
     }
     return 0;
 }
+
+wgpt_kernel *wgpt_ktable_find_(const wgpt_ktable *t, const char *name) {
+    for (int i = 0; i < t->nkernels; i++)
+        if (strcmp(((const wgpt_kernel_id *)t->kernels[i])->name, name) == 0) return t->kernels[i];
+    return NULL;
+}
+
+const char *wgpt_kernel_name(const wgpt_kernel *k) { return ((const wgpt_kernel_id *)k)->name; }
 
 void wgpt_ktable_free_(wgpt_ktable *t) {
     for (int i = 0; i < t->nkernels; i++) free(t->kernels[i]);

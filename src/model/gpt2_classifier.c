@@ -1,7 +1,8 @@
 // gpt2_classifier.c: a training model's classifier and loss in chunks of
 // rows (gpt2_internal.h cls_chunked), as llm.c's fused classifier: the
 // logits of one chunk, its loss and gradient, the gradient's matmuls, then
-// the next chunk; the (B, T, Vp) logits never exist.
+// the next chunk; the (B, T, Vp) logits never exist. And the loss of whole
+// logits, for the other models.
 #include "model/cross_entropy.h"
 #include "model/gpt2_views.h"
 #include "model/linear.h"
@@ -94,6 +95,14 @@ int wgpt_gpt2_classifier_(wgpt_gpt2 *m, wgpt_op *op, int backward) {
                     backward ? sub_(A(dln, 0), (uint64_t)r0 * C * 4, (uint64_t)n * C * 4) : none};
         if (chunk(m, op, &k, dloss) < 0) return -1;
     }
+    GPU_OK(m, wgpt_loss_mean(m->g, op, A(loss, 0), A(losses, 0), BT));
+    return 0;
+}
+
+int wgpt_gpt2_loss_(wgpt_gpt2 *m, wgpt_op *op) {
+    uint32_t BT = m->B * m->T, V = m->c.vocab_size, Vp = m->c.padded_vocab_size;
+    GPU_OK(m, wgpt_crossentropy_forward(m->g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0),
+                                        A(targets, 0), BT, V, Vp));
     GPU_OK(m, wgpt_loss_mean(m->g, op, A(loss, 0), A(losses, 0), BT));
     return 0;
 }

@@ -12,7 +12,6 @@
 //   epi_*      a matmul writes in its epilogue what a pass after it would
 //              (qkv16; fch and fchg16; d fch with GELU')
 #include "model/attention.h"
-#include "model/cross_entropy.h"
 #include "model/elementwise.h"
 #include "model/embedding.h"
 #include "model/gpt2_views.h"
@@ -201,10 +200,9 @@ int wgpt_gpt2_forward_f16_(wgpt_gpt2 *m) {
         m->fwd_train_n = op->n;
         return wgpt_gpt2_classifier_(m, op, 0);
     }
-    if (linear_in_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
-    GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
-                                        BT, V, Vp));
-    GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
+    if (linear_in_(m, op, A(logits, 0), A(lnf, 0), A(lnf16, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0 ||
+        wgpt_gpt2_loss_(m, op) < 0)
+        return -1;
     m->fwd_train_n = op->n;
     return 0;
 }
@@ -271,7 +269,6 @@ static int mlp_backward_epi_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     return 0;
 }
 
-// d inp (into dres, accumulated), d weight, d bias of a LayerNorm (tensors w, b of layer l).
 // The attention's backward of layer l, from d atty into dqkv.
 static int attention_backward_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     uint32_t B = m->B, T = m->T, C = m->c.channels, NH = m->c.num_heads;

@@ -4,7 +4,6 @@
 // activations are kept per layer and which recomputed is the allocation's
 // business (gpt2_acts.c: a slice every layer shares reads the same here).
 #include "model/attention.h"
-#include "model/cross_entropy.h"
 #include "model/elementwise.h"
 #include "model/embedding.h"
 #include "model/gpt2_views.h"
@@ -33,7 +32,7 @@ static int layernorm_(wgpt_gpt2 *m, wgpt_op *op, wgpt_view out, wgpt_view mean, 
     return 0;
 }
 
-// d inp (into dres, accumulated), d weight, d bias of a LayerNorm (tensors w, b of layer l).
+// fch_gelu = GELU(fch) of layer l.
 static int gelu_(wgpt_gpt2 *m, wgpt_op *op, uint32_t l) {
     GPU_OK(m, wgpt_gelu_forward(m->g, op, A(fch_gelu, l), A(fch, l), (uint64_t)m->B * m->T * 4 * m->c.channels));
     return 0;
@@ -79,10 +78,8 @@ int wgpt_gpt2_forward_fp32_(wgpt_gpt2 *m) {
         m->fwd_train_n = op->n;
         return wgpt_gpt2_classifier_(m, op, 0);
     }
-    if (linear_(m, op, A(logits, 0), A(lnf, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0) return -1;
-    GPU_OK(m, wgpt_crossentropy_forward(g, op, A(losses, 0), A(ce_lse, 0), A(status, 0), A(logits, 0), A(targets, 0),
-                                        BT, V, Vp));
-    GPU_OK(m, wgpt_loss_mean(g, op, A(loss, 0), A(losses, 0), BT));
+    if (linear_(m, op, A(logits, 0), A(lnf, 0), WGPT_WTE, 0, none, BT, C, Vp) < 0 || wgpt_gpt2_loss_(m, op) < 0)
+        return -1;
     m->fwd_train_n = op->n;
     return 0;
 }

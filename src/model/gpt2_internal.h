@@ -176,6 +176,9 @@ int wgpt_gpt2_alloc_acts_(wgpt_gpt2 *m);
 // and the chunks' ops appended to op, their gradient with backward.
 uint32_t wgpt_gpt2_cls_rows_(const wgpt_gpt2 *m);
 int wgpt_gpt2_classifier_(wgpt_gpt2 *m, wgpt_op *op, int backward);
+// The loss of whole logits (a model not cls_chunked, its logits written):
+// the cross-entropy's losses and lse, then the mean loss.
+int wgpt_gpt2_loss_(wgpt_gpt2 *m, wgpt_op *op);
 // The plans: the forward into m->fwd (fwd_train_n set), the backward into
 // m->bwd (bwd_cut set).
 int wgpt_gpt2_forward_fp32_(wgpt_gpt2 *m);

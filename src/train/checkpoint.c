@@ -443,6 +443,36 @@ int wgpt_checkpoint_peek(const char *path, wgpt_checkpoint *ck, char *err, size_
     return rc;
 }
 
+// Reads the trailer after the sections and checks it: the end marker, each
+// section's checksum (crc, over len bytes), the file's (the header's bytes
+// raw, the sections, the trailer's first 20 bytes).
+static int check_trailer_(FILE *f, const char *path, const unsigned char raw[HEADER_SIZE], const uint32_t crc[NSECT],
+                          const uint64_t len[NSECT], char *err, size_t errlen) {
+    unsigned char tr[TRAILER_SIZE];
+    if (fread(tr, 1, TRAILER_SIZE, f) != TRAILER_SIZE)
+        return wgpt_errf(err, errlen, "%s: cannot read the trailer: %s", path,
+                         ferror(f) ? strerror(errno) : "file shrank while reading");
+    if (memcmp(tr + 24, END_MARK, 8) != 0)
+        return wgpt_errf(err, errlen,
+                         "%s: the end marker \"WGPTEND\" is missing (damaged or incompletely written file)", path);
+    uint32_t file = crc_(0, raw, HEADER_SIZE);
+    for (int i = 0; i < NSECT; i++) file = crc_combine_(file, crc[i], len[i]);
+    file = crc_(file, tr, 20);
+    uint32_t stored = get_u32_(tr + 20);
+    uint64_t at = HEADER_SIZE;
+    for (int i = 0; i < NSECT; at += len[i], i++)
+        if (crc[i] != get_u32_(tr + 4 * i))
+            return wgpt_errf(err, errlen,
+                             "%s: checksum mismatch in the %s section (bytes %llu..%llu): the data or its stored "
+                             "checksum is damaged",
+                             path, SECT_NAME[i], (ull)at, (ull)(at + len[i]));
+    if (file != stored)
+        return wgpt_errf(err, errlen,
+                         "%s: file checksum mismatch (stored 0x%08x, computed 0x%08x): the trailer is damaged", path,
+                         stored, file);
+    return 0;
+}
+
 // Reads the sections and the trailer, checks every checksum. Fills sect[].
 static int read_body_(FILE *f, const char *path, const uint64_t len[NSECT], const unsigned char raw[HEADER_SIZE],
                       void *sect[NSECT], char *err, size_t errlen) {
@@ -458,28 +488,7 @@ static int read_body_(FILE *f, const char *path, const uint64_t len[NSECT], cons
         crc[i] = crc_(0, sect[i], len[i]);
         at += len[i];
     }
-    unsigned char tr[TRAILER_SIZE];
-    if (fread(tr, 1, TRAILER_SIZE, f) != TRAILER_SIZE)
-        return wgpt_errf(err, errlen, "%s: cannot read the trailer: %s", path,
-                     ferror(f) ? strerror(errno) : "file shrank while reading");
-    if (memcmp(tr + 24, END_MARK, 8) != 0)
-        return wgpt_errf(err, errlen, "%s: the end marker \"WGPTEND\" is missing (damaged or incompletely written file)",
-                     path);
-    uint32_t file = crc_(0, raw, HEADER_SIZE);
-    for (int i = 0; i < NSECT; i++) file = crc_combine_(file, crc[i], len[i]);
-    file = crc_(file, tr, 20);
-    uint32_t stored = get_u32_(tr + 20);
-    at = HEADER_SIZE;
-    for (int i = 0; i < NSECT; at += len[i], i++)
-        if (crc[i] != get_u32_(tr + 4 * i))
-            return wgpt_errf(err, errlen,
-                         "%s: checksum mismatch in the %s section (bytes %llu..%llu): the data or its stored "
-                         "checksum is damaged",
-                         path, SECT_NAME[i], (ull)at, (ull)(at + len[i]));
-    if (file != stored)
-        return wgpt_errf(err, errlen, "%s: file checksum mismatch (stored 0x%08x, computed 0x%08x): the trailer is damaged",
-                     path, stored, file);
-    return 0;
+    return check_trailer_(f, path, raw, crc, len, err, errlen);
 }
 
 int wgpt_checkpoint_read(const char *path, wgpt_checkpoint *ck, char *err, size_t errlen) {
@@ -548,29 +557,9 @@ int wgpt_checkpoint_verify(const char *path, char *err, size_t errlen) {
             done += k;
         }
     free(buf);
-    unsigned char tr[TRAILER_SIZE];
-    if (rc == 0 && fread(tr, 1, TRAILER_SIZE, f) != TRAILER_SIZE)
-        rc = wgpt_errf(err, errlen, "%s: cannot read the trailer: %s", path,
-                       ferror(f) ? strerror(errno) : "file shrank while reading");
+    if (rc == 0) rc = check_trailer_(f, path, raw, crc, len, err, errlen);
     fclose(f);
-    if (rc < 0) return -1;
-    if (memcmp(tr + 24, END_MARK, 8) != 0)
-        return wgpt_errf(err, errlen, "%s: the end marker \"WGPTEND\" is missing (damaged or incompletely written file)",
-                         path);
-    uint32_t file = crc_(0, raw, HEADER_SIZE);
-    for (int i = 0; i < NSECT; i++) file = crc_combine_(file, crc[i], len[i]);
-    file = crc_(file, tr, 20);
-    at = HEADER_SIZE;
-    for (int i = 0; i < NSECT; at += len[i], i++)
-        if (crc[i] != get_u32_(tr + 4 * i))
-            return wgpt_errf(err, errlen,
-                             "%s: checksum mismatch in the %s section (bytes %llu..%llu): the data or its stored "
-                             "checksum is damaged",
-                             path, SECT_NAME[i], (ull)at, (ull)(at + len[i]));
-    if (file != get_u32_(tr + 20))
-        return wgpt_errf(err, errlen, "%s: file checksum mismatch (stored 0x%08x, computed 0x%08x): the trailer is damaged",
-                         path, get_u32_(tr + 20), file);
-    return 0;
+    return rc;
 }
 
 void wgpt_checkpoint_free(wgpt_checkpoint *ck) {

@@ -8,13 +8,8 @@
 wgpt_buf *wgpt_buf_create(wgpt_gpu *g, uint64_t bytes, const char *label) {
     if (wgpt_web_check_(g) < 0) return NULL;
     if (!label) label = "buffer";
-    uint64_t size = (bytes + 15) & ~(uint64_t)15;
-    if (size == 0) size = 16;
-    if (size > g->info.max_buffer) {
-        wgpt_gpu_fail(g, "buffer '%s' needs %llu bytes; '%s' allows at most %llu in one buffer (maxBufferSize)",
-                      label, (unsigned long long)bytes, g->info.name, (unsigned long long)g->info.max_buffer);
-        return NULL;
-    }
+    uint64_t size = wgpt_buf_size_check_(g, label, bytes, g->info.max_buffer);
+    if (!size) return NULL;
     wgpt_buf *b = calloc(1, sizeof *b);
     if (!b) return wgpt_gpu_fail(g, "out of host memory creating buffer '%s'", label), NULL;
     b->gpu = g;

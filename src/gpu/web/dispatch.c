@@ -13,34 +13,16 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
         return NULL;
     }
     if (params_size > 256) {
-        wgpt_gpu_fail(g, "kernel '%s': params of %zu bytes; at most 256", k->name, params_size);
+        wgpt_gpu_fail(g, "kernel '%s': params of %zu bytes; at most 256", k->id.name, params_size);
         return NULL;
     }
     int ids[16];
     double offs[16], sizes[16];
     for (int i = 0; i < nviews; i++) {
         const wgpt_view *v = &views[i];
-        if (!v->buf) return wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->name, i), NULL;
-        uint64_t size = wgpt_view_bytes(*v);
-        if (v->offset % g->info.storage_offset_align) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d (buffer '%s') starts at byte %llu, which is not a multiple "
-                             "of %u (minStorageBufferOffsetAlignment)",
-                          k->name, i, v->buf->label, (unsigned long long)v->offset, g->info.storage_offset_align);
-            return NULL;
-        }
-        if (size == 0 || size % 4 || v->offset + size > v->buf->size) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d covers bytes [%llu, %llu) of buffer '%s' (%llu bytes)", k->name,
-                          i, (unsigned long long)v->offset, (unsigned long long)(v->offset + size), v->buf->label,
-                          (unsigned long long)v->buf->size);
-            return NULL;
-        }
-        if (size > g->info.max_storage_binding) {
-            wgpt_gpu_fail(g, "kernel '%s': binding %d covers %llu bytes of buffer '%s'; '%s' binds at most %llu "
-                             "(maxStorageBufferBindingSize): split the work into smaller ranges",
-                          k->name, i, (unsigned long long)size, v->buf->label, g->info.name,
-                          (unsigned long long)g->info.max_storage_binding);
-            return NULL;
-        }
+        if (!v->buf) return wgpt_gpu_fail(g, "kernel '%s': binding %d has no buffer", k->id.name, i), NULL;
+        uint64_t size = wgpt_binding_check_(g, k->id.name, i, v, v->buf->label, v->buf->size);
+        if (!size) return NULL;
         ids[i] = v->buf->id;
         offs[i] = (double)v->offset;
         sizes[i] = (double)size;
@@ -55,8 +37,8 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
         free(b);
         char inner[sizeof g->err];
         snprintf(inner, sizeof inner, "%s", wgpt_web_check_(g) < 0 ? g->err : "refused by the browser");
-        wgpt_gpu_fail(g, "bind group for kernel '%s' (%s) with %d buffer(s)%s: %s", k->name, g->kt.files[k->file].label,
-                      nviews, params_size ? " and params" : "", inner);
+        wgpt_gpu_fail(g, "bind group for kernel '%s' (%s) with %d buffer(s)%s: %s", k->id.name,
+                      g->kt.files[k->id.file].label, nviews, params_size ? " and params" : "", inner);
         return NULL;
     }
     return b;
@@ -65,7 +47,7 @@ wgpt_bind *wgpt_bind_create(wgpt_gpu *g, wgpt_kernel *k, const wgpt_view *views,
 int wgpt_bind_set_params(wgpt_gpu *g, wgpt_bind *b, const void *params, size_t params_size) {
     if (wgpt_web_check_(g) < 0) return -1;
     if (!b->params_size || params_size != b->params_size)
-        return wgpt_gpu_fail(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->name, b->params_size,
+        return wgpt_gpu_fail(g, "kernel '%s': params are %zu bytes, not %zu", b->kernel->id.name, b->params_size,
                              params_size);
     return js_bind_set_params(b->id, params, (int)params_size);  // submits first where the bind is pending
 }
@@ -80,8 +62,8 @@ int wgpt_dispatch(wgpt_gpu *g, wgpt_bind *b, uint32_t x, uint32_t y, uint32_t z)
     if (wgpt_web_check_(g) < 0) return -1;
     uint32_t lim = g->info.max_workgroups_per_dim;
     if (x > lim || y > lim || z > lim)
-        return wgpt_gpu_fail(g, "kernel '%s': dispatch %u x %u x %u exceeds %u workgroups a dimension", b->kernel->name,
-                             x, y, z, lim);
+        return wgpt_gpu_fail(g, "kernel '%s': dispatch %u x %u x %u exceeds %u workgroups a dimension",
+                             b->kernel->id.name, x, y, z, lim);
     if (x == 0 || y == 0 || z == 0) return 0;
     return js_dispatch(b->id, x, y, z);
 }

@@ -8,19 +8,8 @@
 
 static const char SHARED_FILE[] = "00_shared.wgsl";
 
-// A kernel of file `file` of the table (kernel_table.c makes them through this).
-static wgpt_kernel *make_kernel_(wgpt_gpu *g, const char *name, int file, int index) {
-    wgpt_kernel *k = calloc(1, sizeof *k);
-    if (!k) return NULL;
-    k->gpu = g;
-    snprintf(k->name, sizeof k->name, "%s", name);
-    k->file = file;
-    k->index = index;
-    return k;
-}
-
 static int register_file_(wgpt_gpu *g, const char *label, const char *text, char *err, size_t errlen) {
-    return wgpt_ktable_add_(&g->kt, g, make_kernel_, label, text, err, errlen);
+    return wgpt_ktable_add_(&g->kt, g, sizeof(wgpt_kernel), label, text, err, errlen);
 }
 
 int wgpt_web_kernels_load_(wgpt_gpu *g, char *err, size_t errlen) {
@@ -43,8 +32,6 @@ int wgpt_gpu_add_kernel_file(wgpt_gpu *g, const char *label, const char *text) {
     if (register_file_(g, label, text, err, sizeof err) < 0) return wgpt_gpu_fail(g, "%s", err);
     return 0;
 }
-
-const char *wgpt_kernel_name(const wgpt_kernel *k) { return k->name; }
 
 // The browser's messages, "LINE\tCOL\tMSG" a line, mapped back to kernel files.
 static void map_errors_(const wgpt_ksrc_composed *src, const char *in, char *out, size_t cap) {
@@ -76,13 +63,13 @@ static void map_errors_(const wgpt_ksrc_composed *src, const char *in, char *out
 }
 
 static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
-    const wgpt_ksrc_file *f = &g->kt.files[k->file];
+    const wgpt_ksrc_file *f = &g->kt.files[k->id.file];
     char enables[512];
     wgpt_gpu_enables_(&g->info, enables, sizeof enables);
     wgpt_ksrc_composed src;
-    if (wgpt_ksrc_compose(&src, enables, g->kt.shared_label, g->kt.shared_text, f, k->index) < 0)
-        return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->name);
-    const wgpt_ksrc_kernel *sk = &f->kernels[k->index];
+    if (wgpt_ksrc_compose(&src, enables, g->kt.shared_label, g->kt.shared_text, f, k->id.index) < 0)
+        return wgpt_gpu_fail(g, "out of memory composing kernel %s", k->id.name);
+    const wgpt_ksrc_kernel *sk = &f->kernels[k->id.index];
     char names[WGPT_KSRC_MAX_CONSTS * 64 + 1];
     double values[WGPT_KSRC_MAX_CONSTS];
     size_t at = 0;
@@ -94,13 +81,13 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
     }
     names[at] = 0;
     char raw[3072] = "";
-    k->pipeline = js_kernel_create(src.code, wgpt_ksrc_entry(f, k->index), k->name, names, values, sk->nconsts, raw,
-                                   sizeof raw);
+    k->pipeline = js_kernel_create(src.code, wgpt_ksrc_entry(f, k->id.index), k->id.name, names, values, sk->nconsts,
+                                   raw, sizeof raw);
     int rc = 0;
     if (!k->pipeline) {
         char report[3072];
         map_errors_(&src, raw, report, sizeof report);
-        rc = wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile:%s", k->name, f->label, report);
+        rc = wgpt_gpu_fail(g, "kernel '%s' (%s) failed to compile:%s", k->id.name, f->label, report);
     }
     wgpt_ksrc_composed_free(&src);
     return rc;
@@ -108,14 +95,10 @@ static int compile_(wgpt_gpu *g, wgpt_kernel *k) {
 
 wgpt_kernel *wgpt_kernel_get(wgpt_gpu *g, const char *name) {
     if (wgpt_web_check_(g) < 0) return NULL;
-    for (int i = 0; i < g->kt.nkernels; i++) {
-        wgpt_kernel *k = g->kt.kernels[i];
-        if (strcmp(k->name, name) != 0) continue;
-        if (!k->pipeline && compile_(g, k) < 0) return NULL;
-        return k;
-    }
-    wgpt_gpu_fail(g, "no kernel named '%s' in the kernel files", name);
-    return NULL;
+    wgpt_kernel *k = wgpt_ktable_find_(&g->kt, name);
+    if (!k) return wgpt_gpu_fail(g, "no kernel named '%s' in the kernel files", name), NULL;
+    if (!k->pipeline && compile_(g, k) < 0) return NULL;
+    return k;
 }
 
 int wgpt_gpu_kernels_compiled(const wgpt_gpu *g) {

@@ -63,9 +63,7 @@ IMPORT(submit) int js_submit(void);
 IMPORT(finish) int js_finish(void);
 
 struct wgpt_kernel {
-    wgpt_gpu *gpu;
-    char name[64];
-    int file, index;
+    wgpt_kernel_id id;  // first: kernel_table.c makes and names kernels through it
     int pipeline;  // 0 until first use
 };
 
