@@ -33,7 +33,10 @@ void wgpt_buf_free(wgpt_buf *b) {
 }
 
 uint64_t wgpt_buf_size(const wgpt_buf *b) { return b->size; }
-uint64_t wgpt_view_bytes(wgpt_view v) { return v.size ? v.size : v.buf->size - v.offset; }
+// (an offset past the end: 0 bytes, as the native backend's, not a wrapped size)
+uint64_t wgpt_view_bytes(wgpt_view v) {
+    return v.size ? v.size : (v.offset < v.buf->size ? v.buf->size - v.offset : 0);
+}
 
 void wgpt_gpu_memory(const wgpt_gpu *g, uint64_t *live, uint64_t *peak) {
     if (live) *live = g->mem.live;
