@@ -127,29 +127,13 @@ static int getenv_calls_(const char *path, const char *rel) {
     return bad;
 }
 
-// getenv calls under dir (rel: its path from the source root), src/cli and GETENV_OK left out.
-static int getenv_under_(const char *dir, const char *rel, int *files) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int bad = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        char path[2048], sub[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name);
-        struct stat st;
-        if (stat(path, &st)) continue;
-        if (S_ISDIR(st.st_mode)) {
-            if (strcmp(sub, "src/cli") != 0) bad += getenv_under_(path, sub, files);
-            continue;
-        }
-        size_t n = strlen(e->d_name), ok = 0;
-        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
-        for (size_t i = 0; i < sizeof GETENV_OK / sizeof GETENV_OK[0]; i++) ok |= !strcmp(sub, GETENV_OK[i]);
-        if (!ok) bad += getenv_calls_(path, sub), ++*files;
-    }
-    closedir(d);
-    return bad;
+// A file's getenv calls, unless GETENV_OK names it (tu_c_files' callback;
+// ctx counts the files read).
+static int getenv_in_(const char *path, const char *rel, void *ctx) {
+    for (size_t i = 0; i < sizeof GETENV_OK / sizeof GETENV_OK[0]; i++)
+        if (!strcmp(rel, GETENV_OK[i])) return 0;
+    ++*(int *)ctx;
+    return getenv_calls_(path, rel);
 }
 
 // The layers take their settings as options; src/cli reads the environment
@@ -167,7 +151,7 @@ static void only_the_cli_reads_the_environment(void **state) {
     assert_int_equal(seen, 1);
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/src", WGPT_SOURCE_DIR);
-    int files = 0, bad = getenv_under_(dir, "src", &files);
+    int files = 0, bad = tu_c_files(dir, "src", "src/cli", getenv_in_, &files);
     assert_true(files > 100);
     assert_int_equal(bad, 0);
 }

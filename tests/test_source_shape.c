@@ -76,30 +76,11 @@ static int check_file_(const char *path, const char *rel, int *functions) {
     return bad;
 }
 
-// check_file_ over every .c and .h under dir (rel: its path from the source
-// root), the known files left out.
-static int check_tree_(const char *dir, const char *rel, int *files, int *functions) {
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int bad = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        char path[2048], sub[1024];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name);
-        struct stat st;
-        if (stat(path, &st)) continue;
-        if (S_ISDIR(st.st_mode)) {
-            bad += check_tree_(path, sub, files, functions);
-            continue;
-        }
-        size_t n = strlen(e->d_name);
-        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
-        bad += check_file_(path, sub, functions);
-        ++*files;
-    }
-    closedir(d);
-    return bad;
+// check_file_ as tu_c_files' callback: ctx holds the files and functions read.
+static int check_one_(const char *path, const char *rel, void *ctx) {
+    int *counts = ctx;
+    counts[0]++;
+    return check_file_(path, rel, &counts[1]);
 }
 
 // The checker itself on made-up files: a function of 121 lines and a file of
@@ -136,7 +117,8 @@ static void src_files_and_functions_are_short(void **state) {
     (void)state;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/src", WGPT_SOURCE_DIR);
-    int files = 0, functions = 0, bad = check_tree_(dir, "src", &files, &functions);
+    int counts[2] = {0, 0}, bad = tu_c_files(dir, "src", NULL, check_one_, counts);
+    int files = counts[0], functions = counts[1];
     printf("%d files, %d functions checked\n", files, functions);
     assert_true(files > 100 && functions > 500);  // the walk found the tree
     assert_int_equal(bad, 0);

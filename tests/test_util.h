@@ -155,6 +155,35 @@ static inline void tu_rm_rf(const char *path) {
     }
 }
 
+// Calls fn(path, rel, ctx) for every .c and .h file under dir (rel: its
+// path from the source root, e.g. "src"), into every folder but those whose
+// rel skip (may be NULL) names; returns the sum of fn's results.
+static inline int tu_c_files(const char *dir, const char *rel, const char *skip,
+                             int (*fn)(const char *path, const char *rel, void *ctx), void *ctx) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int sum = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char path[4096], sub[4096];
+        int pw = snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int sw = snprintf(sub, sizeof sub, "%s/%s", rel, e->d_name);
+        struct stat st;
+        if (pw < 0 || (size_t)pw >= sizeof path || sw < 0 || (size_t)sw >= sizeof sub)
+            fail_msg("%s/%s: path too long", dir, e->d_name);
+        if (stat(path, &st)) continue;
+        if (S_ISDIR(st.st_mode)) {
+            if (!skip || strcmp(sub, skip) != 0) sum += tu_c_files(path, sub, skip, fn, ctx);
+            continue;
+        }
+        size_t n = strlen(e->d_name);
+        if (n < 3 || e->d_name[n - 2] != '.' || (e->d_name[n - 1] != 'c' && e->d_name[n - 1] != 'h')) continue;
+        sum += fn(path, sub, ctx);
+    }
+    closedir(d);
+    return sum;
+}
+
 typedef struct tu_scalar {
     uint32_t n;
     float c;
