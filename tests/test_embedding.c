@@ -32,50 +32,32 @@ static void forward_flags_bad_token(void **st) {
     (void)st;
     wgpt_gpu *g = SMALL;
     emb_shape s = SPLIT;
-    uint32_t N = s.B * s.T;
-    uint32_t *tok = malloc(N * sizeof *tok);
-    int *itok = malloc(N * sizeof *itok);
-    float *wte = malloc((size_t)s.Vp * s.C * 4), *wpe = malloc((size_t)s.maxT * s.C * 4);
-    float *want = malloc((size_t)N * s.C * 4);
-    emb_make_tokens(tok, itok, N, s.V);
-    tu_fill(wte, (size_t)s.Vp * s.C, -1, 1);
-    tu_fill(wpe, (size_t)s.maxT * s.C, -1, 1);
-    ref_encoder_forward(want, itok, wte, wpe, (int)s.B, (int)s.T, (int)s.C);
+    emb_fwd_case c;
+    emb_fwd_inputs(s, &c);
     const uint32_t bad1 = 5, bad2 = 60;
-    tok[bad1] = s.V + 3;
-    tok[bad2] = 1000000;
-    memset(want + (size_t)bad1 * s.C, 0, s.C * 4);
-    memset(want + (size_t)bad2 * s.C, 0, s.C * 4);
-
-    wgpt_buf *bout = tu_upload(g, NULL, (uint64_t)N * s.C * 4, "out");
+    c.tok[bad1] = s.V + 3;
+    c.tok[bad2] = 1000000;
+    memset(c.want + (size_t)bad1 * s.C, 0, s.C * 4);
+    memset(c.want + (size_t)bad2 * s.C, 0, s.C * 4);
+    emb_fwd_prepare(g, s, &c);
     float nan_fill[64];
     for (int i = 0; i < 64; i++) nan_fill[i] = NAN;  // bad rows must be overwritten
-    TU_OK(g, wgpt_buf_upload(g, bout, (uint64_t)bad2 * s.C * 4, nan_fill, s.C * 4));
-    wgpt_buf *btok = tu_upload(g, tok, N * 4, "tokens");
-    wgpt_buf *bwte = tu_upload(g, wte, (uint64_t)s.Vp * s.C * 4, "wte");
-    wgpt_buf *bwpe = tu_upload(g, wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
-    wgpt_buf *bst = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status");
-    wgpt_op op;
-    wgpt_op_init(&op);
-    TU_OK(g, wgpt_encoder_forward(g, &op, (wgpt_view){bout, 0, 0}, (wgpt_view){bst, 0, 0}, (wgpt_view){btok, 0, 0},
-                                  (wgpt_view){bwte, 0, 0}, (wgpt_view){bwpe, 0, 0}, s.B, s.T, s.C, s.V, s.Vp));
-    TU_OK(g, wgpt_op_record(g, &op));
-    float *got = tu_download_f32(g, bout, (uint64_t)N * s.C);
-    tu_assert_close("encoder_forward with bad ids", got, want, (size_t)N * s.C, 0, 0);
+    TU_OK(g, wgpt_buf_upload(g, c.out, (uint64_t)bad2 * s.C * 4, nan_fill, s.C * 4));
+    float *got = emb_fwd_run(g, s, &c);
+    tu_assert_close("encoder_forward with bad ids", got, c.want, (size_t)s.B * s.T * s.C, 0, 0);
     uint32_t words[WGPT_STATUS_WORDS];
-    TU_OK(g, wgpt_buf_download(g, bst, 0, words, sizeof words));
+    TU_OK(g, wgpt_buf_download(g, c.status, 0, words, sizeof words));
     assert_int_equal(words[0], WGPT_STATUS_BAD_TOKEN);
     assert_int_equal(words[1], 1000000);
     assert_int_equal(words[2], 0);
     char msg[128];
-    assert_int_equal(wgpt_input_status_check(g, (wgpt_view){bst, 0, 0}, s.V, msg, sizeof msg), 1);
+    wgpt_view sv = {c.status, 0, 0};
+    assert_int_equal(wgpt_input_status_check(g, sv, s.V, msg, sizeof msg), 1);
     assert_string_equal(msg, "token id 1000000 out of range [0, 250)");
     // The check cleared the flags.
-    assert_int_equal(wgpt_input_status_check(g, (wgpt_view){bst, 0, 0}, s.V, msg, sizeof msg), 0);
-
-    wgpt_op_free(&op);
-    wgpt_buf_free(bout), wgpt_buf_free(btok), wgpt_buf_free(bwte), wgpt_buf_free(bwpe), wgpt_buf_free(bst);
-    free(tok), free(itok), free(wte), free(wpe), free(want), free(got);
+    assert_int_equal(wgpt_input_status_check(g, sv, s.V, msg, sizeof msg), 0);
+    emb_fwd_free(&c);
+    free(got);
 }
 
 // The index: ids distinct and increasing, each bucket's positions increasing

@@ -35,37 +35,56 @@ void emb_make_tokens(uint32_t *tok, int *itok, uint32_t N, uint32_t V) {
     for (uint32_t n = 0; n < N; n++) itok[n] = (int)tok[n];
 }
 
+void emb_fwd_inputs(emb_shape s, emb_fwd_case *c) {
+    uint32_t N = s.B * s.T;
+    memset(c, 0, sizeof *c);
+    c->tok = malloc(N * sizeof *c->tok);
+    c->itok = malloc(N * sizeof *c->itok);
+    c->wte = malloc((size_t)s.Vp * s.C * 4), c->wpe = malloc((size_t)s.maxT * s.C * 4);
+    c->want = malloc((size_t)N * s.C * 4);
+    emb_make_tokens(c->tok, c->itok, N, s.V);
+    tu_fill(c->wte, (size_t)s.Vp * s.C, -1, 1);
+    tu_fill(c->wpe, (size_t)s.maxT * s.C, -1, 1);
+    ref_encoder_forward(c->want, c->itok, c->wte, c->wpe, (int)s.B, (int)s.T, (int)s.C);
+}
+
+void emb_fwd_prepare(wgpt_gpu *g, emb_shape s, emb_fwd_case *c) {
+    uint32_t N = s.B * s.T;
+    c->out = tu_upload(g, NULL, (uint64_t)N * s.C * 4, "out");
+    c->btok = tu_upload(g, c->tok, N * 4, "tokens");
+    c->bwte = tu_upload(g, c->wte, (uint64_t)s.Vp * s.C * 4, "wte");
+    c->bwpe = tu_upload(g, c->wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
+    c->status = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status");
+    wgpt_op_init(&c->op);
+    TU_OK(g, wgpt_encoder_forward(g, &c->op, (wgpt_view){c->out, 0, 0}, (wgpt_view){c->status, 0, 0},
+                                  (wgpt_view){c->btok, 0, 0}, (wgpt_view){c->bwte, 0, 0}, (wgpt_view){c->bwpe, 0, 0},
+                                  s.B, s.T, s.C, s.V, s.Vp));
+}
+
+float *emb_fwd_run(wgpt_gpu *g, emb_shape s, emb_fwd_case *c) {
+    TU_OK(g, wgpt_op_record(g, &c->op));
+    return tu_download_f32(g, c->out, (uint64_t)s.B * s.T * s.C);
+}
+
+void emb_fwd_free(emb_fwd_case *c) {
+    wgpt_op_free(&c->op);
+    wgpt_buf_free(c->out), wgpt_buf_free(c->btok), wgpt_buf_free(c->bwte), wgpt_buf_free(c->bwpe);
+    wgpt_buf_free(c->status);
+    free(c->tok), free(c->itok), free(c->wte), free(c->wpe), free(c->want);
+}
+
 // Forward on device g for shape s; expect_steps: dispatches (wte chunks) the op must hold.
 static void check_forward_(wgpt_gpu *g, emb_shape s, int expect_steps) {
-    uint32_t N = s.B * s.T;
-    uint32_t *tok = malloc(N * sizeof *tok);
-    int *itok = malloc(N * sizeof *itok);
-    float *wte = malloc((size_t)s.Vp * s.C * 4), *wpe = malloc((size_t)s.maxT * s.C * 4);
-    float *want = malloc((size_t)N * s.C * 4);
-    emb_make_tokens(tok, itok, N, s.V);
-    tu_fill(wte, (size_t)s.Vp * s.C, -1, 1);
-    tu_fill(wpe, (size_t)s.maxT * s.C, -1, 1);
-    ref_encoder_forward(want, itok, wte, wpe, (int)s.B, (int)s.T, (int)s.C);
-
-    wgpt_buf *bout = tu_upload(g, NULL, (uint64_t)N * s.C * 4, "out");
-    wgpt_buf *btok = tu_upload(g, tok, N * 4, "tokens");
-    wgpt_buf *bwte = tu_upload(g, wte, (uint64_t)s.Vp * s.C * 4, "wte");
-    wgpt_buf *bwpe = tu_upload(g, wpe, (uint64_t)s.maxT * s.C * 4, "wpe");
-    wgpt_buf *bst = tu_upload(g, NULL, WGPT_STATUS_BYTES, "status");
-    wgpt_op op;
-    wgpt_op_init(&op);
-    TU_OK(g, wgpt_encoder_forward(g, &op, (wgpt_view){bout, 0, 0}, (wgpt_view){bst, 0, 0}, (wgpt_view){btok, 0, 0},
-                                  (wgpt_view){bwte, 0, 0}, (wgpt_view){bwpe, 0, 0}, s.B, s.T, s.C, s.V, s.Vp));
-    assert_int_equal(op.n, expect_steps);
-    TU_OK(g, wgpt_op_record(g, &op));
-    float *got = tu_download_f32(g, bout, (uint64_t)N * s.C);
-    tu_assert_close("encoder_forward", got, want, (size_t)N * s.C, 0, 0);
+    emb_fwd_case c;
+    emb_fwd_inputs(s, &c);
+    emb_fwd_prepare(g, s, &c);
+    assert_int_equal(c.op.n, expect_steps);
+    float *got = emb_fwd_run(g, s, &c);
+    tu_assert_close("encoder_forward", got, c.want, (size_t)s.B * s.T * s.C, 0, 0);
     char msg[128];
-    assert_int_equal(wgpt_input_status_check(g, (wgpt_view){bst, 0, 0}, s.V, msg, sizeof msg), 0);
-
-    wgpt_op_free(&op);
-    wgpt_buf_free(bout), wgpt_buf_free(btok), wgpt_buf_free(bwte), wgpt_buf_free(bwpe), wgpt_buf_free(bst);
-    free(tok), free(itok), free(wte), free(wpe), free(want), free(got);
+    assert_int_equal(wgpt_input_status_check(g, (wgpt_view){c.status, 0, 0}, s.V, msg, sizeof msg), 0);
+    emb_fwd_free(&c);
+    free(got);
 }
 
 // |got - want| <= 2 (k+1) 2^-24 sum|terms| per element; bound (n) holds sum|terms|

@@ -15,6 +15,23 @@ typedef struct emb_shape {
 // several positions, and the first and last ids of the vocabulary present.
 void emb_make_tokens(uint32_t *tok, int *itok, uint32_t N, uint32_t V);
 
+// A forward case: its tokens, tables and reference output (host), then its
+// device buffers and prepared op.
+typedef struct emb_fwd_case {
+    uint32_t *tok;
+    int *itok;
+    float *wte, *wpe, *want;
+    wgpt_buf *out, *btok, *bwte, *bwpe, *status;
+    wgpt_op op;
+} emb_fwd_case;
+// Tokens (emb_make_tokens), tables in [-1, 1] and the reference output for shape s.
+void emb_fwd_inputs(emb_shape s, emb_fwd_case *c);
+// Uploads the host side as it is now and prepares wgpt_encoder_forward on g.
+void emb_fwd_prepare(wgpt_gpu *g, emb_shape s, emb_fwd_case *c);
+// Runs the prepared op; returns the output (malloc'd).
+float *emb_fwd_run(wgpt_gpu *g, emb_shape s, emb_fwd_case *c);
+void emb_fwd_free(emb_fwd_case *c);
+
 // A prepared backward op and its buffers.
 typedef struct emb_bwd_case {
     wgpt_buf *dwte, *dwpe, *dout, *bucket;
