@@ -45,6 +45,31 @@ wgpt_buf *lf16_of_groups(wgpt_gpu *g, const float *x, uint64_t n, const char *la
     return dst;
 }
 
+// got (m x n, row-major) against init + a @ b summed in double: element
+// (i, j) = init[i ii + j ij] + sum over k of a[i ai + k ak] b[k bk + j bj],
+// within mult (k + 1) 2^-24 (|init| + sum |a b|) (f16 products are exact in
+// f32; the f32 accumulation). Fails naming the pass, shape sh (N, C, OC) and
+// element; returns the worst error over its bound.
+static double check_product_(const char *what, const uint32_t sh[3], const float *got, uint32_t m, uint32_t n,
+                             uint32_t k, const float *a, size_t ai, size_t ak, const float *b, size_t bk, size_t bj,
+                             const float *init, size_t ii, size_t ij, double mult) {
+    double worst = 0;
+    for (uint32_t i = 0; i < m; i++)
+        for (uint32_t j = 0; j < n; j++) {
+            double s = init[i * ii + j * ij], sa = fabs(s);
+            for (uint32_t t = 0; t < k; t++) {
+                double p = (double)a[i * ai + t * ak] * b[t * bk + j * bj];
+                s += p, sa += fabs(p);
+            }
+            double e = fabs(got[(size_t)i * n + j] - s), bound = mult * (k + 1) * 0x1p-24 * sa + 1e-30;
+            if (!(e <= bound))
+                fail_msg("%s %ux%ux%u [%u,%u]: %.9g, want %.9g", what, sh[0], sh[1], sh[2], i, j,
+                         got[(size_t)i * n + j], s);
+            if (e / bound > worst) worst = e / bound;
+        }
+    return worst;
+}
+
 // The three passes at one shape, against double-precision sums of the same
 // f16-rounded operands. Tolerance: the products of two f16 are exact in f32,
 // so the only error is the f32 accumulation of k terms: |err| <= k * 2^-24 *
@@ -95,31 +120,12 @@ void lf16_check_shape(wgpt_gpu *G, uint32_t N, uint32_t C, uint32_t OC) {
     TU_OK(G, wgpt_buf_download(G, dw, 0, g_dw, (uint64_t)OC * C * 4));
     float *g_db = malloc((size_t)OC * 4);
     TU_OK(G, wgpt_buf_download(G, db, 0, g_db, OC * 4));
-    double worst = 0;  // |err| / bound
-    for (uint32_t n = 0; n < N; n++)
-        for (uint32_t o = 0; o < OC; o++) {
-            double s = bias[o], a = fabs(bias[o]);
-            for (uint32_t c = 0; c < C; c++) s += (double)ri[n * C + c] * rw[o * C + c], a += fabs(ri[n * C + c] * rw[o * C + c]);
-            double e = fabs(g_out[(size_t)n * OC + o] - s), bound = (C + 1) * 0x1p-24 * a + 1e-30;
-            if (!(e <= bound)) fail_msg("forward %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, o, g_out[(size_t)n * OC + o], s);
-            if (e / bound > worst) worst = e / bound;
-        }
-    for (uint32_t n = 0; n < N; n++)
-        for (uint32_t c = 0; c < C; c++) {
-            double s = prior[(size_t)n * C + c], a = fabs(s);
-            for (uint32_t o = 0; o < OC; o++) s += (double)rd[n * OC + o] * rw[o * C + c], a += fabs(rd[n * OC + o] * rw[o * C + c]);
-            double e = fabs(g_dinp[(size_t)n * C + c] - s), bound = 2 * (OC + 1) * 0x1p-24 * a + 1e-30;
-            if (!(e <= bound)) fail_msg("backward_input %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, n, c, g_dinp[(size_t)n * C + c], s);
-            if (e / bound > worst) worst = e / bound;
-        }
-    for (uint32_t o = 0; o < OC; o++)
-        for (uint32_t c = 0; c < C; c++) {
-            double s = dw0[(size_t)o * C + c], a = fabs(s);
-            for (uint32_t n = 0; n < N; n++) s += (double)rd[n * OC + o] * ri[n * C + c], a += fabs(rd[n * OC + o] * ri[n * C + c]);
-            double e = fabs(g_dw[(size_t)o * C + c] - s), bound = 2 * (N + 1) * 0x1p-24 * a + 1e-30;
-            if (!(e <= bound)) fail_msg("backward_weight %ux%ux%u [%u,%u]: %.9g, want %.9g", N, C, OC, o, c, g_dw[(size_t)o * C + c], s);
-            if (e / bound > worst) worst = e / bound;
-        }
+    const uint32_t sh[3] = {N, C, OC};  // for the messages
+    double worst = check_product_("forward", sh, g_out, N, OC, C, ri, C, 1, rw, 1, C, bias, 0, 1, 1);
+    double w2 = check_product_("backward_input", sh, g_dinp, N, C, OC, rd, OC, 1, rw, C, 1, prior, C, 1, 2);
+    double w3 = check_product_("backward_weight", sh, g_dw, OC, C, N, rd, 1, OC, ri, C, 1, dw0, C, 1, 2);
+    worst = w2 > worst ? w2 : worst;
+    worst = w3 > worst ? w3 : worst;
     // dbias: f32 sums of N + 1 terms in some order: (N + 1) ulp-scale bound on the sum of magnitudes
     for (uint32_t o = 0; o < OC; o++) {
         double s = db0[o], a = fabs(s);
