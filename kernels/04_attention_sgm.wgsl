@@ -28,12 +28,13 @@
 // row, and a fragment loaded back from workgroup memory to be carried on
 // gave wrong results on NVIDIA's driver: docs/kernels/04_attention_sgm.md);
 // O / l at the end.
-// Grid (ceil(T / RB), NH, B), NT = 8 subgroups a workgroup (the preprocess:
-// ceil(B * NH * T / WG) through dispatch1d); subgroup g owns rows
-// (g % 4) * RS .. + RS - 1 of the block in every product, and half g / 4 of
-// its columns (of a score block, and of the output): two subgroups share
-// each 16 rows, so each holds 4 output fragments, not 8, and the H200's
-// driver gives the kernels fewer registers a thread (17d4ba4:bench/RESULTS.md section 19).
+// Grid (ceil(T / RB), NH, B), NSG subgroups a workgroup (8 or 16; the
+// preprocess: ceil(B * NH * T / WG) through dispatch1d); subgroup g owns rows
+// (g % 4) * RS .. + RS - 1 of the block in every product, and part g / 4 of
+// its columns (of a score block, and of the output): NSG / 4 subgroups share
+// each 16 rows, so each holds 4 output fragments (NSG 8) or 2 (16), not 8,
+// and the H200's driver gives the kernels fewer registers a thread
+// (17d4ba4:bench/RESULTS.md section 19).
 // See docs/kernels/04_attention_sgm.md.
 
 struct AttnParams {
@@ -51,32 +52,41 @@ alias CT = subgroup_matrix_result<f32, SGM_TN, SGM_TM>;  // SGM_TM rows x SGM_TN
 
 const HS: u32 = 64u;           // the head size these kernels take
 const RB: u32 = 64u;           // rows of a workgroup (queries; keys in dkdv), and columns of a block
-const NSG: u32 = 8u;           // subgroups a workgroup: two to each RS rows, a half of the columns each
-const NT: u32 = NSG * SGM_SG;  // threads a workgroup
-const RS: u32 = 2u * RB / NSG; // rows a subgroup
-const HALF: u32 = RB / 2u;     // columns of a subgroup's half (of a score block, and of an output)
+const RS: u32 = SGM_TM;        // rows a subgroup
+const RG: u32 = RB / RS;       // groups of RS rows in a block
+// Subgroups a workgroup: RG groups of rows, each row group shared by NSG /
+// RG subgroups that split the columns (of a score block, and of an output):
+// 8 (halves) or 16 (quarters; the variants `with NSG=16`). More subgroups
+// give each a shorter chain of products between barriers, and 512 threads
+// hold the driver to 128 registers a thread (docs/kernels/04_attention_sgm.md).
+override NSG: u32 = 8u;
+override NT: u32 = NSG * SGM_SG;  // threads a workgroup
+override PART: u32 = RB / (NSG / RG);  // columns a subgroup owns: 32 or 16
+override NF: u32 = PART / SGM_TN;      // its fragments across: 4 or 2
 const FR: u32 = RS / SGM_TM;   // fragment rows a subgroup
 const FK: u32 = HS / SGM_TK;   // fragments along d: the k of S = Q K^T (and of dP, S^T, dP^T)
 const FB: u32 = RB / SGM_TK;   // fragments along a block's columns: the k of P V, dS K, ...
 const FS: u32 = RB / SGM_TN;   // fragment columns of a score block
 const FO: u32 = HS / SGM_TN;   // fragment columns of an output (O, dq, dk, dv)
-const TPR: u32 = NT / RB;      // threads a row of the score block (adjacent lanes)
-const CPT: u32 = RB / TPR;     // its columns a thread (contiguous)
+override TPR: u32 = NT / RB;   // threads a row of the score block (adjacent lanes): 4 or 8
+override CPT: u32 = RB / TPR;  // its columns a thread (contiguous): 16 or 8
+const CPT_MAX: u32 = 16u;      // (the length of the private arrays of them)
 const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 halves each, +1 against bank conflicts
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
-const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves
+override LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 or 1
+const LPT_MAX: u32 = 2u;
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
 // in registers (on the H200 the three kernels took 18.3 ms of a GPT-2 124M
 // step that way, 14.8 with named fragments, 9.0 with the one-block-ahead
 // fetch as well). So it is written for one fragment shape, 16 x 16 by 16 x 8
 // (the H200's), and attention.c picks these kernels only where that is the
-// engine's shape.
-const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u;
-const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && NSG == 8u;
-const_assert NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u && NT >= RB;
-const_assert LPT * NT * 8u == RB * HS;
+// engine's shape. (NSG, an override, cannot be asserted here: the variants
+// set only 8 or 16, which keep TPR a divisor of the subgroup and CPT a
+// multiple of 8.)
+const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u && SGM_SG == 32u;
+const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && RG == 4u;
 
 // 2 x 9,216 + 9,216 + 17,408 + 512 = 45,568 bytes (the host checks the device's limit).
 var<workgroup> tile_a: array<vec4<u32>, RB * LV>;  // K (forward, dq) or Q (dkdv): [row][d], f16
@@ -92,8 +102,8 @@ fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
 // A thread's share of a tile as loaded (Raw16: 8 halves of qkv a vec4<u32>;
 // Raw32: dout in f32), fetched into registers one block ahead (each kernel's
 // fetch), so that the loads' latency hides behind the block before.
-alias Raw16 = array<vec4<u32>, LPT>;
-alias Raw32 = array<vec4<f32>, 2u * LPT>;
+alias Raw16 = array<vec4<u32>, LPT_MAX>;
+alias Raw32 = array<vec4<f32>, 2u * LPT_MAX>;
 
 // Head h's part (0 q, 1 k, 2 v) of rows t0 .. t0 + RB - 1 of qkv (src), or
 // (fetch32) of dout: this thread's share; zeros past T. The binding is passed
@@ -189,7 +199,7 @@ fn frag_p(r0: u32, kk: u32) -> LT {
 // The scores of this subgroup's 16 rows (left fragments a0..a3 along d)
 // against the rows of a tile (tile_a or tile_b, transposed), stored to tile_s.
 fn scores(a0: LT, a1: LT, a2: LT, a3: LT, in_b: bool, r0: u32, h0: u32) {
-    for (var fc = 0u; fc < FS / 2u; fc++) {
+    for (var fc = 0u; fc < NF; fc++) {
         let c0 = h0 + fc * SGM_TN;
         var c = subgroupMatrixMultiplyAccumulate(a0, frag_t(in_b, c0, 0u), CT());
         c = subgroupMatrixMultiplyAccumulate(a1, frag_t(in_b, c0, 16u), c);
@@ -199,23 +209,27 @@ fn scores(a0: LT, a1: LT, a2: LT, a3: LT, in_b: bool, r0: u32, h0: u32) {
     }
 }
 
-// o0..o3 += a times the four right fragments (tile rows kk.., d h0 ..) of
-// tile_a or tile_b (in_b): a product's step into this subgroup's half of an
-// output.
+// o0..o3 += a times the right fragments (tile rows kk.., d h0 ..) of tile_a
+// or tile_b (in_b): a product's step into this subgroup's part of an output,
+// NF fragments (o2 and o3 only where NF is 4: the compiler drops them else).
 fn mma4(a: LT, in_b: bool, kk: u32, h0: u32, o0: ptr<function, CT>, o1: ptr<function, CT>, o2: ptr<function, CT>,
         o3: ptr<function, CT>) {
     *o0 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0), *o0);
     *o1 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 8u), *o1);
-    *o2 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 16u), *o2);
-    *o3 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 24u), *o3);
+    if (NF == 4u) {
+        *o2 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 16u), *o2);
+        *o3 = subgroupMatrixMultiplyAccumulate(a, frag_n(in_b, kk, h0 + 24u), *o3);
+    }
 }
 
-// The four output fragments of this subgroup's 16 rows and half (columns h0 ..), to tile_s.
+// The output fragments of this subgroup's 16 rows and part (columns h0 ..), to tile_s.
 fn store4(r0: u32, h0: u32, o0: CT, o1: CT, o2: CT, o3: CT) {
     subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0, o0, SS);
     subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 8u, o1, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 16u, o2, SS);
-    subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 24u, o3, SS);
+    if (NF == 4u) {
+        subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 16u, o2, SS);
+        subgroupMatrixStore<row_major>(&tile_s, r0 * SS + h0 + 24u, o3, SS);
+    }
 }
 
 // Max and sum over the TPR threads of a score row (adjacent lanes).
@@ -275,8 +289,8 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     let h = wid.y;
     let b = wid.z;
     let q0 = qb * RB;
-    let r0 = (sg % (NSG / 2u)) * RS;            // this subgroup's rows
-    let h0 = (sg / (NSG / 2u)) * HALF;          // and its half of the columns
+    let r0 = (sg % RG) * RS;            // this subgroup's rows
+    let h0 = (sg / RG) * PART;          // and its half of the columns
     let row = lidx / TPR;                       // this thread's score row and columns
     let col0 = (lidx % TPR) * CPT;
     let q = q0 + row;
@@ -296,7 +310,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     // fragment is ever loaded back or carried across blocks.
     var m = NEG_INF;
     var l = 0.0;
-    var acc = array<f32, CPT>();
+    var acc = array<f32, CPT_MAX>();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         stage_kv(&qkv, k0, kb < qb, b, h, lidx, &ra, &rb);
@@ -305,7 +319,7 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
         // this thread's scaled scores read once; masked ones NEG_INF (keys
         // past the query only in the diagonal block)
         let diag = kb == qb;
-        var sc: array<f32, CPT>;
+        var sc: array<f32, CPT_MAX>;
         var bm = NEG_INF;
         for (var j = 0u; j < CPT; j++) {
             let ok = q < p.T && (!diag || k0 + col0 + j <= q);
@@ -405,8 +419,8 @@ fn fetch_ds(at: u32, lidx: u32) -> Raw16 {
 fn dq_from_ds(qb: u32, h: u32, b: u32, lidx: u32, sg: u32) {
     let nb = (p.T + RB - 1u) / RB;
     let first = ds_tile(b * p.NH + h, nb, qb, 0u);
-    let r0 = (sg % (NSG / 2u)) * RS;
-    let h0 = (sg / (NSG / 2u)) * HALF;
+    let r0 = (sg % RG) * RS;
+    let h0 = (sg / RG) * PART;
     var rs = fetch_ds(first, lidx);
     var ra = fetch(&qkv, b, 0u, 1u, h, lidx);
     var o0 = CT();
@@ -443,8 +457,8 @@ fn attention_sgm_backward_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(loc
         return;
     }
     let q0 = qb * RB;
-    let r0 = (sg % (NSG / 2u)) * RS;
-    let h0 = (sg / (NSG / 2u)) * HALF;
+    let r0 = (sg % RG) * RS;
+    let h0 = (sg / RG) * PART;
     let row = lidx / TPR;
     let col0 = (lidx % TPR) * CPT;
     let q = q0 + row;
@@ -540,8 +554,8 @@ fn attention_sgm_backward_dkdv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(l
     let h = wid.y;
     let b = wid.z;
     let k0 = kb * RB;
-    let r0 = (sg % (NSG / 2u)) * RS;
-    let h0 = (sg / (NSG / 2u)) * HALF;
+    let r0 = (sg % RG) * RS;
+    let h0 = (sg / RG) * PART;
     let row = lidx / TPR;  // this thread's key (row of S^T) and query columns
     let col0 = (lidx % TPR) * CPT;
     let key = k0 + row;
