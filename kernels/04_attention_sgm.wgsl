@@ -56,25 +56,26 @@ const RS: u32 = SGM_TM;        // rows a subgroup
 const RG: u32 = RB / RS;       // groups of RS rows in a block
 // Subgroups a workgroup: RG groups of rows, each row group shared by NSG /
 // RG subgroups that split the columns (of a score block, and of an output):
-// 8 (halves) or 16 (quarters; the variants `with NSG=16`). More subgroups
-// give each a shorter chain of products between barriers, and 512 threads
-// hold the driver to 128 registers a thread (docs/kernels/04_attention_sgm.md).
-override NSG: u32 = 8u;
-override NT: u32 = NSG * SGM_SG;  // threads a workgroup
-override PART: u32 = RB / (NSG / RG);  // columns a subgroup owns: 32 or 16
-override NF: u32 = PART / SGM_TN;      // its fragments across: 4 or 2
+// 8, halves of the columns. The code takes 16 as well (quarters: each
+// subgroup a shorter chain of products between barriers, and 512 threads,
+// which hold NVIDIA's driver to 128 registers a thread); only 8 has run on
+// a GPU so far.
+const NSG: u32 = 8u;
+const NT: u32 = NSG * SGM_SG;     // threads a workgroup
+const PART: u32 = RB / (NSG / RG);  // columns a subgroup owns: 32 (16 with NSG 16)
+const NF: u32 = PART / SGM_TN;      // its fragments across: 4 (2)
 const FR: u32 = RS / SGM_TM;   // fragment rows a subgroup
 const FK: u32 = HS / SGM_TK;   // fragments along d: the k of S = Q K^T (and of dP, S^T, dP^T)
 const FB: u32 = RB / SGM_TK;   // fragments along a block's columns: the k of P V, dS K, ...
 const FS: u32 = RB / SGM_TN;   // fragment columns of a score block
 const FO: u32 = HS / SGM_TN;   // fragment columns of an output (O, dq, dk, dv)
-override TPR: u32 = NT / RB;   // threads a row of the score block (adjacent lanes): 4 or 8
-override CPT: u32 = RB / TPR;  // its columns a thread (contiguous): 16 or 8
+const TPR: u32 = NT / RB;      // threads a row of the score block (adjacent lanes): 4 (8)
+const CPT: u32 = RB / TPR;     // its columns a thread (contiguous): 16 (8)
 const CPT_MAX: u32 = 16u;      // (the length of the private arrays of them)
 const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 halves each, +1 against bank conflicts
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
-override LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 or 1
+const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 (1)
 const LPT_MAX: u32 = 2u;
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
@@ -82,10 +83,10 @@ const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way i
 // step that way, 14.8 with named fragments, 9.0 with the one-block-ahead
 // fetch as well). So it is written for one fragment shape, 16 x 16 by 16 x 8
 // (the H200's), and attention.c picks these kernels only where that is the
-// engine's shape. (NSG, an override, cannot be asserted here: the variants
-// set only 8 or 16, which keep TPR a divisor of the subgroup and CPT a
-// multiple of 8.)
+// engine's shape.
 const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u && SGM_SG == 32u;
+const_assert (NSG == 8u || NSG == 16u) && NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u;
+const_assert CPT <= CPT_MAX && LPT <= LPT_MAX && LPT * NT * 8u == RB * HS && (NF == 4u || NF == 2u);
 const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && RG == 4u;
 
 // 2 x 9,216 + 9,216 + 17,408 + 512 = 45,568 bytes (the host checks the device's limit).
