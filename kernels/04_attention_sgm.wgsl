@@ -17,7 +17,8 @@
 // left operands of their products. The fragment shape (SGM_TM x SGM_TK left,
 // SGM_TK x SGM_TN right, subgroups of SGM_SG) is the one the engine writes in
 // front of the file (src/gpu/kernel.c); these kernels take 16 x 16 x 8 in
-// subgroups of 32 only (see below), and src/model/attention.c picks them only there.
+// subgroups of 32 only (see below; 8 or 16 emulated, for tests on the CPU),
+// and src/model/attention.c picks them only there.
 // Fragments cannot be read element by element, so every elementwise step
 // goes through workgroup memory: a product's f32 result is stored to tile_s,
 // threads read it, and what feeds the next product is written as f16 to tile_p.
@@ -71,20 +72,25 @@ const FS: u32 = RB / SGM_TN;   // fragment columns of a score block
 const FO: u32 = HS / SGM_TN;   // fragment columns of an output (O, dq, dk, dv)
 const TPR: u32 = NT / RB;      // threads a row of the score block (adjacent lanes): 4 (8)
 const CPT: u32 = RB / TPR;     // its columns a thread (contiguous): 16 (8)
-const CPT_MAX: u32 = 16u;      // (the length of the private arrays of them)
+const CPT_MAX: u32 = RB * RB / (8u * SGM_SG);  // (the length of the private arrays of them: CPT with NSG 8)
 const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 halves each, +1 against bank conflicts
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
 const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 (1)
-const LPT_MAX: u32 = 2u;
+const LPT_MAX: u32 = RB * HS / 8u / (8u * SGM_SG);  // (LPT with NSG 8)
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
 // in registers (on the H200 the three kernels took 18.3 ms of a GPT-2 124M
 // step that way, 14.8 with named fragments, 9.0 with the one-block-ahead
 // fetch as well). So it is written for one fragment shape, 16 x 16 by 16 x 8
 // (the H200's), and attention.c picks these kernels only where that is the
-// engine's shape.
-const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u && SGM_SG == 32u;
+// engine's shape. Subgroups of 32 on the GPU; 8 or 16 where the subgroup
+// matrices are emulated (src/gpu/sgm_emulate.c: lavapipe has 8 lanes), where
+// a row of the score block has 1 or 2 threads (TPR) and the private arrays
+// are longer (CPT_MAX, LPT_MAX: 16 and 2 in subgroups of 32).
+const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u;
+const_assert SGM_SG == 8u || SGM_SG == 16u || SGM_SG == 32u;
+const_assert SGM_SG != 32u || (CPT_MAX == 16u && LPT_MAX == 2u);  // the GPU's, as they were
 const_assert (NSG == 8u || NSG == 16u) && NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u;
 const_assert CPT <= CPT_MAX && LPT <= LPT_MAX && LPT * NT * 8u == RB * HS && (NF == 4u || NF == 2u);
 const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && RG == 4u;
