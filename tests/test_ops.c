@@ -73,11 +73,17 @@ static void run_case_(void **state) {
     wgpt_gpu *g = dev_for_(c->adapter, c->v, c->s);
     const wgpt_gpu_info *info = wgpt_gpu_get_info(g);
     const char *why = NULL;
+    char buf[200];
     if (c->v->needs && !info->has_f16) why = "needs shader-f16";
     else if ((c->v->needs & OP_NEEDS_SGM) && !wgpt_linear_f16_uses_sgm(g))
         why = "needs f16 subgroup matrices, real or emulated";
-    else if ((c->v->needs & OP_NEEDS_SGM_ATTENTION) && !wgpt_attention_uses_sgm(g, 64))
-        why = "has no f16 subgroup matrices for attention (the H100/H200 run this case)";
+    else if ((c->v->needs & OP_NEEDS_SGM_ATTENTION) && info->max_workgroup_storage < WGPT_ATTENTION_SGM_STORAGE) {
+        snprintf(buf, sizeof buf, "has %u bytes of workgroup memory; the f16 attention kernels need %u (wgpt's "
+                 "tuned lavapipe, `make lavapipe`, offers 64 KiB)", (unsigned)info->max_workgroup_storage,
+                 WGPT_ATTENTION_SGM_STORAGE);
+        why = buf;
+    } else if ((c->v->needs & OP_NEEDS_SGM_ATTENTION) && !wgpt_attention_uses_sgm(g, 64))
+        why = "has no f16 subgroup matrices for attention, real or emulated, that the kernels take";
     if (why) {
         print_message("skipped: %s: '%s' %s\n", c->name, info->name, why);
         skip();

@@ -21,7 +21,7 @@
 // the tiles there.
 #define ATTN_SGM_HS 64u
 #define ATTN_SGM_BLOCK 64u
-#define ATTN_SGM_STORAGE 45568u
+#define ATTN_SGM_STORAGE WGPT_ATTENTION_SGM_STORAGE
 
 // The kernel sets, all with the same bindings and params: the fast flash
 // kernels, their 48 KiB twins (one more 16 KiB tile of workgroup memory,
@@ -61,10 +61,12 @@ int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs) {
         i->max_workgroup_storage < ATTN_SGM_STORAGE)
         return 0;
     // The kernel is written for one fragment shape (its const_asserts): 16 x 16
-    // by 16 x 8, in subgroups of 32 (two threads a score row). Another shape
-    // keeps the f32 kernels instead of failing to compile.
+    // by 16 x 8, in subgroups of 32 (two threads a score row), or of 8 or 16
+    // where the matrices are emulated (sgm_emulate.h: lavapipe's 8 lanes, for
+    // the tests). Another shape keeps the f32 kernels instead of failing to compile.
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
-    return c->m == 16 && c->k == 16 && c->n == 8 && c->sg_max == 32;
+    int sg_ok = c->sg_max == 32 || (i->sgm_emulated && (c->sg_max == 8 || c->sg_max == 16));
+    return c->m == 16 && c->k == 16 && c->n == 8 && sg_ok;
 }
 
 // Head sizes with a *_flath_hs<hs> variant in the kernel file (at most
@@ -109,9 +111,10 @@ static int attn_setup(wgpt_gpu *g, const char *fn, attn_params *p, uint32_t B, u
         return wgpt_gpu_fail(g, "%s: head size C/NH = %u; the kernels handle at most %u", fn, hs,
                               WGPT_ATTENTION_MAX_HS);
     if (f16 && !wgpt_attention_uses_sgm(g, hs))
-        return wgpt_gpu_fail(g, "%s: the f16 kernels need head size %u and f16 subgroup matrices of 16x16x8 in "
-                                 "subgroups of 32 (hs = %u on '%s'; see wgpt_attention_uses_sgm)",
-                              fn, ATTN_SGM_HS, hs, wgpt_gpu_get_info(g)->name);
+        return wgpt_gpu_fail(g, "%s: the f16 kernels need head size %u, %u bytes of workgroup memory and f16 "
+                                 "subgroup matrices of 16x16x8 in subgroups of 32 (8 or 16 emulated) (hs = %u on "
+                                 "'%s'; see wgpt_attention_uses_sgm)",
+                              fn, ATTN_SGM_HS, ATTN_SGM_STORAGE, hs, wgpt_gpu_get_info(g)->name);
     uint32_t blocks = attn_blocks(attn_pick(g, hs, f16), T);
     if (blocks > WGPT_MAX_WG_DIM || NH > WGPT_MAX_WG_DIM || B > WGPT_MAX_WG_DIM)
         return wgpt_gpu_fail(g, "%s: grid (%u, %u, %u) exceeds %u workgroups a dimension", fn, blocks, NH, B,

@@ -57,8 +57,11 @@ int wgpt_attention_backward_f16(wgpt_gpu *g, wgpt_op *op, wgpt_view dqkv, wgpt_v
 // Bytes of the backward's ds scratch for (B, T, NH).
 uint64_t wgpt_attention_ds_bytes(uint32_t B, uint32_t T, uint32_t NH);
 // 1 if the _f16 calls run on g for head size hs: the device has the engine's
-// f16 fragment 16x16x8 in subgroups of 32 (gpu.h sgm_config), 45,568 bytes of
-// workgroup memory, and hs = 64.
+// f16 fragment 16x16x8 in subgroups of 32 (gpu.h sgm_config; emulated ones,
+// gpu.h emulate_sgm, in subgroups of 8 or 16 as well), 45,568 bytes of
+// workgroup memory (WGPT_ATTENTION_SGM_STORAGE), and hs = 64.
 int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs);
+// The workgroup memory the f16 kernels declare (their tiles), in bytes.
+#define WGPT_ATTENTION_SGM_STORAGE 45568u
 
 #endif

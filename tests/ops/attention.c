@@ -248,8 +248,8 @@ static void check_(wgpt_gpu *g, const op_variant *v, const op_shape *s) {
 static const op_variant variants_[] = {
     {.name = "gpu", .kernels = WGPT_KERNELS_GPU},
     {.name = "cpu", .kernels = WGPT_KERNELS_CPU},
-    {.name = "f16", .kernels = WGPT_KERNELS_GPU, .needs = OP_NEEDS_SGM_ATTENTION, .arg = 1},
-    {.name = "f16-ds-kept", .kernels = WGPT_KERNELS_GPU, .needs = OP_NEEDS_SGM_ATTENTION, .arg = 2},
+    {.name = "f16", .kernels = WGPT_KERNELS_GPU, .emulate_sgm = 1, .needs = OP_NEEDS_SGM_ATTENTION, .arg = 1},
+    {.name = "f16-ds-kept", .kernels = WGPT_KERNELS_GPU, .emulate_sgm = 1, .needs = OP_NEEDS_SGM_ATTENTION, .arg = 2},
 };
 #define BOTH_ (3u << 0)
 #define F16_ (3u << 2)
