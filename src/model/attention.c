@@ -61,7 +61,7 @@ int wgpt_attention_uses_sgm(const wgpt_gpu *g, uint32_t hs) {
         i->max_workgroup_storage < ATTN_SGM_STORAGE)
         return 0;
     // The kernel is written for one fragment shape (its const_asserts): 16 x 16
-    // by 16 x 8, in subgroups of 32 (two threads a score row), or of 8 or 16
+    // by 16 x 8, in subgroups of 32 (4 or 8 threads a score row), or of 8 or 16
     // where the matrices are emulated (sgm_emulate.h: lavapipe's 8 lanes, for
     // the tests). Another shape keeps the f32 kernels instead of failing to compile.
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
