@@ -7,8 +7,10 @@
 // one binding and a written tensor in a buffer the same dispatch reads are
 // refused; the 48 KiB twins compile everywhere. Each runs with the GPU
 // kernels and with their flat CPU twins (model/variant.h), and where the
-// device has f16 subgroup matrices for attention (the H100/H200; a cmocka
-// skip elsewhere) through the f16 calls, with and without the dS scratch.
+// device has f16 subgroup matrices for attention (the H100/H200, or emulated
+// ones where it has f16 and 45,568 bytes of workgroup memory: wgpt's tuned
+// lavapipe; a cmocka skip elsewhere) through the f16 calls, with and without
+// the dS scratch.
 #include "test_util.h"
 
 #include "model/attention.h"
@@ -49,14 +51,17 @@ static int use_sgm_ds_kernels_(void **state) {
 // A cmocka skip, saying why, where the f16 calls would not reach subgroup matrices.
 static void skip_without_sgm_(void) {
     if (!F16 || wgpt_attention_uses_sgm(G, 64)) return;
-    printf("skipped: needs f16 subgroup matrices for attention; '%s' has none (the H100/H200 run this case)\n",
-           wgpt_gpu_get_info(G)->name);
+    printf("skipped: needs f16 subgroup matrices for attention, real or emulated, and %u bytes of workgroup memory; "
+           "'%s' has %u (the H100/H200 and wgpt's tuned lavapipe run this case)\n",
+           WGPT_ATTENTION_SGM_STORAGE, wgpt_gpu_get_info(G)->name, (unsigned)wgpt_gpu_get_info(G)->max_workgroup_storage);
     skip();
 }
 
 static int group_setup(void **state) {
     (void)state;
-    wgpt_gpu_options gpu = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU};
+    // (emulated subgroup matrices where the device has f16 but none: the f16
+    // cases; the f32 kernels do not use them)
+    wgpt_gpu_options gpu = {.adapter_index = -1, .kernels = WGPT_KERNELS_GPU, .emulate_sgm = WGPT_SGM_EMULATE_IF_F16};
     wgpt_gpu_options cpu = {.adapter_index = -1, .kernels = WGPT_KERNELS_CPU};
     G_GPU = tu_gpu_open(&gpu);
     G_CPU = tu_gpu_open(&cpu);
