@@ -11,7 +11,8 @@
 // has 48 KiB of workgroup memory) and their flat CPU twins (model/variant.h;
 // workgroups of 16 queries, key blocks of 8); the head-size-64 shapes also
 // through the f16 calls (wgpt_attention_*_f16: the subgroup-matrix kernels
-// where the device has them; a skip elsewhere), on inputs rounded to f16
+// where the device has them, emulated where it has f16 and 45,568 bytes of
+// workgroup memory but none, as wgpt's tuned lavapipe; a skip elsewhere), on inputs rounded to f16
 // first, so that the reference sees the very values the kernels multiply;
 // and with the f16 backward keeping dS in a scratch (dq from the dS the
 // dk/dv kernel wrote; the scratch starts as NaNs, so a tile read but not
