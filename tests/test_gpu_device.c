@@ -55,7 +55,11 @@ static void adapter_info_and_limits(void **st) {
         assert_false(i->has_subgroup_matrix);       // no VK_KHR_cooperative_matrix in lavapipe 25.0
         assert_int_equal(i->n_matrix_configs, 0);
         assert_int_equal(i->max_storage_binding, 128u << 20);
-        assert_int_equal(i->max_workgroup_storage, 32768);
+        // Debian's lavapipe 32 KiB; wgpt's tuned one 64 KiB (scripts/patches: the
+        // f16 attention kernels' 45,568 bytes, emulated)
+        if (i->max_workgroup_storage != 32768 && i->max_workgroup_storage != 65536)
+            fail_msg("lavapipe's workgroup storage %u: neither Debian's 32768 nor the tuned 65536",
+                     i->max_workgroup_storage);
         assert_int_equal(i->max_invocations, 1024);
         assert_true(i->robust);  // a CPU adapter keeps Dawn's robustness (gpu.h)
         assert_int_equal(i->compute_units, 0);
