@@ -88,10 +88,15 @@ static const wgpt_matrix_config *sgm_for_(const wgpt_gpu *g, uint32_t m, uint32_
     return c && (uint64_t)m * n >= (uint64_t)c->m * c->n ? c : NULL;
 }
 
+// 1 where the _32k twins run: the workgroup memory is short, or the matrices
+// are emulated (a CPU, for tests: there the full stages only cost compile
+// time, minutes of LLVM's a kernel, and the twins are the same code).
+static int short_stages_(const wgpt_gpu_info *i) { return i->max_workgroup_storage < SGM_STORAGE || i->sgm_emulated; }
+
 // The k a stage of the kernel add_ runs for `wide`'s block on i (its _32k
-// twin's where the workgroup memory is short).
+// twin's where short_stages_).
 static uint32_t stage_k_(const wgpt_gpu_info *i, int wide) {
-    if (i->max_workgroup_storage < SGM_STORAGE) return wide ? SGM_WIDE_32K_BK : SGM_32K_BK;
+    if (short_stages_(i)) return wide ? SGM_WIDE_32K_BK : SGM_32K_BK;
     return wide ? SGM_WIDE_BK : SGM_BK;
 }
 
@@ -148,7 +153,7 @@ wgpt_sgm_plan wgpt_linear_f16_plan(const wgpt_gpu_info *i, uint32_t m, uint32_t 
     const wgpt_matrix_config *c = &i->matrix_configs[i->sgm_config];
     uint64_t slots = (uint64_t)SGM_WGS_A_UNIT * (i->compute_units ? i->compute_units : 128);
     int can_wide = i->max_invocations >= SGM_WIDE_SGS * c->sg_max &&
-                   (i->max_workgroup_storage >= SGM_STORAGE || SGM_WIDE_32K_BK % c->k == 0);
+                   (!short_stages_(i) || SGM_WIDE_32K_BK % c->k == 0);
     int first = i->sgm_block == WGPT_SGM_WIDE && can_wide, last = i->sgm_block != WGPT_SGM_BASE && can_wide;
     uint64_t best_cost = UINT64_MAX;
     for (int wide = first; wide <= last; wide++) {
@@ -229,7 +234,7 @@ static int add_(wgpt_gpu *g, wgpt_op *op, int pass, wgpt_view a, wgpt_view b, wg
          {{"matmul_sgm_epi", "matmul_sgm_epi_p"}, {"matmul_sgm_epi_32k", "matmul_sgm_epi_32k_p"}}},
         {{{"matmul_sgm_wide", "matmul_sgm_wide_p"}, {"matmul_sgm_wide_32k", "matmul_sgm_wide_32k_p"}},
          {{"matmul_sgm_wide_epi", "matmul_sgm_wide_epi_p"}, {"matmul_sgm_wide_epi_32k", "matmul_sgm_wide_epi_32k_p"}}}};
-    int small = wgpt_gpu_get_info(g)->max_workgroup_storage < SGM_STORAGE;
+    int small = short_stages_(wgpt_gpu_get_info(g));
     uint32_t units = SGM_WGS_A_UNIT * wgpt_gpu_get_info(g)->compute_units;
     uint32_t bm = sgm ? SGM_BM : F16_ROWS, bn = wide ? SGM_WIDE_BN : sgm ? SGM_BN : F16_COLS;  // BM, BN of the kernel
     uint32_t gx = (n + bn - 1) / bn, gy = (m + bm - 1) / bm;
