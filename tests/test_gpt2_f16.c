@@ -142,22 +142,40 @@ static void head_size_64_near_fp32(void **st) {
 // inputs, fcproj's input pass with GELU' in its epilogue, split weight passes
 // on the GPU twins) is checked against fp32 here too, with the same bound.
 // Where the device has real ones the tests above ran on them.
-static void emulated_tensor_cores_near_fp32(void **st) {
+// The emulated devices' tests run with G swapped for a device with emulated
+// subgroup matrices (the helpers use G); their teardown puts G back, also
+// after a failure.
+static wgpt_gpu *G_SAVED;
+static int restore_g_(void **st) {
     (void)st;
+    if (G_SAVED && G != G_SAVED) wgpt_gpu_close(G);
+    if (G_SAVED) G = G_SAVED;
+    G_SAVED = NULL;
+    return 0;
+}
+
+// G swapped for the same adapter with emulated subgroup matrices (profiled
+// where `profile`), or a skip where G has real ones (`real`: what ran on
+// them instead) or no f16. Returns G's info from before.
+static const wgpt_gpu_info *emulated_g_(const char *real, int profile) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
     if (wgpt_linear_f16_uses_sgm(G) || !i->has_f16) {
-        printf("skipped: '%s' %s\n", i->name, i->has_f16 ? "has real subgroup matrices: the tests above ran on them"
-                                                         : "has no f16, so no emulated subgroup matrices");
+        printf("skipped: '%s' %s%s\n", i->name, i->has_f16 ? "has real subgroup matrices: " : "",
+               i->has_f16 ? real : "has no f16, so no emulated subgroup matrices");
         skip();
     }
-    wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU};
-    wgpt_gpu *g0 = G;
+    wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU, .profile = profile};
+    G_SAVED = G;
     G = tu_gpu_open(&o);
     assert_true(wgpt_linear_f16_uses_sgm(G));
+    return i;
+}
+
+static void emulated_tensor_cores_near_fp32(void **st) {
+    (void)st;
+    const wgpt_gpu_info *i = emulated_g_("the tests above ran on them", 0);
     printf("'%s' with emulated subgroup matrices:\n", i->name);
     near_fp32_(&CFG, B, T, tokens, targets, params, 3e-3);
-    wgpt_gpu_close(G);
-    G = g0;
 }
 
 // The kernels a forward and backward of m on tok, tgt ran, as the profiler
@@ -185,33 +203,15 @@ static int ran_(wgpt_gpt2 *m, wgpt_gpu *g, const char *part) { return ran_on_(m,
 // feeding the tensor-core matmuls, against fp32 with the same bound; the
 // profiler shows the kernels ran. They need 45,568 bytes of workgroup
 // memory: a device with less (Debian's lavapipe: 32 KiB; wgpt's tuned one
-// has 64) is a skip that says so. The emulated device is G while it runs
-// (the helpers use G); the teardown puts G back, also after a failure.
-static wgpt_gpu *G_SAVED;
-static int restore_g_(void **st) {
-    (void)st;
-    if (G_SAVED && G != G_SAVED) wgpt_gpu_close(G);
-    if (G_SAVED) G = G_SAVED;
-    G_SAVED = NULL;
-    return 0;
-}
-
+// has 64) is a skip that says so.
 static void emulated_attention_near_fp32(void **st) {
     (void)st;
-    const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
-    if (wgpt_linear_f16_uses_sgm(G) || !i->has_f16) {
-        printf("skipped: '%s' %s\n", i->name, i->has_f16 ? "has real subgroup matrices: head_size_64 ran on them"
-                                                         : "has no f16, so no emulated subgroup matrices");
-        skip();
-    }
+    const wgpt_gpu_info *i = emulated_g_("head_size_64 ran on them", 1);
     if (i->max_workgroup_storage < WGPT_ATTENTION_SGM_STORAGE) {
         printf("skipped: '%s' has %u bytes of workgroup memory; the f16 attention needs %u\n", i->name,
                (unsigned)i->max_workgroup_storage, WGPT_ATTENTION_SGM_STORAGE);
         skip();
     }
-    wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU, .profile = 1};
-    G_SAVED = G;
-    G = tu_gpu_open(&o);
     assert_true(wgpt_attention_uses_sgm(G, 64));
     int tok[B64 * T64], tgt[B64 * T64];
     float *prm = inputs64_(tok, tgt);
@@ -219,8 +219,6 @@ static void emulated_attention_near_fp32(void **st) {
     near_fp32_(&CFG64, B64, T64, tok, tgt, prm, 1e-2);
     wgpt_gpt2 *m = model_cfg_(&CFG64, B64, T64, prm, WGPT_PRECISION_F16);
     int fwd = ran_on_(m, G, "attention_sgm_forward", tok, tgt);
-    wgpt_gpt2_free(m);
-    m = model_cfg_(&CFG64, B64, T64, prm, WGPT_PRECISION_F16);
     int dq = ran_on_(m, G, "attention_sgm_backward_dq", tok, tgt);
     wgpt_gpt2_free(m);
     printf("attention_sgm_forward ran %d, attention_sgm_backward_dq* ran %d\n", fwd, dq);
@@ -522,7 +520,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(loss_and_gradients_near_fp32),
         cmocka_unit_test(head_size_64_near_fp32),
-        cmocka_unit_test(emulated_tensor_cores_near_fp32),
+        cmocka_unit_test_teardown(emulated_tensor_cores_near_fp32, restore_g_),
         cmocka_unit_test_teardown(emulated_attention_near_fp32, restore_g_),
         cmocka_unit_test(epilogues_near_fp32),
         cmocka_unit_test(train_loss_is_the_forward_loss),
