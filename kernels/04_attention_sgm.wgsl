@@ -57,26 +57,27 @@ const RS: u32 = SGM_TM;        // rows a subgroup
 const RG: u32 = RB / RS;       // groups of RS rows in a block
 // Subgroups a workgroup: RG groups of rows, each row group shared by NSG /
 // RG subgroups that split the columns (of a score block, and of an output):
-// 8, halves of the columns. The code takes 16 as well (quarters: each
-// subgroup a shorter chain of products between barriers, and 512 threads,
-// which hold NVIDIA's driver to 128 registers a thread); only 8 has run on
-// a GPU so far.
-const NSG: u32 = 8u;
-const NT: u32 = NSG * SGM_SG;     // threads a workgroup
-const PART: u32 = RB / (NSG / RG);  // columns a subgroup owns: 32 (16 with NSG 16)
-const NF: u32 = PART / SGM_TN;      // its fragments across: 4 (2)
+// 8, halves of the columns, or 16, quarters (each subgroup a shorter chain
+// of products between barriers, and 512 threads, which hold NVIDIA's driver
+// to 128 registers a thread). An override, so that each kernel takes its own
+// through its variant marker (`with NSG=16`); the checks below hold for both.
+override NSG: u32 = 8u;
+// threads a workgroup; any NSG but 8 and 16 divides by zero here: the pipeline is refused
+override NT: u32 = NSG * SGM_SG / u32(NSG == 8u || NSG == 16u);
+override PART: u32 = RB / (NSG / RG);  // columns a subgroup owns: 32 (16 with NSG 16)
+override NF: u32 = PART / SGM_TN;      // its fragments across: 4 (2)
 const FR: u32 = RS / SGM_TM;   // fragment rows a subgroup
 const FK: u32 = HS / SGM_TK;   // fragments along d: the k of S = Q K^T (and of dP, S^T, dP^T)
 const FB: u32 = RB / SGM_TK;   // fragments along a block's columns: the k of P V, dS K, ...
 const FS: u32 = RB / SGM_TN;   // fragment columns of a score block
 const FO: u32 = HS / SGM_TN;   // fragment columns of an output (O, dq, dk, dv)
-const TPR: u32 = NT / RB;      // threads a row of the score block (adjacent lanes): 4 (8)
-const CPT: u32 = RB / TPR;     // its columns a thread (contiguous): 16 (8)
+override TPR: u32 = NT / RB;      // threads a row of the score block (adjacent lanes): 4 (8)
+override CPT: u32 = RB / TPR;     // its columns a thread (contiguous): 16 (8)
 const CPT_MAX: u32 = RB * RB / (8u * SGM_SG);  // (the length of the private arrays of them: CPT with NSG 8)
 const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 halves each, +1 against bank conflicts
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
-const LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 (1)
+override LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 (1)
 const LPT_MAX: u32 = RB * HS / 8u / (8u * SGM_SG);  // (LPT with NSG 8)
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
@@ -91,8 +92,15 @@ const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way i
 const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u;
 const_assert SGM_SG == 8u || SGM_SG == 16u || SGM_SG == 32u;
 const_assert SGM_SG != 32u || (CPT_MAX == 16u && LPT_MAX == 2u);  // the GPU's, as they were
-const_assert (NSG == 8u || NSG == 16u) && NT % RB == 0u && CPT % 8u == 0u && SGM_SG % TPR == 0u;
-const_assert CPT <= CPT_MAX && LPT <= LPT_MAX && LPT * NT * 8u == RB * HS && (NF == 4u || NF == 2u);
+// NSG's two values (TPR_8, TPR_16: TPR with each): whole rows of threads, whole
+// f16 octets a thread, a row's threads in one subgroup, the private arrays
+// long enough, every tile element moved once, 4 or 2 fragments across.
+const TPR_8: u32 = 8u * SGM_SG / RB;
+const TPR_16: u32 = 16u * SGM_SG / RB;
+const_assert (8u * SGM_SG) % RB == 0u && (RB / TPR_8) % 8u == 0u && SGM_SG % TPR_8 == 0u && RB / TPR_8 <= CPT_MAX;
+const_assert (16u * SGM_SG) % RB == 0u && (RB / TPR_16) % 8u == 0u && SGM_SG % TPR_16 == 0u && RB / TPR_16 <= CPT_MAX;
+const_assert RB * HS / 8u / (8u * SGM_SG) <= LPT_MAX && RB * HS / 8u / (16u * SGM_SG) * 16u * SGM_SG * 8u == RB * HS;
+const_assert RB / (8u / RG) / SGM_TN == 4u && RB / (16u / RG) / SGM_TN == 2u;
 const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && RG == 4u;
 
 // 2 x 9,216 + 9,216 + 17,408 + 512 = 45,568 bytes (the host checks the device's limit).
