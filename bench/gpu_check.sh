@@ -2,11 +2,13 @@
 # gpu_check.sh: what a change to the f16 tensor-core path owes the GPU, in one
 # command on the GPU machine (from a built tree: make all, or any folder that
 # holds the test programs and wgpt; Dawn is found beside it, ../third_party):
-# bench/gpu_check.sh [--tests build] [--wgpt build/wgpt] [--main-wgpt PATH] [--kernels DIR] [--out DIR]
+# bench/gpu_check.sh [--tests build] [--wgpt build/wgpt] [--main-wgpt PATH] [--kernels DIR[,DIR...]] [--out DIR]
 #                      [--no-compare] [--model "ARGS"]   (wgpt bench's model options; default GPT-2 124M)
 # --kernels DIR: this run's kernel files from DIR (WGPT_KERNEL_DIR) instead of
 # those built in; without --main-wgpt the same wgpt with its own kernels is
 # then the other side: a change to kernels/ alone, measured without a build.
+# Several folders (a comma list) are several candidates, each a side named
+# by its folder, all measured beside main in the same run.
 # 1. the test programs that run the subgroup-matrix kernels (test_ops' linear-f16
 #    and attention cases, test_attention, test_gpt2_f16, test_linear_f16,
 #    test_optimizer) and the f16 mode's fused kernels (test_linear,
@@ -16,8 +18,9 @@
 #    the driver reports them (WGPT_KERNEL_STATS);
 # 3. `wgpt bench --precision f16`, alternating with the other side (--main-wgpt,
 #    a wgpt built from main, or --kernels') twice where there is one: the median step of each;
-# 4. where the step's GPU time goes (--profile), on both sides;
-# 5. bench/compare.sh --no-micro: beside PyTorch (unless --no-compare).
+# 4. where the step's GPU time goes (--profile), on every side;
+# 5. bench/compare.sh --no-micro: beside PyTorch (unless --no-compare; the first side).
+# Steps 1 and 2 run for each side but main.
 # Raw outputs in --out (default runs/gpu-check-DATE).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -31,19 +34,28 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-compare) compare=0; shift ;;
     --model) model=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
 [ -x "$wgpt" ] || { echo "gpu_check.sh: no wgpt at '$wgpt' (make all, or --wgpt PATH)" >&2; exit 2; }
+# The sides measured (beside main): one a --kernels folder (dirs, named by
+# names), or the one "this" (wgpt as it is).
+dirs=() names=()
 if [ -n "$kernels" ]; then
-  [ -f "$kernels/04_attention_sgm.wgsl" ] || { echo "gpu_check.sh: --kernels '$kernels' holds no kernel files" >&2; exit 2; }
-  kernels=$(cd "$kernels" && pwd)
+  IFS=, read -r -a list <<<"$kernels"
+  for d in "${list[@]}"; do
+    [ -f "$d/04_attention_sgm.wgsl" ] || { echo "gpu_check.sh: --kernels '$d' holds no kernel files" >&2; exit 2; }
+    dirs+=("$(cd "$d" && pwd)")
+    names+=("$(basename "$d")")
+  done
   # the other side: the same wgpt with its built-in kernels, unless --main-wgpt
   [ -n "$main" ] || main=$wgpt
+else
+  names=(this)
 fi
-# Runs a command with this side's kernels (--kernels), or as it is.
-this() { if [ -n "$kernels" ]; then WGPT_KERNEL_DIR="$kernels" "$@"; else "$@"; fi; }
+# Runs a command with side i's kernels (its --kernels folder), or as it is.
+this() { local i=$1; shift; if [ ${#dirs[@]} -gt 0 ]; then WGPT_KERNEL_DIR="${dirs[$i]}" "$@"; else "$@"; fi; }
 # And with the other side's: its own (no WGPT_KERNEL_DIR from the caller either).
 other() { env -u WGPT_KERNEL_DIR "$@"; }
 out=${out:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
@@ -53,23 +65,30 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version 
 "$wgpt" info 2>&1 | grep -E '^adapter' | head -1
 rc=0
 
+sides=$(seq 0 $((${#names[@]} - 1)))
 echo "== 1. the subgroup-matrix kernels' tests"
-for t in test_ops test_attention test_gpt2_f16 test_linear_f16 test_optimizer test_linear test_layernorm test_cross_entropy; do
-  args=""
-  [ $t = test_ops ] && args="linear-f16 attention"  # (word-split: the cases whose names hold either)
-  this "$tests/$t" $args > "$out/$t.txt" 2>&1 || rc=1
-  echo "$t: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$t.txt" | tr '\n' ' ')"
-  grep -E '^ERROR|worst tensor|skipped|epilogue N=|GELU. N=' "$out/$t.txt" | sort -u | head -8
+for i in $sides; do
+  n=${names[$i]}
+  for t in test_ops test_attention test_gpt2_f16 test_linear_f16 test_optimizer test_linear test_layernorm test_cross_entropy; do
+    args=""
+    [ $t = test_ops ] && args="linear-f16 attention"  # (word-split: the cases whose names hold either)
+    this $i "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
+    echo "$n $t: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$n-$t.txt" | tr '\n' ' ')"
+    grep -E '^ERROR|worst tensor|skipped|epilogue N=|GELU. N=' "$out/$n-$t.txt" | sort -u | head -8
+  done
 done
 
 echo "== 2. registers, shared memory, stack (the driver's statistics)"
-# ($model is word-split on purpose: several options)
-WGPT_KERNEL_STATS="$out/stats.txt" this "$wgpt" bench --precision f16 --steps 1 $model > "$out/stats-run.txt" 2>&1
-# "kernel NAME (file)" from wgpt, then the layer's line for that pipeline
-stats=$(awk '/^kernel / { k = $2; next } k ~ /sgm/ { print k ": " substr($0, 1, 400) }' "$out/stats.txt" 2>/dev/null | head -20)
-if [ -n "$stats" ]; then printf '%s\n' "$stats"
-else echo "no statistics for tensor-core kernels (none ran here, or the driver reports none): $out/stats.txt"
-fi
+for i in $sides; do
+  n=${names[$i]}
+  # ($model is word-split on purpose: several options)
+  WGPT_KERNEL_STATS="$out/$n-stats.txt" this $i "$wgpt" bench --precision f16 --steps 1 $model > "$out/$n-stats-run.txt" 2>&1
+  # "kernel NAME (file)" from wgpt, then the layer's line for that pipeline
+  stats=$(awk -v n="$n" '/^kernel / { k = $2; next } k ~ /sgm/ { print n " " k ": " substr($0, 1, 400) }' "$out/$n-stats.txt" 2>/dev/null | head -20)
+  if [ -n "$stats" ]; then printf '%s\n' "$stats"
+  else echo "$n: no statistics for tensor-core kernels (none ran here, or the driver reports none): $out/$n-stats.txt"
+  fi
+done
 
 echo "== 3. the f16 step (median ms)"
 for round in 1 2; do
@@ -77,13 +96,20 @@ for round in 1 2; do
     other "$main" bench --precision f16 $model > "$out/step-main-$round.txt" 2>&1
     echo "main $round: $(grep '^result' "$out/step-main-$round.txt")"
   fi
-  this "$wgpt" bench --precision f16 $model > "$out/step-$round.txt" 2>&1 || rc=1
-  echo "this $round: $(grep '^result' "$out/step-$round.txt")"
+  for i in $sides; do
+    n=${names[$i]}
+    this $i "$wgpt" bench --precision f16 $model > "$out/step-$n-$round.txt" 2>&1 || rc=1
+    echo "$n $round: $(grep '^result' "$out/step-$n-$round.txt")"
+  done
 done
 
 echo "== 4. where the step's GPU time goes (--profile)"
-this "$wgpt" bench --precision f16 --steps 3 --profile $model > "$out/profile.txt" 2>&1
-sed -n '/GPU time per kernel/,/^(registers/p' "$out/profile.txt" | head -24
+for i in $sides; do
+  n=${names[$i]}
+  this $i "$wgpt" bench --precision f16 --steps 3 --profile $model > "$out/profile-$n.txt" 2>&1
+  echo "-- $n"
+  sed -n '/GPU time per kernel/,/^(registers/p' "$out/profile-$n.txt" | head -24
+done
 if [ -n "$main" ]; then
   other "$main" bench --precision f16 --steps 3 --profile $model > "$out/profile-main.txt" 2>&1
   echo "-- main (the other side)"
@@ -91,8 +117,8 @@ if [ -n "$main" ]; then
 fi
 
 if [ $compare = 1 ]; then
-  echo "== 5. beside PyTorch"
-  this bench/compare.sh --wgpt "$wgpt" --no-micro --model "$model" --out "$out/compare" > "$out/compare.txt" 2>&1
+  echo "== 5. beside PyTorch (${names[0]})"
+  this 0 bench/compare.sh --wgpt "$wgpt" --no-micro --model "$model" --out "$out/compare" > "$out/compare.txt" 2>&1
   grep -A6 '^run  ' "$out/compare.txt"
 fi
 echo "raw outputs: $out"
