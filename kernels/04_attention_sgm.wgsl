@@ -78,7 +78,6 @@ const LV: u32 = HS / 8u + 1u;  // vec4<u32> a row of an f16 [row][d] tile: 8 hal
 const PV: u32 = RB / 8u + 1u;  // vec4<u32> a row of tile_p
 const SS: u32 = RB + 4u;       // floats a row of tile_s (16-byte rows)
 override LPT: u32 = RB * HS / 8u / NT;  // vec4<u32> (8 halves) of a tile a thread moves: 2 (1)
-const RESCALE_AT: f32 = 8.0;  // forward: a row's reference max moves when a block's passes it by this (P <= e^8 in f16)
 const LPT_MAX: u32 = RB * HS / 8u / (8u * SGM_SG);  // (LPT with NSG 8)
 const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way into fragments
 // The code names its fragments: arrays of them indexed in loops were not kept
@@ -110,7 +109,6 @@ var<workgroup> tile_b: array<vec4<u32>, RB * LV>;  // V (forward, dq) or dout (d
 var<workgroup> tile_p: array<vec4<u32>, RB * PV>;  // P or dS [row][column] f16; staging on the way to fragments
 var<workgroup> tile_s: array<f32, RB * SS>;        // a product's f32 result [row][column]
 var<workgroup> tile_l: array<f32, 2u * RB>;        // dkdv: lse and D of the block's queries
-var<workgroup> rescale: u32;                       // forward: 1 when a row moved its reference max this block
 
 fn pack8(x: vec4<f32>, y: vec4<f32>) -> vec4<u32> {
     return vec4<u32>(pack2x16float(x.xy), pack2x16float(x.zw), pack2x16float(y.xy), pack2x16float(y.zw));
@@ -315,7 +313,6 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     put16(2u, fetch(&qkv, b, q0, 0u, h, lidx), lidx);
     var ra = fetch(&qkv, b, 0u, 1u, h, lidx);  // K and V of the first block
     var rb = fetch(&qkv, b, 0u, 2u, h, lidx);
-    if (lidx == 0u) { rescale = 0u; }
     workgroupBarrier();
     let qf0 = frag_p(r0, 0u);
     let qf1 = frag_p(r0, 16u);
@@ -329,10 +326,6 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
     var m = NEG_INF;
     var l = 0.0;
     var acc = array<f32, CPT_MAX>();
-    var o0 = CT();
-    var o1 = CT();
-    var o2 = CT();
-    var o3 = CT();
     for (var kb = 0u; kb <= qb; kb++) {
         let k0 = kb * RB;
         stage_kv(&qkv, k0, kb < qb, b, h, lidx, &ra, &rb);
@@ -348,12 +341,9 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             sc[j] = select(NEG_INF, tile_s[row * SS + col0 + j] * p.scale, ok);
             bm = max(bm, sc[j]);
         }
-        let bmax = row_max(bm);
-        let moved = bmax > m + RESCALE_AT;  // (every row in its first block; never rows past T)
-        let mn = select(m, bmax, moved);
-        let alpha = exp(m - mn);  // 0 on the first block (m = NEG_INF); 1 where the reference stays
+        let mn = max(m, row_max(bm));
+        let alpha = exp(m - mn);  // 0 on the first block (m = NEG_INF); 1 for rows past T
         m = mn;
-        if (moved && kb > 0u) { rescale = 1u; }
         var sum = 0.0;
         for (var j8 = 0u; j8 < CPT / 8u; j8++) {
             var e = array<f32, 8>();
@@ -365,27 +355,19 @@ fn attention_sgm_forward(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_i
             put_p8(row, col0, j8, e);
         }
         l = l * alpha + row_sum(sum);
-        // P complete, every score read; and whether any row moved its reference
-        if (workgroupUniformLoad(&rescale) != 0u) {
-            // the fragments' sum so far into acc, both scaled to the rows' new references
-            store4(r0, h0, o0, o1, o2, o3);
-            workgroupBarrier();
-            for (var j = 0u; j < CPT; j++) { acc[j] = (acc[j] + tile_s[row * SS + col0 + j]) * alpha; }
-            o0 = CT();
-            o1 = CT();
-            o2 = CT();
-            o3 = CT();
-        }
-        if (lidx == 0u) { rescale = 0u; }  // (read by all; the next block's writes come after stage_kv's barriers)
+        workgroupBarrier();  // P complete, every score read
+        var o0 = CT();
+        var o1 = CT();
+        var o2 = CT();
+        var o3 = CT();
         for (var kk = 0u; kk < RB; kk += SGM_TK) {
             let pf = frag_p(r0, kk);
             mma4(pf, true, kk, h0, &o0, &o1, &o2, &o3);
         }
+        store4(r0, h0, o0, o1, o2, o3);
+        workgroupBarrier();
+        for (var j = 0u; j < CPT; j++) { acc[j] = acc[j] * alpha + tile_s[row * SS + col0 + j]; }
     }
-    workgroupBarrier();
-    store4(r0, h0, o0, o1, o2, o3);
-    workgroupBarrier();
-    for (var j = 0u; j < CPT; j++) { acc[j] += tile_s[row * SS + col0 + j]; }
     let lrow = m + log(l);
 
     // O / l through tile_s, so that the writes are whole rows (row-major: 8
