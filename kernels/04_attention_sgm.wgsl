@@ -92,15 +92,14 @@ const_assert RB == HS;         // Q (K, V) is staged through tile_p on its way i
 const_assert SGM_TM == 16u && SGM_TK == 16u && SGM_TN == 8u;
 const_assert SGM_SG == 8u || SGM_SG == 16u || SGM_SG == 32u;
 const_assert SGM_SG != 32u || (CPT_MAX == 16u && LPT_MAX == 2u);  // the GPU's, as they were
-// NSG's two values (TPR_8, TPR_16: TPR with each): whole rows of threads, whole
-// f16 octets a thread, a row's threads in one subgroup, the private arrays
-// long enough, every tile element moved once, 4 or 2 fragments across.
-const TPR_8: u32 = 8u * SGM_SG / RB;
-const TPR_16: u32 = 16u * SGM_SG / RB;
-const_assert (8u * SGM_SG) % RB == 0u && (RB / TPR_8) % 8u == 0u && SGM_SG % TPR_8 == 0u && RB / TPR_8 <= CPT_MAX;
-const_assert (16u * SGM_SG) % RB == 0u && (RB / TPR_16) % 8u == 0u && SGM_SG % TPR_16 == 0u && RB / TPR_16 <= CPT_MAX;
-const_assert RB * HS / 8u / (8u * SGM_SG) <= LPT_MAX && RB * HS / 8u / (16u * SGM_SG) * 16u * SGM_SG * 8u == RB * HS;
-const_assert RB / (8u / RG) / SGM_TN == 4u && RB / (16u / RG) / SGM_TN == 2u;
+// The layouts of NSG's two values (NT_8, NT_16: NT with each): whole rows of
+// threads, whole f16 octets of a row a thread, a row's threads in one
+// subgroup, every tile element moved once. (CPT_MAX and LPT_MAX are the
+// values at 8, twice those at 16; NF is 4 and 2.)
+const NT_8: u32 = 8u * SGM_SG;
+const NT_16: u32 = 16u * SGM_SG;
+const_assert NT_8 % RB == 0u && (RB * RB / NT_8) % 8u == 0u && SGM_SG % (NT_8 / RB) == 0u && (RB * HS / 8u) % NT_8 == 0u;
+const_assert NT_16 % RB == 0u && (RB * RB / NT_16) % 8u == 0u && SGM_SG % (NT_16 / RB) == 0u && (RB * HS / 8u) % NT_16 == 0u;
 const_assert FR == 1u && FK == 4u && FB == 4u && FS == 8u && FO == 8u && RG == 4u;
 
 // 2 x 9,216 + 9,216 + 17,408 + 512 = 45,568 bytes (the host checks the device's limit).

@@ -160,8 +160,8 @@ static int restore_g_(void **st) {
 static const wgpt_gpu_info *emulated_g_(const char *real, int profile) {
     const wgpt_gpu_info *i = wgpt_gpu_get_info(G);
     if (wgpt_linear_f16_uses_sgm(G) || !i->has_f16) {
-        printf("skipped: '%s' %s%s\n", i->name, i->has_f16 ? "has real subgroup matrices: " : "",
-               i->has_f16 ? real : "has no f16, so no emulated subgroup matrices");
+        if (i->has_f16) printf("skipped: '%s' has real subgroup matrices: %s\n", i->name, real);
+        else printf("skipped: '%s' has no f16, so no emulated subgroup matrices\n", i->name);
         skip();
     }
     wgpt_gpu_options o = {.adapter_index = -1, .emulate_sgm = 1, .kernels = WGPT_KERNELS_GPU, .profile = profile};
