@@ -20,7 +20,9 @@
 #    a wgpt built from main, or --kernels') twice where there is one: the median step of each;
 # 4. where the step's GPU time goes (--profile), on every side;
 # 5. bench/compare.sh --no-micro: beside PyTorch (unless --no-compare; the first side).
-# Steps 1 and 2 run for each side but main.
+# Step 1 runs for each side, and for main where main is this same build (--kernels
+# without --main-wgpt: the test programs with their built-in kernels); step 2 for
+# each side but main.
 # Raw outputs in --out (default runs/gpu-check-DATE).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -34,7 +36,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-compare) compare=0; shift ;;
     --model) model=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check.sh: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
@@ -66,17 +68,24 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version 
 rc=0
 
 sides=$(seq 0 $((${#names[@]} - 1)))
-echo "== 1. the subgroup-matrix kernels' tests"
-for i in $sides; do
-  n=${names[$i]}
+# Side i's tests (i = main: the built-in kernels, as main's wgpt runs them).
+run_tests() {
+  local i=$1 n t args
+  if [ "$i" = main ]; then n=main; else n=${names[$i]}; fi
   for t in test_ops test_attention test_gpt2_f16 test_linear_f16 test_optimizer test_linear test_layernorm test_cross_entropy; do
     args=""
     [ $t = test_ops ] && args="linear-f16 attention"  # (word-split: the cases whose names hold either)
-    this $i "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
+    if [ "$i" = main ]; then other "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
+    else this "$i" "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
+    fi
     echo "$n $t: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$n-$t.txt" | tr '\n' ' ')"
     grep -E '^ERROR|worst tensor|skipped|epilogue N=|GELU. N=' "$out/$n-$t.txt" | sort -u | head -8
   done
-done
+}
+echo "== 1. the subgroup-matrix kernels' tests"
+# main's own where its tests are these programs (the candidates share its build)
+[ ${#dirs[@]} -gt 0 ] && [ "$main" = "$wgpt" ] && run_tests main
+for i in $sides; do run_tests "$i"; done
 
 echo "== 2. registers, shared memory, stack (the driver's statistics)"
 for i in $sides; do
