@@ -56,10 +56,17 @@ if [ -n "$kernels" ]; then
 else
   names=(this)
 fi
-# Runs a command with side i's kernels (its --kernels folder), or as it is.
-this() { local i=$1; shift; if [ ${#dirs[@]} -gt 0 ]; then WGPT_KERNEL_DIR="${dirs[$i]}" "$@"; else "$@"; fi; }
 # And with the other side's: its own (no WGPT_KERNEL_DIR from the caller either).
 other() { env -u WGPT_KERNEL_DIR "$@"; }
+# Runs a command with side i's kernels (its --kernels folder), or as it is;
+# i = main: as the other side.
+this() {
+  local i=$1; shift
+  if [ "$i" = main ]; then other "$@"
+  elif [ ${#dirs[@]} -gt 0 ]; then WGPT_KERNEL_DIR="${dirs[$i]}" "$@"
+  else "$@"
+  fi
+}
 out=${out:-runs/gpu-check-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out" || exit 1
 [ -f scripts/gpu-env.sh ] && . scripts/gpu-env.sh
@@ -68,24 +75,21 @@ command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,driver_version 
 rc=0
 
 sides=$(seq 0 $((${#names[@]} - 1)))
-# Side i's tests (i = main: the built-in kernels, as main's wgpt runs them).
+# Side i's tests, under name n (i = main: the built-in kernels, as main's wgpt runs them).
 run_tests() {
-  local i=$1 n t args
-  if [ "$i" = main ]; then n=main; else n=${names[$i]}; fi
+  local i=$1 n=$2 t args
   for t in test_ops test_attention test_gpt2_f16 test_linear_f16 test_optimizer test_linear test_layernorm test_cross_entropy; do
     args=""
     [ $t = test_ops ] && args="linear-f16 attention"  # (word-split: the cases whose names hold either)
-    if [ "$i" = main ]; then other "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
-    else this "$i" "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
-    fi
+    this "$i" "$tests/$t" $args > "$out/$n-$t.txt" 2>&1 || rc=1
     echo "$n $t: $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/$n-$t.txt" | tr '\n' ' ')"
     grep -E '^ERROR|worst tensor|skipped|epilogue N=|GELU. N=' "$out/$n-$t.txt" | sort -u | head -8
   done
 }
 echo "== 1. the subgroup-matrix kernels' tests"
 # main's own where its tests are these programs (the candidates share its build)
-[ ${#dirs[@]} -gt 0 ] && [ "$main" = "$wgpt" ] && run_tests main
-for i in $sides; do run_tests "$i"; done
+[ ${#dirs[@]} -gt 0 ] && [ "$main" = "$wgpt" ] && run_tests main main
+for i in $sides; do run_tests "$i" "${names[$i]}"; done
 
 echo "== 2. registers, shared memory, stack (the driver's statistics)"
 for i in $sides; do
